@@ -1,0 +1,1 @@
+"""lit_sparse: sparse causal attention for language models on PyTorch Lightning."""
