@@ -1,0 +1,89 @@
+"""The model's shape: a dataclass of plain values with the paper's defaults."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+
+@dataclass
+class ModelConfig:
+    """Decoder-only transformer shape. Defaults are the paper's 60.85M-parameter model."""
+
+    vocab_size: int = 32768
+    """Embedding rows (the tokenizer's vocabulary, padded)."""
+    context_length: int = 1024
+    """Training length T; RoPE tables are rebuilt for any other length."""
+    n_layers: int = 16
+    """Transformer blocks L."""
+    d_model: int = 512
+    """Residual width."""
+    n_heads: int = 8
+    """Query heads."""
+    n_kv_heads: int = 2
+    """Key/value heads (grouped-query attention); must divide n_heads."""
+    head_dim: int = 64
+    """Width of one head; n_heads * head_dim must equal d_model."""
+    ffn_hidden: int | None = None
+    """SwiGLU hidden width; None: int(d_model * 8 / 3) rounded up to even (1366 at 512)."""
+    norm_eps: float = 1e-6
+    """RMSNorm epsilon."""
+    rope_theta: float = 10000.0
+    """RoPE base."""
+    init_std: float | None = None
+    """Std of every Linear and the embedding; None: d_model ** -0.5. Residual output
+    projections use init_std / sqrt(2 * n_layers)."""
+
+    def __post_init__(self):
+        for name in (
+            "vocab_size",
+            "context_length",
+            "n_layers",
+            "d_model",
+            "n_heads",
+            "n_kv_heads",
+            "head_dim",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({self.n_kv_heads})"
+            )
+        if self.n_heads * self.head_dim != self.d_model:
+            raise ValueError(
+                f"d_model ({self.d_model}) must equal n_heads x head_dim "
+                f"({self.n_heads} x {self.head_dim} = {self.n_heads * self.head_dim})"
+            )
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
+        if self.ffn_hidden is None:
+            hidden = int(self.d_model * 8 / 3)
+            self.ffn_hidden = hidden + hidden % 2
+        elif self.ffn_hidden <= 0:
+            raise ValueError(f"ffn_hidden must be a positive integer, got {self.ffn_hidden!r}")
+        if self.init_std is None:
+            self.init_std = self.d_model**-0.5
+        if not self.norm_eps > 0 or not self.rope_theta > 0 or not self.init_std > 0:
+            raise ValueError(
+                "norm_eps, rope_theta and init_std must be > 0, got "
+                f"{self.norm_eps}, {self.rope_theta}, {self.init_std}"
+            )
+
+    @property
+    def n_groups(self) -> int:
+        """Query heads per key/value head."""
+        return self.n_heads // self.n_kv_heads
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> ModelConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = set(values) - known
+        if unknown:
+            raise ValueError(
+                f"ModelConfig: unknown fields {sorted(unknown)}; known: {sorted(known)}"
+            )
+        return cls(**values)

@@ -1,0 +1,168 @@
+"""The decoder-only language model: pre-norm blocks of attention and SwiGLU, tied head.
+
+x += Attn(RMSNorm(x)); x += FFN(RMSNorm(x)); logits = RMSNorm(x) @ embedding^T.
+Attention projects q, k, v (GQA: fewer k/v heads), rotates q and k at absolute positions
+(RoPE, rotate-half), then hands them to the layer's pattern from the attention plugin.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import AttentionPattern, AttentionPlugin, build_attention
+from .config import ModelConfig
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        x_float = x.float()
+        normed = x_float * torch.rsqrt(x_float.pow(2).mean(-1, keepdim=True) + self.eps)
+        return normed.type_as(x) * self.weight
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotate-half RoPE; tables are built per (length, device, dtype), never saved."""
+
+    def __init__(self, head_dim: int, theta: float):
+        super().__init__()
+        inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self._tables: dict[tuple, tuple[Tensor, Tensor]] = {}
+
+    def tables(self, length: int, device: torch.device, dtype: torch.dtype):
+        """cos and sin (T, D) at positions 0..T-1, at least float32."""
+        key = (length, device, dtype)
+        if key not in self._tables:
+            positions = torch.arange(length, dtype=torch.float64, device=self.inv_freq.device)
+            angles = torch.outer(positions, self.inv_freq)  # (T, D/2)
+            angles = torch.cat([angles, angles], dim=-1)  # (T, D)
+            self._tables[key] = (angles.cos().to(device, dtype), angles.sin().to(device, dtype))
+        return self._tables[key]
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x (B, heads, T, D) rotated by its absolute position 0..T-1."""
+        dtype = torch.promote_types(x.dtype, torch.float32)
+        cos, sin = self.tables(x.shape[-2], x.device, dtype)
+        first, second = x.to(dtype).chunk(2, dim=-1)
+        return (x * cos + torch.cat([-second, first], dim=-1) * sin).to(x.dtype)
+
+
+class Attention(nn.Module):
+    """Projections, RoPE and the layer's attention pattern."""
+
+    def __init__(self, config: ModelConfig, pattern: AttentionPattern, rope: RotaryEmbedding):
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = (
+            config.n_heads,
+            config.n_kv_heads,
+            config.head_dim,
+        )
+        self.q_proj = nn.Linear(config.d_model, config.n_heads * config.head_dim, bias=False)
+        self.k_proj = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
+        self.v_proj = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
+        self.o_proj = nn.Linear(config.n_heads * config.head_dim, config.d_model, bias=False)
+        self.pattern = pattern
+        self.rope = rope
+
+    def forward(self, x: Tensor) -> Tensor:
+        batch, length, _ = x.shape
+        q = self.q_proj(x).view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        # q (B, H, T, D); k, v (B, KV, T, D): KV heads stay KV heads
+        q, k = self.rope(q), self.rope(k)
+        out = self.pattern(q, k, v)  # (B, H, T, D)
+        return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))  # (B, T, d_model)
+
+
+class FeedForward(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.gate = nn.Linear(config.d_model, config.ffn_hidden, bias=False)
+        self.up = nn.Linear(config.d_model, config.ffn_hidden, bias=False)
+        self.down = nn.Linear(config.ffn_hidden, config.d_model, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+class Block(nn.Module):
+    def __init__(self, config: ModelConfig, pattern: AttentionPattern, rope: RotaryEmbedding):
+        super().__init__()
+        self.attn_norm = RMSNorm(config.d_model, config.norm_eps)
+        self.attn = Attention(config, pattern, rope)
+        self.ffn_norm = RMSNorm(config.d_model, config.norm_eps)
+        self.ffn = FeedForward(config)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.attn(self.attn_norm(x))
+        return x + self.ffn(self.ffn_norm(x))
+
+
+class LanguageModel(nn.Module):
+    """Token ids (B, T) -> next-token logits (B, T, vocab_size), for any T."""
+
+    def __init__(self, config: ModelConfig | None = None, attention: AttentionPlugin | None = None):
+        super().__init__()
+        self.config = config = config or ModelConfig()
+        self.attention = attention = build_attention(attention)
+        attention.check(config.n_layers)
+        rope = RotaryEmbedding(config.head_dim, config.rope_theta)
+        self.embedding = nn.Embedding(config.vocab_size, config.d_model)
+        self.blocks = nn.ModuleList(
+            Block(config, attention.build(layer, config.n_layers, config.context_length), rope)
+            for layer in range(config.n_layers)
+        )
+        self.norm = RMSNorm(config.d_model, config.norm_eps)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The paper's init: N(0, init_std), residual outputs N(0, init_std / sqrt(2L))."""
+        std = self.config.init_std
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=std)
+        for block in self.blocks:
+            for residual_out in (block.attn.o_proj, block.ffn.down):
+                nn.init.normal_(residual_out.weight, std=std / math.sqrt(2 * self.config.n_layers))
+
+    def forward(self, idx: Tensor) -> Tensor:
+        x = self.embedding(idx)  # (B, T, d_model)
+        for block in self.blocks:
+            x = block(x)
+        return F.linear(self.norm(x), self.embedding.weight)  # tied head: (B, T, vocab)
+
+    @property
+    def patterns(self) -> list[AttentionPattern]:
+        return [block.attn.pattern for block in self.blocks]
+
+    def alphas(self) -> Tensor | None:
+        """Every layer's current alpha (L,), or None when the pattern has none."""
+        values = [pattern.alpha for pattern in self.patterns]
+        if any(a is None for a in values):
+            return None
+        return torch.stack([a.detach().float().cpu() for a in values])
+
+    def distances(self, length: int | None = None) -> list[list[int]]:
+        """Each layer's attended distances at ``length`` (default: the training length)."""
+        length = length or self.config.context_length
+        return [pattern.distances(length) for pattern in self.patterns]
+
+    def unseen_distances(self, length: int) -> dict[int, list[int]]:
+        """Per layer, distances attended at ``length`` that training never used."""
+        return {i: pattern.unseen_distances(length) for i, pattern in enumerate(self.patterns)}
+
+    def num_parameters(self, exclude_embedding: bool = False) -> int:
+        total = sum(p.numel() for p in self.parameters())
+        return total - self.embedding.weight.numel() if exclude_embedding else total
