@@ -1,0 +1,105 @@
+"""Base classes: a plugin (options, one per model) builds one pattern module per layer."""
+
+from __future__ import annotations
+
+import inspect
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from .kernels import KeySlots, sparse_attention
+from .kernels.reference import slots_attention
+
+
+class AttentionPattern(nn.Module, ABC):
+    """One layer's causal attention pattern, from RoPE'd q (B, H, T, D) and k, v (B, KV, T, D).
+
+    The pattern knows the length it was built for (``training_length``); the projections
+    and RoPE live in the model, so every pattern has the same parameters as dense (a learned
+    schedule adds its alpha).
+    """
+
+    def __init__(self, training_length: int):
+        super().__init__()
+        self.training_length = training_length
+
+    @abstractmethod
+    def forward(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """The training path: linear in T for sparse patterns."""
+
+    @abstractmethod
+    def reference(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """The O(T^2) dense-mask path; tests compare the training path against it."""
+
+    @abstractmethod
+    def distances(self, length: int) -> list[int]:
+        """Relative distances this layer attends to at ``length`` (nominal for learned alpha)."""
+
+    def unseen_distances(self, length: int) -> list[int]:
+        """Distances attended at ``length`` that the layer never attended at its training length."""
+        seen = set(self.distances(min(length, self.training_length)))
+        return [d for d in self.distances(length) if d not in seen]
+
+    @property
+    def alpha(self) -> Tensor | None:
+        """The layer's spacing multiplier, where the pattern has one."""
+        return None
+
+
+class SlotPattern(AttentionPattern):
+    """A pattern described by ``KeySlots``: one sparse kernel, one dense reference."""
+
+    def __init__(self, training_length: int):
+        super().__init__(training_length)
+        self._cache: dict[tuple[int, torch.device], KeySlots] = {}
+
+    @abstractmethod
+    def build_slots(self, length: int, device: torch.device) -> KeySlots:
+        """The slots at ``length``; static patterns compute them once per (length, device)."""
+
+    def slots(self, length: int, device: torch.device) -> KeySlots:
+        key = (length, torch.device(device))
+        if key not in self._cache:
+            self._cache[key] = self.build_slots(length, key[1])
+        return self._cache[key]
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        return sparse_attention(q, k, v, self.slots(q.shape[-2], q.device))
+
+    def reference(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        return slots_attention(q, k, v, self.slots(q.shape[-2], q.device))
+
+
+class AttentionPlugin(ABC):
+    """A registered attention family and its options; builds the pattern of every layer.
+
+    Subclasses take typed, documented constructor arguments (LightningCLI shows them in
+    ``--help`` and validates them) and keep each one as an attribute of the same name, so
+    ``to_config`` can write the plugin back as ``{"class_path", "init_args"}``.
+    """
+
+    name: ClassVar[str] = ""
+
+    @abstractmethod
+    def build(self, layer: int, n_layers: int, training_length: int) -> AttentionPattern:
+        """Layer ``layer`` of ``n_layers``, in a model built for ``training_length``."""
+
+    def check(self, n_layers: int) -> None:  # noqa: B027 - optional hook
+        """Raise ValueError for options that do not fit a model of ``n_layers`` layers."""
+
+    def init_args(self) -> dict[str, Any]:
+        params = inspect.signature(type(self).__init__).parameters
+        return {name: getattr(self, name) for name in params if name != "self"}
+
+    def to_config(self) -> dict[str, Any]:
+        cls = type(self)
+        return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": self.init_args()}
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.init_args() == self.init_args()
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.init_args().items())
+        return f"{type(self).__name__}({args})"

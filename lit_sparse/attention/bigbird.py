@@ -1,0 +1,152 @@
+"""BigBird-style window + global + random attention, adapted to causal decoding.
+
+The original (Zaheer et al. 2020) is an encoder: block-sparse over blocks of 64 tokens,
+global tokens attend to and are attended by everything, and random blocks come from the
+whole sequence. A decoder may only look back, so here:
+
+- window: each query attends to itself and the ``window`` keys before it;
+- global: the first ``n_global`` positions are attended by every later query; as queries
+  they attend causally like any other token (which, for them, is everything before them);
+- random: each block of ``block_size`` queries shares ``n_random`` keys drawn from the
+  positions strictly before the block, outside every query's window and after the global
+  tokens. The draw is a hash of (seed, layer, block, draw), so the pattern is deterministic
+  and a block's keys do not depend on the sequence length; repeated draws count once.
+
+Keys are attended at token granularity (not blocks), and no key is counted twice.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .base import AttentionPlugin, SlotPattern
+from .kernels import KeySlots
+from .registry import register_attention
+
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser on uint64 arrays (wrap-around arithmetic)."""
+    x = (x + np.uint64(0x9E3779B97F4A7C15)) & np.uint64(_MASK64)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def random_block_keys(
+    seed: int, layer: int, n_blocks: int, block_size: int, n_random: int, window: int, n_global: int
+) -> np.ndarray:
+    """(n_blocks, n_random) random key positions per query block, -1 where none.
+
+    Block b (queries from s = b * block_size) draws uniformly from [n_global, s - window);
+    a draw equal to an earlier one in the same block becomes -1.
+    """
+    blocks = np.arange(n_blocks, dtype=np.uint64)[:, None]
+    draws = np.arange(n_random, dtype=np.uint64)[None, :]
+    with np.errstate(over="ignore"):
+        state = _splitmix64(np.uint64(seed) * np.uint64(1_000_003) + np.uint64(layer))
+        state = _splitmix64(state ^ _splitmix64(blocks * np.uint64(65_537) + draws))
+    uniform = (state >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    low = n_global
+    high = np.arange(n_blocks)[:, None] * block_size - window  # exclusive
+    span = np.maximum(high - low, 0)
+    keys = np.where(span > 0, low + np.floor(uniform * span).astype(np.int64), -1)
+    keys = np.sort(keys, axis=1)
+    repeated = np.zeros_like(keys, dtype=bool)
+    repeated[:, 1:] = keys[:, 1:] == keys[:, :-1]
+    return np.where(repeated, -1, keys)
+
+
+class BigBirdPattern(SlotPattern):
+    def __init__(
+        self,
+        training_length: int,
+        layer: int,
+        window: int,
+        n_global: int,
+        n_random: int,
+        block_size: int,
+        seed: int,
+    ):
+        super().__init__(training_length)
+        self.layer, self.window, self.n_global = layer, window, n_global
+        self.n_random, self.block_size, self.seed = n_random, block_size, seed
+
+    def distances(self, length: int) -> list[int]:
+        """The window's distances; global and random keys are absolute positions."""
+        return list(range(min(self.window, length - 1) + 1))
+
+    def build_slots(self, length: int, device: torch.device) -> KeySlots:
+        n_blocks = -(-length // self.block_size)
+        randoms = random_block_keys(
+            self.seed,
+            self.layer,
+            n_blocks,
+            self.block_size,
+            self.n_random,
+            self.window,
+            self.n_global,
+        )
+        first = np.arange(self.n_global)
+        first = np.where(first < length, first, -1)  # globals past the sequence: none
+        globals_ = np.broadcast_to(first, (n_blocks, self.n_global))
+        keys = np.concatenate([globals_, randoms], axis=1)
+        return KeySlots(
+            distances=torch.tensor(self.distances(length), device=device),
+            reach=min(self.window, length - 1) + 1,
+            block_keys=torch.from_numpy(keys).to(device=device, dtype=torch.long),
+            block_size=self.block_size,
+            min_abs_distance=self.window + 1,
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"window={self.window}, n_global={self.n_global}, n_random={self.n_random}, "
+            f"block_size={self.block_size}"
+        )
+
+
+@register_attention("bigbird")
+class BigBirdAttention(AttentionPlugin):
+    """Window + global + random keys, causal (see the module docstring for the adaptation)."""
+
+    def __init__(
+        self,
+        window: int = 8,
+        n_global: int = 4,
+        n_random: int = 8,
+        block_size: int = 64,
+        seed: int = 0,
+    ):
+        """
+        Args:
+            window: each query attends to distances 0..window.
+            n_global: the first n_global positions are attended by every later query.
+            n_random: random earlier keys per block of queries.
+            block_size: queries per block sharing one random draw (the original's 64).
+            seed: seed of the random pattern (mixed with the layer index).
+        """
+        for field, value, low in (
+            ("window", window, 0),
+            ("n_global", n_global, 0),
+            ("n_random", n_random, 0),
+            ("block_size", block_size, 1),
+            ("seed", seed, 0),
+        ):
+            if value < low:
+                raise ValueError(f"{field} must be >= {low}, got {value}")
+        self.window, self.n_global, self.n_random = window, n_global, n_random
+        self.block_size, self.seed = block_size, seed
+
+    def build(self, layer: int, n_layers: int, training_length: int) -> BigBirdPattern:
+        return BigBirdPattern(
+            training_length,
+            layer,
+            self.window,
+            self.n_global,
+            self.n_random,
+            self.block_size,
+            self.seed,
+        )

