@@ -1,0 +1,72 @@
+"""BigBird, causal: which keys each query sees, and that the draw is stable across lengths."""
+
+import pytest
+import torch
+
+from lit_sparse import BigBirdAttention
+from lit_sparse.attention.kernels.reference import slots_mask
+
+WINDOW, N_GLOBAL, N_RANDOM, BLOCK = 4, 3, 5, 16
+
+
+def pattern(layer=0, seed=0, training_length=128):
+    plugin = BigBirdAttention(
+        window=WINDOW, n_global=N_GLOBAL, n_random=N_RANDOM, block_size=BLOCK, seed=seed
+    )
+    return plugin.build(layer, 4, training_length)
+
+
+def attended(layer=0, seed=0, length=128):
+    bigbird = pattern(layer, seed)
+    return slots_mask(bigbird.slots(length, torch.device("cpu")), length)
+
+
+def test_each_query_sees_its_window_the_globals_and_earlier_random_keys():
+    mask = attended()
+    for i in range(128):
+        keys = set(torch.nonzero(mask[i]).flatten().tolist())
+        window = set(range(max(0, i - WINDOW), i + 1))
+        globals_ = set(range(min(N_GLOBAL, i + 1)))
+        randoms = keys - window - globals_
+        assert window | globals_ <= keys
+        assert all(j <= i for j in keys), "causal"
+        block_start = (i // BLOCK) * BLOCK
+        assert all(N_GLOBAL <= j < block_start - WINDOW for j in randoms)
+        assert len(randoms) <= N_RANDOM
+        if block_start - WINDOW - N_GLOBAL >= 40:  # plenty of candidates: nearly all distinct
+            assert len(randoms) >= N_RANDOM - 1
+
+
+def test_queries_of_a_block_share_their_random_keys():
+    mask = attended()
+    for block_start in range(0, 128, BLOCK):
+        rows = mask[block_start : block_start + BLOCK, : max(0, block_start - WINDOW)].clone()
+        rows[:, :N_GLOBAL] = False
+        assert (rows == rows[0]).all()
+
+
+def test_pattern_is_deterministic_and_independent_of_length():
+    short, long = attended(length=64), attended(length=256)
+    assert torch.equal(short, long[:64, :64])
+    assert torch.equal(attended(), attended())
+
+
+def test_layers_and_seeds_draw_differently():
+    assert not torch.equal(attended(layer=0), attended(layer=1))
+    assert not torch.equal(attended(seed=0), attended(seed=1))
+
+
+def test_random_keys_cover_the_past_uniformly():
+    """Over many blocks, draws land in every fifth of the allowed range."""
+    keys = pattern().slots(8192, torch.device("cpu")).block_keys[:, N_GLOBAL:]
+    starts = torch.arange(keys.shape[0])[:, None] * BLOCK
+    valid = keys >= 0
+    relative = (keys - N_GLOBAL).float() / (starts - WINDOW - N_GLOBAL).clamp(min=1)
+    counts = torch.histc(relative[valid], bins=5, min=0, max=1)
+    assert counts.min() > 0.8 * counts.mean()
+
+
+@pytest.mark.parametrize(("field", "value"), [("window", -1), ("n_random", -2), ("block_size", 0)])
+def test_bad_options_raise_naming_the_field(field, value):
+    with pytest.raises(ValueError, match=f"{field} must be >= "):
+        BigBirdAttention(**{field: value})

@@ -1,0 +1,120 @@
+"""The language model: the paper's shape and init, RoPE, validation, seeding."""
+
+import math
+
+import pytest
+import torch
+
+from lit_sparse import FibonacciAttention, LanguageModel, ModelConfig
+from lit_sparse.model import RotaryEmbedding
+
+
+def small_config(**overrides):
+    values = dict(
+        vocab_size=101,
+        context_length=32,
+        n_layers=2,
+        d_model=64,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=16,
+    )
+    return ModelConfig(**{**values, **overrides})
+
+
+def test_paper_parameter_counts():
+    with torch.device("meta"):
+        model = LanguageModel(ModelConfig())
+        learned = LanguageModel(ModelConfig(), FibonacciAttention(schedule="learned"))
+    assert model.num_parameters() == 60_850_688
+    assert model.num_parameters(exclude_embedding=True) == 44_073_472
+    assert learned.num_parameters() - model.num_parameters() == 16
+
+
+def test_paper_defaults():
+    config = ModelConfig()
+    assert config.ffn_hidden == 1366
+    assert config.init_std == pytest.approx(512**-0.5)
+    block = LanguageModel(small_config()).blocks[0]
+    assert block.attn.k_proj.out_features == 2 * 16  # K/V at their own head count
+
+
+def test_init_standard_deviations():
+    torch.manual_seed(0)
+    model = LanguageModel(ModelConfig(n_layers=2))
+    std = 512**-0.5
+    assert model.embedding.weight.std().item() == pytest.approx(std, rel=0.01)
+    assert model.blocks[0].attn.q_proj.weight.std().item() == pytest.approx(std, rel=0.01)
+    residual = std / math.sqrt(2 * 2)
+    assert model.blocks[1].attn.o_proj.weight.std().item() == pytest.approx(residual, rel=0.01)
+    assert model.blocks[1].ffn.down.weight.std().item() == pytest.approx(residual, rel=0.01)
+    assert torch.equal(model.norm.weight, torch.ones(512))
+
+
+def test_head_is_tied_and_there_are_no_biases():
+    model = LanguageModel(small_config())
+    names = [name for name, _ in model.named_parameters()]
+    assert not any("bias" in name for name in names)
+    ids = torch.randint(0, 101, (1, 5))
+    hidden = model.embedding(ids)
+    for block in model.blocks:
+        hidden = block(hidden)
+    torch.testing.assert_close(model(ids), model.norm(hidden) @ model.embedding.weight.T)
+
+
+def test_same_seed_builds_bit_identical_models():
+    states = []
+    for _ in range(2):
+        torch.manual_seed(42)
+        states.append(LanguageModel(small_config(), "fibonacci").state_dict())
+    assert all(torch.equal(states[0][key], states[1][key]) for key in states[0])
+
+
+def test_rope_scores_depend_only_on_relative_position():
+    rope = RotaryEmbedding(16, 1e4)
+    q, k = (
+        torch.randn(1, 1, 1, 16).expand(1, 1, 50, 16),
+        torch.randn(1, 1, 1, 16).expand(1, 1, 50, 16),
+    )
+    scores = rope(q)[0, 0] @ rope(k)[0, 0].T  # (50, 50)
+    torch.testing.assert_close(scores[10, 3], scores[40, 33], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(scores[7, 7], scores[49, 49], rtol=1e-4, atol=1e-4)
+    assert rope.state_dict() == {}  # tables are never saved
+
+
+def test_rope_rotates_halves():
+    rope = RotaryEmbedding(4, 1e4)
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0]).view(1, 1, 1, 4).expand(1, 1, 2, 4)
+    out = rope(x)[0, 0, 1]  # position 1; frequencies 1 and 1e-2
+    c0, s0, c1, s1 = math.cos(1), math.sin(1), math.cos(0.01), math.sin(0.01)
+    expected = [1 * c0 - 3 * s0, 2 * c1 - 4 * s1, 3 * c0 + 1 * s0, 4 * c1 + 2 * s1]
+    torch.testing.assert_close(out, torch.tensor(expected))
+
+
+@pytest.mark.parametrize("length", [1, 32, 100])
+def test_the_same_weights_run_at_any_length(length):
+    model = LanguageModel(small_config(), FibonacciAttention(schedule="linear"))
+    logits = model(torch.randint(0, 101, (2, length)))
+    assert logits.shape == (2, length, 101) and torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"n_heads": 4, "n_kv_heads": 3}, r"n_heads \(4\) must be divisible by n_kv_heads \(3\)"),
+        ({"d_model": 60}, r"d_model \(60\) must equal n_heads x head_dim \(4 x 16 = 64\)"),
+        ({"context_length": 0}, "context_length must be a positive integer, got 0"),
+        ({"vocab_size": -5}, "vocab_size must be a positive integer, got -5"),
+        ({"ffn_hidden": 0}, "ffn_hidden must be a positive integer"),
+    ],
+)
+def test_bad_config_raises_naming_the_field(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        small_config(**overrides)
+
+
+def test_config_round_trips_through_dict():
+    config = small_config()
+    assert ModelConfig.from_dict(config.to_dict()) == config
+    with pytest.raises(ValueError, match="unknown fields"):
+        ModelConfig.from_dict({**config.to_dict(), "n_expert": 2})
