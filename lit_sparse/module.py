@@ -1,0 +1,194 @@
+"""The LightningModule: next-token loss, AdamW groups, warmup + cosine, held-out validation."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torchmetrics import Metric
+
+from .attention import AttentionPlugin, build_attention
+from .config import ModelConfig
+from .model import LanguageModel
+
+
+def warmup_cosine(step: int, warmup_steps: int, max_steps: int, min_lr_ratio: float) -> float:
+    """LR multiplier at optimizer step ``step`` (0-based).
+
+    Linear warmup reaching 1 at step ``warmup_steps - 1`` (step 0 trains at 1/warmup), then a
+    cosine from 1 at ``warmup_steps`` to ``min_lr_ratio`` at ``max_steps``, flat after.
+    """
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))
+    return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+PAPER_MODEL = ModelConfig()
+"""The paper's 60.85M-parameter shape (never mutated: a shared default)."""
+
+
+class TokenNLL(Metric):
+    """Token-weighted mean negative log-likelihood; sum and count reduce across processes."""
+
+    full_state_update = False
+
+    def __init__(self):
+        super().__init__()
+        self.add_state("total", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("count", torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
+
+    def update(self, nll: Tensor) -> None:
+        self.total += nll.detach().double().sum()
+        self.count += nll.numel()
+
+    def compute(self) -> Tensor:
+        return (self.total / self.count.clamp(min=1)).float()
+
+
+class LitLanguageModel(pl.LightningModule):
+    """A decoder-only language model with a pluggable attention pattern, trained on next tokens.
+
+    Validation keeps one token-weighted NLL per held-out set (``val/loss/<set>``,
+    ``val/ppl/<set>``) and their means (``val/loss``, ``val/ppl``). ``validation_step``
+    returns the per-position NLL (B, T) so callbacks can bin it without recomputing.
+    """
+
+    def __init__(
+        self,
+        arch: ModelConfig = PAPER_MODEL,
+        attention: AttentionPlugin | None = None,
+        lr: float = 3e-4,
+        min_lr_ratio: float = 0.1,
+        warmup_steps: int = 300,
+        max_steps: int = 13_000,
+        weight_decay: float = 0.1,
+        betas: tuple[float, float] = (0.9, 0.95),
+        eps: float = 1e-8,
+        tokens_per_step: int | None = None,
+    ):
+        """
+        Args:
+            arch: the transformer's shape (paper defaults; vocab_size and context_length are
+                linked from the data by the CLI).
+            attention: the attention plugin (default dense).
+            lr: peak learning rate, also for the alpha parameters.
+            min_lr_ratio: the cosine ends at lr * min_lr_ratio.
+            warmup_steps: linear warmup length in optimizer steps.
+            max_steps: where the cosine ends (the CLI links trainer.max_steps here).
+            weight_decay: AdamW decay on tensors with >= 2 dims (not norms, not alpha).
+            betas: AdamW betas.
+            eps: AdamW epsilon.
+            tokens_per_step: if set, fit refuses to start unless micro-batch x accumulation x
+                processes x length equals it (the paper: 32,768), so every variant and every
+                machine count trains with the same batch.
+        """
+        super().__init__()
+        arch = ModelConfig.from_dict(arch) if isinstance(arch, Mapping) else arch
+        attention = build_attention(attention)
+        for name, value, ok in (
+            ("lr", lr, lr > 0),
+            ("min_lr_ratio", min_lr_ratio, 0 <= min_lr_ratio <= 1),
+            ("warmup_steps", warmup_steps, warmup_steps >= 0),
+            ("max_steps", max_steps, max_steps > 0),
+            ("weight_decay", weight_decay, weight_decay >= 0),
+        ):
+            if not ok:
+                raise ValueError(f"{name}={value!r} is out of range")
+        self.save_hyperparameters()
+        # checkpoints hold plain values, so loading needs neither pickled classes nor the CLI
+        self.hparams["arch"], self.hparams["attention"] = arch.to_dict(), attention.to_config()
+        self.model = LanguageModel(arch, attention)
+        self.val_nll = nn.ModuleDict()
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.model.config
+
+    def forward(self, idx: Tensor) -> Tensor:
+        return self.model(idx)
+
+    def token_nll(self, x: Tensor, y: Tensor) -> Tensor:
+        """Per-token NLL (B, T) of targets y given inputs x: one cross-entropy, no softmax copy."""
+        logits = self.model(x)
+        nll = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none")
+        return nll.view_as(y)
+
+    # ----------------------------------------------------------------- training
+    def on_fit_start(self) -> None:
+        if self.hparams.tokens_per_step is None:
+            return
+        trainer, datamodule = self.trainer, self.trainer.datamodule
+        batch = getattr(datamodule, "batch_size", None)
+        if batch is None:
+            return
+        tokens = batch * trainer.accumulate_grad_batches * trainer.world_size * datamodule.seq_len
+        if tokens != self.hparams.tokens_per_step:
+            raise ValueError(
+                f"model.tokens_per_step={self.hparams.tokens_per_step} but data.batch_size "
+                f"({batch}) x trainer.accumulate_grad_batches ({trainer.accumulate_grad_batches}) "
+                f"x processes ({trainer.world_size}) x data.seq_len ({datamodule.seq_len}) = "
+                f"{tokens}; change accumulate_grad_batches to keep the paper's batch"
+            )
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        x, y = batch
+        loss = self.token_nll(x, y).mean()
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def configure_optimizers(self):
+        decay = [p for p in self.parameters() if p.requires_grad and p.ndim >= 2]
+        no_decay = [p for p in self.parameters() if p.requires_grad and p.ndim < 2]
+        hp = self.hparams
+        optimizer = torch.optim.AdamW(
+            [
+                {"params": decay, "weight_decay": hp.weight_decay},
+                {"params": no_decay, "weight_decay": 0.0},
+            ],
+            lr=hp.lr,
+            betas=tuple(hp.betas),
+            eps=hp.eps,
+        )
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer,
+            lambda step: warmup_cosine(step, hp.warmup_steps, hp.max_steps, hp.min_lr_ratio),
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    # --------------------------------------------------------------- validation
+    def val_set_names(self) -> list[str]:
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
+        return list(getattr(datamodule, "val_set_names", None) or ["val"])
+
+    def setup(self, stage: str) -> None:
+        for name in self.val_set_names():
+            if name not in self.val_nll:
+                self.val_nll[name] = TokenNLL()
+
+    def validation_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> dict[str, Any]:
+        x, y = batch
+        nll = self.token_nll(x, y)
+        name = self.val_set_names()[dataloader_idx]
+        self.val_nll[name].update(nll)
+        return {"nll": nll.detach(), "set": name}
+
+    def on_validation_epoch_end(self) -> None:
+        # every process computes every set in the same order: the sums reduce across ranks
+        losses = {}
+        for name in self.val_set_names():
+            metric = self.val_nll[name]
+            losses[name] = metric.compute()
+            metric.reset()
+        for name, loss in losses.items():
+            self.log(f"val/loss/{name}", loss)
+            self.log(f"val/ppl/{name}", loss.exp())
+        if losses:
+            stacked = torch.stack(list(losses.values()))
+            self.log("val/loss", stacked.mean(), prog_bar=True)
+            self.log("val/ppl", stacked.exp().mean(), prog_bar=True)

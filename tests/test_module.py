@@ -1,0 +1,81 @@
+"""The LightningModule: the paper's LR schedule, parameter groups, the batch check, loading."""
+
+import pytest
+import torch
+
+from lit_sparse import FibonacciAttention, ModelConfig
+from lit_sparse.module import LitLanguageModel, TokenNLL, warmup_cosine
+
+TINY = ModelConfig(
+    vocab_size=64, context_length=32, n_layers=2, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16
+)
+
+
+@pytest.mark.parametrize(
+    ("step", "lr"),
+    [(0, 3e-4 / 300), (299, 3e-4), (300, 3e-4), (6650, 1.65e-4), (13000, 3e-5), (14000, 3e-5)],
+)
+def test_lr_matches_the_recipe(step, lr):
+    configured = LitLanguageModel(TINY).configure_optimizers()
+    optimizer, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
+    for _ in range(step):
+        optimizer.step()
+        scheduler.step()
+    assert scheduler.get_last_lr()[0] == pytest.approx(lr, rel=1e-6)
+    assert 3e-4 * warmup_cosine(step, 300, 13000, 0.1) == pytest.approx(lr, rel=1e-6)
+
+
+def test_no_decay_on_norms_and_alpha():
+    module = LitLanguageModel(TINY, FibonacciAttention(schedule="learned"))
+    decay, no_decay = module.configure_optimizers()["optimizer"].param_groups
+    names = {id(p): n for n, p in module.named_parameters()}
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    no_decay_names = sorted(names[id(p)] for p in no_decay["params"])
+    assert all("norm" in n or n.endswith("theta") for n in no_decay_names)
+    assert sum(n.endswith("theta") for n in no_decay_names) == 2
+    assert all(p.ndim >= 2 for p in decay["params"])
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(module.parameters()))
+    assert module.configure_optimizers()["optimizer"].defaults["betas"] == (0.9, 0.95)
+
+
+def test_checkpoint_hparams_are_plain_and_load_without_the_cli(tmp_path):
+    module = LitLanguageModel(TINY, FibonacciAttention(schedule="coprime", window=4))
+    assert module.hparams["arch"] == TINY.to_dict()
+    assert module.hparams["attention"]["class_path"].endswith("FibonacciAttention")
+    path = tmp_path / "m.ckpt"
+    torch.save(
+        {
+            "state_dict": module.state_dict(),
+            "hyper_parameters": dict(module.hparams),
+            "pytorch-lightning_version": "2.6.0",
+        },
+        path,
+    )
+    loaded = LitLanguageModel.load_from_checkpoint(path, weights_only=True)
+    assert loaded.model.attention == module.model.attention
+    for key, value in module.state_dict().items():
+        assert torch.equal(value, loaded.state_dict()[key])
+
+
+def test_token_nll_is_the_cross_entropy_per_position():
+    module = LitLanguageModel(TINY)
+    x, y = torch.randint(0, 64, (2, 10)), torch.randint(0, 64, (2, 10))
+    nll = module.token_nll(x, y)
+    log_probs = torch.log_softmax(module(x), dim=-1)
+    torch.testing.assert_close(nll, -log_probs.gather(-1, y[..., None])[..., 0])
+
+
+def test_token_nll_metric_is_token_weighted():
+    metric = TokenNLL()
+    metric.update(torch.ones(1, 10))
+    metric.update(torch.full((1, 30), 3.0))
+    assert metric.compute().item() == pytest.approx((10 + 90) / 40)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("lr", 0.0), ("min_lr_ratio", 1.5), ("warmup_steps", -1), ("weight_decay", -0.1)],
+)
+def test_bad_hyperparameters_name_the_field(field, value):
+    with pytest.raises(ValueError, match=f"{field}={value}"):
+        LitLanguageModel(TINY, **{field: value})
