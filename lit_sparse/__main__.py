@@ -1,0 +1,46 @@
+"""``python -m lit_sparse <command>``.
+
+Lightning commands (fit, validate, test, predict) go to the LightningCLI; the project's own
+commands (e.g. ``bench``) have their own small parsers. ``python -m lit_sparse --help``
+lists both.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# command -> (module with a main(argv) -> int, one-line description)
+OWN_COMMANDS = {
+    "bench": ("lit_sparse.bench", "time attention kernels and training steps against dense"),
+}
+
+
+def _usage() -> str:
+    own = "\n".join(f"  {name:<12}{text}" for name, (_, text) in OWN_COMMANDS.items())
+    return (
+        "usage: python -m lit_sparse <command> [options]\n\n"
+        "Lightning commands (python -m lit_sparse <command> --help for options):\n"
+        "  fit         train a model:  fit --config configs/coprime.yaml\n"
+        "  validate    evaluate a checkpoint on the held-out sets\n"
+        "  test        run the test loop\n"
+        "  predict     run the predict loop\n\n"
+        f"lit_sparse commands:\n{own}\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0
+    if argv[0] in OWN_COMMANDS:
+        module = importlib.import_module(OWN_COMMANDS[argv[0]][0])
+        return module.main(argv[1:])
+    from .cli import main as lightning_main
+
+    return lightning_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
