@@ -1,0 +1,119 @@
+"""Access to the Hugging Face hub: a fast reachability probe and one clear error.
+
+``datasets`` retries for about 24 s when the hub is unreachable; with ``HF_HUB_OFFLINE=1``
+it fails at once but with a message about its cache. We check before any hub access
+(dataset or tokenizer) and raise :class:`DataSourceUnavailable`, a one-line message that
+names the source and the offline alternative. The CLI prints it without a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from urllib.parse import urlparse
+
+__all__ = ["DataSourceUnavailable", "OFFLINE_HINT", "find_unavailable", "hub_endpoint",
+           "hub_unreachable_reason", "is_network_error", "require_hub"]
+
+OFFLINE_HINT = (
+    "offline, use configs/data/embedded.yaml (the embedded Shakespeare + math corpus, "
+    "no download) or point the source at local files"
+)
+_DEFAULT_ENDPOINT = "https://huggingface.co"
+_TRUE = {"1", "ON", "YES", "TRUE"}
+
+
+class DataSourceUnavailable(RuntimeError):
+    """A data source or tokenizer needs the Hugging Face hub and the hub cannot be reached.
+
+    The message is a single line naming the source and the offline alternative.
+    """
+
+
+def find_unavailable(err: BaseException | None) -> DataSourceUnavailable | None:
+    """The :class:`DataSourceUnavailable` in ``err`` or its ``__cause__``/``__context__``
+    chain, else None. jsonargparse re-raises errors from ``__init__`` during instantiation
+    as a ValueError caused by the original, so a CLI should look through the chain."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, DataSourceUnavailable):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def hub_endpoint() -> str:
+    """The hub URL: ``$HF_ENDPOINT`` if set, else https://huggingface.co."""
+    return os.environ.get("HF_ENDPOINT", "").strip() or _DEFAULT_ENDPOINT
+
+
+def _offline_flag() -> str | None:
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        if os.environ.get(var, "").strip().upper() in _TRUE:
+            return var
+    return None
+
+
+def is_network_error(err: BaseException) -> bool:
+    """True for connection-level failures (refused, unresolvable, timed out, TLS), whichever
+    HTTP client raised them (httpx and its forks, requests, the standard library)."""
+    if isinstance(err, ConnectionError | TimeoutError | socket.gaierror):
+        return True
+    names = {c.__name__ for c in type(err).__mro__}
+    return bool(names & {"TransportError", "NetworkError", "ConnectError", "TimeoutException",
+                         "ConnectionError", "Timeout", "SSLError", "URLError"})
+
+
+def _head(url: str, timeout: float) -> None:
+    """One HEAD request through the hub client's own session (its proxies and certificates)."""
+    from huggingface_hub.utils import get_session
+
+    get_session().head(url, timeout=timeout, follow_redirects=False)
+
+
+def hub_unreachable_reason(timeout: float = 3.0) -> str | None:
+    """Why the hub cannot be reached, or None if it answers an HTTP request within ``timeout``.
+
+    Honours ``HF_HUB_OFFLINE``/``HF_DATASETS_OFFLINE`` (no request at all), ``HF_ENDPOINT``
+    and the proxy settings of the hub client. Any HTTP status counts as reachable. The
+    request runs in a daemon thread, so a hanging resolver or server cannot stretch the bound.
+    """
+    flag = _offline_flag()
+    if flag:
+        return f"{flag}={os.environ[flag].strip()} is set"
+    endpoint = hub_endpoint()
+    host = urlparse(endpoint).netloc or endpoint
+    result: list[str | None] = []
+
+    def probe() -> None:
+        try:
+            _head(endpoint, timeout)
+            result.append(None)
+        except Exception as err:  # noqa: BLE001 (any failure means: not reachable)
+            detail = str(err).splitlines()[0] if str(err) else ""
+            result.append(f"{type(err).__name__}: {detail}"[:200])
+
+    thread = threading.Thread(target=probe, daemon=True, name="hub-probe")
+    thread.start()
+    thread.join(timeout)
+    if not result:
+        return f"{host} did not answer within {timeout:g} s"
+    if result[0] is not None:
+        return f"{host} is unreachable ({result[0]})"
+    return None
+
+
+def require_hub(what: str, timeout: float = 3.0) -> None:
+    """Raise :class:`DataSourceUnavailable` unless the hub answers within ``timeout`` seconds.
+
+    Args:
+        what: the thing that needs the hub, e.g. ``"data source 'wikipedia' (hub dataset
+            wikimedia/wikipedia)"``; it starts the message.
+        timeout: seconds to wait for the TCP connection.
+    """
+    reason = hub_unreachable_reason(timeout)
+    if reason is not None:
+        raise DataSourceUnavailable(
+            f"{what} needs the Hugging Face hub, but {reason}; {OFFLINE_HINT}")

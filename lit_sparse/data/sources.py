@@ -1,0 +1,377 @@
+"""Text sources of the mixture: their configuration and how their documents are read.
+
+A source is one stream of documents (the embedded corpus, a hub dataset, or local files read
+by a ``datasets`` builder), a weight (its share of training *tokens*), an optional token
+budget, and which part of it is held out for validation. Everything is read through
+``datasets``: hub and local sources in streaming mode (nothing is downloaded beyond what the
+token budget consumes), the embedded corpus through ``Dataset.from_dict``.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+import re
+import string
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lit_sparse.data import embedded
+from lit_sparse.data.hub import OFFLINE_HINT, DataSourceUnavailable, is_network_error, require_hub
+
+__all__ = ["LOCAL_BUILDERS", "SourceConfig", "iter_text_batches"]
+
+LOCAL_BUILDERS = ("text", "json", "parquet", "csv", "arrow")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_EMBEDDED_PREFIX = "embedded:"
+
+
+def _check_files(field: str, value: Any) -> None:
+    if value is None:
+        return
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not items or not all(
+            isinstance(v, str) and v.strip() for v in items):
+        raise ValueError(f"{field}={value!r}: expected a non-empty path/glob or list of them")
+
+
+def _files_list(value: str | list[str] | None) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _is_remote(pattern: str) -> bool:
+    return "://" in pattern
+
+
+@dataclass
+class SourceConfig:
+    """One text source of the data mixture."""
+
+    name: str
+    """Short identifier (letters, digits, ``_ - .``). Also the held-out set's name unless
+    ``val_name`` is set; the metrics of that set are logged under it."""
+
+    path: str
+    """Where the text comes from: ``embedded:shakespeare`` or ``embedded:math`` (shipped
+    with the package, offline); a ``datasets`` builder for local files, one of ``text``,
+    ``json``, ``parquet``, ``csv``, ``arrow`` (then ``data_files`` is required); a local
+    dataset folder; or a Hugging Face hub dataset id such as ``HuggingFaceFW/fineweb-edu``
+    (streamed; needs the hub unless the tokens are already cached)."""
+
+    weight: float = 1.0
+    """Share of training tokens, relative to the other sources' weights (weights are
+    normalised; a source's share of sampled tokens matches it whatever its document
+    lengths). ``0`` makes a held-out-only source."""
+
+    config_name: str | None = None
+    """Dataset configuration (``name=`` of ``datasets.load_dataset``), e.g. ``sample-10BT``
+    for FineWeb-Edu or ``20231101.en`` for Wikipedia."""
+
+    data_files: str | list[str] | None = None
+    """Files (paths or globs, local or ``hf://``) read for the training split; required for
+    the local builders, optional for hub datasets (e.g. a subset of shards)."""
+
+    split: str = "train"
+    """Split read for training text."""
+
+    text_field: str = "text"
+    """Column holding a document's text (ignored when ``text_template`` is set)."""
+
+    text_template: str | None = None
+    """``str.format`` template over a row's columns building the document, e.g.
+    ``"Problem: {problem}\\nSolution: {solution}"``. None uses ``text_field``."""
+
+    max_tokens: int | None = None
+    """Token budget of the training part: reading stops (and the part is cut) at this many
+    tokens. None: the data module's ``token_budget`` share of this source, or all of it."""
+
+    val_tokens: int | None = None
+    """Size of the held-out set in tokens. With ``val_split``/``val_data_files``, or for an
+    embedded source (whose held-out part is fixed: whole plays / separate problems), None
+    takes all of it and a number caps it. Otherwise a number holds out the first documents
+    of the training stream up to that many tokens (training skips those documents) and None
+    means no held-out set. ``0`` always means no held-out set."""
+
+    val_split: str | None = None
+    """Split read for the held-out set (e.g. ``validation``); disjoint from ``split``."""
+
+    val_data_files: str | list[str] | None = None
+    """Files read for the held-out set (e.g. a shard the training files do not include)."""
+
+    val_name: str | None = None
+    """Name of the held-out set when it differs from ``name`` (e.g. ``math``)."""
+
+    revision: str | None = None
+    """Hub dataset revision (branch, tag or commit) to pin; None = the default branch."""
+
+    load_kwargs: dict[str, Any] | None = None
+    """Extra keyword arguments for ``datasets.load_dataset``, e.g. ``{"sample_by":
+    "document"}`` for the ``text`` builder (one document per file instead of per line)."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise ValueError(f"name={self.name!r}: expected letters, digits, '_', '-', '.' "
+                             "(starting with a letter or digit)")
+        if not isinstance(self.path, str) or not self.path.strip():
+            raise ValueError(f"path={self.path!r} (source {self.name!r}): expected "
+                             "'embedded:<name>', a datasets builder "
+                             f"({', '.join(LOCAL_BUILDERS)}), a local folder or a hub dataset id")
+        if self.path.startswith(_EMBEDDED_PREFIX):
+            corpus = self.path[len(_EMBEDDED_PREFIX):]
+            if corpus not in embedded.EMBEDDED_SOURCES:
+                allowed = ", ".join(_EMBEDDED_PREFIX + n for n in embedded.EMBEDDED_SOURCES)
+                raise ValueError(f"path={self.path!r} (source {self.name!r}): unknown embedded "
+                                 f"corpus; allowed: {allowed}")
+            for field in ("config_name", "data_files", "val_split", "val_data_files",
+                          "revision", "text_template", "load_kwargs"):
+                if getattr(self, field) is not None:
+                    raise ValueError(f"{field}={getattr(self, field)!r} (source {self.name!r}): "
+                                     f"not applicable to the embedded corpus {self.path!r}")
+        if isinstance(self.weight, bool) or not isinstance(self.weight, int | float) or \
+                not math.isfinite(self.weight) or self.weight < 0:
+            raise ValueError(f"weight={self.weight!r} (source {self.name!r}): expected a finite "
+                             "number >= 0 (a token share; 0 = held-out only)")
+        self.weight = float(self.weight)
+        for field in ("max_tokens", "val_tokens"):
+            value = getattr(self, field)
+            low = 1 if field == "max_tokens" else 0
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < low):
+                raise ValueError(f"{field}={value!r} (source {self.name!r}): expected None or "
+                                 f"an integer >= {low}")
+        for field in ("split", "text_field"):
+            value = getattr(self, field)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{field}={value!r} (source {self.name!r}): expected a "
+                                 "non-empty string")
+        for field in ("config_name", "val_split", "revision"):
+            value = getattr(self, field)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ValueError(f"{field}={value!r} (source {self.name!r}): expected None or "
+                                 "a non-empty string")
+        _check_files("data_files", self.data_files)
+        _check_files("val_data_files", self.val_data_files)
+        if self.path in LOCAL_BUILDERS and self.data_files is None:
+            raise ValueError(f"data_files=None (source {self.name!r}): the {self.path!r} builder "
+                             "needs data_files (paths or globs)")
+        if self.val_split is not None and self.val_split == self.split and \
+                self.val_data_files is None:
+            raise ValueError(f"val_split={self.val_split!r} (source {self.name!r}): must differ "
+                             f"from split={self.split!r} (held-out text must not overlap "
+                             "training text); or give val_data_files")
+        if self.val_split is not None and self.val_data_files is None and \
+                self.data_files is not None:
+            raise ValueError(f"val_split={self.val_split!r} (source {self.name!r}): with "
+                             "data_files set, also give val_data_files for the held-out split")
+        if self.val_data_files is not None and (self.val_split or self.split) == self.split:
+            if self.data_files is None:
+                raise ValueError(
+                    f"val_data_files={self.val_data_files!r} (source {self.name!r}): training "
+                    f"reads all of split {self.split!r}, which may contain these files; set "
+                    "data_files to the training files (disjoint from val_data_files)")
+            shared = set(_files_list(self.data_files)) & set(_files_list(self.val_data_files))
+            if shared:
+                raise ValueError(f"val_data_files={self.val_data_files!r} (source "
+                                 f"{self.name!r}): also in data_files: {sorted(shared)}")
+        if self.text_template is not None:
+            try:
+                fields = [f for _, f, _, _ in string.Formatter().parse(self.text_template) if f]
+            except ValueError as err:
+                raise ValueError(f"text_template={self.text_template!r} (source "
+                                 f"{self.name!r}): not a str.format template ({err})") from None
+            if not fields:
+                raise ValueError(f"text_template={self.text_template!r} (source {self.name!r}): "
+                                 "names no column, e.g. '{problem}\\n{solution}'")
+        if self.val_name is not None and not (isinstance(self.val_name, str)
+                                              and _NAME.match(self.val_name)):
+            raise ValueError(f"val_name={self.val_name!r} (source {self.name!r}): expected "
+                             "letters, digits, '_', '-', '.'")
+        if self.load_kwargs is not None and not isinstance(self.load_kwargs, dict):
+            raise ValueError(f"load_kwargs={self.load_kwargs!r} (source {self.name!r}): "
+                             "expected a mapping or None")
+        if self.weight == 0 and not self.has_val:
+            raise ValueError(f"weight=0 (source {self.name!r}): a source with weight 0 must have "
+                             "a held-out set (val_tokens, val_split or val_data_files), "
+                             "otherwise it contributes nothing")
+
+    # ----------------------------------------------------------------- derived properties
+    @property
+    def kind(self) -> str:
+        """``embedded``, ``local`` (builder or local folder, no network) or ``hub``."""
+        if self.path.startswith(_EMBEDDED_PREFIX):
+            return "embedded"
+        files = _files_list(self.data_files) + _files_list(self.val_data_files)
+        if any(_is_remote(f) for f in files):
+            return "hub"
+        if self.path in LOCAL_BUILDERS or os.path.exists(os.path.expanduser(self.path)):
+            return "local"
+        return "hub"
+
+    @property
+    def embedded_name(self) -> str | None:
+        return self.path[len(_EMBEDDED_PREFIX):] if self.kind == "embedded" else None
+
+    @property
+    def val_mode(self) -> str | None:
+        """How the held-out set is made: ``embedded`` (the corpus' own held-out part),
+        ``split`` (another split or files), ``head`` (first documents of the training
+        stream) or None (no held-out set)."""
+        if self.val_tokens == 0:
+            return None
+        if self.kind == "embedded":
+            return "embedded"
+        if self.val_split is not None or self.val_data_files is not None:
+            return "split"
+        return "head" if self.val_tokens is not None else None
+
+    @property
+    def has_val(self) -> bool:
+        return self.val_mode is not None
+
+    @property
+    def has_train(self) -> bool:
+        return self.weight > 0
+
+    @property
+    def held_out_name(self) -> str:
+        return self.val_name or self.name
+
+    def describe(self) -> str:
+        """Human-readable origin, for messages."""
+        if self.kind == "embedded":
+            return f"embedded corpus {self.embedded_name!r}"
+        what = "hub dataset" if self.kind == "hub" else "local data"
+        cfg = f", config {self.config_name!r}" if self.config_name else ""
+        return f"{what} {self.path}{cfg}"
+
+    def content_spec(self, max_tokens: int | None) -> dict[str, Any]:
+        """Everything that determines this source's tokens (not its name or weight): the
+        token-cache key hashes it together with the tokenizer. ``max_tokens`` is the
+        effective training budget. Local files contribute their size and mtime."""
+        spec: dict[str, Any] = {
+            "path": self.path,
+            "config_name": self.config_name,
+            "data_files": self.data_files,
+            "split": self.split,
+            "text_field": self.text_field if self.text_template is None else None,
+            "text_template": self.text_template,
+            "max_tokens": max_tokens if self.has_train else 0,
+            "val_mode": self.val_mode,
+            "val_tokens": self.val_tokens,
+            "val_split": self.val_split,
+            "val_data_files": self.val_data_files,
+            "revision": self.revision,
+            "load_kwargs": self.load_kwargs,
+        }
+        if self.kind == "embedded":
+            spec["embedded_sha256"] = embedded.corpus_sha256(self.embedded_name)
+        elif self.kind == "local":
+            train = _local_file_stats(_files_list(self.data_files) or [self.path], self.name)
+            val = _local_file_stats(_files_list(self.val_data_files), self.name)
+            shared = {f[0] for f in train} & {f[0] for f in val}
+            if shared:
+                raise ValueError(f"val_data_files={self.val_data_files!r} (source "
+                                 f"{self.name!r}): the training files include {sorted(shared)}")
+            spec["local_files"] = {"train": train, "val": val}
+        return spec
+
+
+def _local_file_stats(patterns: list[str], name: str) -> list[list]:
+    """``[path, size, mtime_ns]`` of every local file the patterns match (folders walked)."""
+    out = []
+    for pattern in patterns:
+        if _is_remote(pattern):
+            continue
+        matches = sorted(glob.glob(os.path.expanduser(pattern), recursive=True))
+        if not matches:
+            raise ValueError(f"data_files={pattern!r} (source {name!r}): no file matches")
+        for m in matches:
+            paths = sorted(p for p in Path(m).rglob("*") if p.is_file()) if os.path.isdir(m) \
+                else [Path(m)]
+            for p in paths:
+                st = p.stat()
+                out.append([str(p.resolve()), st.st_size, st.st_mtime_ns])
+    return out
+
+
+# --------------------------------------------------------------------------- reading
+def _embedded_batches(src: SourceConfig, part: str, batch_docs: int) -> Iterator[list[str]]:
+    import datasets
+
+    texts = [r["text"] for r in embedded.read_records(src.embedded_name, part)]
+    ds = datasets.Dataset.from_dict({"text": texts})
+    for batch in ds.iter(batch_size=batch_docs):
+        yield batch["text"]
+
+
+def _unavailable(src: SourceConfig, err: BaseException) -> DataSourceUnavailable:
+    first = str(err).splitlines()[0] if str(err) else ""
+    return DataSourceUnavailable(
+        f"data source {src.name!r} ({src.describe()}) could not be read "
+        f"({type(err).__name__}: {first}); {OFFLINE_HINT}")
+
+
+def _datasets_batches(src: SourceConfig, split: str, files: str | list[str] | None,
+                      batch_docs: int) -> Iterator[list[str]]:
+    import datasets
+
+    if src.kind == "hub":
+        require_hub(f"data source {src.name!r} ({src.describe()})")
+    kwargs = dict(src.load_kwargs or {})
+    if files is not None:
+        kwargs["data_files"] = {split: files}
+    try:
+        ds = datasets.load_dataset(src.path, name=src.config_name, split=split, streaming=True,
+                                   revision=src.revision, **kwargs)
+        rows = ds.iter(batch_size=batch_docs)
+        for batch in rows:
+            yield _batch_texts(src, batch)
+    except Exception as err:
+        if is_network_error(err):
+            raise _unavailable(src, err) from None
+        raise
+
+
+def _batch_texts(src: SourceConfig, batch: dict[str, list]) -> list[str]:
+    if src.text_template is None:
+        if src.text_field not in batch:
+            raise ValueError(f"text_field={src.text_field!r} (source {src.name!r}): no such "
+                             f"column; columns are {sorted(batch)}")
+        return [t if isinstance(t, str) else "" for t in batch[src.text_field]]
+    n = len(next(iter(batch.values()), []))
+    rows = [{k: v[i] for k, v in batch.items()} for i in range(n)]
+    try:
+        return [src.text_template.format(**row) for row in rows]
+    except KeyError as err:
+        raise ValueError(f"text_template={src.text_template!r} (source {src.name!r}): column "
+                         f"{err} missing; columns are {sorted(batch)}") from None
+
+
+def iter_text_batches(src: SourceConfig, part: str, batch_docs: int = 256) -> Iterator[list[str]]:
+    """Batches of document texts of ``src``.
+
+    Args:
+        src: the source.
+        part: ``"train"`` (the training split/files; for a ``head`` held-out set this stream
+            also carries the held-out documents first), or ``"val"`` (the held-out split,
+            files or embedded part; not for ``head``).
+        batch_docs: documents per batch.
+    """
+    if part not in ("train", "val"):
+        raise ValueError(f"part={part!r}: expected 'train' or 'val'")
+    if src.kind == "embedded":
+        yield from _embedded_batches(src, part, batch_docs)
+        return
+    if part == "train":
+        yield from _datasets_batches(src, src.split, src.data_files, batch_docs)
+        return
+    if src.val_mode != "split":
+        raise ValueError(f"source {src.name!r} has no separate held-out split (val_mode="
+                         f"{src.val_mode!r})")
+    split = src.val_split or src.split
+    yield from _datasets_batches(src, split, src.val_data_files, batch_docs)
