@@ -1,0 +1,13 @@
+"""Data: the weighted text mixture, tokenizer, token cache, embedded corpus.
+
+``TextDataModule`` is the LightningDataModule; ``SourceConfig`` describes one source of the
+mixture; ``DataSourceUnavailable`` is raised (one line, naming the offline alternative) when a
+source or tokenizer needs the Hugging Face hub and the hub cannot be reached.
+"""
+
+from lit_sparse.data.datamodule import TextDataModule, default_cache_dir, embedded_sources
+from lit_sparse.data.hub import DataSourceUnavailable, find_unavailable
+from lit_sparse.data.sources import SourceConfig
+
+__all__ = ["DataSourceUnavailable", "SourceConfig", "TextDataModule", "default_cache_dir",
+           "embedded_sources", "find_unavailable"]

@@ -1,0 +1,360 @@
+"""``TextDataModule``: the weighted text mixture, its token cache, and the data loaders.
+
+Life cycle (as Lightning drives it, DDP included):
+
+- ``__init__`` (every process): validates the config, loads the tokenizer, so ``vocab_size``
+  and ``seq_len`` are known before the model is built (the CLI links them to the model).
+- ``prepare_data`` (once per node, local rank 0): tokenizes every source whose token files
+  are missing or inconsistent (checksum included) into the cache; hub sources are probed
+  first and fail fast with :class:`DataSourceUnavailable`. Cached sources need no network.
+- ``setup`` (every process, after a barrier): validates the cached files (size and token
+  count) and maps them. A single process rebuilds what is missing (notebook use without
+  ``prepare_data``); under DDP an inconsistent cache is an error, never read silently.
+- ``train_dataloader``: one endless stream per rank (:mod:`lit_sparse.data.mixture`); the
+  number of samples consumed is this module's state (``state_dict``), saved in checkpoints.
+- ``val_dataloader``: one loader per held-out set, fixed non-overlapping windows, each rank
+  its share without padding (:mod:`lit_sparse.data.windows`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from lightning.pytorch.utilities.model_helpers import is_overridden
+from torch.utils.data import DataLoader
+
+from lit_sparse.data.mixture import MixtureWindows
+from lit_sparse.data.sources import SourceConfig
+from lit_sparse.data.token_cache import CachePlan, TokenFile, build_source, check_part, make_plan
+from lit_sparse.data.tokenizer import load_tokenizer, resolve_vocab_size
+from lit_sparse.data.windows import HeldOutWindows, num_windows
+
+__all__ = ["TextDataModule", "default_cache_dir", "embedded_sources"]
+
+log = logging.getLogger(__name__)
+
+
+def default_cache_dir() -> Path:
+    """``$LIT_SPARSE_CACHE`` if set, else ``~/.cache/lit_sparse``."""
+    env = os.environ.get("LIT_SPARSE_CACHE", "").strip()
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "lit_sparse"
+
+
+def embedded_sources() -> list[SourceConfig]:
+    """The embedded default mixture: Shakespeare 65 %, synthetic math 35 % of tokens (about
+    their proportions in the corpus); held-out sets ``shakespeare`` (four whole plays) and
+    ``math`` (problems whose question never occurs in training)."""
+    return [
+        SourceConfig(name="shakespeare", path="embedded:shakespeare", weight=0.65),
+        SourceConfig(name="math", path="embedded:math", weight=0.35),
+    ]
+
+
+def _positive_int(field: str, value: Any, allow_none: bool = False, low: int = 1) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        allowed = f"an integer >= {low}" + (" or None" if allow_none else "")
+        raise ValueError(f"{field}={value!r}: expected {allowed}")
+
+
+class _TrainLoader(DataLoader):
+    """The training DataLoader: restarts the stream at the DataModule's consumed-sample count
+    on every ``iter()`` and, outside a Trainer, counts the batches it yields."""
+
+    def __init__(self, dataset: MixtureWindows, datamodule: TextDataModule, **kwargs: Any) -> None:
+        super().__init__(dataset, batch_size=None, **kwargs)
+        self._datamodule = datamodule
+
+    def __iter__(self) -> Iterator:
+        dm = self._datamodule
+        self.dataset.start_sample = dm._samples_consumed  # workers copy the dataset after this
+        for batch in super().__iter__():
+            if dm.trainer is None:  # under a Trainer, on_before_batch_transfer counts
+                dm._samples_consumed += int(batch[0].shape[0])
+            yield batch
+
+
+class TextDataModule(pl.LightningDataModule):
+    """A weighted mixture of text sources, tokenized into a memory-mapped token cache.
+
+    Args:
+        sources: the mixture (see :class:`SourceConfig`); None is the embedded default,
+            Shakespeare + synthetic math, which works offline.
+        tokenizer: ``embedded`` (our byte-level BPE, 8192 ids), a ``tokenizer.json`` path (or
+            a folder holding one), or a hub repo name (downloaded once, only if not cached).
+        seq_len: positions per training window (windows hold ``seq_len + 1`` tokens); the
+            model's context.
+        batch_size: windows per micro-batch and process.
+        vocab_size: the model's vocabulary size; None rounds the tokenizer's size up to a
+            multiple of 64; a number must be >= the tokenizer's size (padding).
+        val_windows: at most this many validation windows per held-out set (the first
+            ones); None = all.
+        cache_dir: token cache folder; None = ``$LIT_SPARSE_CACHE`` or ``~/.cache/lit_sparse``.
+        num_workers: DataLoader worker processes per loader.
+        seed: seed of the training sample stream.
+        token_budget: total training tokens to prepare; each source without ``max_tokens``
+            gets its weight's share (e.g. the paper's 425,984,000). None = no budget.
+    """
+
+    def __init__(
+        self,
+        sources: list[SourceConfig] | None = None,
+        tokenizer: str = "embedded",
+        seq_len: int = 1024,
+        batch_size: int = 8,
+        vocab_size: int | None = None,
+        val_windows: int | None = None,
+        cache_dir: str | None = None,
+        num_workers: int = 0,
+        seed: int = 42,
+        token_budget: int | None = None,
+    ) -> None:
+        super().__init__()
+        _positive_int("seq_len", seq_len)
+        _positive_int("batch_size", batch_size)
+        _positive_int("val_windows", val_windows, allow_none=True)
+        _positive_int("num_workers", num_workers, low=0)
+        _positive_int("token_budget", token_budget, allow_none=True)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed={seed!r}: expected an integer")
+        sources = embedded_sources() if sources is None else list(sources)
+        if not sources:
+            raise ValueError("sources=[]: expected at least one source (or None for the "
+                             "embedded default)")
+        for i, src in enumerate(sources):
+            if not isinstance(src, SourceConfig):
+                raise ValueError(f"sources[{i}]={src!r}: expected a SourceConfig")
+        self._check_names(sources)
+        if sum(s.weight for s in sources) <= 0:
+            raise ValueError(f"weights={[s.weight for s in sources]}: at least one source needs "
+                             "a weight > 0 (weights are training token shares)")
+        self.sources = sources
+        self.tokenizer_spec = tokenizer
+        self.seq_len = seq_len
+        self.batch_size = batch_size
+        self.val_windows = val_windows
+        self.num_workers = num_workers
+        self.seed = seed
+        self.token_budget = token_budget
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+
+        self._tok = load_tokenizer(tokenizer)
+        self._vocab_size = resolve_vocab_size(vocab_size, self._tok.size)
+        total_weight = sum(s.weight for s in sources)
+        self._plans: list[CachePlan] = [
+            make_plan(s, self._tok, self.cache_dir, self._budget(s, total_weight))
+            for s in sources
+        ]
+        self._train: list[tuple[TokenFile, float]] | None = None
+        self._val: dict[str, TokenFile] | None = None
+        self._samples_consumed = 0
+
+    @classmethod
+    def model_vocab_size(cls, tokenizer: str = "embedded", vocab_size: int | None = None,
+                         **init_args: Any) -> int:
+        """The model vocabulary these init args imply, without building the data module
+        (for parse-time links in the CLI): ``vocab_size``, or the tokenizer's size rounded up
+        to a multiple of 64. Other init args are ignored. Raises like ``__init__`` does
+        (ValueError for a bad value, DataSourceUnavailable for an unreachable hub tokenizer).
+        """
+        return resolve_vocab_size(vocab_size, load_tokenizer(tokenizer).size)
+
+    # ------------------------------------------------------------------ public properties
+    @property
+    def vocab_size(self) -> int:
+        """The model's vocabulary size (available right after ``__init__``)."""
+        return self._vocab_size
+
+    @property
+    def tokenizer(self):
+        """The loaded ``tokenizers.Tokenizer`` (e.g. to decode batches in a notebook)."""
+        return self._tok.tokenizer
+
+    @property
+    def tokenizer_size(self) -> int:
+        """Ids the tokenizer can emit (``vocab_size`` is this, padded)."""
+        return self._tok.size
+
+    @property
+    def eos_token_id(self) -> int:
+        """The document separator's id."""
+        return self._tok.eos_id
+
+    @property
+    def val_set_names(self) -> list[str]:
+        """Names of the held-out sets, in the order of ``val_dataloader()``'s loaders."""
+        return [s.held_out_name for s in self.sources if s.has_val]
+
+    @property
+    def samples_consumed(self) -> int:
+        """Training samples this rank has consumed (the resume position)."""
+        return self._samples_consumed
+
+    # --------------------------------------------------------------------------- checks
+    @staticmethod
+    def _check_names(sources: list[SourceConfig]) -> None:
+        seen: set[str] = set()
+        for s in sources:
+            if s.name in seen:
+                raise ValueError(f"name={s.name!r}: two sources share this name; names must be "
+                                 "unique")
+            seen.add(s.name)
+        held: set[str] = set()
+        for s in sources:
+            if s.has_val:
+                if s.held_out_name in held:
+                    raise ValueError(f"val_name={s.held_out_name!r}: two sources have a held-out "
+                                     "set of this name; held-out names must be unique")
+                held.add(s.held_out_name)
+
+    def _budget(self, src: SourceConfig, total_weight: float) -> int | None:
+        if src.max_tokens is not None:
+            return src.max_tokens
+        if self.token_budget is None or not src.has_train:
+            return None
+        return max(1, math.ceil(self.token_budget * src.weight / total_weight))
+
+    def _rank(self) -> tuple[int, int]:
+        trainer = self.trainer
+        if trainer is None:
+            return 0, 1
+        return int(trainer.global_rank), int(trainer.world_size)
+
+    # ---------------------------------------------------------------------- preparation
+    def _ensure(self, plan: CachePlan, verify_checksum: bool,
+                may_build: bool) -> dict[str, TokenFile]:
+        found = {p: check_part(plan, p, verify_checksum) for p in plan.parts}
+        reasons = {p: r for p, r in found.items() if isinstance(r, str)}
+        if not reasons:
+            log.debug("source %r: token cache hit (%s)", plan.source.name, plan.stem.name)
+            return found  # type: ignore[return-value]
+        if not may_build:
+            raise RuntimeError(
+                f"token cache of source {plan.source.name!r} is not usable in setup ("
+                + "; ".join(f"{p}: {r}" for p, r in reasons.items())
+                + f"; {plan.stem}). prepare_data should have built it: rerun, or delete "
+                "the files to force a rebuild")
+        if any(r != "not cached" for r in reasons.values()):
+            log.warning("source %r: rebuilding token cache (%s)", plan.source.name,
+                        "; ".join(f"{p}: {r}" for p, r in reasons.items()))
+        return build_source(plan, self._tok)
+
+    def prepare_data(self) -> None:
+        """Tokenize every source not yet in the cache (once per node; checksums verified)."""
+        for plan in self._plans:
+            self._ensure(plan, verify_checksum=True, may_build=True)
+
+    def setup(self, stage: str | None = None) -> None:
+        """Validate and map the cached token files (every process)."""
+        if self._train is not None:
+            return
+        _, world_size = self._rank()
+        train: list[tuple[TokenFile, float]] = []
+        val: dict[str, TokenFile] = {}
+        for plan in self._plans:
+            files = self._ensure(plan, verify_checksum=False, may_build=world_size == 1)
+            src = plan.source
+            if "train" in files:
+                tf = files["train"]
+                if tf.num_tokens < self.seq_len + 1:
+                    raise ValueError(f"source {src.name!r} has {tf.num_tokens} training tokens, "
+                                     f"fewer than seq_len + 1 = {self.seq_len + 1}")
+                train.append((tf, src.weight))
+            if "val" in files:
+                tf = files["val"]
+                if num_windows(tf.num_tokens, self.seq_len) == 0:
+                    raise ValueError(f"held-out set {src.held_out_name!r} has {tf.num_tokens} "
+                                     f"tokens, not one window of seq_len={self.seq_len}")
+                val[src.held_out_name] = tf
+        self._train, self._val = train, val
+
+    def _require_setup(self) -> None:
+        if self._train is None:
+            raise RuntimeError("call setup() (after prepare_data()) before asking for loaders")
+
+    # --------------------------------------------------------------------------- loaders
+    def _loader_kwargs(self) -> dict[str, Any]:
+        return {"num_workers": self.num_workers, "pin_memory": torch.cuda.is_available()}
+
+    def train_dataloader(self) -> DataLoader:
+        """Endless (x, y) LongTensor batches (batch_size, seq_len) of this rank's stream."""
+        self._require_setup()
+        rank, _ = self._rank()
+        dataset = MixtureWindows([tf for tf, _ in self._train], [w for _, w in self._train],
+                                 self.seq_len, self.batch_size, self.seed, rank,
+                                 self._samples_consumed)
+        return _TrainLoader(dataset, self, **self._loader_kwargs())
+
+    def _span(self, tf: TokenFile) -> int:
+        """Predicted tokens covered by the validation windows at the training length."""
+        count = num_windows(tf.num_tokens, self.seq_len)
+        if self.val_windows is not None:
+            count = min(count, self.val_windows)
+        return count * self.seq_len
+
+    def _held_out(self, set_name: str) -> TokenFile:
+        self._require_setup()
+        if set_name not in self._val:
+            raise ValueError(f"set_name={set_name!r}: unknown held-out set; allowed: "
+                             f"{', '.join(self.val_set_names)}")
+        return self._val[set_name]
+
+    def val_windows_at(self, length: int, set_name: str,
+                       batch_size: int | None = None) -> DataLoader:
+        """Non-overlapping windows of ``length`` over the same held-out tokens as the
+        validation windows (e.g. 1x, 2x, 4x ``seq_len`` give 488/244/122 windows when
+        ``val_windows=488``), this rank's share. ``batch_size`` defaults to about the same
+        tokens per batch as validation."""
+        _positive_int("length", length)
+        _positive_int("batch_size", batch_size, allow_none=True)
+        tf = self._held_out(set_name)
+        count = num_windows(tf.num_tokens, length, span=self._span(tf))
+        if count == 0:
+            raise ValueError(f"length={length}: held-out set {set_name!r} covers "
+                             f"{self._span(tf)} tokens, not one window of this length")
+        if batch_size is None:
+            batch_size = max(1, self.batch_size * self.seq_len // length)
+        rank, world_size = self._rank()
+        dataset = HeldOutWindows(tf, length, count, batch_size, rank, world_size)
+        return DataLoader(dataset, batch_size=None, **self._loader_kwargs())
+
+    def val_dataloader(self) -> list[DataLoader]:
+        """One loader per held-out set (order: ``val_set_names``), fixed windows."""
+        return [self.val_windows_at(self.seq_len, name) for name in self.val_set_names]
+
+    # ------------------------------------------------------------------- resume support
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Counts consumed training samples (called once per batch the training loop uses;
+        Lightning's one-batch prefetch is not counted). Defers to the LightningModule's own
+        hook if it defines one."""
+        trainer = self.trainer
+        if trainer is not None and trainer.training:
+            self._samples_consumed += int(batch[0].shape[0])
+        model = trainer.lightning_module if trainer is not None else None
+        if model is not None and is_overridden("on_before_batch_transfer", model):
+            batch = model.on_before_batch_transfer(batch, dataloader_idx)
+        return batch
+
+    def state_dict(self) -> dict[str, Any]:
+        """The training stream's position: samples consumed by this rank (all ranks agree)."""
+        return {"samples_consumed": self._samples_consumed, "seed": self.seed,
+                "batch_size": self.batch_size}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Continue the training stream where ``state_dict`` left it."""
+        n = state_dict.get("samples_consumed")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"samples_consumed={n!r} in the data module state: expected an "
+                             "integer >= 0")
+        if state_dict.get("seed", self.seed) != self.seed:
+            log.warning("resuming with seed=%s, the checkpoint's stream used seed=%s",
+                        self.seed, state_dict.get("seed"))
+        self._samples_consumed = n

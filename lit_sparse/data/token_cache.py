@@ -1,0 +1,305 @@
+"""The token cache: each source's training and held-out parts as flat token files.
+
+Layout under ``<cache_dir>/tokens/``, per source and part (``train`` / ``val``)::
+
+    <slug>-<key16>.<part>.bin    tokens, uint16 (uint32 if the tokenizer has > 65536 ids),
+                                 documents joined by the end-of-text token (one after each)
+    <slug>-<key16>.<part>.json   metadata: format version, key, source spec, tokenizer hash,
+                                 dtype, token and document counts, file size, SHA-256
+
+The key hashes the source's content spec (everything that decides its tokens, including
+local files' sizes and mtimes and the embedded corpus' hash; not its name or weight), the
+tokenizer's hash, the end-of-text id and the dtype. A second run with the same key reuses
+the files; any change gives a new key and a rebuild. Files are written under a temporary
+name in the same folder, fsynced and moved into place with ``os.replace``; the old
+metadata is removed first, so a crash leaves no metadata (a rebuild), never stale metadata.
+On load the metadata must match the file (size, token count; in ``prepare_data`` also the
+checksum), else the source is rebuilt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import secrets
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lit_sparse.data.sources import SourceConfig, iter_text_batches
+from lit_sparse.data.tokenizer import LoadedTokenizer
+
+__all__ = ["FORMAT_VERSION", "CachePlan", "TokenFile", "build_source", "check_part",
+           "file_sha256", "make_plan", "open_tokens", "token_dtype"]
+
+log = logging.getLogger(__name__)
+FORMAT_VERSION = 1
+_CHUNK = 1 << 22
+
+
+def token_dtype(tokenizer_size: int) -> np.dtype:
+    """uint16 when every id fits (size <= 65536), else uint32."""
+    return np.dtype(np.uint16 if tokenizer_size <= 1 << 16 else np.uint32)
+
+
+def _canonical(obj: Any) -> Any:
+    """``obj`` as it reads back from JSON (tuples become lists), for comparisons."""
+    return json.loads(json.dumps(obj, sort_keys=True))
+
+
+@dataclass(frozen=True)
+class TokenFile:
+    """A validated token file: open it with :func:`open_tokens`."""
+
+    path: Path
+    dtype: str
+    num_tokens: int
+
+
+@dataclass(frozen=True)
+class CachePlan:
+    """Where one source's token files live and what their metadata must say."""
+
+    source: SourceConfig
+    spec: dict
+    key: str
+    stem: Path
+    dtype: str
+    tokenizer_sha256: str
+    max_tokens: int | None
+    parts: tuple[str, ...]
+
+    def bin_path(self, part: str) -> Path:
+        return self.stem.with_name(f"{self.stem.name}.{part}.bin")
+
+    def meta_path(self, part: str) -> Path:
+        return self.stem.with_name(f"{self.stem.name}.{part}.json")
+
+
+def make_plan(src: SourceConfig, tok: LoadedTokenizer, cache_dir: str | os.PathLike,
+              max_tokens: int | None) -> CachePlan:
+    """The cache plan of ``src`` tokenized by ``tok`` with training budget ``max_tokens``."""
+    spec = _canonical(src.content_spec(max_tokens))
+    dtype = token_dtype(tok.size).name
+    key_material = {"format": FORMAT_VERSION, "spec": spec, "tokenizer": tok.sha256,
+                    "eos_id": tok.eos_id, "dtype": dtype}
+    key = hashlib.sha256(json.dumps(key_material, sort_keys=True).encode()).hexdigest()
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", src.path).strip("-.")[:60] or "source"
+    stem = Path(cache_dir).expanduser() / "tokens" / f"{slug}-{key[:16]}"
+    parts = tuple(p for p, on in (("train", src.has_train), ("val", src.has_val)) if on)
+    return CachePlan(src, spec, key, stem, dtype, tok.sha256, max_tokens, parts)
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def check_part(plan: CachePlan, part: str, verify_checksum: bool) -> TokenFile | str:
+    """The part's :class:`TokenFile` if its files are present and consistent, else the reason
+    (a string) why it must be rebuilt."""
+    meta_path, bin_path = plan.meta_path(part), plan.bin_path(part)
+    try:
+        meta = json.loads(meta_path.read_text())
+    except FileNotFoundError:
+        return "not cached"
+    except (OSError, ValueError) as err:
+        return f"unreadable metadata ({err})"
+    expected = {"format_version": FORMAT_VERSION, "key": plan.key, "part": part,
+                "source_spec": plan.spec, "tokenizer_sha256": plan.tokenizer_sha256,
+                "dtype": plan.dtype}
+    for field, value in expected.items():
+        if meta.get(field) != value:
+            return f"metadata field {field!r} differs"
+    try:
+        size = bin_path.stat().st_size
+    except FileNotFoundError:
+        return "token file missing"
+    itemsize = np.dtype(plan.dtype).itemsize
+    num_tokens = meta.get("num_tokens")
+    if not isinstance(num_tokens, int) or meta.get("file_bytes") != num_tokens * itemsize:
+        return "metadata token count and file_bytes disagree"
+    if size != meta["file_bytes"]:
+        return f"token file has {size} bytes, metadata says {meta['file_bytes']}"
+    if verify_checksum and file_sha256(bin_path) != meta.get("sha256"):
+        return "checksum mismatch"
+    return TokenFile(bin_path, plan.dtype, num_tokens)
+
+
+def open_tokens(tf: TokenFile) -> np.ndarray:
+    """Read-only memory map of a token file (an empty array for an empty file)."""
+    if tf.num_tokens == 0:
+        return np.zeros(0, dtype=tf.dtype)
+    return np.memmap(tf.path, dtype=tf.dtype, mode="r", shape=(tf.num_tokens,))
+
+
+# ------------------------------------------------------------------------------ writing
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):  # not supported everywhere (e.g. Windows)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _tmp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+class _AtomicTokenWriter:
+    """Streams tokens to a temporary file; ``commit`` moves it and its metadata into place."""
+
+    def __init__(self, path: Path, meta_path: Path, dtype: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path, self.meta_path, self.dtype = path, meta_path, np.dtype(dtype)
+        self.tmp = _tmp_name(path)
+        self.file = open(self.tmp, "wb")  # closed in commit() or abort()
+        self.sha = hashlib.sha256()
+        self.num_tokens = 0
+        self.num_documents = 0
+        self.truncated = False  # the budget cut the last document
+
+    def write(self, ids: np.ndarray) -> None:
+        data = ids.astype(self.dtype, copy=False).tobytes()
+        self.file.write(data)
+        self.sha.update(data)
+        self.num_tokens += int(ids.size)
+
+    def commit(self, meta: dict) -> TokenFile:
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+        meta = dict(meta, num_tokens=self.num_tokens, num_documents=self.num_documents,
+                    file_bytes=self.num_tokens * self.dtype.itemsize, truncated=self.truncated,
+                    sha256=self.sha.hexdigest(), dtype=self.dtype.name)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.meta_path)
+        _fsync_dir(self.path.parent)
+        os.replace(self.tmp, self.path)
+        tmp_meta = _tmp_name(self.meta_path)
+        with open(tmp_meta, "w") as f:
+            json.dump(meta, f, indent=2, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_meta, self.meta_path)
+        _fsync_dir(self.path.parent)
+        return TokenFile(self.path, self.dtype.name, self.num_tokens)
+
+    def abort(self) -> None:
+        with contextlib.suppress(OSError):
+            self.file.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.tmp)
+
+
+def _fill(batches: Iterable[list[str]], targets: list[tuple[_AtomicTokenWriter | None, int | None]],
+          tok: LoadedTokenizer, progress) -> None:
+    """Tokenize documents into the targets in order: each target takes whole documents until
+    its budget (tokens; None = unlimited) is reached, cut exactly at the budget; the next
+    target starts with the next document. A None writer ends reading."""
+    targets = list(targets)
+    if not targets or targets[0][0] is None:
+        return
+    writer, budget = targets.pop(0)
+    eos = tok.eos_id
+    # encode_batch_fast (tokenizers >= 0.21) skips offset tracking, which we do not need
+    encode = getattr(tok.tokenizer, "encode_batch_fast", tok.tokenizer.encode_batch)
+    for texts in batches:
+        encodings = encode(texts, add_special_tokens=False)
+        for enc in encodings:
+            ids = np.fromiter(enc.ids, dtype=np.int64, count=len(enc.ids))
+            ids = np.append(ids, eos)
+            if budget is not None and ids.size > budget - writer.num_tokens:
+                ids = ids[: budget - writer.num_tokens]
+                writer.truncated = True
+            writer.write(ids)
+            writer.num_documents += 1
+            progress.update(int(ids.size))
+            if budget is not None and writer.num_tokens >= budget:
+                if not targets or targets[0][0] is None:
+                    return
+                writer, budget = targets.pop(0)
+    return
+
+
+def _close(gen: Iterator) -> None:
+    close = getattr(gen, "close", None)
+    if close is not None:
+        close()
+
+
+def _remove_stale_temporaries(plan: CachePlan, max_age_s: float = 86_400.0) -> None:
+    """Delete temporary files of this plan left by a killed build over a day ago (younger
+    ones may belong to a build still running in another process)."""
+    now = time.time()
+    for part in plan.parts:
+        for path in (plan.bin_path(part), plan.meta_path(part)):
+            for tmp in path.parent.glob(f".{path.name}.*.tmp"):
+                with contextlib.suppress(OSError):
+                    if now - tmp.stat().st_mtime > max_age_s:
+                        tmp.unlink()
+
+
+def build_source(plan: CachePlan, tok: LoadedTokenizer) -> dict[str, TokenFile]:
+    """Read, tokenize and write every part of ``plan``'s source; returns the token files."""
+    from tqdm.auto import tqdm
+
+    src = plan.source
+    t0 = time.perf_counter()
+    plan.stem.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(plan)
+    writers = {p: _AtomicTokenWriter(plan.bin_path(p), plan.meta_path(p), plan.dtype)
+               for p in plan.parts}
+    budgets = [b for p, b in (("train", plan.max_tokens), ("val", src.val_tokens))
+               if p in writers]
+    total = None if None in budgets or not budgets else sum(budgets)
+    progress = tqdm(total=total, unit="tok", unit_scale=True, leave=False,
+                    desc=f"tokenizing {src.name}", disable=src.kind == "embedded" or None)
+    try:
+        if src.val_mode == "head":
+            stream = iter_text_batches(src, "train")
+            try:
+                _fill(stream, [(writers["val"], src.val_tokens),
+                               (writers.get("train"), plan.max_tokens)], tok, progress)
+            finally:
+                _close(stream)
+        else:
+            for part, budget in (("val", src.val_tokens), ("train", plan.max_tokens)):
+                if part in writers:
+                    stream = iter_text_batches(src, part)
+                    try:
+                        _fill(stream, [(writers[part], budget)], tok, progress)
+                    finally:
+                        _close(stream)
+        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        out = {}
+        for part, writer in writers.items():
+            meta = {"format_version": FORMAT_VERSION, "key": plan.key, "part": part,
+                    "source_name": src.name, "source_spec": plan.spec,
+                    "tokenizer_sha256": plan.tokenizer_sha256, "tokenizer_source": tok.source,
+                    "eos_token": tok.eos_token, "eos_id": tok.eos_id,
+                    "created_utc": created}
+            out[part] = writer.commit(meta)
+    except BaseException:
+        for writer in writers.values():
+            writer.abort()
+        raise
+    finally:
+        progress.close()
+    log.info("tokenized source %r (%s) in %.1f s: %s", src.name, src.describe(),
+             time.perf_counter() - t0,
+             ", ".join(f"{p} {tf.num_tokens:,} tokens" for p, tf in out.items()))
+    return out

@@ -1,0 +1,73 @@
+"""Held-out windows: fixed, non-overlapping (x, y) windows over a held-out token file.
+
+Window ``i`` of length L covers tokens ``[i*L, i*L + L]`` (L + 1 tokens): x is the first L,
+y the last L, so consecutive windows share one boundary token and every held-out token after
+the first is predicted exactly once. Rank ``r`` of ``R`` takes windows ``r, r + R, ...``
+(no padding, no duplicates); within a rank, DataLoader worker ``w`` of ``W`` takes batches
+``w, w + W, ...``. This is an IterableDataset, so Lightning does not wrap it in a padding
+DistributedSampler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from lit_sparse.data.token_cache import TokenFile, open_tokens
+
+__all__ = ["HeldOutWindows", "num_windows"]
+
+
+def num_windows(num_tokens: int, length: int, span: int | None = None) -> int:
+    """Windows of ``length`` predictions in ``num_tokens`` tokens, or within the first
+    ``span`` predicted tokens (``span + 1`` tokens) when given."""
+    if length < 1:
+        raise ValueError(f"length={length}: expected >= 1")
+    avail = max(num_tokens - 1, 0) if span is None else min(span, max(num_tokens - 1, 0))
+    return avail // length
+
+
+class HeldOutWindows(IterableDataset):
+    """One rank's share of the fixed windows of a held-out set, as (x, y) batches.
+
+    Args:
+        file: the held-out token file.
+        length: L, predictions per window.
+        count: number of windows (the first ``count`` of the file).
+        batch_size: windows per batch (the last batch of a rank may be smaller).
+        rank, world_size: this process's share is windows ``rank::world_size``.
+    """
+
+    def __init__(self, file: TokenFile, length: int, count: int, batch_size: int,
+                 rank: int = 0, world_size: int = 1) -> None:
+        if count * length + 1 > file.num_tokens and count > 0:
+            raise ValueError(f"{count} windows of length {length} need {count * length + 1} "
+                             f"tokens; {file.path} has {file.num_tokens}")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
+        self.file, self.length, self.count = file, int(length), int(count)
+        self.batch_size, self.rank, self.world_size = int(batch_size), int(rank), int(world_size)
+
+    def window_indices(self) -> list[int]:
+        """Indices of this rank's windows (window i starts at token i * length)."""
+        return list(range(self.rank, self.count, self.world_size))
+
+    @property
+    def num_batches(self) -> int:
+        return -(-len(self.window_indices()) // self.batch_size)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        info = get_worker_info()
+        worker, num_workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        tokens = open_tokens(self.file)
+        mine = self.window_indices()
+        L = self.length
+        for b in range(worker, self.num_batches, num_workers):
+            idx = mine[b * self.batch_size: (b + 1) * self.batch_size]
+            rows = np.stack([np.asarray(tokens[i * L: i * L + L + 1], dtype=np.int64)
+                             for i in idx])
+            t = torch.from_numpy(rows)
+            yield t[:, :-1], t[:, 1:]

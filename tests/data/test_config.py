@@ -1,0 +1,153 @@
+"""Configuration: bad values raise ValueError naming the field, the value and what is
+allowed; vocab_size and seq_len come from the tokenizer and the data config."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from lit_sparse.data import SourceConfig, TextDataModule
+
+from .conftest import word_tokenizer_json
+
+LOCAL = {"path": "json", "data_files": "/x/*.jsonl"}
+
+
+@pytest.mark.parametrize(("kwargs", "field", "value"), [
+    ({"name": "a", "path": "embedded:math", "weight": -1.0}, "weight", "-1.0"),
+    ({"name": "a", "path": "embedded:math", "weight": float("nan")}, "weight", "nan"),
+    ({"name": "a", "path": "embedded:poetry"}, "path", "'embedded:poetry'"),
+    ({"name": "a", "path": "json"}, "data_files", "None"),
+    ({"name": "a b", "path": "embedded:math"}, "name", "'a b'"),
+    ({"name": "a", "path": ""}, "path", "''"),
+    ({"name": "a", **LOCAL, "max_tokens": 0}, "max_tokens", "0"),
+    ({"name": "a", **LOCAL, "val_tokens": -5}, "val_tokens", "-5"),
+    ({"name": "a", **LOCAL, "val_split": "train"}, "val_split", "'train'"),
+    ({"name": "a", **LOCAL, "text_template": "no fields"}, "text_template", "'no fields'"),
+    ({"name": "a", **LOCAL, "text_template": "{unclosed"}, "text_template", "'{unclosed'"),
+    ({"name": "a", **LOCAL, "weight": 0.0}, "weight", "0"),
+    ({"name": "a", "path": "embedded:math", "data_files": "x.txt"}, "data_files", "'x.txt'"),
+    ({"name": "a", "path": "org/ds", "val_data_files": "v.parquet"}, "val_data_files",
+     "'v.parquet'"),
+    ({"name": "a", "path": "json", "data_files": ["t.json"], "val_data_files": ["t.json"]},
+     "val_data_files", "['t.json']"),
+    ({"name": "a", "path": "json", "data_files": []}, "data_files", "[]"),
+    ({"name": "a", **LOCAL, "val_name": "x y"}, "val_name", "'x y'"),
+])
+def test_source_config_rejects_bad_values(kwargs, field, value):
+    with pytest.raises(ValueError) as info:
+        SourceConfig(**kwargs)
+    msg = str(info.value)
+    assert msg.startswith(f"{field}={value}"), msg
+    assert "expected" in msg or "allowed" in msg or "must" in msg or "needs" in msg \
+        or "names no" in msg or "also in" in msg or "not applicable" in msg \
+        or "may contain" in msg, msg
+
+
+def test_source_config_kinds_and_held_out_modes(tmp_path):
+    assert SourceConfig(name="s", path="embedded:shakespeare").val_mode == "embedded"
+    assert SourceConfig(name="s", path="embedded:shakespeare", val_tokens=0).val_mode is None
+    hub = SourceConfig(name="w", path="wikimedia/wikipedia", config_name="20231101.en")
+    assert hub.kind == "hub" and hub.val_mode is None
+    assert dataclasses.replace(hub, val_tokens=100).val_mode == "head"
+    assert dataclasses.replace(hub, val_split="validation").val_mode == "split"
+    local = SourceConfig(name="l", path="text", data_files=str(tmp_path / "*.txt"))
+    assert local.kind == "local"
+    remote = SourceConfig(name="r", path="parquet", data_files="hf://datasets/o/d/x.parquet")
+    assert remote.kind == "hub"
+    held_only = SourceConfig(name="v", path="org/ds", weight=0, val_split="test")
+    assert not held_only.has_train and held_only.has_val
+
+
+def test_embedded_source_field_docs_become_cli_help():
+    from jsonargparse import ArgumentParser, set_parsing_settings
+
+    set_parsing_settings(docstring_parse_attribute_docstrings=True)
+    try:
+        parser = ArgumentParser()
+        parser.add_class_arguments(SourceConfig, "src")
+        help_text = " ".join(parser.format_help().split())
+    finally:
+        set_parsing_settings(docstring_parse_attribute_docstrings=False)
+    for field in dataclasses.fields(SourceConfig):
+        assert f"--src.{field.name}" in help_text
+    for phrase in ["Share of training tokens", "Token budget of the training part",
+                   "Size of the held-out set in tokens", "Column holding a document's text"]:
+        assert phrase in help_text
+
+
+def test_vocab_size_from_the_tokenizer(tmp_path):
+    tok = word_tokenizer_json(tmp_path / "tokenizer.json")  # 902 ids
+    dm = TextDataModule(tokenizer=str(tok), cache_dir=str(tmp_path), seq_len=77)
+    assert dm.tokenizer_size == 902
+    assert dm.vocab_size == 960  # rounded up to a multiple of 64
+    assert dm.seq_len == 77
+    assert TextDataModule(tokenizer=str(tok), vocab_size=4096,
+                          cache_dir=str(tmp_path)).vocab_size == 4096
+    assert TextDataModule(tokenizer=str(tok.parent), vocab_size=902,
+                          cache_dir=str(tmp_path)).vocab_size == 902
+    with pytest.raises(ValueError) as info:
+        TextDataModule(tokenizer=str(tok), vocab_size=900, cache_dir=str(tmp_path))
+    msg = str(info.value)
+    assert "vocab_size=900" in msg and "902" in msg
+
+
+def test_model_vocab_size_without_building(tmp_path):
+    tok = word_tokenizer_json(tmp_path / "tokenizer.json")
+    assert TextDataModule.model_vocab_size() == 8192
+    assert TextDataModule.model_vocab_size(tokenizer=str(tok), sources=None, seq_len=3) == 960
+    assert TextDataModule.model_vocab_size(tokenizer=str(tok), vocab_size=1000) == 1000
+    with pytest.raises(ValueError, match="^vocab_size=10 "):
+        TextDataModule.model_vocab_size(tokenizer=str(tok), vocab_size=10)
+
+
+def test_embedded_default_vocab(tmp_path):
+    dm = TextDataModule(cache_dir=str(tmp_path))
+    assert dm.vocab_size == 8192 and dm.seq_len == 1024 and dm.batch_size == 8
+    assert dm.eos_token_id == 0
+    assert TextDataModule(cache_dir=str(tmp_path), vocab_size=32768).vocab_size == 32768
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"seq_len": 0}, "seq_len"),
+    ({"batch_size": -1}, "batch_size"),
+    ({"val_windows": 0}, "val_windows"),
+    ({"num_workers": -1}, "num_workers"),
+    ({"token_budget": 0}, "token_budget"),
+    ({"vocab_size": 100}, "vocab_size"),
+    ({"vocab_size": 8192.0}, "vocab_size"),
+    ({"sources": []}, "sources"),
+    ({"tokenizer": "./missing/tokenizer.json"}, "tokenizer"),
+    ({"tokenizer": ""}, "tokenizer"),
+    ({"sources": [SourceConfig(name="a", path="embedded:math"),
+                  SourceConfig(name="a", path="embedded:shakespeare")]}, "name"),
+    ({"sources": [SourceConfig(name="a", path="embedded:math"),
+                  SourceConfig(name="b", path="embedded:shakespeare", val_name="a")]},
+     "val_name"),
+    ({"sources": [SourceConfig(name="a", path="org/ds", weight=0, val_split="test")]},
+     "weights"),
+])
+def test_data_module_rejects_bad_values(tmp_path, kwargs, field):
+    with pytest.raises(ValueError, match=rf"^{field}="):
+        TextDataModule(cache_dir=str(tmp_path), **kwargs)
+
+
+def test_tokenizer_without_end_of_text(tmp_path):
+    from tokenizers import Tokenizer, models
+
+    path = tmp_path / "tokenizer.json"
+    Tokenizer(models.WordLevel({"x": 0, "[UNK]": 1}, unk_token="[UNK]")).save(str(path))
+    with pytest.raises(ValueError, match="end-of-text"):
+        TextDataModule(tokenizer=str(path), cache_dir=str(tmp_path))
+
+
+def test_setup_checks_lengths(tmp_path, word_tok, local_sources):
+    dm = TextDataModule(sources=[SourceConfig(name="a", path="json",
+                                              data_files=str(local_sources["a"]),
+                                              val_tokens=100)],
+                        tokenizer=str(word_tok), seq_len=256, cache_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="held-out set 'a' has 100 tokens"):
+        dm.setup("fit")
+    with pytest.raises(RuntimeError, match="setup"):
+        TextDataModule(cache_dir=str(tmp_path)).train_dataloader()
