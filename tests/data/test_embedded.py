@@ -151,7 +151,7 @@ def _parse(name: str, instantiate: bool = True):
 
     parser = ArgumentParser()
     parser.add_subclass_arguments(pl.LightningDataModule, "data")
-    cfg = parser.parse_path(str(_configs() / name))
+    cfg = parser.parse_args(["--data", str(_configs() / name)])  # the value of `data:`
     return parser.instantiate(cfg) if instantiate else cfg
 
 
