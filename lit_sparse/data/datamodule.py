@@ -162,10 +162,15 @@ class TextDataModule(pl.LightningDataModule):
                          **init_args: Any) -> int:
         """The model vocabulary these init args imply, without building the data module
         (for parse-time links in the CLI): ``vocab_size``, or the tokenizer's size rounded up
-        to a multiple of 64. Other init args are ignored. Raises like ``__init__`` does
-        (ValueError for a bad value, DataSourceUnavailable for an unreachable hub tokenizer).
+        to a multiple of 64. An explicit ``vocab_size`` needs no tokenizer here (``__init__``
+        checks it against the tokenizer), so a config parses offline. Other init args are
+        ignored. Raises like ``__init__`` does (ValueError for a bad value,
+        DataSourceUnavailable for an unreachable hub tokenizer).
         """
-        return resolve_vocab_size(vocab_size, load_tokenizer(tokenizer).size)
+        if vocab_size is not None:
+            _positive_int("vocab_size", vocab_size)
+            return vocab_size
+        return resolve_vocab_size(None, load_tokenizer(tokenizer).size)
 
     # ------------------------------------------------------------------ public properties
     @property
