@@ -1,0 +1,348 @@
+"""Length extrapolation: the trained weights scored at multiples of the training length.
+
+For each evaluation length T and held-out set, the model (eval mode, no grad) scores the
+non-overlapping windows of T predictions over the same held-out tokens
+(``datamodule.val_windows_at(T, set)``); perplexity is exp of the token-weighted mean NLL.
+RoPE tables are rebuilt for any T and sparse patterns recompute their distances, so the
+same weights run at every length. ``new_offsets`` ("use" or "drop") re-runs a plugin that
+has that option with the same state dict under the other policy.
+
+Under several processes each rank scores its share of the windows and the NLL sums and
+token counts are added across ranks by ``reduce`` (one call, the same on every rank).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lit_sparse.attention import build_attention
+from lit_sparse.model import LanguageModel
+
+__all__ = [
+    "ExtrapolationResult",
+    "evaluate_lengths",
+    "extrapolation_lengths",
+    "format_distances",
+    "with_new_offsets",
+]
+
+FORMAT = "lit_sparse.extrapolation/1"
+
+
+def extrapolation_lengths(
+    training_length: int,
+    multiples: Iterable[float] = (1, 2, 4),
+    lengths: Iterable[int] | None = None,
+) -> list[int]:
+    """Sorted, distinct evaluation lengths: ``lengths`` if given, else multiples of the
+    training length (rounded to integers)."""
+    values = list(lengths) if lengths is not None else [
+        int(round(m * training_length)) for m in multiples
+    ]
+    if not values:
+        raise ValueError("lengths: expected at least one evaluation length")
+    bad = [v for v in values if isinstance(v, bool) or int(v) != v or v < 1]
+    if bad:
+        raise ValueError(f"lengths: expected positive integers, got {bad}")
+    return sorted({int(v) for v in values})
+
+
+def with_new_offsets(model: LanguageModel, new_offsets: str | None) -> LanguageModel:
+    """``model`` under another policy for distances that appear only beyond the training
+    length: the same weights in a LanguageModel rebuilt with ``new_offsets``.
+
+    None, or the policy the model already has, returns ``model`` itself. A plugin without
+    the option accepts "use" (it has no new offsets to drop) and refuses "drop".
+    """
+    if new_offsets is None:
+        return model
+    if new_offsets not in ("use", "drop"):
+        raise ValueError(f"new_offsets must be 'use' or 'drop', got {new_offsets!r}")
+    attention = model.attention
+    if "new_offsets" not in attention.init_args():
+        if new_offsets == "use":
+            return model
+        raise ValueError(
+            f"new_offsets='drop': attention {type(attention).__name__} has no new_offsets "
+            "option (only FibonacciAttention has)"
+        )
+    if attention.new_offsets == new_offsets:
+        return model
+    rebuilt = LanguageModel(model.config, build_attention(attention, new_offsets=new_offsets))
+    rebuilt.load_state_dict(model.state_dict())
+    return rebuilt.to(next(model.parameters()).device)
+
+
+def _token_nll(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
+    """Per-token NLL (B, T), computed as LitLanguageModel.token_nll does (float CE)."""
+    logits = model(x)
+    return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none").view_as(y)
+
+
+def _multiple(length: int, training_length: int) -> str:
+    ratio = length / training_length
+    return f"{ratio:g}x"
+
+
+def format_distances(values: Sequence[int], limit: int = 8) -> str:
+    """A short text for a list of distances: all of them, or the first few and a count."""
+    if not values:
+        return "none"
+    if len(values) <= limit:
+        return ", ".join(str(v) for v in values)
+    shown = ", ".join(str(v) for v in values[:limit])
+    return f"{shown}, ... ({len(values)} in {values[0]}..{values[-1]})"
+
+
+@dataclass
+class ExtrapolationResult:
+    """Perplexity of one model at several evaluation lengths on every held-out set."""
+
+    training_length: int
+    lengths: list[int]
+    nll: dict[str, dict[int, float]]
+    """set -> length -> token-weighted mean NLL (nan where the set has no window)."""
+    tokens: dict[str, dict[int, int]]
+    """set -> length -> predicted tokens scored (all processes)."""
+    windows: dict[str, dict[int, int]]
+    """set -> length -> windows scored (all processes)."""
+    unseen_distances: dict[int, dict[int, list[int]]] = field(default_factory=dict)
+    """length -> layer -> distances attended at that length that training never used
+    (lengths above the training length only)."""
+    new_offsets: str | None = None
+    """The policy the evaluation ran with ("use", "drop"; None: the model's own)."""
+    step: int | None = None
+    checkpoint: str | None = None
+
+    @property
+    def sets(self) -> list[str]:
+        return list(self.nll)
+
+    @property
+    def reference_length(self) -> int:
+        """The length changes are measured against: the training length if evaluated, else
+        the shortest."""
+        return self.training_length if self.training_length in self.lengths else self.lengths[0]
+
+    def ppl(self, set_name: str, length: int) -> float:
+        value = self.nll[set_name][length]
+        return math.exp(value) if math.isfinite(value) else math.nan
+
+    def change_pct(self, set_name: str, length: int) -> float:
+        """Perplexity change against the reference length, in percent."""
+        ref = self.ppl(set_name, self.reference_length)
+        return 100.0 * (self.ppl(set_name, length) / ref - 1.0)
+
+    def metrics(self, prefix: str = "extrap") -> dict[str, float]:
+        """``<prefix>/ppl/<set>/<T>`` and ``<prefix>/ppl_change_pct/<set>/<T>`` (T other than
+        the reference length), finite values only."""
+        out: dict[str, float] = {}
+        for name in self.sets:
+            for length in self.lengths:
+                out[f"{prefix}/ppl/{name}/{length}"] = self.ppl(name, length)
+                if length != self.reference_length:
+                    out[f"{prefix}/ppl_change_pct/{name}/{length}"] = self.change_pct(name, length)
+        return {k: v for k, v in out.items() if math.isfinite(v)}
+
+    # ------------------------------------------------------------------ serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (format ``lit_sparse.extrapolation/1``); nan becomes null."""
+
+        def num(value: float) -> float | None:
+            return value if math.isfinite(value) else None
+
+        return {
+            "format": FORMAT,
+            "step": self.step,
+            "checkpoint": self.checkpoint,
+            "training_length": self.training_length,
+            "reference_length": self.reference_length,
+            "new_offsets": self.new_offsets,
+            "lengths": list(self.lengths),
+            "sets": {
+                name: {
+                    str(length): {
+                        "nll": num(self.nll[name][length]),
+                        "ppl": num(self.ppl(name, length)),
+                        "change_pct": num(self.change_pct(name, length)),
+                        "tokens": self.tokens[name][length],
+                        "windows": self.windows[name][length],
+                    }
+                    for length in self.lengths
+                }
+                for name in self.sets
+            },
+            "unseen_distances": {
+                str(length): {str(layer): list(d) for layer, d in layers.items()}
+                for length, layers in self.unseen_distances.items()
+            },
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ExtrapolationResult:
+        if data.get("format") != FORMAT:
+            raise ValueError(f"not an extrapolation table: format={data.get('format')!r}, "
+                             f"expected {FORMAT!r}")
+        lengths = [int(v) for v in data["lengths"]]
+
+        def num(value: float | None) -> float:
+            return math.nan if value is None else float(value)
+
+        sets = data["sets"]
+        return cls(
+            training_length=int(data["training_length"]),
+            lengths=lengths,
+            nll={n: {int(t): num(v["nll"]) for t, v in per.items()} for n, per in sets.items()},
+            tokens={n: {int(t): int(v["tokens"]) for t, v in per.items()}
+                    for n, per in sets.items()},
+            windows={n: {int(t): int(v["windows"]) for t, v in per.items()}
+                     for n, per in sets.items()},
+            unseen_distances={
+                int(t): {int(layer): list(d) for layer, d in layers.items()}
+                for t, layers in data.get("unseen_distances", {}).items()
+            },
+            new_offsets=data.get("new_offsets"),
+            step=data.get("step"),
+            checkpoint=data.get("checkpoint"),
+        )
+
+    def to_markdown(self) -> str:
+        """Two tables: perplexity per set and length (with the change against the reference
+        length), and per layer the distances the longer lengths add."""
+        ref, train = self.reference_length, self.training_length
+        others = [t for t in self.lengths if t != ref]
+        header = ["set", *(f"{t} ({_multiple(t, train)})" for t in self.lengths),
+                  *(f"{t} vs {ref}" for t in others)]
+        lines = [
+            "## Length extrapolation",
+            "",
+            f"Perplexity on the held-out windows at each evaluation length (training length "
+            f"{train}; new offsets: {self.new_offsets or 'as trained'}"
+            + (f"; step {self.step}" if self.step is not None else "")
+            + (f"; checkpoint {self.checkpoint}" if self.checkpoint else "")
+            + ").",
+            "",
+            "| " + " | ".join(header) + " |",
+            "|---" + "|---:" * (len(header) - 1) + "|",
+        ]
+        for name in self.sets:
+            cells = [name]
+            for t in self.lengths:
+                ppl = self.ppl(name, t)
+                cells.append(f"{ppl:.2f}" if math.isfinite(ppl) else "n/a")
+            for t in others:
+                change = self.change_pct(name, t)
+                cells.append(f"{change:+.1f} %" if math.isfinite(change) else "n/a")
+            lines.append("| " + " | ".join(cells) + " |")
+        windows = "; ".join(
+            f"{name}: " + " / ".join(str(self.windows[name][t]) for t in self.lengths)
+            for name in self.sets
+        )
+        lines += ["", f"Windows per length ({' / '.join(map(str, self.lengths))}): {windows}."]
+        longer = [t for t in self.lengths if t in self.unseen_distances]
+        if longer:
+            layers = sorted({layer for t in longer for layer in self.unseen_distances[t]})
+            lines += [
+                "",
+                "Distances attended at the longer lengths that training never used, per layer:",
+                "",
+                "| layer | " + " | ".join(str(t) for t in longer) + " |",
+                "|---" + "|---" * len(longer) + "|",
+            ]
+            for layer in layers:
+                cells = [format_distances(self.unseen_distances[t].get(layer, [])) for t in longer]
+                lines.append(f"| {layer} | " + " | ".join(cells) + " |")
+        return "\n".join(lines) + "\n"
+
+
+def evaluate_lengths(
+    model: nn.Module,
+    datamodule: Any,
+    lengths: Sequence[int],
+    sets: Sequence[str] | None = None,
+    new_offsets: str | None = None,
+    batch_size: int | None = None,
+    reduce: Callable[[Tensor], Tensor] | None = None,
+    context: Callable[[], contextlib.AbstractContextManager] | None = None,
+) -> ExtrapolationResult:
+    """Score ``model`` on every held-out set at every length in ``lengths``.
+
+    Args:
+        model: a ``LanguageModel`` or a module holding one as ``.model`` (LitLanguageModel).
+        datamodule: gives ``val_set_names``, ``val_windows_at(length, set, batch_size)`` and
+            ``seq_len``; set up, and attached to the trainer under several processes (its
+            loaders then give this rank's share).
+        lengths: evaluation lengths (predictions per window).
+        sets: held-out sets to score (default all).
+        new_offsets: "use" or "drop" to rebuild the model under that policy; None: as is.
+        batch_size: windows per batch (default the datamodule's, about the same tokens per
+            batch as validation).
+        reduce: sums a tensor over processes (e.g. ``lambda t: strategy.reduce(t, "sum")``);
+            called exactly once, on every rank. None: a single process.
+        context: a context manager factory for the forward (e.g. the trainer's precision
+            plugin ``forward_context``), so the numerics match validation.
+    """
+    inner: LanguageModel = getattr(model, "model", model)
+    lengths = extrapolation_lengths(inner.config.context_length, lengths=lengths)
+    names = list(datamodule.val_set_names) if sets is None else list(sets)
+    evaluated = with_new_offsets(inner, new_offsets)
+    device = next(evaluated.parameters()).device
+    # (2, sets, lengths): NLL sums and window counts, float64 (exact counts to 2^53)
+    local = torch.zeros(2, len(names), len(lengths), dtype=torch.float64, device=device)
+    was_training = evaluated.training
+    evaluated.eval()
+    try:
+        with torch.no_grad(), (context() if context is not None else contextlib.nullcontext()):
+            for i, name in enumerate(names):
+                for j, length in enumerate(lengths):
+                    try:
+                        loader = datamodule.val_windows_at(length, name, batch_size=batch_size)
+                    except ValueError:
+                        if name not in datamodule.val_set_names:
+                            raise
+                        continue  # the set has no window this long: nan, on every rank
+                    for x, y in loader:
+                        nll = _token_nll(evaluated, x.to(device), y.to(device))
+                        local[0, i, j] += nll.double().sum()
+                        local[1, i, j] += nll.shape[0]
+    finally:
+        evaluated.train(was_training)
+    total = reduce(local) if reduce is not None else local
+    total = total.detach().cpu()
+    nll: dict[str, dict[int, float]] = {}
+    tokens: dict[str, dict[int, int]] = {}
+    windows: dict[str, dict[int, int]] = {}
+    for i, name in enumerate(names):
+        nll[name], tokens[name], windows[name] = {}, {}, {}
+        for j, length in enumerate(lengths):
+            count = int(round(float(total[1, i, j])))
+            windows[name][length] = count
+            tokens[name][length] = count * length
+            nll[name][length] = float(total[0, i, j]) / (count * length) if count else math.nan
+    training_length = inner.config.context_length
+    unseen = {
+        length: {layer: list(d) for layer, d in evaluated.unseen_distances(length).items()}
+        for length in lengths
+        if length > training_length
+    }
+    return ExtrapolationResult(
+        training_length=training_length,
+        lengths=lengths,
+        nll=nll,
+        tokens=tokens,
+        windows=windows,
+        unseen_distances=unseen,
+        new_offsets=new_offsets,
+    )

@@ -1,0 +1,111 @@
+"""Forward and training FLOPs of the language model, sparse attention included.
+
+Counts multiply-adds as 2 FLOPs, per predicted token, the way torch's FlopCounterMode (and
+so Lightning's ``measure_flops``) counts matrix products: projections, SwiGLU, the tied LM
+head, and attention as query-key scores plus the weighted sum of values over every key
+slot a query computes. Element-wise work (norms, RoPE, softmax, SiLU) and the embedding
+lookup are not counted. A training step is forward + backward = 3 x forward.
+
+Key slots per query, per layer, at length T: dense computes all T (the full score matrix,
+as SDPA's math path and the flop counter count it; flash kernels skip about half); a sparse
+layer computes one slot per attended distance (``pattern.distances(T)``, nominal distances
+for learned alpha: the two-row interpolation of a rung is not counted) plus, for BigBird,
+its absolute global and random keys. Masked slots of the first positions are counted, as a
+kernel computes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from lit_sparse.attention import AttentionPattern, SlotPattern
+from lit_sparse.config import ModelConfig
+
+__all__ = [
+    "FlopsBreakdown",
+    "flops_per_batch",
+    "forward_flops_per_token",
+    "keys_per_query",
+    "model_flops_per_token",
+]
+
+
+@dataclass(frozen=True)
+class FlopsBreakdown:
+    """FLOPs per token, by term (all layers summed)."""
+
+    attention_scores: float
+    """q . k for every key slot."""
+    attention_mixing: float
+    """The probability-weighted sum of values over every key slot."""
+    projections: float
+    """q, k, v and output projections."""
+    mlp: float
+    """SwiGLU gate, up and down."""
+    lm_head: float
+    """The tied output projection to the vocabulary."""
+
+    @property
+    def attention(self) -> float:
+        return self.attention_scores + self.attention_mixing
+
+    @property
+    def total(self) -> float:
+        return self.attention + self.projections + self.mlp + self.lm_head
+
+    def scaled(self, factor: float) -> FlopsBreakdown:
+        """Every term times ``factor`` (3 for forward + backward, tokens for a batch)."""
+        return FlopsBreakdown(**{k: v * factor for k, v in asdict(self).items()})
+
+    def as_dict(self) -> dict[str, float]:
+        return {**asdict(self), "attention": self.attention, "total": self.total}
+
+
+def forward_flops_per_token(config: ModelConfig, keys: Sequence[float]) -> FlopsBreakdown:
+    """Forward FLOPs per token of a model of shape ``config`` whose layer l computes
+    ``keys[l]`` key slots per query."""
+    if len(keys) != config.n_layers:
+        raise ValueError(f"keys: expected one count per layer ({config.n_layers}), got {len(keys)}")
+    d, h, kv, hd = config.d_model, config.n_heads, config.n_kv_heads, config.head_dim
+    per_slot = 2 * h * hd  # one dot product (or one weighted value row) per query head
+    return FlopsBreakdown(
+        attention_scores=float(per_slot * sum(keys)),
+        attention_mixing=float(per_slot * sum(keys)),
+        projections=float(config.n_layers * 2 * d * (2 * h * hd + 2 * kv * hd)),
+        mlp=float(config.n_layers * 2 * 3 * d * config.ffn_hidden),
+        lm_head=float(2 * d * config.vocab_size),
+    )
+
+
+def _pattern_keys(pattern: AttentionPattern, length: int) -> int:
+    count = len(pattern.distances(length))
+    if isinstance(pattern, SlotPattern):
+        # absolute keys (BigBird's global and random ones) are slots beyond the distances;
+        # the base class's slots are static (a learned pattern's rungs are its distances)
+        count += SlotPattern.slots(pattern, length, torch.device("cpu")).n_absolute
+    return count
+
+
+def keys_per_query(model: nn.Module, length: int | None = None) -> list[int]:
+    """Key slots per query of every layer of a ``LanguageModel`` (or a module holding one
+    as ``.model``) at ``length`` (default: its training length)."""
+    model = getattr(model, "model", model)
+    length = length or model.config.context_length
+    with torch.no_grad():
+        return [_pattern_keys(p, length) for p in model.patterns]
+
+
+def model_flops_per_token(model: nn.Module, length: int | None = None) -> FlopsBreakdown:
+    """Forward FLOPs per token of ``model`` on sequences of ``length``."""
+    inner = getattr(model, "model", model)
+    return forward_flops_per_token(inner.config, keys_per_query(inner, length))
+
+
+def flops_per_batch(model: nn.Module, batch_size: int, length: int, training: bool = True) -> int:
+    """FLOPs of one (batch_size, length) batch: forward + backward (3x) when ``training``."""
+    per_token = model_flops_per_token(model, length).total
+    return int(round(per_token * batch_size * length * (3 if training else 1)))
