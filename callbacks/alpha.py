@@ -1,0 +1,159 @@
+"""Alpha trajectories: every layer's alpha at step 0 and every N optimizer steps.
+
+Logged as scalars ``alpha/layer_00`` ... (one multi-line chart through a TensorBoard
+custom-scalars layout), plus a layers x steps heatmap image ``alpha/heatmap`` at each
+validation. Static schedules are logged too (a staggered run shows its ramp, a learned run
+how little it moves); models without alpha (dense, sliding window, BigBird) log nothing.
+
+The trajectory is the callback's checkpoint state: a resumed run continues the same curves
+(into a new log folder the recorded points are written again first), and
+``lit_sparse.load_run`` reads it from a checkpoint without TensorBoard. It is also written
+to ``alpha_trajectory.json`` in the run directory at each validation and at the end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+import numpy as np
+from lightning.pytorch.loggers import TensorBoardLogger
+
+from callbacks.images import heatmap_image, log_image
+from callbacks.run_dir import run_dir, write_json
+
+__all__ = ["AlphaTrajectory", "alpha_tag", "custom_scalars_layout"]
+
+FORMAT = "lit_sparse.alpha_trajectory/1"
+
+
+def alpha_tag(layer: int, prefix: str = "alpha") -> str:
+    """The scalar tag of one layer's alpha: ``alpha/layer_00``."""
+    return f"{prefix}/layer_{layer:02d}"
+
+
+def custom_scalars_layout(prefix: str = "alpha") -> dict:
+    """A TensorBoard custom-scalars layout putting every ``<prefix>/layer_XX`` in one chart."""
+    return {"lit_sparse": {"alpha per layer": ["Multiline", [rf"^{prefix}/layer_\d+$"]]}}
+
+
+class AlphaTrajectory(pl.Callback):
+    """Record and log every layer's alpha over optimizer steps.
+
+    Args:
+        every_n_steps: record every N optimizer steps (and at step 0, at the start of a
+            resumed run and at the end of training).
+        heatmap: log a layers x steps image at each validation.
+        prefix: tag prefix of the scalars and the image.
+        filename: JSON file written in the run directory (None: none).
+    """
+
+    def __init__(
+        self,
+        every_n_steps: int = 50,
+        heatmap: bool = True,
+        prefix: str = "alpha",
+        filename: str | None = "alpha_trajectory.json",
+    ):
+        super().__init__()
+        if isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int) \
+                or every_n_steps < 1:
+            raise ValueError(f"every_n_steps={every_n_steps!r}: expected an integer >= 1")
+        self.every_n_steps = every_n_steps
+        self.heatmap = heatmap
+        self.prefix = prefix
+        self.filename = filename
+        self.steps: list[int] = []
+        self.alphas: list[list[float]] = []
+        self._logged_dir: str | None = None  # the log folder the points were written to
+        self._layout_written: set[str] = set()
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "every_n_steps": self.every_n_steps,
+            "steps": list(self.steps),
+            "alphas": [list(a) for a in self.alphas],
+            "log_dir": self._logged_dir,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.steps = [int(s) for s in state_dict.get("steps", [])]
+        self.alphas = [[float(v) for v in a] for a in state_dict.get("alphas", [])]
+        self._logged_dir = state_dict.get("log_dir")
+
+    def as_array(self) -> tuple[np.ndarray, np.ndarray]:
+        """(steps (S,), alphas (S, L)) recorded so far."""
+        return np.asarray(self.steps, dtype=np.int64), np.asarray(self.alphas, dtype=np.float64)
+
+    # ------------------------------------------------------------------ recording
+    @staticmethod
+    def _current(pl_module: pl.LightningModule) -> list[float] | None:
+        model = getattr(pl_module, "model", pl_module)
+        alphas = model.alphas() if hasattr(model, "alphas") else None
+        return None if alphas is None else [float(a) for a in alphas]
+
+    def _record(self, trainer: pl.Trainer, pl_module: pl.LightningModule, step: int) -> None:
+        if self.steps and self.steps[-1] >= step:
+            return
+        values = self._current(pl_module)
+        if values is None:
+            return
+        self.steps.append(step)
+        self.alphas.append(values)
+        if trainer.is_global_zero:
+            self._log_points(trainer, [(step, values)])
+
+    def _log_points(self, trainer: pl.Trainer, points: list[tuple[int, list[float]]]) -> None:
+        for step, values in points:
+            metrics = {alpha_tag(i, self.prefix): v for i, v in enumerate(values)}
+            for logger in trainer.loggers:
+                logger.log_metrics(metrics, step=step)
+
+    def _write_layout(self, trainer: pl.Trainer) -> None:
+        for logger in trainer.loggers:
+            if isinstance(logger, TensorBoardLogger) and logger.log_dir not in self._layout_written:
+                logger.experiment.add_custom_scalars(custom_scalars_layout(self.prefix))
+                self._layout_written.add(logger.log_dir)
+
+    # ------------------------------------------------------------------ hooks
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._current(pl_module) is None:
+            return
+        if trainer.is_global_zero:
+            self._write_layout(trainer)
+            here = str(run_dir(trainer))
+            if self.steps and self._logged_dir != here:
+                # resumed into a new log folder: the curves there start from step 0 too
+                self._log_points(trainer, list(zip(self.steps, self.alphas, strict=True)))
+            self._logged_dir = here
+        self._record(trainer, pl_module, trainer.global_step)
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+        batch_idx: int,
+    ) -> None:
+        step = trainer.global_step
+        if step % self.every_n_steps == 0:
+            self._record(trainer, pl_module, step)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking or not self.steps or not trainer.is_global_zero:
+            return
+        if self.heatmap:
+            steps, alphas = self.as_array()
+            image = heatmap_image(alphas.T, steps, "alpha per layer", "optimizer step", "layer")
+            log_image(trainer, f"{self.prefix}/heatmap", image, trainer.global_step)
+        self._write_json(trainer)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._record(trainer, pl_module, trainer.global_step)
+        if trainer.is_global_zero and self.steps:
+            self._write_json(trainer)
+            for logger in trainer.loggers:
+                logger.save()
+
+    def _write_json(self, trainer: pl.Trainer) -> None:
+        if self.filename:
+            write_json(run_dir(trainer) / self.filename, self.state_dict())

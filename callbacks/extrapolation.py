@@ -1,0 +1,121 @@
+"""Length extrapolation at the end of fit: the trained weights at multiples of the training
+length on every held-out set (:func:`lit_sparse.evaluation.evaluate_lengths`).
+
+Logged as ``extrap/ppl/<set>/<T>`` and ``extrap/ppl_change_pct/<set>/<T>`` (against the
+training length) at the last step; the table is written as ``extrapolation.json`` and
+``extrapolation.md`` in the run directory (rank 0). Every process scores its share of the
+windows; NLL sums and counts are added across processes in one reduction.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import lightning.pytorch as pl
+from lightning.pytorch.trainer.states import TrainerFn
+
+from callbacks.run_dir import run_dir, write_json, write_text
+from lit_sparse.evaluation.extrapolation import (
+    ExtrapolationResult,
+    evaluate_lengths,
+    extrapolation_lengths,
+)
+
+__all__ = ["LengthExtrapolation"]
+
+
+class LengthExtrapolation(pl.Callback):
+    """Evaluate perplexity at several lengths when training ends (and, if asked, after
+    ``validate``).
+
+    Args:
+        multiples: evaluation lengths as multiples of the training length.
+        lengths: explicit evaluation lengths (replace ``multiples``).
+        new_offsets: "use" or "drop" distances that appear only beyond the training length
+            (FibonacciAttention); None: as the model was trained.
+        batch_size: windows per batch (default: about the validation batch's tokens).
+        sets: held-out sets to evaluate (default all).
+        stages: when to run: "fit" (when training ends) and/or "validate" (after each
+            ``trainer.validate``; the ``extrapolate`` command uses this).
+        filename: stem of the JSON and Markdown files in the run directory (None: none).
+        prefix: tag prefix of the logged metrics.
+        print_table: print the Markdown table (rank 0).
+    """
+
+    def __init__(
+        self,
+        multiples: list[float] | None = None,
+        lengths: list[int] | None = None,
+        new_offsets: Literal["use", "drop"] | None = None,
+        batch_size: int | None = None,
+        sets: list[str] | None = None,
+        stages: list[Literal["fit", "validate"]] | None = None,
+        filename: str | None = "extrapolation",
+        prefix: str = "extrap",
+        print_table: bool = False,
+    ):
+        super().__init__()
+        self.multiples = [1, 2, 4] if multiples is None else list(multiples)
+        self.lengths = None if lengths is None else list(lengths)
+        extrapolation_lengths(1024, self.multiples, self.lengths)  # validates the values
+        if new_offsets not in (None, "use", "drop"):
+            raise ValueError(f"new_offsets={new_offsets!r}: expected 'use', 'drop' or None")
+        self.stages = ["fit"] if stages is None else list(stages)
+        bad = [s for s in self.stages if s not in ("fit", "validate")]
+        if bad:
+            raise ValueError(f"stages={self.stages!r}: expected 'fit' and/or 'validate'")
+        self.new_offsets, self.batch_size, self.sets = new_offsets, batch_size, sets
+        self.filename, self.prefix, self.print_table = filename, prefix, print_table
+        self.result: ExtrapolationResult | None = None
+        self._checkpoint_step: int | None = None
+
+    def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                           checkpoint: dict) -> None:
+        # validate does not restore the step counter: remember the weights' training step
+        self._checkpoint_step = checkpoint.get("global_step")
+
+    def evaluation_lengths(self, training_length: int) -> list[int]:
+        return extrapolation_lengths(training_length, self.multiples, self.lengths)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if "fit" in self.stages:
+            self.run(trainer, pl_module)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if "validate" in self.stages and trainer.state.fn == TrainerFn.VALIDATING:
+            self.run(trainer, pl_module, checkpoint=trainer.ckpt_path)
+
+    def run(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: str | None = None
+    ) -> ExtrapolationResult:
+        """Evaluate now (every process must call this), log and write on rank 0."""
+        datamodule = trainer.datamodule
+        if datamodule is None or not hasattr(datamodule, "val_windows_at"):
+            raise RuntimeError("LengthExtrapolation needs a datamodule with val_windows_at()")
+        result = evaluate_lengths(
+            pl_module,
+            datamodule,
+            self.evaluation_lengths(pl_module.config.context_length),
+            sets=self.sets,
+            new_offsets=self.new_offsets,
+            batch_size=self.batch_size,
+            reduce=lambda t: trainer.strategy.reduce(t, reduce_op="sum"),
+            context=trainer.precision_plugin.forward_context,
+        )
+        fitting = trainer.state.fn == TrainerFn.FITTING
+        result.step = trainer.global_step if fitting or self._checkpoint_step is None \
+            else int(self._checkpoint_step)
+        result.checkpoint = None if checkpoint is None else str(checkpoint)
+        self.result = result
+        if trainer.is_global_zero:
+            metrics = result.metrics(self.prefix)
+            for logger in trainer.loggers:
+                logger.log_metrics(metrics, step=trainer.global_step)
+                logger.save()
+            if self.filename:
+                folder = run_dir(trainer)
+                write_json(folder / f"{self.filename}.json", result.to_dict())
+                write_text(folder / f"{self.filename}.md", result.to_markdown())
+            if self.print_table:
+                print(result.to_markdown())
+        return result

@@ -1,0 +1,154 @@
+"""Position-binned loss: mean NLL in bins of position within the validation window.
+
+At each validation, per held-out set, a :class:`PositionBinnedNLL` metric accumulates the
+per-position NLL sums and counts the module's ``validation_step`` returns (``{"nll": (B, T),
+"set": name}``); both states reduce across processes by sum. A bin's value is the mean over
+its positions of the per-position mean NLL (REFERENCE.md section 5), with bin edges
+``int(linspace(0, T, B + 1))`` over the T predictions of a window.
+
+Logged (rank 0, at the optimizer step of the weights) as ``val/pos_nll/<set>/b<k>`` and an
+image ``val/pos_nll``; written with its history to ``position_loss.json`` in the run
+directory; the latest values are also the callback's ``latest`` attribute.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.trainer.states import TrainerFn
+
+from callbacks.images import lines_image, log_image
+from callbacks.run_dir import run_dir, write_json
+from lit_sparse.evaluation.position_loss import PositionBinnedNLL, bin_edges
+
+__all__ = ["PositionBinnedNLL", "PositionLoss", "bin_edges"]
+
+FORMAT = "lit_sparse.position_loss/1"
+
+
+class PositionLoss(pl.Callback):
+    """Log the position-binned validation NLL of every held-out set.
+
+    Args:
+        n_bins: bins of position within the window (edges as REFERENCE.md section 5).
+        image: log an image of every set's bins at each validation.
+        filename: JSON file written in the run directory (None: none).
+        prefix: tag prefix (``<prefix>/<set>/b<k>``).
+    """
+
+    def __init__(
+        self,
+        n_bins: int = 8,
+        image: bool = True,
+        filename: str | None = "position_loss.json",
+        prefix: str = "val/pos_nll",
+    ):
+        super().__init__()
+        if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
+            raise ValueError(f"n_bins={n_bins!r}: expected an integer >= 1")
+        self.n_bins, self.image, self.filename, self.prefix = n_bins, image, filename, prefix
+        self.metrics: dict[str, PositionBinnedNLL] = {}
+        self.history: list[dict[str, Any]] = []
+        self.latest: dict[str, list[float]] = {}
+        self._checkpoint_step: int | None = None
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "history": self.history}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.history = list(state_dict.get("history", []))
+
+    def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
+                           checkpoint: dict) -> None:
+        # validate does not restore the step counter: remember the weights' training step
+        self._checkpoint_step = checkpoint.get("global_step")
+
+    def _step(self, trainer: pl.Trainer) -> int:
+        if trainer.state.fn == TrainerFn.FITTING or self._checkpoint_step is None:
+            return trainer.global_step
+        return int(self._checkpoint_step)
+
+    # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _length(trainer: pl.Trainer, pl_module: pl.LightningModule) -> int:
+        datamodule = getattr(trainer, "datamodule", None)
+        length = getattr(datamodule, "seq_len", None)
+        if length is None:
+            length = pl_module.config.context_length
+        return int(length)
+
+    @staticmethod
+    def _set_names(pl_module: pl.LightningModule) -> list[str]:
+        return list(pl_module.val_set_names())
+
+    # ------------------------------------------------------------------ hooks
+    def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # every rank builds the same metrics in the same order (a rank may see no window of
+        # a set: its zero states still take part in the reduction)
+        length = self._length(trainer, pl_module)
+        self.metrics = {
+            name: PositionBinnedNLL(length, self.n_bins).to(pl_module.device)
+            for name in self._set_names(pl_module)
+        }
+
+    def on_validation_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+        batch_idx: int, dataloader_idx: int = 0,
+    ) -> None:
+        if trainer.sanity_checking or not isinstance(outputs, dict) or "nll" not in outputs:
+            return
+        name = outputs.get("set") or self._set_names(pl_module)[dataloader_idx]
+        self.metrics[name].update(outputs["nll"])
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        values: dict[str, list[float]] = {}
+        windows: dict[str, int] = {}
+        for name, metric in self.metrics.items():  # the same order on every rank
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*was called before the ``update``")
+                bins = metric.compute()
+            windows[name] = metric.windows
+            metric.reset()
+            values[name] = [float(v) for v in bins.cpu()]
+        self.latest = values
+        entry = {
+            "step": self._step(trainer),
+            "sets": {n: [v if math.isfinite(v) else None for v in b] for n, b in values.items()},
+            "windows": windows,
+        }
+        if self.history and self.history[-1]["step"] == entry["step"]:
+            self.history[-1] = entry
+        else:
+            self.history.append(entry)
+        if not trainer.is_global_zero:
+            return
+        # logged at the optimizer step of the weights (Lightning's own val/ metrics carry the
+        # step before: it counts the step after validation)
+        metrics = {f"{self.prefix}/{name}/b{k}": value for name, bins in values.items()
+                   for k, value in enumerate(bins) if math.isfinite(value)}
+        for logger in trainer.loggers:
+            logger.log_metrics(metrics, step=trainer.global_step)
+        edges = bin_edges(self._length(trainer, pl_module), self.n_bins)
+        if self.image and values:
+            centers = [(a + b - 1) / 2 for a, b in zip(edges, edges[1:], strict=False)]
+            image = lines_image(centers, values, f"validation NLL by position (step "
+                                f"{entry['step']})", "position in window", "mean NLL")
+            log_image(trainer, self.prefix, image, trainer.global_step)
+        if self.filename:
+            write_json(run_dir(trainer) / self.filename, {
+                "format": FORMAT,
+                "length": self._length(trainer, pl_module),
+                "n_bins": self.n_bins,
+                "edges": edges,
+                "step": entry["step"],
+                "sets": entry["sets"],
+                "windows": windows,
+                "history": self.history,
+            })
+

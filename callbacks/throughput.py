@@ -1,0 +1,63 @@
+"""Lightning's ThroughputMonitor with FLOPs that count the sparse attention term.
+
+Lightning's ``measure_flops`` traces the forward with torch's flop counter, which sees
+SDPA but not the custom sparse op (and would count a dense mask as dense). This monitor
+instead sets ``pl_module.flops_per_batch`` (the attribute ThroughputMonitor reads) from
+:func:`lit_sparse.evaluation.flops.flops_per_batch` for the shape of each batch: forward +
+backward for training batches, forward only for validation batches. Samples are windows,
+items are predicted tokens, so it logs e.g. ``train/items_per_sec`` (tokens) and
+``train/device/flops_per_sec``, and ``train/device/mfu`` where the device's peak is known.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import ThroughputMonitor
+
+from lit_sparse.evaluation.flops import flops_per_batch
+
+__all__ = ["SparseThroughputMonitor", "batch_size", "batch_tokens"]
+
+
+def batch_size(batch: Any) -> int:
+    """Windows in an (x, y) batch of (B, T) token ids."""
+    return int(batch[0].shape[0])
+
+
+def batch_tokens(batch: Any) -> int:
+    """Predicted tokens in an (x, y) batch of (B, T) token ids."""
+    return int(batch[0].numel())
+
+
+class SparseThroughputMonitor(ThroughputMonitor):
+    """ThroughputMonitor for (x, y) token batches, with the model's own FLOPs count.
+
+    Args:
+        window_size: batches over which throughput is averaged (Lightning's default 100).
+        separator: between the stage and the metric name in the logged keys.
+    """
+
+    def __init__(self, window_size: int = 100, separator: str = "/"):
+        super().__init__(batch_size_fn=batch_size, length_fn=batch_tokens,
+                         window_size=window_size, separator=separator)
+        self._flops: dict[tuple[int, int, bool], int] = {}
+
+    def _set_flops(self, pl_module: pl.LightningModule, batch: Any, training: bool) -> None:
+        b, t = batch[0].shape[:2]
+        key = (int(b), int(t), training)
+        if key not in self._flops:
+            self._flops[key] = flops_per_batch(pl_module, key[0], key[1], training=training)
+        pl_module.flops_per_batch = self._flops[key]
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        self._set_flops(pl_module, batch, training=True)
+
+    def on_validation_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        self._set_flops(pl_module, batch, training=False)

@@ -1,0 +1,99 @@
+"""PositionLoss: bins as REFERENCE.md section 5, values equal a direct per-position
+computation on the same windows, tags, image and JSON."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from lit_sparse_test_runs import N_BINS, SEQ_LEN, VAL_WINDOWS, read_events, scalars, tiny_trainer
+from torchmetrics.utilities.data import dim_zero_sum
+
+from callbacks import PositionBinnedNLL, PositionLoss, bin_edges
+
+
+def direct_bins(module, datamodule, set_name: str, n_bins: int) -> tuple[np.ndarray, int]:
+    """Per-position mean NLL over the validation windows, then the mean within each bin."""
+    module.eval()
+    rows = []
+    with torch.no_grad():
+        for x, y in datamodule.val_windows_at(SEQ_LEN, set_name):
+            rows.append(module.token_nll(x, y).double())
+    nll = torch.cat(rows)  # (windows, T)
+    per_position = nll.mean(0).numpy()
+    edges = bin_edges(SEQ_LEN, n_bins)
+    return np.array([per_position[a:b].mean() for a, b in zip(edges, edges[1:], strict=False)]), \
+        len(nll)
+
+
+def test_bin_edges_follow_the_reference():
+    assert bin_edges(1023, 8) == [0, 127, 255, 383, 511, 639, 767, 895, 1023]
+    assert bin_edges(1024, 8) == [0, 128, 256, 384, 512, 640, 768, 896, 1024]
+    assert bin_edges(32, 4) == [0, 8, 16, 24, 32]
+    assert bin_edges(10, 3) == [0, 3, 6, 10]
+    for bad in (0, 11):
+        with pytest.raises(ValueError, match="n_bins"):
+            bin_edges(10, bad)
+
+
+def test_metric_bins_per_position_means():
+    metric = PositionBinnedNLL(length=6, n_bins=3)  # edges 0, 2, 4, 6
+    metric.update(torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]]))
+    metric.update(torch.tensor([[3.0, 2.0, 1.0, 0.0, 1.0, 2.0], [2.0, 2.0, 2.0, 2.0, 3.0, 1.0]]))
+    # per position: 2, 2, 2, 2, 3, 3
+    torch.testing.assert_close(metric.compute(), torch.tensor([2.0, 2.0, 3.0]))
+    assert metric.windows == 3
+    with pytest.raises(ValueError, match="shape"):
+        metric.update(torch.zeros(2, 5))
+
+
+def test_metric_states_are_sums_that_reduce_across_processes():
+    metric = PositionBinnedNLL(length=8, n_bins=2)
+    assert metric._reductions["nll_sum"] is dim_zero_sum
+    assert metric._reductions["count"] is dim_zero_sum
+    assert torch.isnan(metric.per_position()).all()  # no window yet
+
+
+def test_logged_bins_equal_a_direct_per_position_computation(learned_run):
+    """The fit's last validation (step 6) used the final weights: same windows, same model."""
+    logged = scalars(learned_run.log_dir)
+    for name in learned_run.datamodule.val_set_names:
+        expected, windows = direct_bins(learned_run.module, learned_run.datamodule, name, N_BINS)
+        assert windows == VAL_WINDOWS
+        got = [logged[f"val/pos_nll/{name}/b{k}"][6] for k in range(N_BINS)]
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_validate_gives_the_same_bins(learned_run, tmp_path):
+    callback = PositionLoss(n_bins=8, image=False)
+    trainer = tiny_trainer(tmp_path, "validate", [callback])
+    trainer.validate(learned_run.module, datamodule=learned_run.datamodule, verbose=False)
+    for name in learned_run.datamodule.val_set_names:
+        expected, _ = direct_bins(learned_run.module, learned_run.datamodule, name, 8)
+        np.testing.assert_allclose(callback.latest[name], expected, rtol=1e-6)
+
+
+def test_tags_image_and_json_in_the_run_directory(learned_run):
+    events = read_events(learned_run.log_dir)
+    tags = set(events.Tags()["scalars"])
+    names = learned_run.datamodule.val_set_names
+    assert {f"val/pos_nll/{n}/b{k}" for n in names for k in range(N_BINS)} <= tags
+    assert [image.step for image in events.Images("val/pos_nll")] == [3, 6]
+    written = json.loads((learned_run.log_dir / "position_loss.json").read_text())
+    assert written["format"] == "lit_sparse.position_loss/1"
+    assert written["edges"] == [0, 8, 16, 24, 32] and written["length"] == SEQ_LEN
+    assert [entry["step"] for entry in written["history"]] == [3, 6]
+    assert written["windows"] == {n: VAL_WINDOWS for n in names}
+    logged = scalars(learned_run.log_dir)
+    for name in names:
+        np.testing.assert_allclose(
+            written["sets"][name], [logged[f"val/pos_nll/{name}/b{k}"][6] for k in range(N_BINS)],
+            rtol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [0, True, 2.0])
+def test_n_bins_must_be_a_positive_integer(bad):
+    with pytest.raises(ValueError, match="n_bins"):
+        PositionLoss(n_bins=bad)
