@@ -6,13 +6,17 @@ import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 from jsonargparse import Namespace
-from lightning.pytorch import LightningDataModule
+from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+
+from callbacks import LengthExtrapolation
 
 from .attention import get_attention, list_attention
 from .data import DataSourceUnavailable, TextDataModule
+from .evaluation import ExtrapolationResult
 from .module import LitLanguageModel
 
 TRAINER_DEFAULTS = {
@@ -59,16 +63,76 @@ def data_vocab_size(data: Namespace) -> int:
     return cls.model_vocab_size(**init_args.as_dict())
 
 
+class LitSparseTrainer(Trainer):
+    """Lightning's Trainer with one more command, ``extrapolate``."""
+
+    def extrapolate(
+        self,
+        model: LightningModule | None = None,
+        datamodule: LightningDataModule | None = None,
+        ckpt_path: str | None = None,
+        lengths: list[int] | None = None,
+        multiples: list[float] | None = None,
+        new_offsets: Literal["use", "drop"] | None = None,
+        batch_size: int | None = None,
+        weights_only: bool | None = None,
+    ) -> ExtrapolationResult | None:
+        """Perplexity of a checkpoint at several evaluation lengths on every held-out set.
+
+        Runs ``validate`` on the checkpoint's weights (every process its share of the
+        windows), then scores each held-out set at each length, prints the table and writes
+        it as extrapolation.json / extrapolation.md in the run directory.
+
+        Args:
+            model: the LightningModule (from the config; the checkpoint's hyperparameters
+                override it).
+            datamodule: the data (its held-out sets and windows).
+            ckpt_path: the checkpoint whose weights are evaluated.
+            lengths: evaluation lengths (default: ``multiples`` of the training length).
+            multiples: multiples of the training length (default 1, 2, 4).
+            new_offsets: "use" or "drop" distances that appear only beyond the training
+                length (FibonacciAttention); default: as trained.
+            batch_size: windows per batch (default: about the validation batch's tokens).
+            weights_only: how the checkpoint is loaded (as ``validate``; a run's saved
+                config.yaml carries fit's value).
+        """
+        callback = LengthExtrapolation(
+            multiples=multiples,
+            lengths=lengths,
+            new_offsets=new_offsets,
+            batch_size=batch_size,
+            stages=["validate"],
+            print_table=True,
+        )
+        self.callbacks.append(callback)
+        try:
+            self.validate(
+                model,
+                datamodule=datamodule,
+                ckpt_path=ckpt_path,
+                verbose=False,
+                weights_only=weights_only,
+            )
+        finally:
+            self.callbacks.remove(callback)
+        return callback.result
+
+
 class LitSparseCLI(LightningCLI):
-    """``python -m lit_sparse fit|validate|test|predict --config ...``."""
+    """``python -m lit_sparse fit|validate|test|predict|extrapolate --config ...``."""
 
     def __init__(self, args: Sequence[str] | None = None, **kwargs):
         kwargs.setdefault("trainer_defaults", TRAINER_DEFAULTS)
         kwargs.setdefault("datamodule_class", LightningDataModule)
         kwargs.setdefault("subclass_mode_data", True)
         kwargs.setdefault("parser_kwargs", {"default_env": False})
+        kwargs.setdefault("trainer_class", LitSparseTrainer)
         args = expand_attention_names(sys.argv[1:] if args is None else args)
         super().__init__(LitLanguageModel, args=args, **kwargs)
+
+    @staticmethod
+    def subcommands() -> dict[str, set[str]]:
+        return {**LightningCLI.subcommands(), "extrapolate": {"model", "datamodule"}}
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.link_arguments("data.init_args.seq_len", "model.arch.context_length")
@@ -96,4 +160,4 @@ def main(args: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["LitSparseCLI", "TextDataModule", "expand_attention_names", "main"]
+__all__ = ["LitSparseCLI", "LitSparseTrainer", "TextDataModule", "expand_attention_names", "main"]
