@@ -23,6 +23,17 @@ __all__ = [
     "SlidingWindowAttention",
     "build_attention",
     "list_attention",
+    "load_run",
     "register_attention",
 ]
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # load_run needs Lightning: imported on first use, so `import lit_sparse` stays light
+    if name == "load_run":
+        from .analysis import load_run
+
+        return load_run
+    raise AttributeError(f"module 'lit_sparse' has no attribute {name!r}")

@@ -1,0 +1,177 @@
+"""Load a finished (or running) run for analysis: ``lit_sparse.load_run(path)``.
+
+A run is the folder a fit writes (``trainer.log_dir``, e.g. ``runs/coprime/version_0``):
+``config.yaml`` (the CLI's), ``checkpoints/*.ckpt``, TensorBoard events and the callbacks'
+files ``alpha_trajectory.json``, ``position_loss.json``, ``extrapolation.json``. Nothing here
+imports the CLI, jsonargparse or TensorBoard: the model is rebuilt from the checkpoint's
+plain hyperparameters and the callback state the checkpoint carries.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from lit_sparse.evaluation.extrapolation import ExtrapolationResult
+
+__all__ = ["AlphaHistory", "Run", "build_module", "find_checkpoint", "load_run"]
+
+
+class AlphaHistory(NamedTuple):
+    """Every layer's alpha over optimizer steps."""
+
+    steps: np.ndarray
+    """(S,) optimizer steps."""
+    alphas: np.ndarray
+    """(S, L) alpha of each layer at each step."""
+
+
+@dataclass
+class Run:
+    """Everything one run left behind; missing pieces are None."""
+
+    path: Path
+    """The run directory."""
+    checkpoint: Path | None
+    """The checkpoint the model and the callback state come from."""
+    config: dict[str, Any]
+    """config.yaml of the run (the checkpoint's hyperparameters when there is none)."""
+    module: Any = None
+    """The LitLanguageModel with the checkpoint's weights, in eval mode, on the CPU."""
+    step: int | None = None
+    """Optimizer step of the checkpoint."""
+    alpha_trajectory: AlphaHistory | None = None
+    position_loss: dict[str, Any] | None = None
+    """position_loss.json: ``edges``, ``sets`` {set: [bin values]}, ``history``..."""
+    extrapolation: ExtrapolationResult | None = None
+
+    @property
+    def name(self) -> str:
+        """``<experiment>/<version>``, e.g. ``coprime/version_0``."""
+        return f"{self.path.parent.name}/{self.path.name}"
+
+    @property
+    def model(self):
+        """The LanguageModel (None without a checkpoint)."""
+        return None if self.module is None else self.module.model
+
+    def distances(self, length: int | None = None) -> list[list[int]]:
+        """Each layer's attended distances at ``length`` (default: the training length)."""
+        if self.model is None:
+            raise ValueError(f"run {self.path} has no checkpoint: no model to ask")
+        return self.model.distances(length)
+
+
+def _version_key(path: Path) -> tuple[int, str]:
+    match = re.fullmatch(r"version_(\d+)", path.name)
+    return (int(match.group(1)) if match else -1, path.name)
+
+
+def _resolve_run_dir(path: Path) -> Path:
+    """A run directory, or the newest ``version_N`` under an experiment folder."""
+    markers = ("checkpoints", "config.yaml", "hparams.yaml")
+    if any((path / m).exists() for m in markers) or any(path.glob("*.json")):
+        return path
+    versions = sorted((p for p in path.glob("version_*") if p.is_dir()), key=_version_key)
+    if versions:
+        return versions[-1]
+    return path
+
+
+def find_checkpoint(run_dir: str | Path) -> Path | None:
+    """``checkpoints/last.ckpt`` of a run, else its newest checkpoint, else None."""
+    folder = Path(run_dir) / "checkpoints"
+    if (folder / "last.ckpt").is_file():
+        return folder / "last.ckpt"
+    found = sorted(folder.glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _callback_state(checkpoint: dict[str, Any], name: str) -> dict[str, Any] | None:
+    for key, state in (checkpoint.get("callbacks") or {}).items():
+        if str(key) == name or str(key).startswith(name + "{"):
+            return state
+    return None
+
+
+def _alpha_history(state: dict[str, Any] | None) -> AlphaHistory | None:
+    if not state or not state.get("steps"):
+        return None
+    return AlphaHistory(np.asarray(state["steps"], dtype=np.int64),
+                        np.asarray(state["alphas"], dtype=np.float64))
+
+
+def build_module(checkpoint: dict[str, Any]):
+    """The LitLanguageModel of a checkpoint dict: rebuilt from its plain hyperparameters,
+    weights loaded, eval mode."""
+    from lit_sparse.module import LitLanguageModel
+
+    hparams = dict(checkpoint.get("hyper_parameters") or {})
+    for key in ("_instantiator", "_class_path"):
+        hparams.pop(key, None)
+    module = LitLanguageModel(**hparams)
+    module.load_state_dict(checkpoint["state_dict"])
+    return module.eval()
+
+
+def load_run(path: str | Path, load_model: bool = True) -> Run:
+    """Load a run directory (or an experiment folder: its newest version; or a checkpoint
+    file: the run around it) for analysis.
+
+    Args:
+        path: ``runs/<name>/version_N``, ``runs/<name>``, or a ``.ckpt`` file.
+        load_model: rebuild the model from the checkpoint (False: state and files only).
+    """
+    path = Path(path).expanduser()
+    if path.is_file():
+        checkpoint_path: Path | None = path
+        run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+    elif path.is_dir():
+        run_dir = _resolve_run_dir(path)
+        checkpoint_path = find_checkpoint(run_dir)
+    else:
+        raise FileNotFoundError(f"load_run: {path} is neither a run directory nor a checkpoint")
+
+    checkpoint: dict[str, Any] = {}
+    if checkpoint_path is not None:
+        checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+    config_file = run_dir / "config.yaml"
+    if config_file.is_file():
+        import yaml
+
+        config = yaml.safe_load(config_file.read_text()) or {}
+    else:
+        config = {"model": dict(checkpoint.get("hyper_parameters") or {})}
+
+    trajectory = _alpha_history(_callback_state(checkpoint, "AlphaTrajectory"))
+    if trajectory is None:
+        trajectory = _alpha_history(_read_json(run_dir / "alpha_trajectory.json"))
+    position = _read_json(run_dir / "position_loss.json")
+    if position is None:
+        state = _callback_state(checkpoint, "PositionLoss")
+        if state and state.get("history"):
+            latest = state["history"][-1]
+            position = {"step": latest["step"], "sets": latest["sets"],
+                        "history": state["history"]}
+    extrapolation = _read_json(run_dir / "extrapolation.json")
+    return Run(
+        path=run_dir,
+        checkpoint=checkpoint_path,
+        config=config,
+        module=build_module(checkpoint) if checkpoint and load_model else None,
+        step=checkpoint.get("global_step"),
+        alpha_trajectory=trajectory,
+        position_loss=position,
+        extrapolation=(None if extrapolation is None
+                       else ExtrapolationResult.from_dict(extrapolation)),
+    )

@@ -1,0 +1,62 @@
+"""lit_sparse.load_run: a run directory, an experiment folder or a checkpoint gives the
+config, the model, the alpha trajectory, the position loss and the extrapolation table."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import lit_sparse
+from lit_sparse.analysis import find_checkpoint
+
+
+def test_run_directory(learned_run):
+    run = lit_sparse.load_run(learned_run.log_dir)
+    assert run.path == learned_run.log_dir and run.step == 6
+    assert run.checkpoint == learned_run.log_dir / "checkpoints" / "last.ckpt"
+    assert run.name == "learned/version_0"
+    trained = learned_run.module.state_dict()
+    loaded = run.module.state_dict()
+    assert trained.keys() == loaded.keys()
+    assert all(torch.equal(trained[k], loaded[k]) for k in trained)
+    assert not run.module.training
+    callback = learned_run.callbacks["AlphaTrajectory"]
+    assert run.alpha_trajectory.steps.tolist() == callback.steps
+    np.testing.assert_allclose(run.alpha_trajectory.alphas, callback.alphas)
+    assert run.position_loss["sets"].keys() == set(learned_run.datamodule.val_set_names)
+    assert run.extrapolation == learned_run.callbacks["LengthExtrapolation"].result
+    # a Trainer run has no CLI config.yaml: the checkpoint's hyperparameters stand in
+    assert run.config["model"]["arch"]["n_layers"] == 2
+    assert run.distances() == learned_run.module.model.distances()
+
+
+def test_checkpoint_file_and_experiment_folder(staggered_run):
+    checkpoint = staggered_run.log_dir / "checkpoints" / "last.ckpt"
+    by_file = lit_sparse.load_run(checkpoint)
+    by_folder = lit_sparse.load_run(staggered_run.log_dir.parent)  # newest version
+    for run in (by_file, by_folder):
+        assert run.path == staggered_run.log_dir and run.checkpoint == checkpoint
+        np.testing.assert_allclose(run.alpha_trajectory.alphas[-1], [0.5, 1.5])
+    assert find_checkpoint(staggered_run.log_dir) == checkpoint
+    assert lit_sparse.load_run(checkpoint, load_model=False).module is None
+
+
+def test_a_missing_path_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="neither"):
+        lit_sparse.load_run(tmp_path / "nowhere")
+
+
+def test_loading_needs_no_cli(learned_run):
+    code = (
+        "import sys, lit_sparse\n"
+        f"run = lit_sparse.load_run({str(learned_run.log_dir)!r})\n"
+        "assert run.model is not None and run.alpha_trajectory is not None\n"
+        "loaded = [m for m in ('lit_sparse.cli', 'jsonargparse', 'lightning.pytorch.cli',"
+        " 'tensorboard') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
