@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -42,7 +43,7 @@ from .slots import KeySlots
 
 CHUNK_BYTES = 4 << 20
 """Target size of one chunk's gathered [K | V] rows; the bench tunes it (see lit_sparse.bench)."""
-MIN_POSITIONS_PER_THREAD = 1024
+MIN_POSITIONS_PER_THREAD = 512
 """Sequences with fewer (batch x positions) per thread stay on the calling thread."""
 
 
@@ -154,8 +155,50 @@ def _position_major(x: Tensor) -> Tensor | None:
     return xt if xt.is_contiguous() else None
 
 
+@contextmanager
+def _one_thread_per_worker():
+    """Run every op of the call single-threaded on its thread (see ``_run``)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield threads
+    finally:
+        torch.set_num_threads(threads)
+
+
+_local = threading.local()
+_CACHED_WORKSPACES = 8
+
+
+def _chunks(plan: _Plan, dtype: torch.dtype, backward: bool) -> _Chunks:
+    """This thread's buffers for ``plan``, kept across calls: fresh multi-MB buffers cost
+    page faults on every call, often more than the chunk's arithmetic."""
+    key = (
+        plan.chunk,
+        plan.kv_heads,
+        plan.groups,
+        plan.head_dim,
+        plan.pad,
+        plan.n_abs,
+        tuple(plan.exact),
+        tuple(plan.rung_lo),
+        dtype,
+        backward,
+    )
+    cache = getattr(_local, "workspaces", None)
+    if cache is None:
+        cache = _local.workspaces = {}
+    if key in cache:
+        cache[key] = cache.pop(key)  # most recently used last
+    else:
+        while len(cache) >= _CACHED_WORKSPACES:
+            cache.pop(next(iter(cache)))
+        cache[key] = _Chunks(plan, dtype, backward)
+    return cache[key]
+
+
 class _Chunks:
-    """Per-thread buffers reused by every chunk of one range (no allocation in the loop)."""
+    """Per-thread buffers reused by every chunk (no allocation in the loop)."""
 
     def __init__(self, plan: _Plan, dtype: torch.dtype, backward: bool):
         c, kv, g, d, s = plan.chunk, plan.kv_heads, plan.groups, plan.head_dim, plan.slots
@@ -352,7 +395,7 @@ class _TiledAttention(torch.autograd.Function):
         plan = _plan(slots, q, k, dtype)
         batch, heads, length, head_dim = q.shape
         kv = k.shape[1]
-        with torch.autocast("cpu", enabled=False):
+        with torch.autocast("cpu", enabled=False), _one_thread_per_worker() as threads:
             q = q if q.dtype == dtype else q.to(dtype)
             packed = torch.empty(batch, plan.padded_length, kv, 2, head_dim, dtype=dtype)
             packed[:, : plan.pad].zero_()
@@ -364,16 +407,17 @@ class _TiledAttention(torch.autograd.Function):
             else:
                 out = torch.empty(batch, heads, length, head_dim, dtype=dtype)
             probs = torch.empty(batch, length, kv, heads // kv, plan.slots, dtype=dtype)
-            parts = _split(plan)
+            parts = _split(plan, threads)
 
             def work(part: int, ws: _Chunks) -> None:
                 _forward_range(plan, q, out, probs, kv_flat, *parts[part], ws)
 
             _run(plan, dtype, False, work, len(parts))
+            out = out.to(out_dtype)
         ctx.plan, ctx.n_frac, ctx.frac_dtype = plan, slots.n_rungs, frac_in.dtype
         ctx.dtypes = (k.dtype, v.dtype)
         ctx.save_for_backward(q, packed, probs)
-        return out.to(out_dtype)
+        return out
 
     @staticmethod
     def backward(ctx, grad_out):
@@ -382,11 +426,11 @@ class _TiledAttention(torch.autograd.Function):
         dtype = q.dtype
         batch, _, length, head_dim = q.shape
         kv = plan.kv_heads
-        with torch.autocast("cpu", enabled=False):
+        with torch.autocast("cpu", enabled=False), _one_thread_per_worker() as threads:
             grad_out = grad_out if grad_out.dtype == dtype else grad_out.to(dtype)
             kv_flat = packed.view(-1, 2 * head_dim)
             dq = torch.empty_like(q)  # q's layout
-            parts = _split(plan)
+            parts = _split(plan, threads)
             shape = (2, batch * plan.padded_length, kv, head_dim)
             accs = [torch.zeros(shape, dtype=dtype) for _ in parts]
             dfracs = [torch.zeros(plan.n_rungs, dtype=dtype) for _ in parts]
@@ -405,19 +449,20 @@ class _TiledAttention(torch.autograd.Function):
             acc = acc.view(2, batch, plan.padded_length, kv, head_dim)[:, :, plan.pad :]
             dk = acc[0].mul_(head_dim**-0.5).transpose(1, 2)  # the keys were packed scaled
             dv = acc[1].transpose(1, 2)
-        d_frac = None
-        if plan.rung_keep is not None:
-            d_frac = torch.zeros(ctx.n_frac, dtype=dtype)
-            d_frac[plan.rung_keep] = dfrac
-            d_frac = d_frac.to(ctx.frac_dtype)
-        k_dtype, v_dtype = ctx.dtypes
-        return dq, dk.to(k_dtype), dv.to(v_dtype), d_frac, None
+            d_frac = None
+            if plan.rung_keep is not None:
+                d_frac = torch.zeros(ctx.n_frac, dtype=dtype)
+                d_frac[plan.rung_keep] = dfrac
+                d_frac = d_frac.to(ctx.frac_dtype)
+            k_dtype, v_dtype = ctx.dtypes
+            dk, dv = dk.to(k_dtype), dv.to(v_dtype)
+        return dq, dk, dv, d_frac, None
 
 
-def _split(plan: _Plan) -> list[tuple[int, int]]:
+def _split(plan: _Plan, threads: int) -> list[tuple[int, int]]:
     """Contiguous position ranges on chunk boundaries, one per worker thread."""
     length, chunk = plan.length, plan.chunk
-    threads = min(torch.get_num_threads(), plan.batch * length // MIN_POSITIONS_PER_THREAD)
+    threads = min(threads, plan.batch * length // MIN_POSITIONS_PER_THREAD)
     n_chunks = math.ceil(length / chunk)
     threads = max(1, min(threads, n_chunks))
     per = math.ceil(n_chunks / threads)
@@ -444,23 +489,25 @@ def _executor(workers: int) -> ThreadPoolExecutor:
 
 
 def _run(plan: _Plan, dtype: torch.dtype, backward: bool, work, n_parts: int) -> None:
-    """``work(part, buffers)`` for every part: on this thread if one, else in the pool."""
+    """``work(part, buffers)`` for every part: on this thread if one, else in the pool.
+
+    Every op runs single-threaded (the caller holds ``_one_thread_per_worker``): a
+    multi-threaded op waits at a barrier for its slowest thread, and on a shared machine
+    that is often one the scheduler has paused, for milliseconds per op. The parts run
+    side by side instead, each on its own thread without barriers.
+    """
     if n_parts == 1:
-        work(0, _Chunks(plan, dtype, backward))
+        work(0, _chunks(plan, dtype, backward))
         return
-    threads = torch.get_num_threads()
 
     def task(part: int) -> None:
-        torch.set_num_threads(1)  # one core per worker; restored below once all are done
+        torch.set_num_threads(1)
         with torch.no_grad():  # grad mode is per thread; this math is never recorded
-            work(part, _Chunks(plan, dtype, backward))
+            work(part, _chunks(plan, dtype, backward))
 
-    try:
-        futures = [_executor(n_parts).submit(task, part) for part in range(n_parts)]
-        for future in futures:
-            future.result()
-    finally:
-        torch.set_num_threads(threads)
+    futures = [_executor(n_parts).submit(task, part) for part in range(n_parts)]
+    for future in futures:
+        future.result()
 
 
 def tiled_attention(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:

@@ -1,0 +1,373 @@
+"""Benchmarks of the attention op and of whole training steps, against dense SDPA.
+
+``python -m lit_sparse bench attention`` times forward + backward of one attention call
+(B=1, 8 query heads, 2 KV heads, head dim 64 by default) for every registered plugin,
+``fibonacci_learned`` (the learned-alpha schedule) and dense
+``F.scaled_dot_product_attention(..., is_causal=True, enable_gqa=True)``; when
+``natten_mps`` is installed, its causal 1-D neighborhood attention runs as a peer with the
+same number of keys per query. ``python -m lit_sparse bench train`` times AdamW training
+steps of the quickstart model shape. Both print a table and can write the rows as JSON.
+
+How it measures:
+
+- every sparse plugin is configured with the same keys per query: fibonacci's window W
+  plus its rungs; sliding_window a window of that many keys; bigbird the window W plus
+  2 global and (keys - W - 3) random keys per block; natten a kernel of that many keys;
+- inputs are laid out as the model hands them to attention: (B, T, heads, D) tensors
+  viewed as (B, heads, T, D); dense and sparse get the same tensors;
+- each row runs in a fresh Python process: one small warm-up call, then one full-size call
+  whose rise in peak resident memory (``ru_maxrss``) over the inputs is the row's
+  ``peak_mb`` (on CUDA: ``torch.cuda.max_memory_allocated``), then up to ``--repeats``
+  timed calls (fewer once ``--budget`` seconds are spent); ``ms`` is their median;
+- ``speedup_vs_dense`` divides the dense row's time at the same length by the row's time,
+  both from the same run; dense is skipped above ``--dense-max-length`` (too slow: O(T^2)),
+  and the speed-up there is empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from typing import Any
+
+DEFAULT_LENGTHS = (1024, 4096, 16384)
+LEARNED = "fibonacci_learned"
+NATTEN = "natten"
+
+
+def _plugin_names() -> list[str]:
+    from lit_sparse import list_attention
+
+    return [*list_attention(), LEARNED]
+
+
+def _natten_available() -> bool:
+    try:
+        import natten_mps  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def build_plugin(name: str, window: int, keys: int):
+    """The plugin ``name`` configured to attend ``keys`` keys per query (see module doc)."""
+    from lit_sparse import build_attention
+
+    if name == "fibonacci":
+        return build_attention("fibonacci", window=window)
+    if name == LEARNED:
+        return build_attention("fibonacci", window=window, schedule="learned")
+    if name == "sliding_window":
+        return build_attention("sliding_window", window=keys - 1)
+    if name == "bigbird":
+        return build_attention(
+            "bigbird", window=window, n_global=2, n_random=max(0, keys - window - 3)
+        )
+    return build_attention(name)
+
+
+def fibonacci_keys(window: int, length: int) -> int:
+    """Keys per query of fixed-alpha Fibonacci attention with ``window`` at ``length``."""
+    from lit_sparse.attention import offsets
+
+    return len(offsets.layer_distances(1.0, offsets.fibonacci_rungs(15), window, length))
+
+
+# --- the child process: one measurement -------------------------------------------------
+
+
+def _peak_bytes(device) -> int:
+    import torch
+
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _attention_case(spec: dict[str, Any]):
+    """(run, reset) for one attention measurement: run() = forward + backward."""
+    import torch
+    import torch.nn.functional as F
+
+    device = torch.device(spec["device"])
+    batch, heads, kv_heads, head_dim = spec["batch"], spec["heads"], spec["kv_heads"], spec["dim"]
+    name = spec["plugin"]
+    gen = torch.Generator(device="cpu").manual_seed(0)
+
+    def inputs(length: int):
+        def make(h):  # the model's layout: (B, T, h, D) viewed as (B, h, T, D)
+            x = torch.randn(batch, length, h, head_dim, generator=gen) * 0.5
+            return x.to(device).requires_grad_()
+
+        q, k, v = make(heads), make(kv_heads), make(kv_heads)
+        grad = torch.randn(batch, length, heads, head_dim, generator=gen).to(device)
+        return q, k, v, grad
+
+    if name == "dense":
+
+        def attend(q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    elif name == NATTEN:
+        import natten_mps
+
+        def attend(q, k, v):  # natten's (B, T, h, D) layout; causal window of `keys` keys
+            out = natten_mps.na1d(
+                q.transpose(1, 2),
+                k.transpose(1, 2),
+                v.transpose(1, 2),
+                kernel_size=spec["keys"],
+                is_causal=True,
+            )
+            return out.transpose(1, 2)
+
+    else:
+        plugin = build_plugin(name, spec["window"], spec["keys"])
+        pattern = plugin.build(0, 16, spec["length"]).to(device)
+
+        def attend(q, k, v):
+            return pattern(q, k, v)
+
+    def case(length: int):
+        q, k, v, grad = inputs(length)
+        tensors = [q, k, v]
+        if name not in ("dense", NATTEN):
+            tensors += list(pattern.parameters())
+
+        def run():
+            out = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+            out.backward(grad.transpose(1, 2))
+            for t in tensors:
+                t.grad = None
+
+        return run
+
+    return case, device
+
+
+def _train_case(spec: dict[str, Any]):
+    import torch
+    import torch.nn.functional as F
+
+    from lit_sparse import LanguageModel, ModelConfig
+
+    device = torch.device(spec["device"])
+    gen = torch.Generator(device="cpu").manual_seed(0)
+
+    def case(length: int):
+        config = ModelConfig(
+            vocab_size=8192,
+            context_length=length,
+            n_layers=4,
+            d_model=128,
+            n_heads=4,
+            n_kv_heads=2,
+            head_dim=32,
+        )
+        plugin = build_plugin(spec["plugin"], spec["window"], spec["keys"])
+        torch.manual_seed(0)
+        model = LanguageModel(config, plugin).to(device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+        batch = spec["batch"] if length == spec["length"] else 1
+        ids = torch.randint(0, 8192, (batch, length + 1), generator=gen).to(device)
+
+        def run():
+            logits = model(ids[:, :-1])
+            loss = F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+        return run
+
+    return case, device
+
+
+def _measure(spec: dict[str, Any]) -> dict[str, Any]:
+    """Runs in the child: warm-up, one full call for the peak, timed calls for the median."""
+    import torch
+
+    if spec.get("threads"):
+        torch.set_num_threads(spec["threads"])
+    case, device = (_train_case if spec["kind"] == "train" else _attention_case)(spec)
+    case(min(64, spec["length"]))()  # warm-up: threads, allocator, kernels
+    _sync(device)
+    run = case(spec["length"])
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    before = _peak_bytes(device) if device.type == "cpu" else torch.cuda.memory_allocated(device)
+    run()  # first full-size call: also the warm-up at this size
+    _sync(device)
+    peak_mb = max(0, _peak_bytes(device) - before) / 2**20
+    times: list[float] = []
+    while len(times) < spec["repeats"] and (not times or sum(times) < spec["budget"]):
+        start = time.perf_counter()
+        run()
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return {"ms": 1e3 * times[len(times) // 2], "peak_mb": peak_mb, "runs": len(times)}
+
+
+# --- the parent: one process per row -----------------------------------------------------
+
+
+def _run_child(spec: dict[str, Any]) -> dict[str, Any] | None:
+    command = [sys.executable, "-m", "lit_sparse.bench", "_measure", json.dumps(spec)]
+    result = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy())
+    if result.returncode != 0:
+        print(f"  failed: {result.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+        return None
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]) -> str:
+    def cell(row, key, fmt):
+        value = row.get(key)
+        return "-" if value is None else format(value, fmt)
+
+    header = [title for _, title, _ in columns]
+    body = [[cell(row, key, fmt) for key, _, fmt in columns] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in body]
+    return "\n".join(lines)
+
+
+def _progress(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
+    kind = args.command
+    plugins = list(args.plugins) if args.plugins else _plugin_names()
+    if "dense" not in plugins:
+        plugins.insert(0, "dense")
+    plugins.sort(key=lambda p: p != "dense")  # dense first: the others divide by it
+    if kind == "attention" and NATTEN not in plugins and args.plugins is None:
+        if _natten_available():
+            plugins.append(NATTEN)
+        else:
+            _progress("natten_mps is not installed: its peer row is skipped")
+    rows: list[dict[str, Any]] = []
+    for length in args.lengths:
+        keys = fibonacci_keys(args.window, length)
+        dense_ms = None
+        for plugin in plugins:
+            if plugin == "dense" and length > args.dense_max_length:
+                _progress(f"T={length} dense: skipped (above --dense-max-length)")
+                continue
+            spec = {
+                "kind": kind,
+                "plugin": plugin,
+                "length": length,
+                "device": args.device,
+                "window": args.window,
+                "keys": keys,
+                "batch": args.batch,
+                "heads": getattr(args, "heads", 8),
+                "kv_heads": getattr(args, "kv_heads", 2),
+                "dim": getattr(args, "head_dim", 64),
+                "repeats": args.repeats,
+                "budget": args.budget,
+                "threads": args.threads,
+            }
+            if kind == "train":
+                spec["batch"] = max(1, args.tokens_per_step // length)
+            _progress(f"T={length} {plugin} ...")
+            result = _run_child(spec)
+            if result is None:
+                continue
+            row: dict[str, Any] = {"T": length, "plugin": plugin, "ms": result["ms"]}
+            if kind == "train":
+                row["tokens_per_s"] = spec["batch"] * length / (result["ms"] / 1e3)
+            if plugin == "dense":
+                dense_ms = result["ms"]
+            row["speedup_vs_dense"] = None if dense_ms is None else dense_ms / result["ms"]
+            row["peak_mb"] = result["peak_mb"]
+            rows.append(row)
+            speed = row["speedup_vs_dense"]
+            _progress(
+                f"T={length} {plugin}: {result['ms']:.1f} ms (median of {result['runs']})"
+                + ("" if speed is None else f", x{speed:.2f} vs dense")
+                + f", peak {result['peak_mb']:.0f} MB"
+            )
+    return rows
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m lit_sparse bench", description=__doc__.split("\n\n")[0]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    attention = sub.add_parser("attention", help="one attention call, forward + backward")
+    train = sub.add_parser("train", help="whole AdamW training steps of the quickstart shape")
+    for p, window in ((attention, 12), (train, 8)):
+        p.add_argument("--lengths", type=int, nargs="+", default=None, help="sequence lengths")
+        p.add_argument(
+            "--plugins",
+            nargs="+",
+            default=None,
+            help=f"registered names, '{LEARNED}' or '{NATTEN}' (default: all); dense always runs",
+        )
+        p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+        p.add_argument("--json", type=str, default=None, help="write the rows to this file")
+        p.add_argument("--window", type=int, default=window, help="fibonacci window W")
+        p.add_argument("--repeats", type=int, default=5, help="timed calls per row (median)")
+        p.add_argument("--budget", type=float, default=15.0, help="seconds of timed calls per row")
+        p.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+        p.add_argument(
+            "--dense-max-length",
+            type=int,
+            default=16384,
+            help="longest length at which dense runs (O(T^2))",
+        )
+    attention.add_argument("--batch", type=int, default=1)
+    attention.add_argument("--heads", type=int, default=8)
+    attention.add_argument("--kv-heads", type=int, default=2)
+    attention.add_argument("--head-dim", type=int, default=64)
+    train.add_argument("--tokens-per-step", type=int, default=8192, help="batch = this // T")
+    train.set_defaults(batch=1)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["_measure"]:  # the child process of one row
+        print(json.dumps(_measure(json.loads(argv[1]))))
+        return 0
+    args = _parser().parse_args(argv)
+    if args.lengths is None:
+        args.lengths = list(DEFAULT_LENGTHS if args.command == "attention" else (1024, 4096))
+    known = {*_plugin_names(), NATTEN}
+    unknown = sorted(set(args.plugins or ()) - known)
+    if unknown:
+        print(f"unknown plugins {unknown}; known: {sorted(known)}", file=sys.stderr)
+        return 2
+    rows = run_bench(args)
+    columns = [("T", "T", "d"), ("plugin", "plugin", "s"), ("ms", "ms fwd+bwd", ".1f")]
+    if args.command == "train":
+        columns = [("T", "T", "d"), ("plugin", "plugin", "s"), ("ms", "ms/step", ".1f")]
+        columns.append(("tokens_per_s", "tokens/s", ".0f"))
+    columns += [("speedup_vs_dense", "x dense", ".2f"), ("peak_mb", "peak MB", ".0f")]
+    print(_table(rows, columns))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(rows, handle, indent=2)
+    return 0 if rows else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
