@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from jsonargparse import Namespace
+from jsonargparse import Namespace, set_parsing_settings
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from callbacks import LengthExtrapolation
 
 from .attention import get_attention, list_attention
-from .data import DataSourceUnavailable, TextDataModule
+from .data import DataSourceUnavailable, TextDataModule, find_unavailable
 from .evaluation import ExtrapolationResult
 from .module import LitLanguageModel
+
+# field docstrings (ModelConfig, SourceConfig) become --help text
+set_parsing_settings(docstring_parse_attribute_docstrings=True)
 
 TRAINER_DEFAULTS = {
     "logger": {
@@ -28,27 +32,25 @@ TRAINER_DEFAULTS = {
 
 
 def expand_attention_names(args: Sequence[str]) -> list[str]:
-    """Let ``--model.attention fibonacci`` name a plugin by its registry name.
+    """Let ``--model.attention fibonacci`` (and ``--model.attention.help fibonacci``) name a
+    plugin by its registry name.
 
     jsonargparse resolves class names and import paths; a registry name is rewritten to
     its class path. Anything else is left for jsonargparse to accept or reject.
     """
-    out, flag = list(args), "--model.attention"
+    out = list(args)
     for i, arg in enumerate(out):
-        if arg == flag and i + 1 < len(out):
-            value, at = out[i + 1], i + 1
-        elif arg.startswith(flag + "="):
-            value, at = arg[len(flag) + 1 :], None
-        else:
-            continue
-        if value in list_attention():
-            cls = get_attention(value)
-            path = f"{cls.__module__}.{cls.__qualname__}"
-            if at is None:
-                out[i] = f"{flag}={path}"
-            else:
-                out[at] = path
+        for flag in ("--model.attention", "--model.attention.help"):
+            if arg == flag and i + 1 < len(out) and out[i + 1] in list_attention():
+                out[i + 1] = _class_path(out[i + 1])
+            elif arg.startswith(flag + "=") and arg[len(flag) + 1 :] in list_attention():
+                out[i] = f"{flag}={_class_path(arg[len(flag) + 1 :])}"
     return out
+
+
+def _class_path(name: str) -> str:
+    cls = get_attention(name)
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def data_vocab_size(data: Namespace) -> int:
@@ -60,7 +62,11 @@ def data_vocab_size(data: Namespace) -> int:
     module, _, name = data.class_path.rpartition(".")
     cls = getattr(importlib.import_module(module), name)
     init_args = data.get("init_args") or Namespace()
-    return cls.model_vocab_size(**init_args.as_dict())
+    try:
+        return cls.model_vocab_size(**init_args.as_dict())
+    except DataSourceUnavailable as err:  # jsonargparse would bury it under usage text
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 class LitSparseTrainer(Trainer):
@@ -128,7 +134,9 @@ class LitSparseCLI(LightningCLI):
         kwargs.setdefault("parser_kwargs", {"default_env": False})
         kwargs.setdefault("trainer_class", LitSparseTrainer)
         args = expand_attention_names(sys.argv[1:] if args is None else args)
-        super().__init__(LitLanguageModel, args=args, **kwargs)
+        with warnings.catch_warnings():  # args came from sys.argv: not a mistake here
+            warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+            super().__init__(LitLanguageModel, args=args, **kwargs)
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
@@ -154,8 +162,11 @@ def main(args: Sequence[str] | None = None) -> int:
     """Run the CLI; known user errors print one line instead of a traceback."""
     try:
         LitSparseCLI(args)
-    except DataSourceUnavailable as err:
-        print(f"error: {err}", file=sys.stderr)
+    except Exception as err:
+        unavailable = find_unavailable(err)
+        if unavailable is None:
+            raise
+        print(f"error: {unavailable}", file=sys.stderr)
         return 2
     return 0
 
