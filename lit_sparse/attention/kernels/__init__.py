@@ -1,11 +1,15 @@
 """Attention kernels: one op, attention over per-query key slots, on every device.
 
-``sparse_attention`` picks the implementation: the Triton kernel for CUDA tensors when
-Triton is installed, else the chunked-gather torch path. ``reference`` holds the dense
-O(T^2) paths that tests compare against.
+``sparse_attention`` picks the implementation: the tiled path (``tiled``) for CPU tensors;
+the Triton kernel (``triton_kernel``) for CUDA tensors when Triton is installed and the
+slots are relative (exact distances and interpolated rungs); else the chunked-gather torch
+path (``gather``, any device: BigBird's absolute keys on CUDA). ``reference`` holds the
+dense O(T^2) paths that tests compare against.
 """
 
 from __future__ import annotations
+
+import functools
 
 from torch import Tensor
 
@@ -16,8 +20,22 @@ from .tiled import tiled_attention
 __all__ = ["KeySlots", "exact_slots", "gather_attention", "sparse_attention", "tiled_attention"]
 
 
+@functools.cache
+def _triton():
+    """The Triton kernel module, or None when triton is not installed (imported lazily)."""
+    try:
+        from . import triton_kernel
+    except ImportError:
+        return None
+    return triton_kernel
+
+
 def sparse_attention(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:
     """Causal attention of q (B, H, T, D) over ``slots`` of k, v (B, KV, T, D); GQA as a view."""
     if q.device.type == "cpu":
         return tiled_attention(q, k, v, slots)
+    if q.is_cuda:
+        kernel = _triton()
+        if kernel is not None and kernel.supported(q, k, slots):
+            return kernel.triton_attention(q, k, v, slots)
     return gather_attention(q, k, v, slots)
