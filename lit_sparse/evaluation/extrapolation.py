@@ -1,6 +1,6 @@
 """Length extrapolation: the trained weights scored at multiples of the training length.
 
-For each evaluation length T and held-out set, the model (eval mode, no grad) scores the
+For each evaluation length T and held-out set, the model (eval mode, inference mode) scores the
 non-overlapping windows of T predictions over the same held-out tokens
 (``datamodule.val_windows_at(T, set)``); perplexity is exp of the token-weighted mean NLL.
 RoPE tables are rebuilt for any T and sparse patterns recompute their distances, so the
@@ -304,7 +304,9 @@ def evaluate_lengths(
     was_training = evaluated.training
     evaluated.eval()
     try:
-        with torch.no_grad(), (context() if context is not None else contextlib.nullcontext()):
+        # inference mode, as Lightning's validation loop (no autograd state at all)
+        with torch.inference_mode(), (context() if context is not None
+                                      else contextlib.nullcontext()):
             for i, name in enumerate(names):
                 for j, length in enumerate(lengths):
                     try:

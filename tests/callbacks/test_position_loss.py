@@ -18,7 +18,7 @@ def direct_bins(module, datamodule, set_name: str, n_bins: int) -> tuple[np.ndar
     """Per-position mean NLL over the validation windows, then the mean within each bin."""
     module.eval()
     rows = []
-    with torch.no_grad():
+    with torch.inference_mode():  # as validation; no autograd state
         for x, y in datamodule.val_windows_at(SEQ_LEN, set_name):
             rows.append(module.token_nll(x, y).double())
     nll = torch.cat(rows)  # (windows, T)

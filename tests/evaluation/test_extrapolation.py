@@ -25,7 +25,7 @@ def windows(datamodule, length: int, set_name: str) -> tuple[torch.Tensor, torch
 
 def mean_nll(model: LanguageModel, x: torch.Tensor, y: torch.Tensor) -> float:
     model.eval()
-    with torch.no_grad():
+    with torch.inference_mode():  # as validation; no autograd state
         logits = model(x)
         return torch.nn.functional.cross_entropy(
             logits.flatten(0, 1).double(), y.flatten()).item()
