@@ -24,14 +24,15 @@ class ModelConfig:
     head_dim: int = 64
     """Width of one head; n_heads * head_dim must equal d_model."""
     ffn_hidden: int | None = None
-    """SwiGLU hidden width; None: int(d_model * 8 / 3) rounded up to even (1366 at 512)."""
+    """SwiGLU hidden width; None: int(d_model * 8 / 3) rounded up to even (1366 at 512).
+    Read ``ffn_width`` for the value in use."""
     norm_eps: float = 1e-6
     """RMSNorm epsilon."""
     rope_theta: float = 10000.0
     """RoPE base."""
     init_std: float | None = None
     """Std of every Linear and the embedding; None: d_model ** -0.5. Residual output
-    projections use init_std / sqrt(2 * n_layers)."""
+    projections use init_std / sqrt(2 * n_layers). Read ``std`` for the value in use."""
 
     def __post_init__(self):
         for name in (
@@ -57,18 +58,27 @@ class ModelConfig:
             )
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
-        if self.ffn_hidden is None:
-            hidden = int(self.d_model * 8 / 3)
-            self.ffn_hidden = hidden + hidden % 2
-        elif self.ffn_hidden <= 0:
+        if self.ffn_hidden is not None and self.ffn_hidden <= 0:
             raise ValueError(f"ffn_hidden must be a positive integer, got {self.ffn_hidden!r}")
-        if self.init_std is None:
-            self.init_std = self.d_model**-0.5
-        if not self.norm_eps > 0 or not self.rope_theta > 0 or not self.init_std > 0:
-            raise ValueError(
-                "norm_eps, rope_theta and init_std must be > 0, got "
-                f"{self.norm_eps}, {self.rope_theta}, {self.init_std}"
-            )
+        for name in ("norm_eps", "rope_theta", "init_std"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value!r}")
+
+    # Derived values are properties, not filled-in fields: a default instance then stays a
+    # default when another field (d_model) changes, e.g. in a layered CLI config.
+    @property
+    def ffn_width(self) -> int:
+        """The SwiGLU hidden width in use."""
+        if self.ffn_hidden is not None:
+            return self.ffn_hidden
+        hidden = int(self.d_model * 8 / 3)
+        return hidden + hidden % 2
+
+    @property
+    def std(self) -> float:
+        """The init standard deviation in use."""
+        return self.d_model**-0.5 if self.init_std is None else self.init_std
 
     @property
     def n_groups(self) -> int:

@@ -89,9 +89,9 @@ class FeedForward(nn.Module):
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.gate = nn.Linear(config.d_model, config.ffn_hidden, bias=False)
-        self.up = nn.Linear(config.d_model, config.ffn_hidden, bias=False)
-        self.down = nn.Linear(config.ffn_hidden, config.d_model, bias=False)
+        self.gate = nn.Linear(config.d_model, config.ffn_width, bias=False)
+        self.up = nn.Linear(config.d_model, config.ffn_width, bias=False)
+        self.down = nn.Linear(config.ffn_width, config.d_model, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.down(F.silu(self.gate(x)) * self.up(x))
@@ -128,8 +128,8 @@ class LanguageModel(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """The paper's init: N(0, init_std), residual outputs N(0, init_std / sqrt(2L))."""
-        std = self.config.init_std
+        """The paper's init: N(0, std), residual outputs N(0, std / sqrt(2L))."""
+        std = self.config.std
         for module in self.modules():
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, mean=0.0, std=std)

@@ -72,6 +72,8 @@ def test_links_take_vocab_and_context_from_the_data(tmp_path, monkeypatch):
     assert cli.model.config.context_length == cli.datamodule.seq_len == 48
     assert cli.model.config.vocab_size == cli.datamodule.vocab_size
     assert cli.model.hparams.max_steps == cli.trainer.max_steps == 4
+    # derived shape values follow the overridden d_model, not the paper default's
+    assert cli.model.config.ffn_width == 86 and cli.model.config.std == pytest.approx(32**-0.5)
 
 
 def test_same_seed_builds_bit_identical_models(tmp_path, monkeypatch):

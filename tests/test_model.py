@@ -33,8 +33,11 @@ def test_paper_parameter_counts():
 
 def test_paper_defaults():
     config = ModelConfig()
-    assert config.ffn_hidden == 1366
-    assert config.init_std == pytest.approx(512**-0.5)
+    assert config.ffn_width == 1366
+    assert config.std == pytest.approx(512**-0.5)
+    # derived values follow the fields they derive from (a default stays a default)
+    assert ModelConfig(d_model=128, n_heads=2).ffn_width == 342
+    assert ModelConfig(d_model=128, n_heads=2).std == pytest.approx(128**-0.5)
     block = LanguageModel(small_config()).blocks[0]
     assert block.attn.k_proj.out_features == 2 * 16  # K/V at their own head count
 

@@ -76,7 +76,7 @@ def forward_flops_per_token(config: ModelConfig, keys: Sequence[float]) -> Flops
         attention_scores=float(per_slot * sum(keys)),
         attention_mixing=float(per_slot * sum(keys)),
         projections=float(config.n_layers * 2 * d * (2 * h * hd + 2 * kv * hd)),
-        mlp=float(config.n_layers * 2 * 3 * d * config.ffn_hidden),
+        mlp=float(config.n_layers * 2 * 3 * d * config.ffn_width),
         lm_head=float(2 * d * config.vocab_size),
     )
 
