@@ -24,7 +24,8 @@ def _usage() -> str:
         "  fit         train a model:  fit --config configs/coprime.yaml\n"
         "  validate    evaluate a checkpoint on the held-out sets\n"
         "  test        run the test loop\n"
-        "  predict     run the predict loop\n\n"
+        "  predict     run the predict loop\n"
+        "  extrapolate perplexity of a checkpoint at several evaluation lengths\n\n"
         f"lit_sparse commands:\n{own}\n"
     )
 
