@@ -47,8 +47,13 @@ from torch import Tensor
 
 from .slots import KeySlots
 
-# the slot pattern is a CSR tensor only for torch.sparse.sampled_addmm: not user-facing
-warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+# The slot pattern is a CSR tensor only as the argument of torch.sparse.sampled_addmm;
+# torch warns once per process that CSR support is beta: spend that warning here, silently.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    torch.sparse_csr_tensor(
+        torch.zeros(2, dtype=torch.long), torch.zeros(0, dtype=torch.long), torch.zeros(0), (1, 1)
+    )
 
 CHUNK_BYTES = 3 << 19
 """Target size of one chunk's gathered K (or V) rows: 1.5 MB measured best at 4k and 16k."""
