@@ -6,7 +6,8 @@ validation. Static schedules are logged too (a staggered run shows its ramp, a l
 how little it moves); models without alpha (dense, sliding window, BigBird) log nothing.
 
 The trajectory is the callback's checkpoint state: a resumed run continues the same curves
-(into a new log folder the recorded points are written again first), and
+(into a new log folder the recorded points are written again first; in the same folder the
+points the resume purged are), and
 ``lit_sparse.load_run`` reads it from a checkpoint without TensorBoard. It is also written
 to ``alpha_trajectory.json`` in the run directory at each validation and at the end.
 """
@@ -56,8 +57,11 @@ class AlphaTrajectory(pl.Callback):
         filename: str | None = "alpha_trajectory.json",
     ):
         super().__init__()
-        if isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int) \
-                or every_n_steps < 1:
+        if (
+            isinstance(every_n_steps, bool)
+            or not isinstance(every_n_steps, int)
+            or every_n_steps < 1
+        ):
             raise ValueError(f"every_n_steps={every_n_steps!r}: expected an integer >= 1")
         self.every_n_steps = every_n_steps
         self.heatmap = heatmap
@@ -124,14 +128,23 @@ class AlphaTrajectory(pl.Callback):
         if trainer.is_global_zero:
             self._write_layout(trainer)
             here = str(run_dir(trainer))
-            if self.steps and self._logged_dir != here:
+            points = list(zip(self.steps, self.alphas, strict=True))
+            if self._logged_dir != here:
                 # resumed into a new log folder: the curves there start from step 0 too
-                self._log_points(trainer, list(zip(self.steps, self.alphas, strict=True)))
+                self._log_points(trainer, points)
+            else:
+                # resumed in place: the CLI purges events from the checkpoint's step on
+                # (TensorBoard purge_step), so the points recorded there are written again
+                self._log_points(trainer, [p for p in points if p[0] >= trainer.global_step])
             self._logged_dir = here
         self._record(trainer, pl_module, trainer.global_step)
 
     def on_train_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
         batch_idx: int,
     ) -> None:
         step = trainer.global_step

@@ -15,8 +15,11 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from callbacks import LengthExtrapolation
 
-from .attention import get_attention, list_attention
-from .data import DataSourceUnavailable, TextDataModule, find_unavailable
+from .attention import build_attention, get_attention, list_attention
+from .checkpoints import differences, find_last_checkpoint, read_checkpoint
+from .config import ModelConfig
+from .data import DataSourceUnavailable, TextDataModule
+from .errors import CheckpointError, find_user_error
 from .evaluation import ExtrapolationResult
 from .module import LitLanguageModel
 
@@ -28,6 +31,7 @@ TRAINER_DEFAULTS = {
         "class_path": "lightning.pytorch.loggers.TensorBoardLogger",
         "init_args": {"save_dir": "runs", "name": "lit_sparse"},
     },
+    "plugins": [{"class_path": "lit_sparse.checkpoints.AtomicCheckpointIO"}],
 }
 
 
@@ -147,15 +151,93 @@ class LitSparseCLI(LightningCLI):
         parser.link_arguments("data", "model.arch.vocab_size", compute_fn=data_vocab_size)
         parser.link_arguments("trainer.max_steps", "model.max_steps")
 
+    def parse_arguments(self, parser: LightningArgumentParser, args) -> None:
+        super().parse_arguments(parser, args)
+        if self.config.get("subcommand") == "fit":
+            self._continue_run(self.config.fit)
+
+    def _continue_run(self, config: Namespace) -> None:
+        """``fit --ckpt_path last|PATH``: resume in the checkpoint's own TensorBoard run.
+
+        "last" is the newest last.ckpt of this config's experiment. The logger's version is
+        pinned to the checkpoint's run and events after the checkpoint's step are purged,
+        so curves continue without a gap or a duplicate; the config used for the resumed
+        part is saved beside the original as config.resume-<step>.yaml.
+        """
+        ckpt_path, logger = config.get("ckpt_path"), config.trainer.get("logger")
+        tensorboard = isinstance(logger, Namespace) and logger.class_path.endswith(
+            "TensorBoardLogger"
+        )
+        experiment = (
+            Path(logger.init_args.save_dir) / (logger.init_args.name or "") if tensorboard else None
+        )
+        if ckpt_path == "last" and experiment is not None:
+            found = find_last_checkpoint(experiment)
+            if found is None:
+                print(f"no last.ckpt under {experiment}: starting a new run", file=sys.stderr)
+            config.ckpt_path = None if found is None else str(found)
+        if not config.ckpt_path or config.ckpt_path in ("last", "best", "hpc", "registry"):
+            return
+        path = Path(config.ckpt_path)
+        step = int(read_checkpoint(path).get("global_step", 0))
+        if experiment is not None and path.parent.name == "checkpoints":
+            run_dir = path.parent.parent
+            if run_dir.parent.resolve() == experiment.resolve():
+                logger.init_args.version = run_dir.name
+                logger.dict_kwargs = {**(logger.get("dict_kwargs") or {}), "purge_step": step}
+        self.save_config_kwargs["config_filename"] = f"config.resume-{step}.yaml"
+
+    def _parse_ckpt_path(self) -> None:
+        """Refuse a checkpoint whose model differs from the config, naming what differs.
+
+        (Lightning would silently replace the config's model with the checkpoint's.)
+        """
+        subcommand = self.config.get("subcommand")
+        ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if ckpt_path and Path(ckpt_path).is_file():
+            found = read_checkpoint(ckpt_path).get("hyper_parameters", {})
+            wanted = self.config[subcommand].model
+            lines = []
+            if "arch" in found:
+                lines += differences(
+                    _resolved_arch(wanted.arch.as_dict()), _resolved_arch(found["arch"]), "arch"
+                )
+            if "attention" in found:
+                config_attention = build_attention(wanted.attention.as_dict())
+                ckpt_attention = build_attention(found["attention"])
+                if type(config_attention) is not type(ckpt_attention):
+                    lines.append(
+                        f"attention: config {type(config_attention).name!r}, "
+                        f"checkpoint {type(ckpt_attention).name!r}"
+                    )
+                else:
+                    lines += differences(
+                        config_attention.init_args(), ckpt_attention.init_args(), "attention"
+                    )
+            if lines:
+                raise CheckpointError(
+                    f"ckpt_path={ckpt_path!r} holds a different model than the config: "
+                    + "; ".join(f"model.{line}" for line in lines)
+                    + " (use the run's own config.yaml)"
+                )
+        super()._parse_ckpt_path()
+
     def after_fit(self) -> None:
         trainer = self.trainer
+        log_dir = trainer.log_dir  # a collective under DDP: every process asks
         if not trainer.is_global_zero:
             return
-        lines = [f"logs: {trainer.log_dir}  (tensorboard --logdir {Path(trainer.log_dir).parent})"]
+        lines = [f"logs: {log_dir}  (tensorboard --logdir {Path(log_dir).parent})"]
         callback = trainer.checkpoint_callback
         if callback is not None and callback.dirpath:
-            lines.append(f"checkpoints: {callback.dirpath}")
+            lines.append(f"checkpoints: {callback.dirpath}  (resume: fit ... --ckpt_path last)")
         print("\n".join(lines))
+
+
+def _resolved_arch(values: dict) -> dict:
+    """Architecture values with derived fields filled in, for comparison."""
+    config = ModelConfig.from_dict(dict(values))
+    return {**config.to_dict(), "ffn_hidden": config.ffn_width, "init_std": config.std}
 
 
 def main(args: Sequence[str] | None = None) -> int:
@@ -163,10 +245,10 @@ def main(args: Sequence[str] | None = None) -> int:
     try:
         LitSparseCLI(args)
     except Exception as err:
-        unavailable = find_unavailable(err)
-        if unavailable is None:
+        user_error = find_user_error(err)
+        if user_error is None:
             raise
-        print(f"error: {unavailable}", file=sys.stderr)
+        print(f"error: {user_error}", file=sys.stderr)
         return 2
     return 0
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Mapping
 from typing import Any
 
 import lightning.pytorch as pl
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -14,7 +16,32 @@ from torchmetrics import Metric
 
 from .attention import AttentionPlugin, build_attention
 from .config import ModelConfig
+from .errors import NonFiniteLossError
 from .model import LanguageModel
+
+
+def rng_states() -> dict[str, Any]:
+    """Python, numpy and torch generator states, as tensors and ints (weights_only-safe)."""
+    version, internal, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    states = {
+        "python": [version, list(internal), gauss],
+        "numpy": [name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict[str, Any]) -> None:
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = states["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
 
 
 def warmup_cosine(step: int, warmup_steps: int, max_steps: int, min_lr_ratio: float) -> float:
@@ -139,8 +166,27 @@ class LitLanguageModel(pl.LightningModule):
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y = batch
         loss = self.token_nll(x, y).mean()
+        if not torch.isfinite(loss):  # one host sync per micro-batch; stops before any update
+            raise NonFiniteLossError(self._non_finite_message(loss, batch_idx))
         self.log("train/loss", loss, prog_bar=True)
         return loss
+
+    def _non_finite_message(self, loss: Tensor, batch_idx: int) -> str:
+        callback = self.trainer.checkpoint_callback if self._trainer else None
+        last = callback and (callback.last_model_path or callback.best_model_path)
+        where = f"the last good checkpoint is {last}" if last else "no checkpoint was saved yet"
+        return (
+            f"training stopped: the loss is {loss.item()} at optimizer step {self.global_step} "
+            f"(micro-batch {batch_idx}); {where}; resume from it with --ckpt_path last, "
+            "e.g. with a lower --model.lr"
+        )
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["rng_states"] = rng_states()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if "rng_states" in checkpoint:
+            set_rng_states(checkpoint["rng_states"])
 
     def configure_optimizers(self):
         decay = [p for p in self.parameters() if p.requires_grad and p.ndim >= 2]

@@ -13,8 +13,17 @@ import socket
 import threading
 from urllib.parse import urlparse
 
-__all__ = ["DataSourceUnavailable", "OFFLINE_HINT", "find_unavailable", "hub_endpoint",
-           "hub_unreachable_reason", "is_network_error", "require_hub"]
+from lit_sparse.errors import LitSparseError
+
+__all__ = [
+    "DataSourceUnavailable",
+    "OFFLINE_HINT",
+    "find_unavailable",
+    "hub_endpoint",
+    "hub_unreachable_reason",
+    "is_network_error",
+    "require_hub",
+]
 
 OFFLINE_HINT = (
     "offline, use configs/data/embedded.yaml (the embedded Shakespeare + math corpus, "
@@ -24,7 +33,7 @@ _DEFAULT_ENDPOINT = "https://huggingface.co"
 _TRUE = {"1", "ON", "YES", "TRUE"}
 
 
-class DataSourceUnavailable(RuntimeError):
+class DataSourceUnavailable(LitSparseError, RuntimeError):
     """A data source or tokenizer needs the Hugging Face hub and the hub cannot be reached.
 
     The message is a single line naming the source and the offline alternative.
@@ -62,8 +71,19 @@ def is_network_error(err: BaseException) -> bool:
     if isinstance(err, ConnectionError | TimeoutError | socket.gaierror):
         return True
     names = {c.__name__ for c in type(err).__mro__}
-    return bool(names & {"TransportError", "NetworkError", "ConnectError", "TimeoutException",
-                         "ConnectionError", "Timeout", "SSLError", "URLError"})
+    return bool(
+        names
+        & {
+            "TransportError",
+            "NetworkError",
+            "ConnectError",
+            "TimeoutException",
+            "ConnectionError",
+            "Timeout",
+            "SSLError",
+            "URLError",
+        }
+    )
 
 
 def _head(url: str, timeout: float) -> None:
@@ -116,4 +136,5 @@ def require_hub(what: str, timeout: float = 3.0) -> None:
     reason = hub_unreachable_reason(timeout)
     if reason is not None:
         raise DataSourceUnavailable(
-            f"{what} needs the Hugging Face hub, but {reason}; {OFFLINE_HINT}")
+            f"{what} needs the Hugging Face hub, but {reason}; {OFFLINE_HINT}"
+        )

@@ -1,0 +1,27 @@
+"""Errors a user can act on: the CLI prints their message as one line, without a traceback."""
+
+from __future__ import annotations
+
+
+class LitSparseError(Exception):
+    """Base class: the message names what is wrong and what to do about it."""
+
+
+class CheckpointError(LitSparseError):
+    """A checkpoint cannot be read, or does not match the config it is used with."""
+
+
+class NonFiniteLossError(LitSparseError):
+    """Training produced a NaN or infinite loss; training stops at once."""
+
+
+def find_user_error(err: BaseException | None) -> LitSparseError | None:
+    """The LitSparseError in ``err`` or its cause/context chain (jsonargparse and Lightning
+    re-raise errors from our code wrapped in their own)."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, LitSparseError):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
