@@ -325,8 +325,11 @@ def _forward_range(plan, q, out, probs, sdiff, k_flat, v_flat, start, stop, ws):
                 out[b, :, s : s + c].copy_(o.transpose(0, 1))
 
 
-def _backward_range(plan, q, grad_out, probs, sdiff, k_flat, v_flat, span, ws, acc, dq, dfrac):
-    """Gradients of positions span[0]..span[1]-1 into dq and the (2, rows, KV, D) ``acc``."""
+def _backward_range(
+    plan, q, grad_out, probs, sdiff, k_flat, v_flat, span, ws, acc, origin, dq, dfrac
+):
+    """Gradients of positions span[0]..span[1]-1 into dq and ``acc`` (2, B, rows, KV, D),
+    whose row ``pad + t - origin`` holds the key/value gradient of position t."""
     kv, g, d, slots = plan.kv_heads, plan.groups, plan.head_dim, plan.slots
     a, r, w = plan.n_abs, plan.n_rungs, plan.window
     m0 = a + plan.n_exact
@@ -338,9 +341,11 @@ def _backward_range(plan, q, grad_out, probs, sdiff, k_flat, v_flat, span, ws, a
         frac = plan.frac
         frac5 = frac[None, None, None, :, None]
         keep = 1 - frac5
+    rows_per_batch = acc.shape[2]
+    acc = acc.view(2, -1, kv, d)
     acc_flat = acc.view(2, -1, d)
     for b in range(plan.batch):
-        row0 = b * plan.padded_length + plan.pad
+        row0 = b * rows_per_batch + plan.pad - origin
         for s in range(*span, plan.chunk):
             c = min(plan.chunk, span[1] - s)
             n = c * kv
@@ -455,24 +460,36 @@ class _TiledAttention(torch.autograd.Function):
             k_flat, v_flat = k_pad.view(-1, head_dim), v_pad.view(-1, head_dim)
             dq = torch.empty_like(q)  # q's layout
             parts = _split(plan, threads)
-            shape = (2, batch * plan.padded_length, kv, head_dim)
-            accs = [torch.zeros(shape, dtype=dtype) for _ in parts]
+            # each worker accumulates only the key rows its queries reach (absolute keys
+            # reach anywhere: then every worker covers the whole sequence)
+            local = plan.n_abs == 0
+            origins = [start if local else 0 for start, _ in parts]
+            sizes = [
+                stop - start + plan.pad if local else plan.padded_length for start, stop in parts
+            ]
+            accs = [torch.zeros(2, batch, n, kv, head_dim, dtype=dtype) for n in sizes]
             dfracs = [torch.zeros(plan.n_rungs, dtype=dtype) for _ in parts]
 
             def work(part: int, ws: _Chunks) -> None:
                 _backward_range(
                     plan, q, grad_out, probs, sdiff, k_flat, v_flat, parts[part], ws,
-                    accs[part], dq, dfracs[part],
+                    accs[part], origins[part], dq, dfracs[part],
                 )  # fmt: skip
 
             _run(plan, dtype, True, work, len(parts))
-            acc, dfrac = accs[0], dfracs[0]
-            for other, other_frac in zip(accs[1:], dfracs[1:], strict=True):
-                acc += other
-                dfrac += other_frac
-            acc = acc.view(2, batch, plan.padded_length, kv, head_dim)[:, :, plan.pad :]
-            dk = acc[0].mul_(head_dim**-0.5).transpose(1, 2)  # the keys were packed scaled
-            dv = acc[1].transpose(1, 2)
+            dfrac = dfracs[0]
+            for other in dfracs[1:]:
+                dfrac += other
+            if len(parts) == 1:
+                grads = accs[0][:, :, plan.pad :]  # (2, B, T, KV, D)
+            else:
+                grads = torch.zeros(2, batch, length, kv, head_dim, dtype=dtype)
+                for acc, origin, (_, stop) in zip(accs, origins, parts, strict=True):
+                    first = max(0, origin - plan.pad)
+                    rows = slice(first - origin + plan.pad, stop - origin + plan.pad)
+                    grads[:, :, first:stop] += acc[:, :, rows]
+            dk = grads[0].mul_(head_dim**-0.5).transpose(1, 2)  # the keys were packed scaled
+            dv = grads[1].transpose(1, 2)
             d_frac = None
             if plan.rung_keep is not None:
                 d_frac = torch.zeros(ctx.n_frac, dtype=dtype)
