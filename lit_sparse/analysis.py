@@ -107,8 +107,9 @@ def _callback_state(checkpoint: dict[str, Any], name: str) -> dict[str, Any] | N
 def _alpha_history(state: dict[str, Any] | None) -> AlphaHistory | None:
     if not state or not state.get("steps"):
         return None
-    return AlphaHistory(np.asarray(state["steps"], dtype=np.int64),
-                        np.asarray(state["alphas"], dtype=np.float64))
+    return AlphaHistory(
+        np.asarray(state["steps"], dtype=np.int64), np.asarray(state["alphas"], dtype=np.float64)
+    )
 
 
 def build_module(checkpoint: dict[str, Any]):
@@ -161,8 +162,7 @@ def load_run(path: str | Path, load_model: bool = True) -> Run:
         state = _callback_state(checkpoint, "PositionLoss")
         if state and state.get("history"):
             latest = state["history"][-1]
-            position = {"step": latest["step"], "sets": latest["sets"],
-                        "history": state["history"]}
+            position = {"step": latest["step"], "sets": latest["sets"], "history": state["history"]}
     extrapolation = _read_json(run_dir / "extrapolation.json")
     return Run(
         path=run_dir,
@@ -172,6 +172,7 @@ def load_run(path: str | Path, load_model: bool = True) -> Run:
         step=checkpoint.get("global_step"),
         alpha_trajectory=trajectory,
         position_loss=position,
-        extrapolation=(None if extrapolation is None
-                       else ExtrapolationResult.from_dict(extrapolation)),
+        extrapolation=(
+            None if extrapolation is None else ExtrapolationResult.from_dict(extrapolation)
+        ),
     )

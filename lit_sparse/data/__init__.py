@@ -9,5 +9,11 @@ from lit_sparse.data.datamodule import TextDataModule, default_cache_dir, embedd
 from lit_sparse.data.hub import DataSourceUnavailable, find_unavailable
 from lit_sparse.data.sources import SourceConfig
 
-__all__ = ["DataSourceUnavailable", "SourceConfig", "TextDataModule", "default_cache_dir",
-           "embedded_sources", "find_unavailable"]
+__all__ = [
+    "DataSourceUnavailable",
+    "SourceConfig",
+    "TextDataModule",
+    "default_cache_dir",
+    "embedded_sources",
+    "find_unavailable",
+]

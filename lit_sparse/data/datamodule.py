@@ -127,15 +127,18 @@ class TextDataModule(pl.LightningDataModule):
             raise ValueError(f"seed={seed!r}: expected an integer")
         sources = embedded_sources() if sources is None else list(sources)
         if not sources:
-            raise ValueError("sources=[]: expected at least one source (or None for the "
-                             "embedded default)")
+            raise ValueError(
+                "sources=[]: expected at least one source (or None for the embedded default)"
+            )
         for i, src in enumerate(sources):
             if not isinstance(src, SourceConfig):
                 raise ValueError(f"sources[{i}]={src!r}: expected a SourceConfig")
         self._check_names(sources)
         if sum(s.weight for s in sources) <= 0:
-            raise ValueError(f"weights={[s.weight for s in sources]}: at least one source needs "
-                             "a weight > 0 (weights are training token shares)")
+            raise ValueError(
+                f"weights={[s.weight for s in sources]}: at least one source needs "
+                "a weight > 0 (weights are training token shares)"
+            )
         self.sources = sources
         self.tokenizer_spec = tokenizer
         self.seq_len = seq_len
@@ -150,16 +153,16 @@ class TextDataModule(pl.LightningDataModule):
         self._vocab_size = resolve_vocab_size(vocab_size, self._tok.size)
         total_weight = sum(s.weight for s in sources)
         self._plans: list[CachePlan] = [
-            make_plan(s, self._tok, self.cache_dir, self._budget(s, total_weight))
-            for s in sources
+            make_plan(s, self._tok, self.cache_dir, self._budget(s, total_weight)) for s in sources
         ]
         self._train: list[tuple[TokenFile, float]] | None = None
         self._val: dict[str, TokenFile] | None = None
         self._samples_consumed = 0
 
     @classmethod
-    def model_vocab_size(cls, tokenizer: str = "embedded", vocab_size: int | None = None,
-                         **init_args: Any) -> int:
+    def model_vocab_size(
+        cls, tokenizer: str = "embedded", vocab_size: int | None = None, **init_args: Any
+    ) -> int:
         """The model vocabulary these init args imply, without building the data module
         (for parse-time links in the CLI): ``vocab_size``, or the tokenizer's size rounded up
         to a multiple of 64. An explicit ``vocab_size`` needs no tokenizer here (``__init__``
@@ -209,15 +212,18 @@ class TextDataModule(pl.LightningDataModule):
         seen: set[str] = set()
         for s in sources:
             if s.name in seen:
-                raise ValueError(f"name={s.name!r}: two sources share this name; names must be "
-                                 "unique")
+                raise ValueError(
+                    f"name={s.name!r}: two sources share this name; names must be unique"
+                )
             seen.add(s.name)
         held: set[str] = set()
         for s in sources:
             if s.has_val:
                 if s.held_out_name in held:
-                    raise ValueError(f"val_name={s.held_out_name!r}: two sources have a held-out "
-                                     "set of this name; held-out names must be unique")
+                    raise ValueError(
+                        f"val_name={s.held_out_name!r}: two sources have a held-out "
+                        "set of this name; held-out names must be unique"
+                    )
                 held.add(s.held_out_name)
 
     def _budget(self, src: SourceConfig, total_weight: float) -> int | None:
@@ -234,8 +240,9 @@ class TextDataModule(pl.LightningDataModule):
         return int(trainer.global_rank), int(trainer.world_size)
 
     # ---------------------------------------------------------------------- preparation
-    def _ensure(self, plan: CachePlan, verify_checksum: bool,
-                may_build: bool) -> dict[str, TokenFile]:
+    def _ensure(
+        self, plan: CachePlan, verify_checksum: bool, may_build: bool
+    ) -> dict[str, TokenFile]:
         found = {p: check_part(plan, p, verify_checksum) for p in plan.parts}
         reasons = {p: r for p, r in found.items() if isinstance(r, str)}
         if not reasons:
@@ -246,10 +253,14 @@ class TextDataModule(pl.LightningDataModule):
                 f"token cache of source {plan.source.name!r} is not usable in setup ("
                 + "; ".join(f"{p}: {r}" for p, r in reasons.items())
                 + f"; {plan.stem}). prepare_data should have built it: rerun, or delete "
-                "the files to force a rebuild")
+                "the files to force a rebuild"
+            )
         if any(r != "not cached" for r in reasons.values()):
-            log.warning("source %r: rebuilding token cache (%s)", plan.source.name,
-                        "; ".join(f"{p}: {r}" for p, r in reasons.items()))
+            log.warning(
+                "source %r: rebuilding token cache (%s)",
+                plan.source.name,
+                "; ".join(f"{p}: {r}" for p, r in reasons.items()),
+            )
         return build_source(plan, self._tok)
 
     def prepare_data(self) -> None:
@@ -270,14 +281,18 @@ class TextDataModule(pl.LightningDataModule):
             if "train" in files:
                 tf = files["train"]
                 if tf.num_tokens < self.seq_len + 1:
-                    raise ValueError(f"source {src.name!r} has {tf.num_tokens} training tokens, "
-                                     f"fewer than seq_len + 1 = {self.seq_len + 1}")
+                    raise ValueError(
+                        f"source {src.name!r} has {tf.num_tokens} training tokens, "
+                        f"fewer than seq_len + 1 = {self.seq_len + 1}"
+                    )
                 train.append((tf, src.weight))
             if "val" in files:
                 tf = files["val"]
                 if num_windows(tf.num_tokens, self.seq_len) == 0:
-                    raise ValueError(f"held-out set {src.held_out_name!r} has {tf.num_tokens} "
-                                     f"tokens, not one window of seq_len={self.seq_len}")
+                    raise ValueError(
+                        f"held-out set {src.held_out_name!r} has {tf.num_tokens} "
+                        f"tokens, not one window of seq_len={self.seq_len}"
+                    )
                 val[src.held_out_name] = tf
         self._train, self._val = train, val
 
@@ -293,9 +308,15 @@ class TextDataModule(pl.LightningDataModule):
         """Endless (x, y) LongTensor batches (batch_size, seq_len) of this rank's stream."""
         self._require_setup()
         rank, _ = self._rank()
-        dataset = MixtureWindows([tf for tf, _ in self._train], [w for _, w in self._train],
-                                 self.seq_len, self.batch_size, self.seed, rank,
-                                 self._samples_consumed)
+        dataset = MixtureWindows(
+            [tf for tf, _ in self._train],
+            [w for _, w in self._train],
+            self.seq_len,
+            self.batch_size,
+            self.seed,
+            rank,
+            self._samples_consumed,
+        )
         return _TrainLoader(dataset, self, **self._loader_kwargs())
 
     def _span(self, tf: TokenFile) -> int:
@@ -308,12 +329,15 @@ class TextDataModule(pl.LightningDataModule):
     def _held_out(self, set_name: str) -> TokenFile:
         self._require_setup()
         if set_name not in self._val:
-            raise ValueError(f"set_name={set_name!r}: unknown held-out set; allowed: "
-                             f"{', '.join(self.val_set_names)}")
+            raise ValueError(
+                f"set_name={set_name!r}: unknown held-out set; allowed: "
+                f"{', '.join(self.val_set_names)}"
+            )
         return self._val[set_name]
 
-    def val_windows_at(self, length: int, set_name: str,
-                       batch_size: int | None = None) -> DataLoader:
+    def val_windows_at(
+        self, length: int, set_name: str, batch_size: int | None = None
+    ) -> DataLoader:
         """Non-overlapping windows of ``length`` over the same held-out tokens as the
         validation windows (e.g. 1x, 2x, 4x ``seq_len`` give 488/244/122 windows when
         ``val_windows=488``), this rank's share. ``batch_size`` defaults to about the same
@@ -323,8 +347,10 @@ class TextDataModule(pl.LightningDataModule):
         tf = self._held_out(set_name)
         count = num_windows(tf.num_tokens, length, span=self._span(tf))
         if count == 0:
-            raise ValueError(f"length={length}: held-out set {set_name!r} covers "
-                             f"{self._span(tf)} tokens, not one window of this length")
+            raise ValueError(
+                f"length={length}: held-out set {set_name!r} covers "
+                f"{self._span(tf)} tokens, not one window of this length"
+            )
         if batch_size is None:
             batch_size = max(1, self.batch_size * self.seq_len // length)
         rank, world_size = self._rank()
@@ -350,16 +376,23 @@ class TextDataModule(pl.LightningDataModule):
 
     def state_dict(self) -> dict[str, Any]:
         """The training stream's position: samples consumed by this rank (all ranks agree)."""
-        return {"samples_consumed": self._samples_consumed, "seed": self.seed,
-                "batch_size": self.batch_size}
+        return {
+            "samples_consumed": self._samples_consumed,
+            "seed": self.seed,
+            "batch_size": self.batch_size,
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Continue the training stream where ``state_dict`` left it."""
         n = state_dict.get("samples_consumed")
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"samples_consumed={n!r} in the data module state: expected an "
-                             "integer >= 0")
+            raise ValueError(
+                f"samples_consumed={n!r} in the data module state: expected an integer >= 0"
+            )
         if state_dict.get("seed", self.seed) != self.seed:
-            log.warning("resuming with seed=%s, the checkpoint's stream used seed=%s",
-                        self.seed, state_dict.get("seed"))
+            log.warning(
+                "resuming with seed=%s, the checkpoint's stream used seed=%s",
+                self.seed,
+                state_dict.get("seed"),
+            )
         self._samples_consumed = n

@@ -58,16 +58,25 @@ class MixtureWindows(IterableDataset):
             training DataLoader sets it from the DataModule before each iteration.
     """
 
-    def __init__(self, files: Sequence[TokenFile], weights: Sequence[float], seq_len: int,
-                 batch_size: int, seed: int, rank: int = 0, start_sample: int = 0) -> None:
+    def __init__(
+        self,
+        files: Sequence[TokenFile],
+        weights: Sequence[float],
+        seq_len: int,
+        batch_size: int,
+        seed: int,
+        rank: int = 0,
+        start_sample: int = 0,
+    ) -> None:
         if len(files) != len(weights) or not files:
             raise ValueError("files and weights must be non-empty and of equal length")
         if any(not (w > 0 and math.isfinite(w)) for w in weights):
             raise ValueError(f"weights must be finite and > 0, got {list(weights)}")
         for f in files:
             if f.num_tokens < seq_len + 1:
-                raise ValueError(f"{f.path} has {f.num_tokens} tokens, fewer than seq_len + 1 = "
-                                 f"{seq_len + 1}")
+                raise ValueError(
+                    f"{f.path} has {f.num_tokens} tokens, fewer than seq_len + 1 = {seq_len + 1}"
+                )
         total = float(sum(weights))
         self.files = list(files)
         self.probs = [w / total for w in weights]
@@ -84,13 +93,14 @@ class MixtureWindows(IterableDataset):
         start = mix64(key ^ 0x5EED_0002) % (self.files[src].num_tokens - self.seq_len)
         return src, start
 
-    def make_batch(self, arrays: Sequence[np.ndarray],
-                   first: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def make_batch(
+        self, arrays: Sequence[np.ndarray], first: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The batch whose first sample is ``first``."""
         rows = np.empty((self.batch_size, self.seq_len + 1), dtype=np.int64)
         for i in range(self.batch_size):
             src, start = self.draw(first + i)
-            rows[i] = arrays[src][start: start + self.seq_len + 1]
+            rows[i] = arrays[src][start : start + self.seq_len + 1]
         t = torch.from_numpy(rows)
         return t[:, :-1], t[:, 1:]
 

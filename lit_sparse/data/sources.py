@@ -33,8 +33,11 @@ def _check_files(field: str, value: Any) -> None:
     if value is None:
         return
     items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list | tuple) or not items or not all(
-            isinstance(v, str) and v.strip() for v in items):
+    if (
+        not isinstance(items, list | tuple)
+        or not items
+        or not all(isinstance(v, str) and v.strip() for v in items)
+    ):
         raise ValueError(f"{field}={value!r}: expected a non-empty path/glob or list of them")
 
 
@@ -115,89 +118,141 @@ class SourceConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise ValueError(f"name={self.name!r}: expected letters, digits, '_', '-', '.' "
-                             "(starting with a letter or digit)")
+            raise ValueError(
+                f"name={self.name!r}: expected letters, digits, '_', '-', '.' "
+                "(starting with a letter or digit)"
+            )
         if not isinstance(self.path, str) or not self.path.strip():
-            raise ValueError(f"path={self.path!r} (source {self.name!r}): expected "
-                             "'embedded:<name>', a datasets builder "
-                             f"({', '.join(LOCAL_BUILDERS)}), a local folder or a hub dataset id")
+            raise ValueError(
+                f"path={self.path!r} (source {self.name!r}): expected "
+                "'embedded:<name>', a datasets builder "
+                f"({', '.join(LOCAL_BUILDERS)}), a local folder or a hub dataset id"
+            )
         if self.path.startswith(_EMBEDDED_PREFIX):
-            corpus = self.path[len(_EMBEDDED_PREFIX):]
+            corpus = self.path[len(_EMBEDDED_PREFIX) :]
             if corpus not in embedded.EMBEDDED_SOURCES:
                 allowed = ", ".join(_EMBEDDED_PREFIX + n for n in embedded.EMBEDDED_SOURCES)
-                raise ValueError(f"path={self.path!r} (source {self.name!r}): unknown embedded "
-                                 f"corpus; allowed: {allowed}")
-            for field in ("config_name", "data_files", "val_split", "val_data_files",
-                          "revision", "text_template", "load_kwargs"):
+                raise ValueError(
+                    f"path={self.path!r} (source {self.name!r}): unknown embedded "
+                    f"corpus; allowed: {allowed}"
+                )
+            for field in (
+                "config_name",
+                "data_files",
+                "val_split",
+                "val_data_files",
+                "revision",
+                "text_template",
+                "load_kwargs",
+            ):
                 if getattr(self, field) is not None:
-                    raise ValueError(f"{field}={getattr(self, field)!r} (source {self.name!r}): "
-                                     f"not applicable to the embedded corpus {self.path!r}")
-        if isinstance(self.weight, bool) or not isinstance(self.weight, int | float) or \
-                not math.isfinite(self.weight) or self.weight < 0:
-            raise ValueError(f"weight={self.weight!r} (source {self.name!r}): expected a finite "
-                             "number >= 0 (a token share; 0 = held-out only)")
+                    raise ValueError(
+                        f"{field}={getattr(self, field)!r} (source {self.name!r}): "
+                        f"not applicable to the embedded corpus {self.path!r}"
+                    )
+        if (
+            isinstance(self.weight, bool)
+            or not isinstance(self.weight, int | float)
+            or not math.isfinite(self.weight)
+            or self.weight < 0
+        ):
+            raise ValueError(
+                f"weight={self.weight!r} (source {self.name!r}): expected a finite "
+                "number >= 0 (a token share; 0 = held-out only)"
+            )
         self.weight = float(self.weight)
         for field in ("max_tokens", "val_tokens"):
             value = getattr(self, field)
             low = 1 if field == "max_tokens" else 0
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < low):
-                raise ValueError(f"{field}={value!r} (source {self.name!r}): expected None or "
-                                 f"an integer >= {low}")
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < low
+            ):
+                raise ValueError(
+                    f"{field}={value!r} (source {self.name!r}): expected None or "
+                    f"an integer >= {low}"
+                )
         for field in ("split", "text_field"):
             value = getattr(self, field)
             if not isinstance(value, str) or not value.strip():
-                raise ValueError(f"{field}={value!r} (source {self.name!r}): expected a "
-                                 "non-empty string")
+                raise ValueError(
+                    f"{field}={value!r} (source {self.name!r}): expected a non-empty string"
+                )
         for field in ("config_name", "val_split", "revision"):
             value = getattr(self, field)
             if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise ValueError(f"{field}={value!r} (source {self.name!r}): expected None or "
-                                 "a non-empty string")
+                raise ValueError(
+                    f"{field}={value!r} (source {self.name!r}): expected None or a non-empty string"
+                )
         _check_files("data_files", self.data_files)
         _check_files("val_data_files", self.val_data_files)
         if self.path in LOCAL_BUILDERS and self.data_files is None:
-            raise ValueError(f"data_files=None (source {self.name!r}): the {self.path!r} builder "
-                             "needs data_files (paths or globs)")
-        if self.val_split is not None and self.val_split == self.split and \
-                self.val_data_files is None:
-            raise ValueError(f"val_split={self.val_split!r} (source {self.name!r}): must differ "
-                             f"from split={self.split!r} (held-out text must not overlap "
-                             "training text); or give val_data_files")
-        if self.val_split is not None and self.val_data_files is None and \
-                self.data_files is not None:
-            raise ValueError(f"val_split={self.val_split!r} (source {self.name!r}): with "
-                             "data_files set, also give val_data_files for the held-out split")
+            raise ValueError(
+                f"data_files=None (source {self.name!r}): the {self.path!r} builder "
+                "needs data_files (paths or globs)"
+            )
+        if (
+            self.val_split is not None
+            and self.val_split == self.split
+            and self.val_data_files is None
+        ):
+            raise ValueError(
+                f"val_split={self.val_split!r} (source {self.name!r}): must differ "
+                f"from split={self.split!r} (held-out text must not overlap "
+                "training text); or give val_data_files"
+            )
+        if (
+            self.val_split is not None
+            and self.val_data_files is None
+            and self.data_files is not None
+        ):
+            raise ValueError(
+                f"val_split={self.val_split!r} (source {self.name!r}): with "
+                "data_files set, also give val_data_files for the held-out split"
+            )
         if self.val_data_files is not None and (self.val_split or self.split) == self.split:
             if self.data_files is None:
                 raise ValueError(
                     f"val_data_files={self.val_data_files!r} (source {self.name!r}): training "
                     f"reads all of split {self.split!r}, which may contain these files; set "
-                    "data_files to the training files (disjoint from val_data_files)")
+                    "data_files to the training files (disjoint from val_data_files)"
+                )
             shared = set(_files_list(self.data_files)) & set(_files_list(self.val_data_files))
             if shared:
-                raise ValueError(f"val_data_files={self.val_data_files!r} (source "
-                                 f"{self.name!r}): also in data_files: {sorted(shared)}")
+                raise ValueError(
+                    f"val_data_files={self.val_data_files!r} (source "
+                    f"{self.name!r}): also in data_files: {sorted(shared)}"
+                )
         if self.text_template is not None:
             try:
                 fields = [f for _, f, _, _ in string.Formatter().parse(self.text_template) if f]
             except ValueError as err:
-                raise ValueError(f"text_template={self.text_template!r} (source "
-                                 f"{self.name!r}): not a str.format template ({err})") from None
+                raise ValueError(
+                    f"text_template={self.text_template!r} (source "
+                    f"{self.name!r}): not a str.format template ({err})"
+                ) from None
             if not fields:
-                raise ValueError(f"text_template={self.text_template!r} (source {self.name!r}): "
-                                 "names no column, e.g. '{problem}\\n{solution}'")
-        if self.val_name is not None and not (isinstance(self.val_name, str)
-                                              and _NAME.match(self.val_name)):
-            raise ValueError(f"val_name={self.val_name!r} (source {self.name!r}): expected "
-                             "letters, digits, '_', '-', '.'")
+                raise ValueError(
+                    f"text_template={self.text_template!r} (source {self.name!r}): "
+                    "names no column, e.g. '{problem}\\n{solution}'"
+                )
+        if self.val_name is not None and not (
+            isinstance(self.val_name, str) and _NAME.match(self.val_name)
+        ):
+            raise ValueError(
+                f"val_name={self.val_name!r} (source {self.name!r}): expected "
+                "letters, digits, '_', '-', '.'"
+            )
         if self.load_kwargs is not None and not isinstance(self.load_kwargs, dict):
-            raise ValueError(f"load_kwargs={self.load_kwargs!r} (source {self.name!r}): "
-                             "expected a mapping or None")
+            raise ValueError(
+                f"load_kwargs={self.load_kwargs!r} (source {self.name!r}): "
+                "expected a mapping or None"
+            )
         if self.weight == 0 and not self.has_val:
-            raise ValueError(f"weight=0 (source {self.name!r}): a source with weight 0 must have "
-                             "a held-out set (val_tokens, val_split or val_data_files), "
-                             "otherwise it contributes nothing")
+            raise ValueError(
+                f"weight=0 (source {self.name!r}): a source with weight 0 must have "
+                "a held-out set (val_tokens, val_split or val_data_files), "
+                "otherwise it contributes nothing"
+            )
 
     # ----------------------------------------------------------------- derived properties
     @property
@@ -214,7 +269,7 @@ class SourceConfig:
 
     @property
     def embedded_name(self) -> str | None:
-        return self.path[len(_EMBEDDED_PREFIX):] if self.kind == "embedded" else None
+        return self.path[len(_EMBEDDED_PREFIX) :] if self.kind == "embedded" else None
 
     @property
     def val_mode(self) -> str | None:
@@ -275,8 +330,10 @@ class SourceConfig:
             val = _local_file_stats(_files_list(self.val_data_files), self.name)
             shared = {f[0] for f in train} & {f[0] for f in val}
             if shared:
-                raise ValueError(f"val_data_files={self.val_data_files!r} (source "
-                                 f"{self.name!r}): the training files include {sorted(shared)}")
+                raise ValueError(
+                    f"val_data_files={self.val_data_files!r} (source "
+                    f"{self.name!r}): the training files include {sorted(shared)}"
+                )
             spec["local_files"] = {"train": train, "val": val}
         return spec
 
@@ -291,8 +348,11 @@ def _local_file_stats(patterns: list[str], name: str) -> list[list]:
         if not matches:
             raise ValueError(f"data_files={pattern!r} (source {name!r}): no file matches")
         for m in matches:
-            paths = sorted(p for p in Path(m).rglob("*") if p.is_file()) if os.path.isdir(m) \
+            paths = (
+                sorted(p for p in Path(m).rglob("*") if p.is_file())
+                if os.path.isdir(m)
                 else [Path(m)]
+            )
             for p in paths:
                 st = p.stat()
                 out.append([str(p.resolve()), st.st_size, st.st_mtime_ns])
@@ -313,11 +373,13 @@ def _unavailable(src: SourceConfig, err: BaseException) -> DataSourceUnavailable
     first = str(err).splitlines()[0] if str(err) else ""
     return DataSourceUnavailable(
         f"data source {src.name!r} ({src.describe()}) could not be read "
-        f"({type(err).__name__}: {first}); {OFFLINE_HINT}")
+        f"({type(err).__name__}: {first}); {OFFLINE_HINT}"
+    )
 
 
-def _datasets_batches(src: SourceConfig, split: str, files: str | list[str] | None,
-                      batch_docs: int) -> Iterator[list[str]]:
+def _datasets_batches(
+    src: SourceConfig, split: str, files: str | list[str] | None, batch_docs: int
+) -> Iterator[list[str]]:
     import datasets
 
     if src.kind == "hub":
@@ -326,8 +388,14 @@ def _datasets_batches(src: SourceConfig, split: str, files: str | list[str] | No
     if files is not None:
         kwargs["data_files"] = {split: files}
     try:
-        ds = datasets.load_dataset(src.path, name=src.config_name, split=split, streaming=True,
-                                   revision=src.revision, **kwargs)
+        ds = datasets.load_dataset(
+            src.path,
+            name=src.config_name,
+            split=split,
+            streaming=True,
+            revision=src.revision,
+            **kwargs,
+        )
         rows = ds.iter(batch_size=batch_docs)
         for batch in rows:
             yield _batch_texts(src, batch)
@@ -340,16 +408,20 @@ def _datasets_batches(src: SourceConfig, split: str, files: str | list[str] | No
 def _batch_texts(src: SourceConfig, batch: dict[str, list]) -> list[str]:
     if src.text_template is None:
         if src.text_field not in batch:
-            raise ValueError(f"text_field={src.text_field!r} (source {src.name!r}): no such "
-                             f"column; columns are {sorted(batch)}")
+            raise ValueError(
+                f"text_field={src.text_field!r} (source {src.name!r}): no such "
+                f"column; columns are {sorted(batch)}"
+            )
         return [t if isinstance(t, str) else "" for t in batch[src.text_field]]
     n = len(next(iter(batch.values()), []))
     rows = [{k: v[i] for k, v in batch.items()} for i in range(n)]
     try:
         return [src.text_template.format(**row) for row in rows]
     except KeyError as err:
-        raise ValueError(f"text_template={src.text_template!r} (source {src.name!r}): column "
-                         f"{err} missing; columns are {sorted(batch)}") from None
+        raise ValueError(
+            f"text_template={src.text_template!r} (source {src.name!r}): column "
+            f"{err} missing; columns are {sorted(batch)}"
+        ) from None
 
 
 def iter_text_batches(src: SourceConfig, part: str, batch_docs: int = 256) -> Iterator[list[str]]:
@@ -371,7 +443,8 @@ def iter_text_batches(src: SourceConfig, part: str, batch_docs: int = 256) -> It
         yield from _datasets_batches(src, src.split, src.data_files, batch_docs)
         return
     if src.val_mode != "split":
-        raise ValueError(f"source {src.name!r} has no separate held-out split (val_mode="
-                         f"{src.val_mode!r})")
+        raise ValueError(
+            f"source {src.name!r} has no separate held-out split (val_mode={src.val_mode!r})"
+        )
     split = src.val_split or src.split
     yield from _datasets_batches(src, split, src.val_data_files, batch_docs)

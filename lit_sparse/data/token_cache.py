@@ -37,8 +37,17 @@ import numpy as np
 from lit_sparse.data.sources import SourceConfig, iter_text_batches
 from lit_sparse.data.tokenizer import LoadedTokenizer
 
-__all__ = ["FORMAT_VERSION", "CachePlan", "TokenFile", "build_source", "check_part",
-           "file_sha256", "make_plan", "open_tokens", "token_dtype"]
+__all__ = [
+    "FORMAT_VERSION",
+    "CachePlan",
+    "TokenFile",
+    "build_source",
+    "check_part",
+    "file_sha256",
+    "make_plan",
+    "open_tokens",
+    "token_dtype",
+]
 
 log = logging.getLogger(__name__)
 FORMAT_VERSION = 1
@@ -84,13 +93,19 @@ class CachePlan:
         return self.stem.with_name(f"{self.stem.name}.{part}.json")
 
 
-def make_plan(src: SourceConfig, tok: LoadedTokenizer, cache_dir: str | os.PathLike,
-              max_tokens: int | None) -> CachePlan:
+def make_plan(
+    src: SourceConfig, tok: LoadedTokenizer, cache_dir: str | os.PathLike, max_tokens: int | None
+) -> CachePlan:
     """The cache plan of ``src`` tokenized by ``tok`` with training budget ``max_tokens``."""
     spec = _canonical(src.content_spec(max_tokens))
     dtype = token_dtype(tok.size).name
-    key_material = {"format": FORMAT_VERSION, "spec": spec, "tokenizer": tok.sha256,
-                    "eos_id": tok.eos_id, "dtype": dtype}
+    key_material = {
+        "format": FORMAT_VERSION,
+        "spec": spec,
+        "tokenizer": tok.sha256,
+        "eos_id": tok.eos_id,
+        "dtype": dtype,
+    }
     key = hashlib.sha256(json.dumps(key_material, sort_keys=True).encode()).hexdigest()
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", src.path).strip("-.")[:60] or "source"
     stem = Path(cache_dir).expanduser() / "tokens" / f"{slug}-{key[:16]}"
@@ -116,9 +131,14 @@ def check_part(plan: CachePlan, part: str, verify_checksum: bool) -> TokenFile |
         return "not cached"
     except (OSError, ValueError) as err:
         return f"unreadable metadata ({err})"
-    expected = {"format_version": FORMAT_VERSION, "key": plan.key, "part": part,
-                "source_spec": plan.spec, "tokenizer_sha256": plan.tokenizer_sha256,
-                "dtype": plan.dtype}
+    expected = {
+        "format_version": FORMAT_VERSION,
+        "key": plan.key,
+        "part": part,
+        "source_spec": plan.spec,
+        "tokenizer_sha256": plan.tokenizer_sha256,
+        "dtype": plan.dtype,
+    }
     for field, value in expected.items():
         if meta.get(field) != value:
             return f"metadata field {field!r} differs"
@@ -181,9 +201,15 @@ class _AtomicTokenWriter:
         self.file.flush()
         os.fsync(self.file.fileno())
         self.file.close()
-        meta = dict(meta, num_tokens=self.num_tokens, num_documents=self.num_documents,
-                    file_bytes=self.num_tokens * self.dtype.itemsize, truncated=self.truncated,
-                    sha256=self.sha.hexdigest(), dtype=self.dtype.name)
+        meta = dict(
+            meta,
+            num_tokens=self.num_tokens,
+            num_documents=self.num_documents,
+            file_bytes=self.num_tokens * self.dtype.itemsize,
+            truncated=self.truncated,
+            sha256=self.sha.hexdigest(),
+            dtype=self.dtype.name,
+        )
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.meta_path)
         _fsync_dir(self.path.parent)
@@ -205,8 +231,12 @@ class _AtomicTokenWriter:
             os.unlink(self.tmp)
 
 
-def _fill(batches: Iterable[list[str]], targets: list[tuple[_AtomicTokenWriter | None, int | None]],
-          tok: LoadedTokenizer, progress) -> None:
+def _fill(
+    batches: Iterable[list[str]],
+    targets: list[tuple[_AtomicTokenWriter | None, int | None]],
+    tok: LoadedTokenizer,
+    progress,
+) -> None:
     """Tokenize documents into the targets in order: each target takes whole documents until
     its budget (tokens; None = unlimited) is reached, cut exactly at the budget; the next
     target starts with the next document. A None writer ends reading."""
@@ -261,19 +291,29 @@ def build_source(plan: CachePlan, tok: LoadedTokenizer) -> dict[str, TokenFile]:
     t0 = time.perf_counter()
     plan.stem.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_temporaries(plan)
-    writers = {p: _AtomicTokenWriter(plan.bin_path(p), plan.meta_path(p), plan.dtype)
-               for p in plan.parts}
-    budgets = [b for p, b in (("train", plan.max_tokens), ("val", src.val_tokens))
-               if p in writers]
+    writers = {
+        p: _AtomicTokenWriter(plan.bin_path(p), plan.meta_path(p), plan.dtype) for p in plan.parts
+    }
+    budgets = [b for p, b in (("train", plan.max_tokens), ("val", src.val_tokens)) if p in writers]
     total = None if None in budgets or not budgets else sum(budgets)
-    progress = tqdm(total=total, unit="tok", unit_scale=True, leave=False,
-                    desc=f"tokenizing {src.name}", disable=src.kind == "embedded" or None)
+    progress = tqdm(
+        total=total,
+        unit="tok",
+        unit_scale=True,
+        leave=False,
+        desc=f"tokenizing {src.name}",
+        disable=src.kind == "embedded" or None,
+    )
     try:
         if src.val_mode == "head":
             stream = iter_text_batches(src, "train")
             try:
-                _fill(stream, [(writers["val"], src.val_tokens),
-                               (writers.get("train"), plan.max_tokens)], tok, progress)
+                _fill(
+                    stream,
+                    [(writers["val"], src.val_tokens), (writers.get("train"), plan.max_tokens)],
+                    tok,
+                    progress,
+                )
             finally:
                 _close(stream)
         else:
@@ -287,11 +327,18 @@ def build_source(plan: CachePlan, tok: LoadedTokenizer) -> dict[str, TokenFile]:
         created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         out = {}
         for part, writer in writers.items():
-            meta = {"format_version": FORMAT_VERSION, "key": plan.key, "part": part,
-                    "source_name": src.name, "source_spec": plan.spec,
-                    "tokenizer_sha256": plan.tokenizer_sha256, "tokenizer_source": tok.source,
-                    "eos_token": tok.eos_token, "eos_id": tok.eos_id,
-                    "created_utc": created}
+            meta = {
+                "format_version": FORMAT_VERSION,
+                "key": plan.key,
+                "part": part,
+                "source_name": src.name,
+                "source_spec": plan.spec,
+                "tokenizer_sha256": plan.tokenizer_sha256,
+                "tokenizer_source": tok.source,
+                "eos_token": tok.eos_token,
+                "eos_id": tok.eos_id,
+                "created_utc": created,
+            }
             out[part] = writer.commit(meta)
     except BaseException:
         for writer in writers.values():
@@ -299,7 +346,11 @@ def build_source(plan: CachePlan, tok: LoadedTokenizer) -> dict[str, TokenFile]:
         raise
     finally:
         progress.close()
-    log.info("tokenized source %r (%s) in %.1f s: %s", src.name, src.describe(),
-             time.perf_counter() - t0,
-             ", ".join(f"{p} {tf.num_tokens:,} tokens" for p, tf in out.items()))
+    log.info(
+        "tokenized source %r (%s) in %.1f s: %s",
+        src.name,
+        src.describe(),
+        time.perf_counter() - t0,
+        ", ".join(f"{p} {tf.num_tokens:,} tokens" for p, tf in out.items()),
+    )
     return out

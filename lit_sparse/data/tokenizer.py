@@ -15,8 +15,7 @@ from tokenizers import Tokenizer
 from lit_sparse.data.embedded import TOKENIZER_PATH
 from lit_sparse.data.hub import OFFLINE_HINT, DataSourceUnavailable, is_network_error, require_hub
 
-__all__ = ["EOS_CANDIDATES", "LoadedTokenizer", "load_tokenizer", "resolve_vocab_size",
-           "round_up"]
+__all__ = ["EOS_CANDIDATES", "LoadedTokenizer", "load_tokenizer", "resolve_vocab_size", "round_up"]
 
 # Document separator, first match wins (GPT-2/our BPE, Llama/T5, Llama-3, Gemma).
 EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<|eos|>")
@@ -63,22 +62,25 @@ def _hub_tokenizer_file(name: str) -> str:
         raise ValueError(
             f"tokenizer={name!r}: no tokenizer.json in hub repo {name!r} "
             f"({type(err).__name__}); allowed: 'embedded', a tokenizer.json path, or a hub repo "
-            "with a tokenizer.json") from None
+            "with a tokenizer.json"
+        ) from None
     except Exception as err:
         if not is_network_error(err):  # gated repo, bad revision, ...: the hub's own message
             raise
         raise DataSourceUnavailable(
             f"tokenizer {name!r} could not be downloaded from the Hugging Face hub "
             f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}); "
-            f"{OFFLINE_HINT}") from None
+            f"{OFFLINE_HINT}"
+        ) from None
 
 
 def load_tokenizer(spec: str) -> LoadedTokenizer:
     """Load ``spec``: ``"embedded"``, a ``tokenizer.json`` file or a folder holding one, or a
     hub repo name (downloaded only if not already in the local Hugging Face cache)."""
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"tokenizer={spec!r}: expected 'embedded', a tokenizer.json path or a "
-                         "hub repo name")
+        raise ValueError(
+            f"tokenizer={spec!r}: expected 'embedded', a tokenizer.json path or a hub repo name"
+        )
     if spec == "embedded":
         path, source = TOKENIZER_PATH, "embedded"
     else:
@@ -95,15 +97,18 @@ def load_tokenizer(spec: str) -> LoadedTokenizer:
         tok = Tokenizer.from_file(str(path))
     except Exception as err:
         raise ValueError(
-            f"tokenizer={spec!r}: {path} is not a valid tokenizer.json ({err})") from None
+            f"tokenizer={spec!r}: {path} is not a valid tokenizer.json ({err})"
+        ) from None
     tok.no_truncation()
     tok.no_padding()
     vocab = tok.get_vocab(with_added_tokens=True)
     size = max(tok.get_vocab_size(with_added_tokens=True), max(vocab.values(), default=-1) + 1)
     eos = next((t for t in EOS_CANDIDATES if t in vocab), None)
     if eos is None:
-        raise ValueError(f"tokenizer={spec!r} has no end-of-text token to separate documents "
-                         f"(looked for {', '.join(EOS_CANDIDATES)})")
+        raise ValueError(
+            f"tokenizer={spec!r} has no end-of-text token to separate documents "
+            f"(looked for {', '.join(EOS_CANDIDATES)})"
+        )
     sha = hashlib.sha256(tok.to_str().encode("utf-8")).hexdigest()
     return LoadedTokenizer(tok, source, sha, size, eos, vocab[eos])
 
@@ -115,7 +120,9 @@ def resolve_vocab_size(requested: int | None, tokenizer_size: int) -> int:
     if isinstance(requested, bool) or not isinstance(requested, int):
         raise ValueError(f"vocab_size={requested!r}: expected an int or None")
     if requested < tokenizer_size:
-        raise ValueError(f"vocab_size={requested} is smaller than the tokenizer's size "
-                         f"{tokenizer_size}; use None (rounds {tokenizer_size} up to "
-                         f"{round_up(tokenizer_size)}) or a number >= {tokenizer_size}")
+        raise ValueError(
+            f"vocab_size={requested} is smaller than the tokenizer's size "
+            f"{tokenizer_size}; use None (rounds {tokenizer_size} up to "
+            f"{round_up(tokenizer_size)}) or a number >= {tokenizer_size}"
+        )
     return requested

@@ -41,11 +41,20 @@ class HeldOutWindows(IterableDataset):
         rank, world_size: this process's share is windows ``rank::world_size``.
     """
 
-    def __init__(self, file: TokenFile, length: int, count: int, batch_size: int,
-                 rank: int = 0, world_size: int = 1) -> None:
+    def __init__(
+        self,
+        file: TokenFile,
+        length: int,
+        count: int,
+        batch_size: int,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
         if count * length + 1 > file.num_tokens and count > 0:
-            raise ValueError(f"{count} windows of length {length} need {count * length + 1} "
-                             f"tokens; {file.path} has {file.num_tokens}")
+            raise ValueError(
+                f"{count} windows of length {length} need {count * length + 1} "
+                f"tokens; {file.path} has {file.num_tokens}"
+            )
         if not 0 <= rank < world_size:
             raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
         self.file, self.length, self.count = file, int(length), int(count)
@@ -66,8 +75,9 @@ class HeldOutWindows(IterableDataset):
         mine = self.window_indices()
         L = self.length
         for b in range(worker, self.num_batches, num_workers):
-            idx = mine[b * self.batch_size: (b + 1) * self.batch_size]
-            rows = np.stack([np.asarray(tokens[i * L: i * L + L + 1], dtype=np.int64)
-                             for i in idx])
+            idx = mine[b * self.batch_size : (b + 1) * self.batch_size]
+            rows = np.stack(
+                [np.asarray(tokens[i * L : i * L + L + 1], dtype=np.int64) for i in idx]
+            )
             t = torch.from_numpy(rows)
             yield t[:, :-1], t[:, 1:]

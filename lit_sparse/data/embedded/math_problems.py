@@ -43,21 +43,47 @@ _LABELS = (
     ("Exercise:", "Worked solution:"),
     ("Task:", "Solution:"),
 )
-_NAMES = ("Maya", "Omar", "Lena", "Ravi", "Sofia", "Tom", "Aiko", "Jonas", "Priya", "Leo",
-          "Nadia", "Ben", "Chloe", "Diego", "Emma", "Felix")
-_ITEMS = (("notebook", "notebooks"), ("pen", "pens"), ("apple", "apples"),
-          ("ticket", "tickets"), ("book", "books"), ("candle", "candles"),
-          ("card", "cards"), ("mug", "mugs"), ("plant", "plants"))
+_NAMES = (
+    "Maya",
+    "Omar",
+    "Lena",
+    "Ravi",
+    "Sofia",
+    "Tom",
+    "Aiko",
+    "Jonas",
+    "Priya",
+    "Leo",
+    "Nadia",
+    "Ben",
+    "Chloe",
+    "Diego",
+    "Emma",
+    "Felix",
+)
+_ITEMS = (
+    ("notebook", "notebooks"),
+    ("pen", "pens"),
+    ("apple", "apples"),
+    ("ticket", "tickets"),
+    ("book", "books"),
+    ("candle", "candles"),
+    ("card", "cards"),
+    ("mug", "mugs"),
+    ("plant", "plants"),
+)
 _VARS = ("x", "y", "n", "a", "t", "k")
 
 
 def _final(rng: random.Random, answer: str) -> str:
-    return rng.choice((
-        f"The answer is {answer}.",
-        f"So the answer is {answer}.",
-        f"Answer: {answer}.",
-        f"Therefore the result is {answer}.",
-    ))
+    return rng.choice(
+        (
+            f"The answer is {answer}.",
+            f"So the answer is {answer}.",
+            f"Answer: {answer}.",
+            f"Therefore the result is {answer}.",
+        )
+    )
 
 
 def _num(v: int) -> str:
@@ -88,8 +114,10 @@ def _multiply(rng: random.Random) -> tuple[str, str, str]:
     if ones == 0:
         sol = f"{a} * {b} = {a * b}."
     else:
-        sol = (f"Split {b} into {tens} + {ones}: {a} * {b} = {a} * {tens} + {a} * {ones}"
-               f" = {a * tens} + {a * ones} = {a * b}.")
+        sol = (
+            f"Split {b} into {tens} + {ones}: {a} * {b} = {a} * {tens} + {a} * {ones}"
+            f" = {a * tens} + {a * ones} = {a * b}."
+        )
     return q, sol, str(a * b)
 
 
@@ -102,16 +130,17 @@ def _divide(rng: random.Random) -> tuple[str, str, str]:
 
 
 def _order_of_ops(rng: random.Random) -> tuple[str, str, str]:
-    a, b, c, d = (rng.randint(2, 30), rng.randint(2, 30), rng.randint(2, 9),
-                  rng.randint(1, 40))
+    a, b, c, d = (rng.randint(2, 30), rng.randint(2, 30), rng.randint(2, 9), rng.randint(1, 40))
     op1, op3 = rng.choice("+-"), rng.choice("+-")
     inner = a + b if op1 == "+" else a - b
     prod = inner * c
     res = prod + d if op3 == "+" else prod - d
     expr = f"({a} {op1} {b}) * {c} {op3} {d}"
     q = rng.choice((f"Evaluate {expr}.", f"Compute {expr}.", f"What is {expr}?"))
-    sol = (f"First the parentheses: {a} {op1} {b} = {inner}. Then the product:"
-           f" {_num(inner)} * {c} = {prod}. Finally {_num(prod)} {op3} {d} = {res}.")
+    sol = (
+        f"First the parentheses: {a} {op1} {b} = {inner}. Then the product:"
+        f" {_num(inner)} * {c} = {prod}. Finally {_num(prod)} {op3} {d} = {res}."
+    )
     return q, sol, str(res)
 
 
@@ -121,8 +150,9 @@ def _linear(rng: random.Random) -> tuple[str, str, str]:
     b = rng.choice([i for i in range(-50, 51) if i != 0])
     c = a * x + b
     lhs = f"{a}{v} + {b}" if b > 0 else f"{a}{v} - {-b}"
-    q = rng.choice((f"Solve {lhs} = {c}.", f"Find {v} if {lhs} = {c}.",
-                    f"Solve for {v}: {lhs} = {c}."))
+    q = rng.choice(
+        (f"Solve {lhs} = {c}.", f"Find {v} if {lhs} = {c}.", f"Solve for {v}: {lhs} = {c}.")
+    )
     if b > 0:
         step = f"Subtract {b} from both sides: {a}{v} = {c} - {b} = {c - b}."
     else:
@@ -146,10 +176,11 @@ def _linear_both_sides(rng: random.Random) -> tuple[str, str, str]:
     k = a - c
     cv, kv = _term(c, v), _term(k, v)
     rhs = f"{cv} + {d}" if d >= 0 else f"{cv} - {-d}"
-    q = rng.choice((f"Solve {a}{v} + {b} = {rhs}.",
-                    f"Find {v} such that {a}{v} + {b} = {rhs}."))
-    sol = (f"Subtract {cv} from both sides: {kv} + {b} = {d}. Subtract {b}:"
-           f" {kv} = {d} - {b} = {d - b}.")
+    q = rng.choice((f"Solve {a}{v} + {b} = {rhs}.", f"Find {v} such that {a}{v} + {b} = {rhs}."))
+    sol = (
+        f"Subtract {cv} from both sides: {kv} + {b} = {d}. Subtract {b}:"
+        f" {kv} = {d} - {b} = {d - b}."
+    )
     if k == 1:
         sol += f" So {v} = {x}."
     else:
@@ -160,10 +191,16 @@ def _linear_both_sides(rng: random.Random) -> tuple[str, str, str]:
 def _system(rng: random.Random) -> tuple[str, str, str]:
     x, y = rng.randint(-10, 25), rng.randint(-10, 25)
     s, d = x + y, x - y
-    q = rng.choice((f"Solve the system x + y = {s} and x - y = {d}.",
-                    f"Find x and y if x + y = {s} and x - y = {d}."))
-    sol = (f"Adding the two equations gives 2x = {s} + {_num(d)} = {s + d}, so"
-           f" x = {s + d} / 2 = {x}. Then y = {s} - {_num(x)} = {y}.")
+    q = rng.choice(
+        (
+            f"Solve the system x + y = {s} and x - y = {d}.",
+            f"Find x and y if x + y = {s} and x - y = {d}.",
+        )
+    )
+    sol = (
+        f"Adding the two equations gives 2x = {s} + {_num(d)} = {s + d}, so"
+        f" x = {s + d} / 2 = {x}. Then y = {s} - {_num(x)} = {y}."
+    )
     return q, sol, f"x = {x}, y = {y}"
 
 
@@ -188,9 +225,11 @@ def _quadratic(rng: random.Random) -> tuple[str, str, str]:
     # a zero root's factor is a bare "x": write it first, "x(x - 3)"
     factored = _factor(r2) + _factor(r1) if r2 == 0 else _factor(r1) + _factor(r2)
     q = rng.choice((f"Solve {_poly(b, c)} = 0.", f"Find the roots of {_poly(b, c)} = 0."))
-    sol = (f"We need two numbers whose product is {c} and whose sum is {-b}: {r1} and {r2},"
-           f" since {_num(r1)} * {_num(r2)} = {c} and {_num(r1)} + {_num(r2)} = {-b}."
-           f" So {factored} = 0, and x = {r1} or x = {r2}.")
+    sol = (
+        f"We need two numbers whose product is {c} and whose sum is {-b}: {r1} and {r2},"
+        f" since {_num(r1)} * {_num(r2)} = {c} and {_num(r1)} + {_num(r2)} = {-b}."
+        f" So {factored} = 0, and x = {r1} or x = {r2}."
+    )
     return q, sol, f"x = {r1} or x = {r2}"
 
 
@@ -203,10 +242,12 @@ def _fraction_add(rng: random.Random) -> tuple[str, str, str]:
     num = a2 + c2 if op == "+" else a2 - c2
     res = Fraction(num, lcm)
     verb = "Add" if op == "+" else "Subtract"
-    q = (f"{verb} {a}/{b} and {c}/{d}." if op == "+" else f"{verb} {c}/{d} from {a}/{b}.")
+    q = f"{verb} {a}/{b} and {c}/{d}." if op == "+" else f"{verb} {c}/{d} from {a}/{b}."
     q = rng.choice((q, f"Compute {a}/{b} {op} {c}/{d}."))
-    sol = (f"The common denominator is {lcm}. {a}/{b} = {a2}/{lcm} and {c}/{d} = {c2}/{lcm},"
-           f" so {a2}/{lcm} {op} {c2}/{lcm} = {num}/{lcm}")
+    sol = (
+        f"The common denominator is {lcm}. {a}/{b} = {a2}/{lcm} and {c}/{d} = {c2}/{lcm},"
+        f" so {a2}/{lcm} {op} {c2}/{lcm} = {num}/{lcm}"
+    )
     ans = _frac(res)
     sol += "." if ans == f"{num}/{lcm}" else f" = {ans}."
     return q, sol, ans
@@ -216,8 +257,9 @@ def _percent(rng: random.Random) -> tuple[str, str, str]:
     p = rng.choice((5, 10, 15, 20, 25, 30, 40, 50, 60, 75, 80))
     base = rng.randint(1, 40) * 20
     res = p * base // 100
-    q = rng.choice((f"What is {p}% of {base}?", f"Compute {p} percent of {base}.",
-                    f"Find {p}% of {base}."))
+    q = rng.choice(
+        (f"What is {p}% of {base}?", f"Compute {p} percent of {base}.", f"Find {p}% of {base}.")
+    )
     sol = f"{p}% of {base} is {p} / 100 * {base} = {res}."
     return q, sol, str(res)
 
@@ -229,14 +271,16 @@ def _gcd(rng: random.Random) -> tuple[str, str, str]:
         a, b = b, a
     if a == b:
         a += g
-    q = rng.choice((f"Find the greatest common divisor of {a} and {b}.",
-                    f"What is gcd({a}, {b})?"))
+    q = rng.choice((f"Find the greatest common divisor of {a} and {b}.", f"What is gcd({a}, {b})?"))
     steps, x, y = [], a, b
     while y:
         steps.append(f"{x} = {x // y} * {y} + {x % y}.")
         x, y = y, x % y
-    sol = ("Use the Euclidean algorithm. " + " ".join(steps)
-           + f" The last nonzero remainder is {x}, so gcd({a}, {b}) = {x}.")
+    sol = (
+        "Use the Euclidean algorithm. "
+        + " ".join(steps)
+        + f" The last nonzero remainder is {x}, so gcd({a}, {b}) = {x}."
+    )
     return q, sol, str(x)
 
 
@@ -244,8 +288,7 @@ def _lcm(rng: random.Random) -> tuple[str, str, str]:
     a, b = rng.randint(2, 40), rng.randint(2, 40)
     g = math.gcd(a, b)
     lcm = a * b // g
-    q = rng.choice((f"Find the least common multiple of {a} and {b}.",
-                    f"What is lcm({a}, {b})?"))
+    q = rng.choice((f"Find the least common multiple of {a} and {b}.", f"What is lcm({a}, {b})?"))
     sol = f"First gcd({a}, {b}) = {g}. Then lcm({a}, {b}) = {a} * {b} / {g} = {lcm}."
     return q, sol, str(lcm)
 
@@ -253,15 +296,14 @@ def _lcm(rng: random.Random) -> tuple[str, str, str]:
 def _power(rng: random.Random) -> tuple[str, str, str]:
     base, exp = rng.randint(2, 9), rng.randint(2, 5)
     q = rng.choice((f"Compute {base}^{exp}.", f"What is {base}^{exp}?"))
-    sol = f"{base}^{exp} = {' * '.join([str(base)] * exp)} = {base ** exp}."
-    return q, sol, str(base ** exp)
+    sol = f"{base}^{exp} = {' * '.join([str(base)] * exp)} = {base**exp}."
+    return q, sol, str(base**exp)
 
 
 def _remainder(rng: random.Random) -> tuple[str, str, str]:
     d = rng.randint(3, 19)
     n = rng.randint(d + 1, 999)
-    q = rng.choice((f"What is the remainder when {n} is divided by {d}?",
-                    f"Find {n} mod {d}."))
+    q = rng.choice((f"What is the remainder when {n} is divided by {d}?", f"Find {n} mod {d}."))
     sol = f"{n} = {n // d} * {d} + {n % d}, so the remainder is {n % d}."
     return q, sol, str(n % d)
 
@@ -272,10 +314,16 @@ def _evaluate(rng: random.Random) -> tuple[str, str, str]:
     x1, x2 = rng.randint(-9, 12), rng.randint(-9, 12)
     t1, t2 = c1 * x1, c2 * x2
     res = t1 + t2
-    q = rng.choice((f"Evaluate {c1}{v1} + {c2}{v2} when {v1} = {x1} and {v2} = {x2}.",
-                    f"If {v1} = {x1} and {v2} = {x2}, what is {c1}{v1} + {c2}{v2}?"))
-    sol = (f"Substitute: {c1}{v1} + {c2}{v2} = {c1} * {_num(x1)} + {c2} * {_num(x2)}"
-           f" = {t1} + {_num(t2)} = {res}.")
+    q = rng.choice(
+        (
+            f"Evaluate {c1}{v1} + {c2}{v2} when {v1} = {x1} and {v2} = {x2}.",
+            f"If {v1} = {x1} and {v2} = {x2}, what is {c1}{v1} + {c2}{v2}?",
+        )
+    )
+    sol = (
+        f"Substitute: {c1}{v1} + {c2}{v2} = {c1} * {_num(x1)} + {c2} * {_num(x2)}"
+        f" = {t1} + {_num(t2)} = {res}."
+    )
     return q, sol, str(res)
 
 
@@ -284,10 +332,14 @@ def _word_shop(rng: random.Random) -> tuple[str, str, str]:
     (one, many), (one2, _) = rng.sample(_ITEMS, 2)
     n, price, extra = rng.randint(2, 12), rng.randint(2, 15), rng.randint(1, 20)
     total = n * price + extra
-    q = (f"{name} buys {n} {many} at {price} dollars each and one {one2} for {extra} dollars."
-         f" How much does {name} spend in total?")
-    sol = (f"The {many} cost {n} * {price} = {n * price} dollars. Adding the {one2}:"
-           f" {n * price} + {extra} = {total} dollars.")
+    q = (
+        f"{name} buys {n} {many} at {price} dollars each and one {one2} for {extra} dollars."
+        f" How much does {name} spend in total?"
+    )
+    sol = (
+        f"The {many} cost {n} * {price} = {n * price} dollars. Adding the {one2}:"
+        f" {n * price} + {extra} = {total} dollars."
+    )
     return q, sol, str(total)
 
 
@@ -303,8 +355,10 @@ def _word_share(rng: random.Random) -> tuple[str, str, str]:
     (one, many) = rng.choice(_ITEMS)
     k, each = rng.randint(2, 12), rng.randint(2, 20)
     total = k * each
-    q = (f"{total} {many} are shared equally among {k} children."
-         f" How many {many} does each child get?")
+    q = (
+        f"{total} {many} are shared equally among {k} children."
+        f" How many {many} does each child get?"
+    )
     sol = f"Each child gets {total} / {k} = {each} {many if each != 1 else one}."
     return q, sol, str(each)
 
