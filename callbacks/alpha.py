@@ -22,6 +22,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from callbacks.images import heatmap_image, log_image
 from callbacks.run_dir import run_dir, write_json
+from lit_sparse.errors import ConfigError
 
 __all__ = ["AlphaTrajectory", "alpha_tag", "custom_scalars_layout"]
 
@@ -62,7 +63,7 @@ class AlphaTrajectory(pl.Callback):
             or not isinstance(every_n_steps, int)
             or every_n_steps < 1
         ):
-            raise ValueError(f"every_n_steps={every_n_steps!r}: expected an integer >= 1")
+            raise ConfigError(f"every_n_steps={every_n_steps!r}: expected an integer >= 1")
         self.every_n_steps = every_n_steps
         self.heatmap = heatmap
         self.prefix = prefix

@@ -15,6 +15,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
 
 from callbacks.run_dir import run_dir, write_json, write_text
+from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.extrapolation import (
     ExtrapolationResult,
     evaluate_lengths,
@@ -59,18 +60,19 @@ class LengthExtrapolation(pl.Callback):
         self.lengths = None if lengths is None else list(lengths)
         extrapolation_lengths(1024, self.multiples, self.lengths)  # validates the values
         if new_offsets not in (None, "use", "drop"):
-            raise ValueError(f"new_offsets={new_offsets!r}: expected 'use', 'drop' or None")
+            raise ConfigError(f"new_offsets={new_offsets!r}: expected 'use', 'drop' or None")
         self.stages = ["fit"] if stages is None else list(stages)
         bad = [s for s in self.stages if s not in ("fit", "validate")]
         if bad:
-            raise ValueError(f"stages={self.stages!r}: expected 'fit' and/or 'validate'")
+            raise ConfigError(f"stages={self.stages!r}: expected 'fit' and/or 'validate'")
         self.new_offsets, self.batch_size, self.sets = new_offsets, batch_size, sets
         self.filename, self.prefix, self.print_table = filename, prefix, print_table
         self.result: ExtrapolationResult | None = None
         self._checkpoint_step: int | None = None
 
-    def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
-                           checkpoint: dict) -> None:
+    def on_load_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict
+    ) -> None:
         # validate does not restore the step counter: remember the weights' training step
         self._checkpoint_step = checkpoint.get("global_step")
 
@@ -103,8 +105,11 @@ class LengthExtrapolation(pl.Callback):
             context=trainer.precision_plugin.forward_context,
         )
         fitting = trainer.state.fn == TrainerFn.FITTING
-        result.step = trainer.global_step if fitting or self._checkpoint_step is None \
+        result.step = (
+            trainer.global_step
+            if fitting or self._checkpoint_step is None
             else int(self._checkpoint_step)
+        )
         result.checkpoint = None if checkpoint is None else str(checkpoint)
         self.result = result
         if trainer.is_global_zero:

@@ -22,6 +22,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 
 from callbacks.images import lines_image, log_image
 from callbacks.run_dir import run_dir, write_json
+from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.position_loss import PositionBinnedNLL, bin_edges
 
 __all__ = ["PositionBinnedNLL", "PositionLoss", "bin_edges"]
@@ -48,7 +49,7 @@ class PositionLoss(pl.Callback):
     ):
         super().__init__()
         if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
-            raise ValueError(f"n_bins={n_bins!r}: expected an integer >= 1")
+            raise ConfigError(f"n_bins={n_bins!r}: expected an integer >= 1")
         self.n_bins, self.image, self.filename, self.prefix = n_bins, image, filename, prefix
         self.metrics: dict[str, PositionBinnedNLL] = {}
         self.history: list[dict[str, Any]] = []
@@ -62,8 +63,9 @@ class PositionLoss(pl.Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.history = list(state_dict.get("history", []))
 
-    def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule,
-                           checkpoint: dict) -> None:
+    def on_load_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict
+    ) -> None:
         # validate does not restore the step counter: remember the weights' training step
         self._checkpoint_step = checkpoint.get("global_step")
 
@@ -96,8 +98,13 @@ class PositionLoss(pl.Callback):
         }
 
     def on_validation_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
-        batch_idx: int, dataloader_idx: int = 0,
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
     ) -> None:
         if trainer.sanity_checking or not isinstance(outputs, dict) or "nll" not in outputs:
             return
@@ -130,25 +137,36 @@ class PositionLoss(pl.Callback):
             return
         # logged at the optimizer step of the weights (Lightning's own val/ metrics carry the
         # step before: it counts the step after validation)
-        metrics = {f"{self.prefix}/{name}/b{k}": value for name, bins in values.items()
-                   for k, value in enumerate(bins) if math.isfinite(value)}
+        metrics = {
+            f"{self.prefix}/{name}/b{k}": value
+            for name, bins in values.items()
+            for k, value in enumerate(bins)
+            if math.isfinite(value)
+        }
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=trainer.global_step)
         edges = bin_edges(self._length(trainer, pl_module), self.n_bins)
         if self.image and values:
             centers = [(a + b - 1) / 2 for a, b in zip(edges, edges[1:], strict=False)]
-            image = lines_image(centers, values, f"validation NLL by position (step "
-                                f"{entry['step']})", "position in window", "mean NLL")
+            image = lines_image(
+                centers,
+                values,
+                f"validation NLL by position (step {entry['step']})",
+                "position in window",
+                "mean NLL",
+            )
             log_image(trainer, self.prefix, image, trainer.global_step)
         if self.filename:
-            write_json(run_dir(trainer) / self.filename, {
-                "format": FORMAT,
-                "length": self._length(trainer, pl_module),
-                "n_bins": self.n_bins,
-                "edges": edges,
-                "step": entry["step"],
-                "sets": entry["sets"],
-                "windows": windows,
-                "history": self.history,
-            })
-
+            write_json(
+                run_dir(trainer) / self.filename,
+                {
+                    "format": FORMAT,
+                    "length": self._length(trainer, pl_module),
+                    "n_bins": self.n_bins,
+                    "edges": edges,
+                    "step": entry["step"],
+                    "sets": entry["sets"],
+                    "windows": windows,
+                    "history": self.history,
+                },
+            )

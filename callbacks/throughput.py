@@ -40,8 +40,12 @@ class SparseThroughputMonitor(ThroughputMonitor):
     """
 
     def __init__(self, window_size: int = 100, separator: str = "/"):
-        super().__init__(batch_size_fn=batch_size, length_fn=batch_tokens,
-                         window_size=window_size, separator=separator)
+        super().__init__(
+            batch_size_fn=batch_size,
+            length_fn=batch_tokens,
+            window_size=window_size,
+            separator=separator,
+        )
         self._flops: dict[tuple[int, int, bool], int] = {}
 
     def _set_flops(self, pl_module: pl.LightningModule, batch: Any, training: bool) -> None:
@@ -57,7 +61,11 @@ class SparseThroughputMonitor(ThroughputMonitor):
         self._set_flops(pl_module, batch, training=True)
 
     def on_validation_batch_start(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int,
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        batch: Any,
+        batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
         self._set_flops(pl_module, batch, training=False)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from .errors import ConfigError
+
 
 @dataclass
 class ModelConfig:
@@ -46,24 +48,24 @@ class ModelConfig:
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if self.n_heads % self.n_kv_heads:
-            raise ValueError(
+            raise ConfigError(
                 f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({self.n_kv_heads})"
             )
         if self.n_heads * self.head_dim != self.d_model:
-            raise ValueError(
+            raise ConfigError(
                 f"d_model ({self.d_model}) must equal n_heads x head_dim "
                 f"({self.n_heads} x {self.head_dim} = {self.n_heads * self.head_dim})"
             )
         if self.head_dim % 2:
-            raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
+            raise ConfigError(f"head_dim must be even for RoPE, got {self.head_dim}")
         if self.ffn_hidden is not None and self.ffn_hidden <= 0:
-            raise ValueError(f"ffn_hidden must be a positive integer, got {self.ffn_hidden!r}")
+            raise ConfigError(f"ffn_hidden must be a positive integer, got {self.ffn_hidden!r}")
         for name in ("norm_eps", "rope_theta", "init_std"):
             value = getattr(self, name)
             if value is not None and not value > 0:
-                raise ValueError(f"{name} must be > 0, got {value!r}")
+                raise ConfigError(f"{name} must be > 0, got {value!r}")
 
     # Derived values are properties, not filled-in fields: a default instance then stays a
     # default when another field (d_model) changes, e.g. in a layered CLI config.
@@ -93,7 +95,7 @@ class ModelConfig:
         known = {f.name for f in fields(cls)}
         unknown = set(values) - known
         if unknown:
-            raise ValueError(
+            raise ConfigError(
                 f"ModelConfig: unknown fields {sorted(unknown)}; known: {sorted(known)}"
             )
         return cls(**values)

@@ -7,6 +7,11 @@ class LitSparseError(Exception):
     """Base class: the message names what is wrong and what to do about it."""
 
 
+class ConfigError(LitSparseError, ValueError):
+    """An option value that is not allowed; the message names the field, the value and what
+    is allowed."""
+
+
 class CheckpointError(LitSparseError):
     """A checkpoint cannot be read, or does not match the config it is used with."""
 

@@ -16,7 +16,7 @@ from torchmetrics import Metric
 
 from .attention import AttentionPlugin, build_attention
 from .config import ModelConfig
-from .errors import NonFiniteLossError
+from .errors import ConfigError, NonFiniteLossError
 from .model import LanguageModel
 
 
@@ -118,15 +118,15 @@ class LitLanguageModel(pl.LightningModule):
         super().__init__()
         arch = ModelConfig.from_dict(arch) if isinstance(arch, Mapping) else arch
         attention = build_attention(attention)
-        for name, value, ok in (
-            ("lr", lr, lr > 0),
-            ("min_lr_ratio", min_lr_ratio, 0 <= min_lr_ratio <= 1),
-            ("warmup_steps", warmup_steps, warmup_steps >= 0),
-            ("max_steps", max_steps, max_steps > 0),
-            ("weight_decay", weight_decay, weight_decay >= 0),
+        for name, value, ok, allowed in (
+            ("lr", lr, lr > 0, "> 0"),
+            ("min_lr_ratio", min_lr_ratio, 0 <= min_lr_ratio <= 1, "in [0, 1]"),
+            ("warmup_steps", warmup_steps, warmup_steps >= 0, ">= 0"),
+            ("max_steps", max_steps, max_steps > 0, "> 0"),
+            ("weight_decay", weight_decay, weight_decay >= 0, ">= 0"),
         ):
             if not ok:
-                raise ValueError(f"{name}={value!r} is out of range")
+                raise ConfigError(f"model.{name}={value!r}: must be {allowed}")
         self.save_hyperparameters()
         # checkpoints hold plain values, so loading needs neither pickled classes nor the CLI
         self.hparams["arch"], self.hparams["attention"] = arch.to_dict(), attention.to_config()
@@ -156,7 +156,7 @@ class LitLanguageModel(pl.LightningModule):
             return
         tokens = batch * trainer.accumulate_grad_batches * trainer.world_size * datamodule.seq_len
         if tokens != self.hparams.tokens_per_step:
-            raise ValueError(
+            raise ConfigError(
                 f"model.tokens_per_step={self.hparams.tokens_per_step} but data.batch_size "
                 f"({batch}) x trainer.accumulate_grad_batches ({trainer.accumulate_grad_batches}) "
                 f"x processes ({trainer.world_size}) x data.seq_len ({datamodule.seq_len}) = "

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..errors import ConfigError
 from .base import AttentionPlugin, SlotPattern
 from .kernels import KeySlots
 from .registry import register_attention
@@ -136,7 +137,7 @@ class BigBirdAttention(AttentionPlugin):
             ("seed", seed, 0),
         ):
             if value < low:
-                raise ValueError(f"{field} must be >= {low}, got {value}")
+                raise ConfigError(f"{field} must be >= {low}, got {value}")
         self.window, self.n_global, self.n_random = window, n_global, n_random
         self.block_size, self.seed = block_size, seed
 

@@ -8,6 +8,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from ..errors import ConfigError
 from . import offsets
 from .base import AttentionPlugin, SlotPattern
 from .kernels import KeySlots, exact_slots
@@ -162,35 +163,35 @@ class FibonacciAttention(AttentionPlugin):
                 (the paper) or "drop" them.
         """
         if window < 0:
-            raise ValueError(f"window must be >= 0, got {window}")
+            raise ConfigError(f"window must be >= 0, got {window}")
         if n_rungs < 0:
-            raise ValueError(f"n_rungs must be >= 0, got {n_rungs}")
+            raise ConfigError(f"n_rungs must be >= 0, got {n_rungs}")
         if rungs not in offsets.RUNG_BASES:
-            raise ValueError(f"rungs must be one of {offsets.RUNG_BASES}, got {rungs!r}")
+            raise ConfigError(f"rungs must be one of {offsets.RUNG_BASES}, got {rungs!r}")
         if schedule not in offsets.SCHEDULES:
-            raise ValueError(f"schedule must be one of {offsets.SCHEDULES}, got {schedule!r}")
+            raise ConfigError(f"schedule must be one of {offsets.SCHEDULES}, got {schedule!r}")
         if not (0 < alpha_min < alpha_max < math.inf):
-            raise ValueError(
+            raise ConfigError(
                 f"alpha_min, alpha_max must satisfy 0 < alpha_min < alpha_max < inf, "
                 f"got alpha_min={alpha_min}, alpha_max={alpha_max}"
             )
         if new_offsets not in ("use", "drop"):
-            raise ValueError(f"new_offsets must be 'use' or 'drop', got {new_offsets!r}")
+            raise ConfigError(f"new_offsets must be 'use' or 'drop', got {new_offsets!r}")
         if schedule == "custom":
             if not alphas:
-                raise ValueError("alphas: schedule 'custom' needs a list of one alpha per layer")
+                raise ConfigError("alphas: schedule 'custom' needs a list of one alpha per layer")
             bad = [a for a in alphas if not (0 < a < math.inf)]
             if bad:
-                raise ValueError(f"alphas must all be in (0, inf), got {bad}")
+                raise ConfigError(f"alphas must all be in (0, inf), got {bad}")
         elif alphas is not None:
-            raise ValueError(f"alphas is only read by schedule 'custom', not {schedule!r}")
+            raise ConfigError(f"alphas is only read by schedule 'custom', not {schedule!r}")
         self.window, self.rungs, self.n_rungs, self.schedule = window, rungs, n_rungs, schedule
         self.alpha_min, self.alpha_max, self.new_offsets = alpha_min, alpha_max, new_offsets
         self.alphas = None if alphas is None else [float(a) for a in alphas]
 
     def check(self, n_layers: int) -> None:
         if self.schedule == "custom" and len(self.alphas) != n_layers:
-            raise ValueError(
+            raise ConfigError(
                 f"alphas: schedule 'custom' needs one alpha per layer ({n_layers}), "
                 f"got {len(self.alphas)}"
             )

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from ..errors import ConfigError
+
 RUNG_BASES = ("fibonacci", "pow2")
 SCHEDULES = ("fixed", "learned", "linear", "coprime", "custom")
 
@@ -16,7 +18,7 @@ SCHEDULES = ("fixed", "learned", "linear", "coprime", "custom")
 def fibonacci_rungs(n_rungs: int = 15) -> list[int]:
     """The first ``n_rungs`` distinct Fibonacci numbers from 1: 1, 2, 3, 5, 8, ..."""
     if n_rungs < 0:
-        raise ValueError(f"n_rungs must be >= 0, got {n_rungs}")
+        raise ConfigError(f"n_rungs must be >= 0, got {n_rungs}")
     rungs, a, b = [], 1, 2
     for _ in range(n_rungs):
         rungs.append(a)
@@ -39,7 +41,7 @@ def rung_base(base: str, length: int, n_rungs: int = 15) -> list[int]:
         return fibonacci_rungs(n_rungs)
     if base == "pow2":
         return pow2_rungs(length)
-    raise ValueError(f"rung base must be one of {RUNG_BASES}, got {base!r}")
+    raise ConfigError(f"rung base must be one of {RUNG_BASES}, got {base!r}")
 
 
 def coprime_stride(n_layers: int) -> int:
@@ -82,11 +84,11 @@ def schedule_alphas(
     if schedule == "custom":
         if custom is None or len(custom) != n_layers:
             got = None if custom is None else len(custom)
-            raise ValueError(
+            raise ConfigError(
                 f"alphas: the custom schedule needs one alpha per layer ({n_layers}), got {got}"
             )
         return [float(a) for a in custom]
-    raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    raise ConfigError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
 
 
 def layer_distances(alpha: float, rungs: Sequence[int], window: int, length: int) -> list[int]:

@@ -6,6 +6,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..errors import ConfigError
 from .base import AttentionPlugin
 
 _REGISTRY: dict[str, type[AttentionPlugin]] = {}
@@ -38,7 +39,7 @@ def get_attention(name: str) -> type[AttentionPlugin]:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise ValueError(
+        raise ConfigError(
             f"attention: unknown name {name!r}; registered: {', '.join(list_attention())}"
         ) from None
 
@@ -52,7 +53,7 @@ def _resolve_class(path: str) -> type[AttentionPlugin]:
     module_name, _, attr = path.rpartition(".")
     cls = getattr(importlib.import_module(module_name), attr, None) if module_name else None
     if not (isinstance(cls, type) and issubclass(cls, AttentionPlugin)):
-        raise ValueError(
+        raise ConfigError(
             f"attention: unknown name {path!r}; registered: {', '.join(list_attention())}"
         )
     return cls
@@ -68,6 +69,6 @@ def build_attention(spec: str | Mapping[str, Any] | AttentionPlugin | None = Non
     if isinstance(spec, str):
         return _resolve_class(spec)(**overrides)
     if "class_path" not in spec:
-        raise ValueError(f"attention: a dict needs 'class_path' and 'init_args', got {dict(spec)}")
+        raise ConfigError(f"attention: a dict needs 'class_path' and 'init_args', got {dict(spec)}")
     init_args = {**dict(spec.get("init_args") or {}), **overrides}
     return _resolve_class(spec["class_path"])(**init_args)

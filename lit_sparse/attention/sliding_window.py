@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..errors import ConfigError
 from .base import AttentionPlugin, SlotPattern
 from .dense import announce_backend, flash_attention, flash_usable
 from .kernels import KeySlots, exact_slots
@@ -39,7 +40,7 @@ class SlidingWindowAttention(AttentionPlugin):
             window: largest attended distance W (keys i-W..i); 0 attends to itself only.
         """
         if window < 0:
-            raise ValueError(f"window must be >= 0, got {window}")
+            raise ConfigError(f"window must be >= 0, got {window}")
         self.window = window
 
     def build(self, layer: int, n_layers: int, training_length: int) -> SlidingWindowPattern:

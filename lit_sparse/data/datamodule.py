@@ -35,6 +35,7 @@ from lit_sparse.data.sources import SourceConfig
 from lit_sparse.data.token_cache import CachePlan, TokenFile, build_source, check_part, make_plan
 from lit_sparse.data.tokenizer import load_tokenizer, resolve_vocab_size
 from lit_sparse.data.windows import HeldOutWindows, num_windows
+from lit_sparse.errors import ConfigError
 
 __all__ = ["TextDataModule", "default_cache_dir", "embedded_sources"]
 
@@ -62,7 +63,7 @@ def _positive_int(field: str, value: Any, allow_none: bool = False, low: int = 1
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         allowed = f"an integer >= {low}" + (" or None" if allow_none else "")
-        raise ValueError(f"{field}={value!r}: expected {allowed}")
+        raise ConfigError(f"{field}={value!r}: expected {allowed}")
 
 
 class _TrainLoader(DataLoader):
@@ -124,18 +125,18 @@ class TextDataModule(pl.LightningDataModule):
         _positive_int("num_workers", num_workers, low=0)
         _positive_int("token_budget", token_budget, allow_none=True)
         if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"seed={seed!r}: expected an integer")
+            raise ConfigError(f"seed={seed!r}: expected an integer")
         sources = embedded_sources() if sources is None else list(sources)
         if not sources:
-            raise ValueError(
+            raise ConfigError(
                 "sources=[]: expected at least one source (or None for the embedded default)"
             )
         for i, src in enumerate(sources):
             if not isinstance(src, SourceConfig):
-                raise ValueError(f"sources[{i}]={src!r}: expected a SourceConfig")
+                raise ConfigError(f"sources[{i}]={src!r}: expected a SourceConfig")
         self._check_names(sources)
         if sum(s.weight for s in sources) <= 0:
-            raise ValueError(
+            raise ConfigError(
                 f"weights={[s.weight for s in sources]}: at least one source needs "
                 "a weight > 0 (weights are training token shares)"
             )
@@ -212,7 +213,7 @@ class TextDataModule(pl.LightningDataModule):
         seen: set[str] = set()
         for s in sources:
             if s.name in seen:
-                raise ValueError(
+                raise ConfigError(
                     f"name={s.name!r}: two sources share this name; names must be unique"
                 )
             seen.add(s.name)
@@ -220,7 +221,7 @@ class TextDataModule(pl.LightningDataModule):
         for s in sources:
             if s.has_val:
                 if s.held_out_name in held:
-                    raise ValueError(
+                    raise ConfigError(
                         f"val_name={s.held_out_name!r}: two sources have a held-out "
                         "set of this name; held-out names must be unique"
                     )
@@ -281,7 +282,7 @@ class TextDataModule(pl.LightningDataModule):
             if "train" in files:
                 tf = files["train"]
                 if tf.num_tokens < self.seq_len + 1:
-                    raise ValueError(
+                    raise ConfigError(
                         f"source {src.name!r} has {tf.num_tokens} training tokens, "
                         f"fewer than seq_len + 1 = {self.seq_len + 1}"
                     )
@@ -289,7 +290,7 @@ class TextDataModule(pl.LightningDataModule):
             if "val" in files:
                 tf = files["val"]
                 if num_windows(tf.num_tokens, self.seq_len) == 0:
-                    raise ValueError(
+                    raise ConfigError(
                         f"held-out set {src.held_out_name!r} has {tf.num_tokens} "
                         f"tokens, not one window of seq_len={self.seq_len}"
                     )
@@ -329,7 +330,7 @@ class TextDataModule(pl.LightningDataModule):
     def _held_out(self, set_name: str) -> TokenFile:
         self._require_setup()
         if set_name not in self._val:
-            raise ValueError(
+            raise ConfigError(
                 f"set_name={set_name!r}: unknown held-out set; allowed: "
                 f"{', '.join(self.val_set_names)}"
             )
@@ -347,7 +348,7 @@ class TextDataModule(pl.LightningDataModule):
         tf = self._held_out(set_name)
         count = num_windows(tf.num_tokens, length, span=self._span(tf))
         if count == 0:
-            raise ValueError(
+            raise ConfigError(
                 f"length={length}: held-out set {set_name!r} covers "
                 f"{self._span(tf)} tokens, not one window of this length"
             )
@@ -386,7 +387,7 @@ class TextDataModule(pl.LightningDataModule):
         """Continue the training stream where ``state_dict`` left it."""
         n = state_dict.get("samples_consumed")
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(
+            raise ConfigError(
                 f"samples_consumed={n!r} in the data module state: expected an integer >= 0"
             )
         if state_dict.get("seed", self.seed) != self.seed:

@@ -24,6 +24,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from lit_sparse.data.token_cache import TokenFile, open_tokens
+from lit_sparse.errors import ConfigError
 
 __all__ = ["MixtureWindows", "mix64", "sample_key"]
 
@@ -69,12 +70,12 @@ class MixtureWindows(IterableDataset):
         start_sample: int = 0,
     ) -> None:
         if len(files) != len(weights) or not files:
-            raise ValueError("files and weights must be non-empty and of equal length")
+            raise ConfigError("files and weights must be non-empty and of equal length")
         if any(not (w > 0 and math.isfinite(w)) for w in weights):
-            raise ValueError(f"weights must be finite and > 0, got {list(weights)}")
+            raise ConfigError(f"weights must be finite and > 0, got {list(weights)}")
         for f in files:
             if f.num_tokens < seq_len + 1:
-                raise ValueError(
+                raise ConfigError(
                     f"{f.path} has {f.num_tokens} tokens, fewer than seq_len + 1 = {seq_len + 1}"
                 )
         total = float(sum(weights))

@@ -21,6 +21,7 @@ from typing import Any
 
 from lit_sparse.data import embedded
 from lit_sparse.data.hub import OFFLINE_HINT, DataSourceUnavailable, is_network_error, require_hub
+from lit_sparse.errors import ConfigError
 
 __all__ = ["LOCAL_BUILDERS", "SourceConfig", "iter_text_batches"]
 
@@ -38,7 +39,7 @@ def _check_files(field: str, value: Any) -> None:
         or not items
         or not all(isinstance(v, str) and v.strip() for v in items)
     ):
-        raise ValueError(f"{field}={value!r}: expected a non-empty path/glob or list of them")
+        raise ConfigError(f"{field}={value!r}: expected a non-empty path/glob or list of them")
 
 
 def _files_list(value: str | list[str] | None) -> list[str]:
@@ -118,12 +119,12 @@ class SourceConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise ValueError(
+            raise ConfigError(
                 f"name={self.name!r}: expected letters, digits, '_', '-', '.' "
                 "(starting with a letter or digit)"
             )
         if not isinstance(self.path, str) or not self.path.strip():
-            raise ValueError(
+            raise ConfigError(
                 f"path={self.path!r} (source {self.name!r}): expected "
                 "'embedded:<name>', a datasets builder "
                 f"({', '.join(LOCAL_BUILDERS)}), a local folder or a hub dataset id"
@@ -132,7 +133,7 @@ class SourceConfig:
             corpus = self.path[len(_EMBEDDED_PREFIX) :]
             if corpus not in embedded.EMBEDDED_SOURCES:
                 allowed = ", ".join(_EMBEDDED_PREFIX + n for n in embedded.EMBEDDED_SOURCES)
-                raise ValueError(
+                raise ConfigError(
                     f"path={self.path!r} (source {self.name!r}): unknown embedded "
                     f"corpus; allowed: {allowed}"
                 )
@@ -146,7 +147,7 @@ class SourceConfig:
                 "load_kwargs",
             ):
                 if getattr(self, field) is not None:
-                    raise ValueError(
+                    raise ConfigError(
                         f"{field}={getattr(self, field)!r} (source {self.name!r}): "
                         f"not applicable to the embedded corpus {self.path!r}"
                     )
@@ -156,7 +157,7 @@ class SourceConfig:
             or not math.isfinite(self.weight)
             or self.weight < 0
         ):
-            raise ValueError(
+            raise ConfigError(
                 f"weight={self.weight!r} (source {self.name!r}): expected a finite "
                 "number >= 0 (a token share; 0 = held-out only)"
             )
@@ -167,26 +168,26 @@ class SourceConfig:
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < low
             ):
-                raise ValueError(
+                raise ConfigError(
                     f"{field}={value!r} (source {self.name!r}): expected None or "
                     f"an integer >= {low}"
                 )
         for field in ("split", "text_field"):
             value = getattr(self, field)
             if not isinstance(value, str) or not value.strip():
-                raise ValueError(
+                raise ConfigError(
                     f"{field}={value!r} (source {self.name!r}): expected a non-empty string"
                 )
         for field in ("config_name", "val_split", "revision"):
             value = getattr(self, field)
             if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise ValueError(
+                raise ConfigError(
                     f"{field}={value!r} (source {self.name!r}): expected None or a non-empty string"
                 )
         _check_files("data_files", self.data_files)
         _check_files("val_data_files", self.val_data_files)
         if self.path in LOCAL_BUILDERS and self.data_files is None:
-            raise ValueError(
+            raise ConfigError(
                 f"data_files=None (source {self.name!r}): the {self.path!r} builder "
                 "needs data_files (paths or globs)"
             )
@@ -195,7 +196,7 @@ class SourceConfig:
             and self.val_split == self.split
             and self.val_data_files is None
         ):
-            raise ValueError(
+            raise ConfigError(
                 f"val_split={self.val_split!r} (source {self.name!r}): must differ "
                 f"from split={self.split!r} (held-out text must not overlap "
                 "training text); or give val_data_files"
@@ -205,20 +206,20 @@ class SourceConfig:
             and self.val_data_files is None
             and self.data_files is not None
         ):
-            raise ValueError(
+            raise ConfigError(
                 f"val_split={self.val_split!r} (source {self.name!r}): with "
                 "data_files set, also give val_data_files for the held-out split"
             )
         if self.val_data_files is not None and (self.val_split or self.split) == self.split:
             if self.data_files is None:
-                raise ValueError(
+                raise ConfigError(
                     f"val_data_files={self.val_data_files!r} (source {self.name!r}): training "
                     f"reads all of split {self.split!r}, which may contain these files; set "
                     "data_files to the training files (disjoint from val_data_files)"
                 )
             shared = set(_files_list(self.data_files)) & set(_files_list(self.val_data_files))
             if shared:
-                raise ValueError(
+                raise ConfigError(
                     f"val_data_files={self.val_data_files!r} (source "
                     f"{self.name!r}): also in data_files: {sorted(shared)}"
                 )
@@ -226,29 +227,29 @@ class SourceConfig:
             try:
                 fields = [f for _, f, _, _ in string.Formatter().parse(self.text_template) if f]
             except ValueError as err:
-                raise ValueError(
+                raise ConfigError(
                     f"text_template={self.text_template!r} (source "
                     f"{self.name!r}): not a str.format template ({err})"
                 ) from None
             if not fields:
-                raise ValueError(
+                raise ConfigError(
                     f"text_template={self.text_template!r} (source {self.name!r}): "
                     "names no column, e.g. '{problem}\\n{solution}'"
                 )
         if self.val_name is not None and not (
             isinstance(self.val_name, str) and _NAME.match(self.val_name)
         ):
-            raise ValueError(
+            raise ConfigError(
                 f"val_name={self.val_name!r} (source {self.name!r}): expected "
                 "letters, digits, '_', '-', '.'"
             )
         if self.load_kwargs is not None and not isinstance(self.load_kwargs, dict):
-            raise ValueError(
+            raise ConfigError(
                 f"load_kwargs={self.load_kwargs!r} (source {self.name!r}): "
                 "expected a mapping or None"
             )
         if self.weight == 0 and not self.has_val:
-            raise ValueError(
+            raise ConfigError(
                 f"weight=0 (source {self.name!r}): a source with weight 0 must have "
                 "a held-out set (val_tokens, val_split or val_data_files), "
                 "otherwise it contributes nothing"
@@ -330,7 +331,7 @@ class SourceConfig:
             val = _local_file_stats(_files_list(self.val_data_files), self.name)
             shared = {f[0] for f in train} & {f[0] for f in val}
             if shared:
-                raise ValueError(
+                raise ConfigError(
                     f"val_data_files={self.val_data_files!r} (source "
                     f"{self.name!r}): the training files include {sorted(shared)}"
                 )
@@ -346,7 +347,7 @@ def _local_file_stats(patterns: list[str], name: str) -> list[list]:
             continue
         matches = sorted(glob.glob(os.path.expanduser(pattern), recursive=True))
         if not matches:
-            raise ValueError(f"data_files={pattern!r} (source {name!r}): no file matches")
+            raise ConfigError(f"data_files={pattern!r} (source {name!r}): no file matches")
         for m in matches:
             paths = (
                 sorted(p for p in Path(m).rglob("*") if p.is_file())
@@ -408,7 +409,7 @@ def _datasets_batches(
 def _batch_texts(src: SourceConfig, batch: dict[str, list]) -> list[str]:
     if src.text_template is None:
         if src.text_field not in batch:
-            raise ValueError(
+            raise ConfigError(
                 f"text_field={src.text_field!r} (source {src.name!r}): no such "
                 f"column; columns are {sorted(batch)}"
             )
@@ -418,7 +419,7 @@ def _batch_texts(src: SourceConfig, batch: dict[str, list]) -> list[str]:
     try:
         return [src.text_template.format(**row) for row in rows]
     except KeyError as err:
-        raise ValueError(
+        raise ConfigError(
             f"text_template={src.text_template!r} (source {src.name!r}): column "
             f"{err} missing; columns are {sorted(batch)}"
         ) from None
@@ -435,7 +436,7 @@ def iter_text_batches(src: SourceConfig, part: str, batch_docs: int = 256) -> It
         batch_docs: documents per batch.
     """
     if part not in ("train", "val"):
-        raise ValueError(f"part={part!r}: expected 'train' or 'val'")
+        raise ConfigError(f"part={part!r}: expected 'train' or 'val'")
     if src.kind == "embedded":
         yield from _embedded_batches(src, part, batch_docs)
         return
@@ -443,7 +444,7 @@ def iter_text_batches(src: SourceConfig, part: str, batch_docs: int = 256) -> It
         yield from _datasets_batches(src, src.split, src.data_files, batch_docs)
         return
     if src.val_mode != "split":
-        raise ValueError(
+        raise ConfigError(
             f"source {src.name!r} has no separate held-out split (val_mode={src.val_mode!r})"
         )
     split = src.val_split or src.split

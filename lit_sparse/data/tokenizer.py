@@ -14,6 +14,7 @@ from tokenizers import Tokenizer
 
 from lit_sparse.data.embedded import TOKENIZER_PATH
 from lit_sparse.data.hub import OFFLINE_HINT, DataSourceUnavailable, is_network_error, require_hub
+from lit_sparse.errors import ConfigError
 
 __all__ = ["EOS_CANDIDATES", "LoadedTokenizer", "load_tokenizer", "resolve_vocab_size", "round_up"]
 
@@ -59,7 +60,7 @@ def _hub_tokenizer_file(name: str) -> str:
     try:
         return hf_hub_download(name, "tokenizer.json")
     except (RepositoryNotFoundError, EntryNotFoundError) as err:
-        raise ValueError(
+        raise ConfigError(
             f"tokenizer={name!r}: no tokenizer.json in hub repo {name!r} "
             f"({type(err).__name__}); allowed: 'embedded', a tokenizer.json path, or a hub repo "
             "with a tokenizer.json"
@@ -78,7 +79,7 @@ def load_tokenizer(spec: str) -> LoadedTokenizer:
     """Load ``spec``: ``"embedded"``, a ``tokenizer.json`` file or a folder holding one, or a
     hub repo name (downloaded only if not already in the local Hugging Face cache)."""
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(
+        raise ConfigError(
             f"tokenizer={spec!r}: expected 'embedded', a tokenizer.json path or a hub repo name"
         )
     if spec == "embedded":
@@ -90,13 +91,13 @@ def load_tokenizer(spec: str) -> LoadedTokenizer:
         if local.is_file():
             path, source = local, str(local.resolve())
         elif _looks_like_path(spec):
-            raise ValueError(f"tokenizer={spec!r}: file not found (expected a tokenizer.json)")
+            raise ConfigError(f"tokenizer={spec!r}: file not found (expected a tokenizer.json)")
         else:
             path, source = Path(_hub_tokenizer_file(spec)), f"hub:{spec}"
     try:
         tok = Tokenizer.from_file(str(path))
     except Exception as err:
-        raise ValueError(
+        raise ConfigError(
             f"tokenizer={spec!r}: {path} is not a valid tokenizer.json ({err})"
         ) from None
     tok.no_truncation()
@@ -105,7 +106,7 @@ def load_tokenizer(spec: str) -> LoadedTokenizer:
     size = max(tok.get_vocab_size(with_added_tokens=True), max(vocab.values(), default=-1) + 1)
     eos = next((t for t in EOS_CANDIDATES if t in vocab), None)
     if eos is None:
-        raise ValueError(
+        raise ConfigError(
             f"tokenizer={spec!r} has no end-of-text token to separate documents "
             f"(looked for {', '.join(EOS_CANDIDATES)})"
         )
@@ -118,9 +119,9 @@ def resolve_vocab_size(requested: int | None, tokenizer_size: int) -> int:
     if requested is None:
         return round_up(tokenizer_size)
     if isinstance(requested, bool) or not isinstance(requested, int):
-        raise ValueError(f"vocab_size={requested!r}: expected an int or None")
+        raise ConfigError(f"vocab_size={requested!r}: expected an int or None")
     if requested < tokenizer_size:
-        raise ValueError(
+        raise ConfigError(
             f"vocab_size={requested} is smaller than the tokenizer's size "
             f"{tokenizer_size}; use None (rounds {tokenizer_size} up to "
             f"{round_up(tokenizer_size)}) or a number >= {tokenizer_size}"

@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from lit_sparse.data.token_cache import TokenFile, open_tokens
+from lit_sparse.errors import ConfigError
 
 __all__ = ["HeldOutWindows", "num_windows"]
 
@@ -25,7 +26,7 @@ def num_windows(num_tokens: int, length: int, span: int | None = None) -> int:
     """Windows of ``length`` predictions in ``num_tokens`` tokens, or within the first
     ``span`` predicted tokens (``span + 1`` tokens) when given."""
     if length < 1:
-        raise ValueError(f"length={length}: expected >= 1")
+        raise ConfigError(f"length={length}: expected >= 1")
     avail = max(num_tokens - 1, 0) if span is None else min(span, max(num_tokens - 1, 0))
     return avail // length
 
@@ -51,12 +52,12 @@ class HeldOutWindows(IterableDataset):
         world_size: int = 1,
     ) -> None:
         if count * length + 1 > file.num_tokens and count > 0:
-            raise ValueError(
+            raise ConfigError(
                 f"{count} windows of length {length} need {count * length + 1} "
                 f"tokens; {file.path} has {file.num_tokens}"
             )
         if not 0 <= rank < world_size:
-            raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
+            raise ConfigError(f"rank={rank} must be in [0, world_size={world_size})")
         self.file, self.length, self.count = file, int(length), int(count)
         self.batch_size, self.rank, self.world_size = int(batch_size), int(rank), int(world_size)
 

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lit_sparse.attention import build_attention
+from lit_sparse.errors import ConfigError
 from lit_sparse.model import LanguageModel
 
 __all__ = [
@@ -51,10 +52,10 @@ def extrapolation_lengths(
         else [int(round(m * training_length)) for m in multiples]
     )
     if not values:
-        raise ValueError("lengths: expected at least one evaluation length")
+        raise ConfigError("lengths: expected at least one evaluation length")
     bad = [v for v in values if isinstance(v, bool) or int(v) != v or v < 1]
     if bad:
-        raise ValueError(f"lengths: expected positive integers, got {bad}")
+        raise ConfigError(f"lengths: expected positive integers, got {bad}")
     return sorted({int(v) for v in values})
 
 
@@ -68,12 +69,12 @@ def with_new_offsets(model: LanguageModel, new_offsets: str | None) -> LanguageM
     if new_offsets is None:
         return model
     if new_offsets not in ("use", "drop"):
-        raise ValueError(f"new_offsets must be 'use' or 'drop', got {new_offsets!r}")
+        raise ConfigError(f"new_offsets must be 'use' or 'drop', got {new_offsets!r}")
     attention = model.attention
     if "new_offsets" not in attention.init_args():
         if new_offsets == "use":
             return model
-        raise ValueError(
+        raise ConfigError(
             f"new_offsets='drop': attention {type(attention).__name__} has no new_offsets "
             "option (only FibonacciAttention has)"
         )
@@ -195,7 +196,7 @@ class ExtrapolationResult:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExtrapolationResult:
         if data.get("format") != FORMAT:
-            raise ValueError(
+            raise ConfigError(
                 f"not an extrapolation table: format={data.get('format')!r}, expected {FORMAT!r}"
             )
         lengths = [int(v) for v in data["lengths"]]

@@ -16,6 +16,8 @@ import torch
 from torch import Tensor
 from torchmetrics import Metric
 
+from lit_sparse.errors import ConfigError
+
 __all__ = ["PositionBinnedNLL", "bin_edges"]
 
 
@@ -23,7 +25,7 @@ def bin_edges(n_positions: int, n_bins: int = 8) -> list[int]:
     """Edges ``int(linspace(0, n_positions, n_bins + 1))``: bin k holds positions
     ``edges[k] <= p < edges[k + 1]`` (1023 positions, 8 bins: 0, 127, 255, ..., 895, 1023)."""
     if n_bins < 1 or n_positions < n_bins:
-        raise ValueError(f"n_bins={n_bins}: expected 1 <= n_bins <= positions ({n_positions})")
+        raise ConfigError(f"n_bins={n_bins}: expected 1 <= n_bins <= positions ({n_positions})")
     return [int(e) for e in np.linspace(0, n_positions, n_bins + 1)]
 
 
@@ -50,7 +52,7 @@ class PositionBinnedNLL(Metric):
     def update(self, nll: Tensor) -> None:
         """``nll`` (B, T): the NLL of every prediction of B windows."""
         if nll.ndim != 2 or nll.shape[-1] != self.length:
-            raise ValueError(f"nll: expected shape (B, {self.length}), got {tuple(nll.shape)}")
+            raise ConfigError(f"nll: expected shape (B, {self.length}), got {tuple(nll.shape)}")
         self.nll_sum += nll.detach().double().sum(0)
         self.count += nll.shape[0]
 

@@ -30,7 +30,7 @@ def run_config(tmp_path: Path, kill_at: int | None) -> Path:
     if kill_at is not None:
         callbacks.append(
             {
-                "class_path": "tests.reliability.killer.KillBeforeBatch",
+                "class_path": "tests.reliability.faults.KillBeforeBatch",
                 "init_args": {"batch": kill_at},
             }
         )

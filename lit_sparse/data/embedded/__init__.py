@@ -22,6 +22,8 @@ import json
 from functools import cache
 from pathlib import Path
 
+from lit_sparse.errors import ConfigError
+
 __all__ = [
     "EMBEDDED_DIR",
     "EMBEDDED_SOURCES",
@@ -39,7 +41,7 @@ TOKENIZER_PATH = EMBEDDED_DIR / "tokenizer.json"
 def corpus_path(name: str) -> Path:
     """Path of the compressed corpus ``name`` (one of ``EMBEDDED_SOURCES``)."""
     if name not in EMBEDDED_SOURCES:
-        raise ValueError(
+        raise ConfigError(
             f"unknown embedded corpus {name!r}; allowed: {', '.join(EMBEDDED_SOURCES)}"
         )
     return EMBEDDED_DIR / f"{name}.jsonl.gz"
@@ -59,7 +61,7 @@ def read_records(name: str, split: str | None = None) -> list[dict]:
         split: ``"train"`` or ``"val"`` to keep one split; None keeps both.
     """
     if split not in (None, "train", "val"):
-        raise ValueError(f"split must be 'train', 'val' or None, got {split!r}")
+        raise ConfigError(f"split must be 'train', 'val' or None, got {split!r}")
     return [dict(r) for r in _records(name) if split is None or r["split"] == split]
 
 

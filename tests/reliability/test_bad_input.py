@@ -1,0 +1,137 @@
+"""Bad input: one line naming the field, the value and what is allowed, before any work.
+
+The cases here are the README's table of bad inputs (README.md, "Guarantees").
+"""
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from lit_sparse.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "configs" / "tiny.yaml"
+FIXED = ["--config", str(ROOT / "configs" / "fixed.yaml"), "--config", str(TINY)]
+
+BAD_INPUTS = [
+    (
+        ["--model.attention", "fibonaci"],
+        "model.attention='fibonaci': unknown attention; registered: bigbird, dense, fibonacci, "
+        "sliding_window",
+    ),
+    (["--model.attention.window", "-1"], "window must be >= 0, got -1"),
+    (
+        ["--model.attention.alpha_min", "1.5", "--model.attention.alpha_max", "0.5"],
+        "0 < alpha_min < alpha_max < inf, got alpha_min=1.5, alpha_max=0.5",
+    ),
+    (["--model.attention.alpha_min", "0"], "got alpha_min=0.0"),
+    (
+        ["--model.attention.schedule", "custom", "--model.attention.alphas", "[1.0]"],
+        "alphas: schedule 'custom' needs one alpha per layer (2), got 1",
+    ),
+    (["--model.arch.n_kv_heads", "3"], "n_heads (2) must be divisible by n_kv_heads (3)"),
+    (["--model.arch.d_model", "48"], "d_model (48) must equal n_heads x head_dim (2 x 16 = 32)"),
+    (["--data.seq_len", "0"], "data.seq_len=0: must be a positive integer"),
+    (["--data.vocab_size", "100"], "vocab_size=100 is smaller than the tokenizer's size 8192"),
+    (["--model.lr", "-1"], "model.lr=-1.0: must be > 0"),
+    (["--data.tokenizer", "missing/tokenizer.json"], "tokenizer='missing/tokenizer.json': file"),
+]
+
+
+@pytest.fixture(autouse=True)
+def plain_argv(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "argv", ["lit_sparse"])
+    monkeypatch.chdir(tmp_path)
+
+
+def run_cli(args: list[str], capsys) -> tuple[int, list[str]]:
+    try:
+        code = main(args)
+    except SystemExit as exit_:
+        code = exit_.code
+    err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("Seed")]
+    return code, err
+
+
+@pytest.mark.parametrize(("extra", "message"), BAD_INPUTS, ids=[" ".join(c[0]) for c in BAD_INPUTS])
+def test_bad_input_gets_one_clear_line_before_any_work(extra, message, capsys, tmp_path):
+    code, err = run_cli(["fit", *FIXED, *extra], capsys)
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    assert message in err[0]
+    assert not (tmp_path / "runs").exists(), "nothing may run before the input is checked"
+
+
+def test_missing_config_file(capsys):
+    code, err = run_cli(["fit", "--config", "nope.yaml"], capsys)
+    assert err == ["error: --config nope.yaml: cannot be read (No such file or directory)"]
+    assert code == 2
+
+
+def test_unreadable_config_file(capsys, tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("model: [unclosed\n")
+    code, err = run_cli(["fit", "--config", str(broken)], capsys)
+    assert code == 2 and len(err) == 1
+    assert f"--config {broken}: not valid YAML at line 2, column 1" in err[0]
+
+
+@pytest.fixture(scope="module")
+def fixed_checkpoint(tmp_path_factory) -> Path:
+    """A 2-step run of the fixed schedule; its last.ckpt."""
+    workdir = tmp_path_factory.mktemp("fixed_run")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(workdir)
+        patch.setattr(sys, "argv", ["lit_sparse"])
+        assert main(["fit", *FIXED, "--trainer.max_steps", "2"]) == 0
+    (path,) = workdir.glob("runs/fixed/version_0/checkpoints/last.ckpt")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("config", "extra", "message"),
+    [
+        ("staggered.yaml", [], "model.attention.schedule: config 'linear', checkpoint 'fixed'"),
+        (
+            "fixed.yaml",
+            ["--model.arch.n_layers", "3"],
+            "model.arch.n_layers: config 3, checkpoint 2",
+        ),
+        ("dense.yaml", [], "model.attention: config 'dense', checkpoint 'fibonacci'"),
+    ],
+)
+def test_checkpoint_of_another_model_is_refused(config, extra, message, fixed_checkpoint, capsys):
+    args = [
+        "validate",
+        "--config",
+        str(ROOT / "configs" / config),
+        "--config",
+        str(TINY),
+        *extra,
+        "--ckpt_path",
+        str(fixed_checkpoint),
+    ]
+    code, err = run_cli(args, capsys)
+    assert code == 2 and err[-1].startswith("error: "), err
+    assert "holds a different model than the config" in err[-1] and message in err[-1]
+
+
+def test_truncated_checkpoint_is_refused(fixed_checkpoint, capsys, tmp_path):
+    truncated = tmp_path / "checkpoints" / "last.ckpt"
+    truncated.parent.mkdir()
+    data = fixed_checkpoint.read_bytes()
+    truncated.write_bytes(data[: len(data) // 2])
+    shutil.copy(fixed_checkpoint, truncated.parent / "step2.ckpt")
+    for command in ("fit", "validate"):
+        code, err = run_cli([command, *FIXED, "--ckpt_path", str(truncated)], capsys)
+        assert code == 2, err
+        assert "cannot be read as a checkpoint" in err[-1] and "step2.ckpt" in err[-1]
+
+
+def test_matching_checkpoint_is_accepted(fixed_checkpoint, capsys):
+    code, err = run_cli(["validate", *FIXED, "--ckpt_path", str(fixed_checkpoint)], capsys)
+    assert code == 0, err
+    assert torch.load(fixed_checkpoint, weights_only=True)["global_step"] == 2

@@ -1,0 +1,92 @@
+"""A NaN loss stops training at once, naming the step and the last good checkpoint."""
+
+import sys
+from pathlib import Path
+
+import torch
+import yaml
+
+from lit_sparse.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "configs" / "tiny.yaml"
+
+
+def test_non_finite_loss_stops_naming_step_and_checkpoint(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["lit_sparse"])
+    faults = tmp_path / "faults.yaml"
+    faults.write_text(
+        yaml.safe_dump(
+            {
+                "trainer": {
+                    "max_steps": 6,
+                    "callbacks": [
+                        {
+                            "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
+                            "init_args": {"every_n_train_steps": 2, "save_last": True},
+                        },
+                        {
+                            "class_path": "tests.reliability.faults.PoisonWeightsAtStep",
+                            "init_args": {"step": 3},
+                        },
+                    ],
+                }
+            }
+        )
+    )
+    monkeypatch.syspath_prepend(str(ROOT))
+    code = main(
+        [
+            "fit",
+            "--config",
+            str(ROOT / "configs" / "fixed.yaml"),
+            "--config",
+            str(TINY),
+            "--config",
+            str(faults),
+        ]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1].startswith("error: training stopped: the loss is nan at optimizer step 3")
+    (last,) = tmp_path.glob("runs/fixed/version_0/checkpoints/last.ckpt")
+    assert f"the last good checkpoint is {last.relative_to(tmp_path)}" in err[-1]
+    saved = torch.load(last, weights_only=True)
+    assert saved["global_step"] == 2, "no checkpoint is written after the failure"
+    assert all(torch.isfinite(t).all() for t in saved["state_dict"].values())
+
+
+def test_nan_before_any_checkpoint_says_so(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["lit_sparse"])
+    monkeypatch.syspath_prepend(str(ROOT))
+    faults = tmp_path / "faults.yaml"
+    faults.write_text(
+        yaml.safe_dump(
+            {
+                "trainer": {
+                    "callbacks": [
+                        {
+                            "class_path": "tests.reliability.faults.PoisonWeightsAtStep",
+                            "init_args": {"step": 0},
+                        },
+                    ]
+                }
+            }
+        )
+    )
+    code = main(
+        [
+            "fit",
+            "--config",
+            str(ROOT / "configs" / "dense.yaml"),
+            "--config",
+            str(TINY),
+            "--config",
+            str(faults),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "at optimizer step 0 (micro-batch 0); no checkpoint was saved yet" in err
