@@ -15,12 +15,16 @@ How it measures:
   2 global and (keys - W - 3) random keys per block; natten a kernel of that many keys;
 - inputs are laid out as the model hands them to attention: (B, T, heads, D) tensors
   viewed as (B, heads, T, D); dense and sparse get the same tensors;
-- each row runs in a fresh Python process: one small warm-up call, then one full-size call
-  whose rise in peak resident memory (``ru_maxrss``) over the inputs is the row's
-  ``peak_mb`` (on CUDA: ``torch.cuda.max_memory_allocated``), then up to ``--repeats``
-  timed calls (fewer once ``--budget`` seconds are spent); ``ms`` is their median;
-- ``speedup_vs_dense`` divides the dense row's time at the same length by the row's time,
-  both from the same run; dense is skipped above ``--dense-max-length`` (too slow: O(T^2)),
+- ``peak_mb``: each row runs once more in a fresh Python process: a small warm-up call, then
+  one full-size call; the row's value is that call's rise in peak resident memory
+  (``ru_maxrss``) over the inputs (on CUDA: ``torch.cuda.max_memory_allocated``);
+- ``ms``: all plugins of one length run in one fresh process on the same inputs: each is
+  warmed up (a small call, then one full-size call), then they are timed in interleaved
+  rounds, one call of each per round, so a change in the machine's load hits all alike;
+  up to ``--repeats`` rounds (fewer once ``--budget`` seconds per plugin are spent), and
+  ``ms`` is the median;
+- ``speedup_vs_dense`` divides the dense time at the same length by the row's time, both
+  from the same process; dense is skipped above ``--dense-max-length`` (O(T^2): too slow),
   and the speed-up there is empty.
 """
 
@@ -96,6 +100,9 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
+_INPUTS: dict[tuple[int, str], tuple] = {}
+
+
 def _attention_case(spec: dict[str, Any]):
     """(run, reset) for one attention measurement: run() = forward + backward."""
     import torch
@@ -104,16 +111,19 @@ def _attention_case(spec: dict[str, Any]):
     device = torch.device(spec["device"])
     batch, heads, kv_heads, head_dim = spec["batch"], spec["heads"], spec["kv_heads"], spec["dim"]
     name = spec["plugin"]
-    gen = torch.Generator(device="cpu").manual_seed(0)
 
-    def inputs(length: int):
-        def make(h):  # the model's layout: (B, T, h, D) viewed as (B, h, T, D)
-            x = torch.randn(batch, length, h, head_dim, generator=gen) * 0.5
-            return x.to(device).requires_grad_()
+    def inputs(length: int):  # one set per length, shared by every plugin of the process
+        key = (length, str(device))
+        if key not in _INPUTS:
+            gen = torch.Generator(device="cpu").manual_seed(length)
 
-        q, k, v = make(heads), make(kv_heads), make(kv_heads)
-        grad = torch.randn(batch, length, heads, head_dim, generator=gen).to(device)
-        return q, k, v, grad
+            def make(h):  # the model's layout: (B, T, h, D) viewed as (B, h, T, D)
+                x = torch.randn(batch, length, h, head_dim, generator=gen) * 0.5
+                return x.to(device).requires_grad_()
+
+            grad = torch.randn(batch, length, heads, head_dim, generator=gen).to(device)
+            _INPUTS[key] = (make(heads), make(kv_heads), make(kv_heads), grad)
+        return _INPUTS[key]
 
     if name == "dense":
 
@@ -195,40 +205,73 @@ def _train_case(spec: dict[str, Any]):
     return case, device
 
 
-def _measure(spec: dict[str, Any]) -> dict[str, Any]:
-    """Runs in the child: warm-up, one full call for the peak, timed calls for the median."""
+def _case(spec: dict[str, Any], plugin: str):
+    spec = {**spec, "plugin": plugin}
+    return (_train_case if spec["kind"] == "train" else _attention_case)(spec)
+
+
+def _memory(spec: dict[str, Any]) -> dict[str, Any]:
+    """Child process of one row: a small warm-up call, then the peak of one full call."""
     import torch
 
-    if spec.get("threads"):
-        torch.set_num_threads(spec["threads"])
-    case, device = (_train_case if spec["kind"] == "train" else _attention_case)(spec)
+    case, device = _case(spec, spec["plugin"])
     case(min(64, spec["length"]))()  # warm-up: threads, allocator, kernels
     _sync(device)
     run = case(spec["length"])
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     before = _peak_bytes(device) if device.type == "cpu" else torch.cuda.memory_allocated(device)
-    run()  # first full-size call: also the warm-up at this size
+    run()
     _sync(device)
-    peak_mb = max(0, _peak_bytes(device) - before) / 2**20
-    times: list[float] = []
-    while len(times) < spec["repeats"] and (not times or sum(times) < spec["budget"]):
-        start = time.perf_counter()
-        run()
+    return {"peak_mb": max(0, _peak_bytes(device) - before) / 2**20}
+
+
+def _timing(spec: dict[str, Any]) -> dict[str, Any]:
+    """Child process of one length: every plugin warmed up, then timed in interleaved rounds
+    (one call of each per round), so a change in the machine's load hits them alike."""
+    runs, device = {}, None
+    for plugin in spec["plugins"]:
+        case, device = _case(spec, plugin)
+        case(min(64, spec["length"]))()
+        runs[plugin] = case(spec["length"])
+        runs[plugin]()  # the first full-size call: allocations, page faults
         _sync(device)
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return {"ms": 1e3 * times[len(times) // 2], "peak_mb": peak_mb, "runs": len(times)}
+    times: dict[str, list[float]] = {plugin: [] for plugin in runs}
+    spent = 0.0
+    while len(times[spec["plugins"][0]]) < spec["repeats"]:
+        if times[spec["plugins"][0]] and spent > spec["budget"] * len(runs):
+            break
+        for plugin, run in runs.items():
+            start = time.perf_counter()
+            run()
+            _sync(device)
+            times[plugin].append(time.perf_counter() - start)
+            spent += times[plugin][-1]
+        _progress(f"T={spec['length']}: round {len(times[spec['plugins'][0]])} timed")
+    return {
+        plugin: {"ms": 1e3 * sorted(ts)[len(ts) // 2], "runs": len(ts)}
+        for plugin, ts in times.items()
+    }
 
 
-# --- the parent: one process per row -----------------------------------------------------
+def _measure(spec: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    if spec.get("threads"):
+        torch.set_num_threads(spec["threads"])
+    return _memory(spec) if spec["mode"] == "memory" else _timing(spec)
+
+
+# --- the parent: fresh processes ----------------------------------------------------------
 
 
 def _run_child(spec: dict[str, Any]) -> dict[str, Any] | None:
     command = [sys.executable, "-m", "lit_sparse.bench", "_measure", json.dumps(spec)]
-    result = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy())
+    result = subprocess.run(
+        command, stdout=subprocess.PIPE, stderr=None, text=True, env=os.environ.copy()
+    )  # the child's progress goes straight to our stderr
     if result.returncode != 0:
-        print(f"  failed: {result.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+        _progress(f"{spec['mode']} run failed: {spec.get('plugin') or spec.get('plugins')}")
         return None
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -263,46 +306,46 @@ def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
             _progress("natten_mps is not installed: its peer row is skipped")
     rows: list[dict[str, Any]] = []
     for length in args.lengths:
-        keys = fibonacci_keys(args.window, length)
-        dense_ms = None
-        for plugin in plugins:
-            if plugin == "dense" and length > args.dense_max_length:
-                _progress(f"T={length} dense: skipped (above --dense-max-length)")
+        here = [p for p in plugins if p != "dense" or length <= args.dense_max_length]
+        if len(here) < len(plugins):
+            _progress(f"T={length} dense: skipped (above --dense-max-length)")
+        spec = {
+            "kind": kind,
+            "length": length,
+            "device": args.device,
+            "window": args.window,
+            "keys": fibonacci_keys(args.window, length),
+            "batch": args.batch if kind == "attention" else max(1, args.tokens_per_step // length),
+            "heads": getattr(args, "heads", 8),
+            "kv_heads": getattr(args, "kv_heads", 2),
+            "dim": getattr(args, "head_dim", 64),
+            "repeats": args.repeats,
+            "budget": args.budget,
+            "threads": args.threads,
+        }
+        peaks = {}
+        for plugin in here:
+            _progress(f"T={length} {plugin}: peak memory ...")
+            result = _run_child({**spec, "mode": "memory", "plugin": plugin})
+            peaks[plugin] = None if result is None else result["peak_mb"]
+        _progress(f"T={length}: timing {', '.join(here)} in interleaved rounds ...")
+        timing = _run_child({**spec, "mode": "time", "plugins": here}) or {}
+        dense_ms = timing.get("dense", {}).get("ms")
+        for plugin in here:
+            if plugin not in timing:
                 continue
-            spec = {
-                "kind": kind,
-                "plugin": plugin,
-                "length": length,
-                "device": args.device,
-                "window": args.window,
-                "keys": keys,
-                "batch": args.batch,
-                "heads": getattr(args, "heads", 8),
-                "kv_heads": getattr(args, "kv_heads", 2),
-                "dim": getattr(args, "head_dim", 64),
-                "repeats": args.repeats,
-                "budget": args.budget,
-                "threads": args.threads,
-            }
+            ms = timing[plugin]["ms"]
+            row: dict[str, Any] = {"T": length, "plugin": plugin, "ms": ms}
             if kind == "train":
-                spec["batch"] = max(1, args.tokens_per_step // length)
-            _progress(f"T={length} {plugin} ...")
-            result = _run_child(spec)
-            if result is None:
-                continue
-            row: dict[str, Any] = {"T": length, "plugin": plugin, "ms": result["ms"]}
-            if kind == "train":
-                row["tokens_per_s"] = spec["batch"] * length / (result["ms"] / 1e3)
-            if plugin == "dense":
-                dense_ms = result["ms"]
-            row["speedup_vs_dense"] = None if dense_ms is None else dense_ms / result["ms"]
-            row["peak_mb"] = result["peak_mb"]
+                row["tokens_per_s"] = spec["batch"] * length / (ms / 1e3)
+            row["speedup_vs_dense"] = None if dense_ms is None else dense_ms / ms
+            row["peak_mb"] = peaks[plugin]
             rows.append(row)
             speed = row["speedup_vs_dense"]
             _progress(
-                f"T={length} {plugin}: {result['ms']:.1f} ms (median of {result['runs']})"
+                f"T={length} {plugin}: {ms:.1f} ms (median of {timing[plugin]['runs']})"
                 + ("" if speed is None else f", x{speed:.2f} vs dense")
-                + f", peak {result['peak_mb']:.0f} MB"
+                + ("" if peaks[plugin] is None else f", peak {peaks[plugin]:.0f} MB")
             )
     return rows
 
