@@ -240,7 +240,6 @@ class _Chunks:
             self.ds = torch.empty(n, g, s, dtype=dtype)
             self.delta = torch.empty(n, g, 1, dtype=dtype)
             if plan.n_rungs:
-                self.hi = torch.empty(2, c, kv, plan.n_rungs, d, dtype=dtype)
                 self.dfrac = torch.empty(n, g, plan.n_rungs, dtype=dtype)
 
 
@@ -339,8 +338,7 @@ def _backward_range(
     taps = list(enumerate(plan.rung_lo))
     if r:
         frac = plan.frac
-        frac5 = frac[None, None, None, :, None]
-        keep = 1 - frac5
+        keep = 1 - frac
     rows_per_batch = acc.shape[2]
     acc = acc.view(2, -1, kv, d)
     acc_flat = acc.view(2, -1, d)
@@ -400,13 +398,10 @@ def _backward_range(
             for col, dist in far:
                 acc[:, lo - dist : lo - dist + c].add_(body[:, :, :, col])
             if r:  # a virtual row's gradient goes (1 - frac) to row t - lo, frac to t - lo - 1
-                tap = body[:, :, :, m0:]  # (2, c, KV, R, D)
-                hi = ws.hi[:, :c]
-                torch.mul(tap, frac5, out=hi)
-                tap.mul_(keep)
                 for j, lo_d in taps:
-                    acc[:, lo - lo_d : lo - lo_d + c].add_(tap[:, :, :, j])
-                    acc[:, lo - lo_d - 1 : lo - lo_d - 1 + c].add_(hi[:, :, :, j])
+                    tap = body[:, :, :, m0 + j]  # (2, c, KV, D)
+                    acc[:, lo - lo_d : lo - lo_d + c].addcmul_(tap, keep[j])
+                    acc[:, lo - lo_d - 1 : lo - lo_d - 1 + c].addcmul_(tap, frac[j])
             if a:
                 rows_abs = index[:, :, :a].reshape(-1)
                 acc_flat.index_add_(1, rows_abs, body[:, :, :, :a].reshape(2, -1, d))
