@@ -42,11 +42,15 @@ class RotaryEmbedding(nn.Module):
         """cos and sin (T, D) at positions 0..T-1, at least float32."""
         key = (length, device, dtype)
         if key not in self._tables:
-            positions = torch.arange(length, dtype=torch.float64, device=self.inv_freq.device)
-            angles = torch.outer(positions, self.inv_freq)  # (T, D/2)
-            angles = torch.cat([angles, angles], dim=-1)  # (T, D)
-            self._tables[key] = (angles.cos().to(device, dtype), angles.sin().to(device, dtype))
+            with torch.inference_mode(False):  # cached: must stay usable outside inference
+                self._tables[key] = self._build(length, device, dtype)
         return self._tables[key]
+
+    def _build(self, length: int, device: torch.device, dtype: torch.dtype):
+        positions = torch.arange(length, dtype=torch.float64, device=self.inv_freq.device)
+        angles = torch.outer(positions, self.inv_freq)  # (T, D/2)
+        angles = torch.cat([angles, angles], dim=-1)  # (T, D)
+        return angles.cos().to(device, dtype), angles.sin().to(device, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         """x (B, heads, T, D) rotated by its absolute position 0..T-1."""

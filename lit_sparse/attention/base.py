@@ -62,7 +62,8 @@ class SlotPattern(AttentionPattern):
     def slots(self, length: int, device: torch.device) -> KeySlots:
         key = (length, torch.device(device))
         if key not in self._cache:
-            self._cache[key] = self.build_slots(length, key[1])
+            with torch.inference_mode(False):  # cached: must stay usable outside inference
+                self._cache[key] = self.build_slots(length, key[1])
         return self._cache[key]
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:

@@ -114,7 +114,8 @@ class LearnedFibonacciPattern(FibonacciPattern):
         window = super().slots(length, device)
         key = (length, torch.device(device))
         if key not in self._rung_cache:
-            self._rung_cache[key] = torch.tensor(self.rung_values(length), device=device)
+            with torch.inference_mode(False):
+                self._rung_cache[key] = torch.tensor(self.rung_values(length), device=device)
         target = self.alpha * self._rung_cache[key]  # (R,) t = alpha * f, carries theta's gradient
         lo = torch.floor(target)
         usable = (torch.round(target) > self.window) & (lo < self.effective_length(length))

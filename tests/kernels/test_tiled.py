@@ -178,3 +178,26 @@ def test_sparse_attention_uses_the_tiled_path_on_cpu(monkeypatch):
     q, k, v = (x.detach() for x in inputs(1, 2, 1, 5, 8, torch.float32, "head"))
     sparse_attention(q, k, v, exact_slots([0, 1]))
     assert len(calls) == 1
+
+
+def test_inference_mode_then_no_grad_then_training():
+    """Cached work buffers made under inference_mode are never reused outside it."""
+    from lit_sparse import LanguageModel, ModelConfig
+
+    config = ModelConfig(
+        vocab_size=64,
+        context_length=32,
+        n_layers=1,
+        d_model=32,
+        n_heads=2,
+        n_kv_heads=1,
+        head_dim=16,
+    )
+    model = LanguageModel(config, "fibonacci")
+    ids = torch.randint(0, 64, (1, 40))
+    with torch.inference_mode():
+        expected = model(ids)
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids), expected)
+    model(ids).sum().backward()
+    assert model.embedding.weight.grad is not None

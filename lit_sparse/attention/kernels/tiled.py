@@ -200,6 +200,7 @@ def _chunks(plan: _Plan, dtype: torch.dtype, backward: bool) -> _Chunks:
         tuple(plan.rung_lo),
         dtype,
         backward,
+        torch.is_inference_mode_enabled(),  # inference tensors are read-only outside it
     )
     cache = getattr(_local, "workspaces", None)
     if cache is None:
