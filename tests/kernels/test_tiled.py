@@ -195,6 +195,9 @@ def test_inference_mode_then_no_grad_then_training():
     )
     model = LanguageModel(config, "fibonacci")
     ids = torch.randint(0, 64, (1, 40))
+    long_ids = torch.randint(0, 64, (2, 6000))  # long enough to split over worker threads
+    with torch.inference_mode():
+        model(long_ids)
     with torch.inference_mode():
         expected = model(ids)
     with torch.no_grad():

@@ -537,9 +537,12 @@ def _run(plan: _Plan, dtype: torch.dtype, backward: bool, work, n_parts: int) ->
         work(0, _chunks(plan, dtype, backward))
         return
 
+    inference = torch.is_inference_mode_enabled()  # thread-local, like grad mode
+
     def task(part: int) -> None:
         torch.set_num_threads(1)
-        with torch.no_grad():  # grad mode is per thread; this math is never recorded
+        # the caller's tensors may be inference tensors: write them in the caller's mode
+        with torch.inference_mode(inference), torch.no_grad():
             work(part, _chunks(plan, dtype, backward))
 
     futures = [_executor(n_parts).submit(task, part) for part in range(n_parts)]
