@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+E = TypeVar("E", bound=BaseException)
+
 
 class LitSparseError(Exception):
     """Base class: the message names what is wrong and what to do about it."""
@@ -20,13 +24,18 @@ class NonFiniteLossError(LitSparseError):
     """Training produced a NaN or infinite loss; training stops at once."""
 
 
-def find_user_error(err: BaseException | None) -> LitSparseError | None:
-    """The LitSparseError in ``err`` or its cause/context chain (jsonargparse and Lightning
-    re-raise errors from our code wrapped in their own)."""
+def find_error(err: BaseException | None, kind: type[E]) -> E | None:
+    """The error of type ``kind`` in ``err`` or its cause/context chain (jsonargparse and
+    Lightning re-raise errors from our code wrapped in their own)."""
     seen: set[int] = set()
     while err is not None and id(err) not in seen:
-        if isinstance(err, LitSparseError):
+        if isinstance(err, kind):
             return err
         seen.add(id(err))
         err = err.__cause__ or err.__context__
     return None
+
+
+def find_user_error(err: BaseException | None) -> LitSparseError | None:
+    """The LitSparseError behind ``err``, if any."""
+    return find_error(err, LitSparseError)

@@ -19,3 +19,9 @@ def isolated_token_cache(tmp_path_factory):
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+# The tiny training runs shared by the callbacks, evaluation and notebook tests (tests/ is
+# on sys.path as the root conftest's folder; a module, since tests/callbacks/ would clash
+# with the top-level callbacks package).
+from tiny_runs import learned_run, staggered_run  # noqa: E402, F401

@@ -13,7 +13,7 @@ import socket
 import threading
 from urllib.parse import urlparse
 
-from lit_sparse.errors import LitSparseError
+from lit_sparse.errors import LitSparseError, find_error
 
 __all__ = [
     "DataSourceUnavailable",
@@ -41,16 +41,9 @@ class DataSourceUnavailable(LitSparseError, RuntimeError):
 
 
 def find_unavailable(err: BaseException | None) -> DataSourceUnavailable | None:
-    """The :class:`DataSourceUnavailable` in ``err`` or its ``__cause__``/``__context__``
-    chain, else None. jsonargparse re-raises errors from ``__init__`` during instantiation
-    as a ValueError caused by the original, so a CLI should look through the chain."""
-    seen: set[int] = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, DataSourceUnavailable):
-            return err
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return None
+    """The :class:`DataSourceUnavailable` in ``err``'s cause/context chain, else None
+    (jsonargparse re-raises errors from ``__init__`` wrapped in a ValueError)."""
+    return find_error(err, DataSourceUnavailable)
 
 
 def hub_endpoint() -> str:

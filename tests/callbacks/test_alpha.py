@@ -10,7 +10,8 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
-from lit_sparse_test_runs import (
+from tensorboard.plugins.custom_scalar import layout_pb2
+from tiny_runs import (
     DENSE,
     LEARNED,
     read_events,
@@ -19,7 +20,6 @@ from lit_sparse_test_runs import (
     tiny_module,
     tiny_trainer,
 )
-from tensorboard.plugins.custom_scalar import layout_pb2
 
 from callbacks import AlphaTrajectory
 from callbacks.alpha import alpha_tag

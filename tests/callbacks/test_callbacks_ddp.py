@@ -53,7 +53,7 @@ def test_a_rank_without_windows_still_reduces(tmp_path):
 def test_ddp_logs_equal_a_single_process(tmp_path):
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import ModelCheckpoint
-    from lit_sparse_test_runs import (
+    from tiny_runs import (
         N_BINS,
         SEQ_LEN,
         STAGGERED,

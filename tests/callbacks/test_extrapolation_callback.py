@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from lit_sparse_test_runs import SEQ_LEN, scalars
+from tiny_runs import SEQ_LEN, scalars
 
 from callbacks import LengthExtrapolation
 from lit_sparse.evaluation import ExtrapolationResult, evaluate_lengths

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from lit_sparse_test_runs import N_BINS, SEQ_LEN, VAL_WINDOWS, read_events, scalars, tiny_trainer
+from tiny_runs import N_BINS, SEQ_LEN, VAL_WINDOWS, read_events, scalars, tiny_trainer
 from torchmetrics.utilities.data import dim_zero_sum
 
 from callbacks import PositionBinnedNLL, PositionLoss, bin_edges

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from lit_sparse_test_runs import scalars
+from tiny_runs import scalars
 
 from callbacks import SparseThroughputMonitor
 from lit_sparse.evaluation import flops_per_batch

@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from lit_sparse_test_runs import SEQ_LEN, VAL_WINDOWS, tiny_trainer
+from tiny_runs import SEQ_LEN, VAL_WINDOWS, tiny_trainer
 
 from lit_sparse import FibonacciAttention, LanguageModel
 from lit_sparse.evaluation import (
