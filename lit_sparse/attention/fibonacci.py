@@ -15,6 +15,7 @@ from .kernels import KeySlots, exact_slots
 from .registry import register_attention
 
 NewOffsets = Literal["use", "drop"]
+RungRead = Literal["interpolate", "gaussian"]
 
 
 class FibonacciPattern(SlotPattern):
@@ -131,6 +132,95 @@ class LearnedFibonacciPattern(FibonacciPattern):
         )
 
 
+def rung_width_at(progress: float, start: float, end: float, anneal: float) -> float:
+    """Width (sigma, in positions) of the Gaussian rung read at training ``progress`` in [0, 1]:
+    linear from ``start`` to ``end`` over the first ``anneal`` of training, ``end`` after."""
+    share = min(1.0, max(0.0, progress) / anneal)
+    return start + (end - start) * share
+
+
+class GaussianFibonacciPattern(LearnedFibonacciPattern):
+    """Learned alpha whose rungs read a Gaussian band of rows ("blur"; the paper's probe).
+
+    Rung r, with target t = alpha * f, reads for query i a virtual key and value
+    sum_j m_r(i, j) * row[j] with m_r(i, j) proportional to exp(-(i - j - t)^2 / (2 sigma^2))
+    over the rows j <= i that exist, normalised per query (so a band that reaches past the
+    first position is renormalised over the rows there are). Window distances 0..W are
+    exact, and a rung is used under the learned rules (skipped when round(t) <= W, when
+    floor(t) > T - 1 or when an earlier rung has the same floor(t); valid for i >= floor(t)).
+    Its score is q . k_r / sqrt(D) and it competes with the window keys in one softmax.
+    theta's gradient flows through the band's centre t.
+
+    The width sigma is the buffer ``rung_width`` (saved in checkpoints); the trainer anneals it
+    with :meth:`set_progress` (:func:`rung_width_at`). This path is dense, O(T^2) in time and
+    memory: the score matrix and one (T, T) band per rung. Meant for short sequences such as
+    the retrieval probe (T = 512); ``forward`` and ``reference`` are the same computation.
+    """
+
+    def __init__(
+        self,
+        training_length: int,
+        window: int,
+        rungs: str,
+        n_rungs: int,
+        new_offsets: NewOffsets,
+        alpha_min: float,
+        alpha_max: float,
+        alpha_init: float,
+        width_start: float,
+        width_end: float,
+        width_anneal: float,
+    ):
+        super().__init__(
+            training_length, window, rungs, n_rungs, new_offsets, alpha_min, alpha_max, alpha_init
+        )
+        self.width_start, self.width_end, self.width_anneal = width_start, width_end, width_anneal
+        self.register_buffer("rung_width", torch.tensor(float(width_start)))
+
+    def set_progress(self, progress: float) -> None:
+        """Set the width for training ``progress`` (optimizer step / total steps)."""
+        width = rung_width_at(progress, self.width_start, self.width_end, self.width_anneal)
+        self.rung_width.fill_(width)
+
+    def bands(self, length: int, device: torch.device) -> tuple[Tensor, Tensor]:
+        """The per-query normalised bands (R, T, T) and where each rung is valid (T, R)."""
+        slots = self.slots(length, device)
+        centre = slots.rung_lo.to(slots.rung_frac.dtype) + slots.rung_frac  # (R,) = alpha * f
+        i = torch.arange(length, device=device)
+        rel = (i[:, None] - i[None, :]).to(centre.dtype)  # (T, T) distance i - j
+        width = self.rung_width.to(centre.dtype)
+        logw = -((rel[None] - centre[:, None, None]) ** 2) / (2 * width**2)  # (R, T, T)
+        logw = logw.masked_fill(rel[None] < 0, float("-inf"))  # future rows do not exist
+        band = torch.softmax(logw, dim=-1)  # normalised over the rows j <= i of each query
+        valid = slots.rung_valid[None, :] & (i[:, None] >= slots.rung_lo[None, :])  # (T, R)
+        return band, valid
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        batch, heads, length, dim = q.shape
+        kv_heads = k.shape[1]
+        qg = q.view(batch, kv_heads, heads // kv_heads, length, dim)  # (B, KV, G, T, D)
+        scores = torch.einsum("bkgid,bkjd->bkgij", qg, k) * dim**-0.5  # (B, KV, G, T, T)
+        slots = self.slots(length, q.device)
+        i = torch.arange(length, device=q.device)
+        rel = i[:, None] - i[None, :]
+        near = torch.isin(rel, slots.distances) & (rel >= 0)  # (T, T) exact window
+        window_logits = scores.masked_fill(~near, float("-inf"))
+        band, valid = self.bands(length, q.device)
+        band = band.to(q.dtype)
+        rung_logits = torch.einsum("bkgij,rij->bkgir", scores, band)  # (B, KV, G, T, R)
+        rung_logits = rung_logits.masked_fill(~valid, float("-inf"))
+        probs = torch.softmax(torch.cat([window_logits, rung_logits], dim=-1), dim=-1)
+        mix = probs[..., :length] + torch.einsum("bkgir,rij->bkgij", probs[..., length:], band)
+        out = torch.einsum("bkgij,bkjd->bkgid", mix, v)  # (B, KV, G, T, D)
+        return out.reshape(batch, heads, length, dim)
+
+    def reference(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        return self.forward(q, k, v)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, rung_read=gaussian, width={float(self.rung_width):.3g}"
+
+
 @register_attention("fibonacci")
 class FibonacciAttention(AttentionPlugin):
     """Window W plus rung distances round(alpha_l * f), with a per-layer alpha schedule."""
@@ -145,6 +235,11 @@ class FibonacciAttention(AttentionPlugin):
         alpha_max: float = 1.5,
         alphas: list[float] | None = None,
         new_offsets: NewOffsets = "use",
+        alpha_init: list[float] | None = None,
+        rung_read: RungRead = "interpolate",
+        rung_width_start: float = 40.0,
+        rung_width_end: float = 0.5,
+        rung_width_anneal: float = 0.8,
     ):
         """
         Args:
@@ -162,6 +257,18 @@ class FibonacciAttention(AttentionPlugin):
             alphas: one alpha per layer for schedule "custom".
             new_offsets: distances that appear only beyond the training length: "use" them
                 (the paper) or "drop" them.
+            alpha_init: schedule "learned" only: each layer's starting alpha (one per layer,
+                each strictly between alpha_min and alpha_max); None starts every layer at
+                the middle of the range.
+            rung_read: schedule "learned" only: how a rung reads rows at the non-integer
+                distance alpha * f: "interpolate" (two rows, floor and floor + 1; linear in T)
+                or "gaussian" (a normalised Gaussian band of rows centred at alpha * f, the
+                paper's probe "blur"; dense, O(T^2): short sequences only).
+            rung_width_start: rung_read "gaussian": the band's width (sigma, positions) at
+                the start of training.
+            rung_width_end: rung_read "gaussian": the width after annealing.
+            rung_width_anneal: rung_read "gaussian": the share of training steps over which
+                the width goes linearly from start to end (the trainer sets it each step).
         """
         if window < 0:
             raise ConfigError(f"window must be >= 0, got {window}")
@@ -186,9 +293,42 @@ class FibonacciAttention(AttentionPlugin):
                 raise ConfigError(f"alphas must all be in (0, inf), got {bad}")
         elif alphas is not None:
             raise ConfigError(f"alphas is only read by schedule 'custom', not {schedule!r}")
+        if alpha_init is not None:
+            if schedule != "learned":
+                raise ConfigError(
+                    f"alpha_init is only read by schedule 'learned', not {schedule!r}"
+                )
+            bad = [a for a in alpha_init if not (alpha_min < a < alpha_max)]
+            if not alpha_init or bad:
+                raise ConfigError(
+                    f"alpha_init={list(alpha_init)}: expected one alpha per layer, each strictly "
+                    f"between alpha_min={alpha_min} and alpha_max={alpha_max}"
+                    + (f" (outside: {bad})" if bad else "")
+                )
+        if rung_read not in ("interpolate", "gaussian"):
+            raise ConfigError(f"rung_read={rung_read!r}: expected 'interpolate' or 'gaussian'")
+        if rung_read == "gaussian" and schedule != "learned":
+            raise ConfigError(
+                f"rung_read='gaussian' needs schedule 'learned' (static schedules read whole "
+                f"rows), got schedule={schedule!r}"
+            )
+        for name, value in (
+            ("rung_width_start", rung_width_start),
+            ("rung_width_end", rung_width_end),
+        ):
+            if not (0 < value < math.inf):
+                raise ConfigError(f"{name}={value!r}: expected a width > 0 (positions)")
+        if not (0 < rung_width_anneal <= 1):
+            raise ConfigError(
+                f"rung_width_anneal={rung_width_anneal!r}: expected a share of training in (0, 1]"
+            )
         self.window, self.rungs, self.n_rungs, self.schedule = window, rungs, n_rungs, schedule
         self.alpha_min, self.alpha_max, self.new_offsets = alpha_min, alpha_max, new_offsets
         self.alphas = None if alphas is None else [float(a) for a in alphas]
+        self.alpha_init = None if alpha_init is None else [float(a) for a in alpha_init]
+        self.rung_read = rung_read
+        self.rung_width_start, self.rung_width_end = float(rung_width_start), float(rung_width_end)
+        self.rung_width_anneal = float(rung_width_anneal)
 
     def check(self, n_layers: int) -> None:
         if self.schedule == "custom" and len(self.alphas) != n_layers:
@@ -196,10 +336,16 @@ class FibonacciAttention(AttentionPlugin):
                 f"alphas: schedule 'custom' needs one alpha per layer ({n_layers}), "
                 f"got {len(self.alphas)}"
             )
+        if self.alpha_init is not None and len(self.alpha_init) != n_layers:
+            raise ConfigError(
+                f"alpha_init: needs one alpha per layer ({n_layers}), got {len(self.alpha_init)}"
+            )
 
     def layer_alphas(self, n_layers: int) -> list[float]:
         """Every layer's alpha at initialisation."""
         self.check(n_layers)
+        if self.alpha_init is not None:
+            return list(self.alpha_init)
         return offsets.schedule_alphas(
             self.schedule, n_layers, self.alpha_min, self.alpha_max, self.alphas
         )
@@ -207,6 +353,11 @@ class FibonacciAttention(AttentionPlugin):
     def build(self, layer: int, n_layers: int, training_length: int) -> FibonacciPattern:
         alpha = self.layer_alphas(n_layers)[layer]
         common = (self.window, self.rungs, self.n_rungs, self.new_offsets)
+        if self.schedule == "learned" and self.rung_read == "gaussian":
+            widths = (self.rung_width_start, self.rung_width_end, self.rung_width_anneal)
+            return GaussianFibonacciPattern(
+                training_length, *common, self.alpha_min, self.alpha_max, alpha, *widths
+            )
         if self.schedule == "learned":
             return LearnedFibonacciPattern(
                 training_length, *common, self.alpha_min, self.alpha_max, alpha
