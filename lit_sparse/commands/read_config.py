@@ -1,0 +1,204 @@
+"""Read only the model (its shape and attention) and the data's length out of config files.
+
+``coverage`` and ``flops`` work offline on the paper configs: they never build the
+DataModule (the paper's data config names a hub tokenizer). Config files layer as the CLI's
+``--config a.yaml --config b.yaml`` do: the ``model`` sections are parsed by jsonargparse with
+the LitLanguageModel signature (so defaults and validation match ``fit``); a ``data`` section
+may be a path to another YAML relative to the config file (``data: data/paper.yaml``), and
+is merged the way the CLI merges a subclass group (same ``class_path``: ``init_args`` update;
+another class: replaced). As the CLI links them, the model's context length is the data's
+``seq_len`` and its vocabulary the data's (``model_vocab_size`` of the data class: an
+explicit ``vocab_size``, else the tokenizer's size rounded up, read from a local tokenizer).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lit_sparse.attention import AttentionPattern, AttentionPlugin, build_attention
+from lit_sparse.config import ModelConfig
+from lit_sparse.errors import ConfigError
+
+__all__ = ["ModelSpec", "read_model_config"]
+
+
+@dataclass
+class ModelSpec:
+    """The model a set of config files describes, without its weights."""
+
+    arch: ModelConfig
+    """The shape, with ``context_length`` and ``vocab_size`` taken from the data as in fit."""
+    attention: AttentionPlugin
+    configs: list[str]
+    """The config files read, in order."""
+
+    @property
+    def seq_len(self) -> int:
+        return self.arch.context_length
+
+    def patterns(self) -> list[AttentionPattern]:
+        """Every layer's attention pattern (on the CPU; a learned alpha at its start value)."""
+        n_layers = self.arch.n_layers
+        self.attention.check(n_layers)
+        return [self.attention.build(layer, n_layers, self.seq_len) for layer in range(n_layers)]
+
+    def describe(self) -> str:
+        """A short name of the attention: ``fibonacci linear W=8``, ``pow2 fixed W=8``."""
+        args = self.attention.init_args()
+        name = type(self.attention).name or type(self.attention).__name__
+        if name == "fibonacci":
+            base = "fibonacci" if args["rungs"] == "fibonacci" else args["rungs"]
+            return f"{base} {args['schedule']} W={args['window']}"
+        shown = " ".join(
+            f"{key}={args[key]}" for key in ("window", "n_global", "n_random") if key in args
+        )
+        return f"{name} {shown}".strip()
+
+
+def _load_yaml(path: Path, what: str) -> dict[str, Any]:
+    try:
+        values = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{what} {path}: cannot be read ({err.strerror or err})") from None
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        raise ConfigError(f"{what} {path}: not valid YAML{at}") from None
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ConfigError(
+            f"{what} {path}: expected a mapping of options, got {type(values).__name__}"
+        )
+    return values
+
+
+def _data_section(value: Any, config: Path) -> dict[str, Any]:
+    """A config's ``data`` value as {class_path, init_args}; a string is a YAML file's path,
+    relative to the config file (else to the working directory)."""
+    if isinstance(value, str):
+        candidate = config.parent / value
+        path = candidate if candidate.is_file() else Path(value)
+        value = _load_yaml(path, "data")
+    if not isinstance(value, dict):
+        raise ConfigError(f"data in {config}: expected a mapping or a YAML path, got {value!r}")
+    return {"class_path": value.get("class_path"), "init_args": dict(value.get("init_args") or {})}
+
+
+def _merge_data(current: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    if current is None or (new["class_path"] and new["class_path"] != current["class_path"]):
+        return new
+    return {
+        "class_path": current["class_path"],
+        "init_args": {**current["init_args"], **new["init_args"]},
+    }
+
+
+def _data_class(class_path: str | None):
+    if not class_path:
+        from lit_sparse.data import TextDataModule
+
+        return TextDataModule
+    module, _, name = class_path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):
+        raise ConfigError(f"data.class_path={class_path!r}: cannot be imported") from None
+
+
+def _default(cls, name: str) -> Any:
+    parameter = inspect.signature(cls.__init__).parameters.get(name)
+    return None if parameter is None else parameter.default
+
+
+def _parse_error(message: str) -> str:
+    """One line from a jsonargparse error: the innermost key and its reason."""
+    keys = re.findall(r'Parser key "([^"]+)":\s*\n\s*(.+)', message)
+    if keys:
+        (outer, _), (inner, reason) = keys[0], keys[-1]
+        key = outer if inner == outer else f"{outer}...{inner}"
+        return f"{key}: {reason.strip()}"
+    return " ".join(message.split())
+
+
+def _model_parser():
+    from jsonargparse import ArgumentParser
+
+    from lit_sparse.module import LitLanguageModel
+
+    parser = ArgumentParser(exit_on_error=False, default_env=False)
+    parser.add_class_arguments(LitLanguageModel, "model")
+    return parser
+
+
+def read_model_config(configs: Sequence[str | Path], overrides: Sequence[str] = ()) -> ModelSpec:
+    """The model of layered ``configs`` plus ``overrides``.
+
+    Args:
+        configs: config files, later ones layered over earlier ones.
+        overrides: CLI-style options: ``--model.<key> value`` (e.g.
+            ``--model.attention.init_args.window 12``; registry names work for
+            ``--model.attention``) and ``--data.<key> value`` (e.g. ``--data.seq_len 2048``).
+    """
+    from lit_sparse.cli import expand_attention_names
+
+    if not configs:
+        raise ConfigError("--config: expected at least one config file")
+    model_args: list[str] = []
+    data: dict[str, Any] | None = None
+    for config in map(Path, configs):
+        values = _load_yaml(config, "--config")
+        if values.get("model") is not None:
+            model_args += ["--model", yaml.safe_dump(values["model"])]
+        if values.get("data") is not None:
+            data = _merge_data(data, _data_section(values["data"], config))
+    data_overrides: dict[str, Any] = {}
+    overrides = list(overrides)
+    i = 0
+    while i < len(overrides):
+        arg = overrides[i]
+        key, _, value = arg.partition("=")
+        if not value and i + 1 < len(overrides):
+            value, i = overrides[i + 1], i + 1
+        i += 1
+        if key.startswith("--model."):
+            model_args += [key, value]
+        elif key.startswith("--data."):
+            name = key[len("--data.") :].removeprefix("init_args.")
+            data_overrides[name] = yaml.safe_load(value)
+        else:
+            raise ConfigError(
+                f"{key}: unknown option; allowed here: --model.<key> VALUE and --data.<key> VALUE"
+            )
+    if data_overrides:
+        data = _merge_data(data, {"class_path": None, "init_args": data_overrides})
+    parser = _model_parser()
+    try:
+        parsed = parser.parse_args(expand_attention_names(model_args)).model
+    except Exception as err:  # jsonargparse's ArgumentError: condense to one line
+        if isinstance(err, ConfigError):
+            raise
+        raise ConfigError(_parse_error(str(err))) from None
+    arch_values = parsed.arch.as_dict() if hasattr(parsed.arch, "as_dict") else dict(parsed.arch)
+    if data is not None:
+        cls = _data_class(data["class_path"])
+        init_args = data["init_args"]
+        seq_len = init_args.get("seq_len", _default(cls, "seq_len"))
+        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
+            raise ConfigError(f"data.seq_len={seq_len!r}: must be a positive integer")
+        arch_values["context_length"] = seq_len
+        if hasattr(cls, "model_vocab_size"):
+            arch_values["vocab_size"] = cls.model_vocab_size(**init_args)
+    arch = ModelConfig.from_dict(arch_values)
+    attention_values = parsed.attention
+    attention = build_attention(None if attention_values is None else attention_values.as_dict())
+    attention.check(arch.n_layers)
+    return ModelSpec(arch=arch, attention=attention, configs=[str(c) for c in configs])
