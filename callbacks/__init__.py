@@ -5,11 +5,13 @@ and log (TensorBoard scalars and images, JSON and Markdown in the run directory)
 - :class:`PositionLoss`: validation NLL in bins of position within the window.
 - :class:`LengthExtrapolation`: perplexity at multiples of the training length after fit.
 - :class:`SparseThroughputMonitor`: Lightning's ThroughputMonitor with sparse-aware FLOPs.
+- :class:`TaskAccuracy`: LEGO and RULER variable tracking (forced choice) at each validation.
 """
 
 from callbacks.alpha import AlphaTrajectory
 from callbacks.extrapolation import LengthExtrapolation
 from callbacks.position_loss import PositionBinnedNLL, PositionLoss, bin_edges
+from callbacks.tasks import TaskAccuracy
 from callbacks.throughput import SparseThroughputMonitor
 
 __all__ = [
@@ -18,5 +20,6 @@ __all__ = [
     "PositionBinnedNLL",
     "PositionLoss",
     "SparseThroughputMonitor",
+    "TaskAccuracy",
     "bin_edges",
 ]

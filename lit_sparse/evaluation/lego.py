@@ -1,0 +1,59 @@
+"""LEGO (REFERENCE.md section 5): follow a chain of sign assignments to its end.
+
+A chain of n variables: ``x0 = v ;`` with v in {+1, -1}, then ``xi = op x(i-1) ;`` with op
+``+`` (identity) or ``-`` (flip), for i = 1..n-1; the statements are shuffled, the query is
+``x_last =`` and the answer a forced choice between `` +1`` and `` -1`` (chance 0.5).
+Variables are distinct random lowercase letters. The right answers are balanced: within each
+chain length, items alternate between +1 and -1 before the shuffle of the item order, so a
+model that always gives the same answer scores exactly 0.5 (the paper's models: 0.5028).
+
+Example (chain length 3): ``w = +q ; k = +1 ; q = -k ; w =`` -> `` -1`` (k = +1, q = -1,
+w = -1).
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from collections.abc import Sequence
+
+from lit_sparse.errors import ConfigError
+from lit_sparse.evaluation.forced_choice import ChoiceItem
+
+__all__ = ["CHOICES", "lego_items", "lego_value"]
+
+CHOICES = (" +1", " -1")
+
+
+def lego_value(start: int, ops: Sequence[str]) -> int:
+    """The last variable's value: ``start`` (+1 or -1) through ``ops`` ("+" or "-")."""
+    value = start
+    for op in ops:
+        value = value if op == "+" else -value
+    return value
+
+
+def lego_items(
+    chain_lengths: Sequence[int] = (2, 3, 4), per_length: int = 120, seed: int = 0
+) -> list[ChoiceItem]:
+    """``per_length`` items for every chain length (number of variables, >= 2)."""
+    if per_length < 1:
+        raise ConfigError(f"per_length={per_length}: expected >= 1")
+    bad = [n for n in chain_lengths if not 2 <= n <= 26]
+    if bad:
+        raise ConfigError(f"chain_lengths={list(chain_lengths)}: expected lengths in 2..26")
+    rng = random.Random(seed)
+    items = []
+    for n in chain_lengths:
+        for j in range(per_length):
+            answer = j % 2  # 0: +1, 1: -1 (balanced)
+            names = rng.sample(string.ascii_lowercase, n)
+            ops = [rng.choice("+-") for _ in range(n - 1)]
+            start = 1 if lego_value(1, ops) == (1 if answer == 0 else -1) else -1
+            statements = [f"{names[0]} = {'+1' if start == 1 else '-1'} ;"]
+            statements += [f"{names[i]} = {ops[i - 1]}{names[i - 1]} ;" for i in range(1, n)]
+            rng.shuffle(statements)
+            prompt = " ".join(statements) + f" {names[-1]} ="
+            items.append(ChoiceItem(prompt, CHOICES, answer, n))
+    rng.shuffle(items)
+    return items
