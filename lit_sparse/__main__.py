@@ -13,6 +13,11 @@ import sys
 # command -> (module with a main(argv) -> int, one-line description)
 OWN_COMMANDS = {
     "bench": ("lit_sparse.bench", "time attention kernels and training steps against dense"),
+    "coverage": ("lit_sparse.commands.coverage", "distances per layer, their union, two hops"),
+    "flops": ("lit_sparse.commands.flops", "forward FLOPs per token by term, dense vs sparse"),
+    "probe": ("lit_sparse.commands.probe", "train the retrieval-probe grid (paper table 2)"),
+    "tasks": ("lit_sparse.commands.tasks", "LEGO and RULER variable tracking on a checkpoint"),
+    "matrix": ("lit_sparse.commands.matrix", "the paper's run matrix: list, run, rebuild tables"),
 }
 
 

@@ -1,0 +1,11 @@
+"""The project's own commands, one module each, dispatched by ``python -m lit_sparse``
+(``OWN_COMMANDS`` in ``lit_sparse/__main__.py``); each module has ``main(argv) -> int``.
+
+- :mod:`~lit_sparse.commands.coverage`: the distances each layer attends, their union, two hops.
+- :mod:`~lit_sparse.commands.flops`: forward FLOPs per token by term, dense against sparse.
+- :mod:`~lit_sparse.commands.matrix`: the paper's run matrix: list, launch, rebuild its tables.
+- :mod:`~lit_sparse.commands.probe`: the retrieval probe grid (paper table 2).
+- :mod:`~lit_sparse.commands.tasks`: LEGO and RULER variable tracking on a checkpoint.
+
+:mod:`~lit_sparse.commands.read_config` reads just the model out of layered config files.
+"""
