@@ -8,6 +8,7 @@ lists both.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 # command -> (module with a main(argv) -> int, one-line description)
@@ -49,4 +50,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # output piped into `head` and the like: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
