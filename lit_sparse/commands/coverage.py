@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from lit_sparse.attention import offsets
+from lit_sparse.commands import print_report
 from lit_sparse.commands.read_config import ModelSpec, read_model_config
 from lit_sparse.errors import ConfigError, LitSparseError
 
@@ -204,12 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     except LitSparseError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(coverage.to_text())
-    if args.json:
-        from callbacks.run_dir import write_json
-
-        write_json(args.json, coverage.as_dict())
-    return 0
+    return print_report(coverage, args.json)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from lit_sparse.attention import DenseAttention
+from lit_sparse.commands import print_report
 from lit_sparse.commands.read_config import ModelSpec, read_model_config
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError, LitSparseError
@@ -176,12 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     except LitSparseError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(report.to_text())
-    if args.json:
-        from callbacks.run_dir import write_json
-
-        write_json(args.json, report.as_dict())
-    return 0
+    return print_report(report, args.json)
 
 
 if __name__ == "__main__":

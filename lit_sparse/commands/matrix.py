@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from lit_sparse.errors import ConfigError, LitSparseError
+from lit_sparse.tables import markdown_table
 
 __all__ = ["PAPER", "RUNS", "MatrixRun", "RunRecord", "main", "read_run", "tables"]
 
@@ -276,12 +277,6 @@ def _cell(value: float | None, digits: int = 2) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
 
 
-def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def _ours(record: RunRecord) -> str:
     return f"ours: {record.path}"
 
@@ -308,7 +303,7 @@ def table1(records: Sequence[RunRecord]) -> str:
         [
             "Table 1: held-out perplexity per set (ours: the last val/ppl/<set> logged)",
             "",
-            _markdown(["run", "source", "setup", "step", *columns], rows),
+            markdown_table(["run", "source", "setup", "step", *columns], rows),
         ]
     )
 
@@ -343,7 +338,9 @@ def table3(records: Sequence[RunRecord]) -> str:
             "Table 3: perplexity at the training length and beyond (change: the longest length "
             "against the training length, %)",
             "",
-            _markdown(["run", "source", "setup", "set", "lengths", "perplexity", "change %"], rows),
+            markdown_table(
+                ["run", "source", "setup", "set", "lengths", "perplexity", "change %"], rows
+            ),
         ]
     )
 
@@ -395,7 +392,7 @@ def table4(records: Sequence[RunRecord]) -> str:
         f"in bins of position; first-last = b0 - b{n_bins - 1}, how much lower the loss is at "
         "the end of the window than at its start)",
         "",
-        _markdown(header, rows),
+        markdown_table(header, rows),
     ]
     if gaps:
         text += [
@@ -404,7 +401,9 @@ def table4(records: Sequence[RunRecord]) -> str:
             " source; negative = lower loss than the reference. The paper's gap is linear W8 - "
             "fixed W8 on FineWeb-Edu.",
             "",
-            _markdown(["runs", "source", "set", *(f"b{k}" for k in range(n_bins)), "mean"], gaps),
+            markdown_table(
+                ["runs", "source", "set", *(f"b{k}" for k in range(n_bins)), "mean"], gaps
+            ),
         ]
     return "\n".join(text)
 
@@ -417,7 +416,7 @@ def tables(paths: Sequence[str | Path]) -> str:
 
 def list_runs() -> str:
     rows = [[run.name, f"configs/{run.config}", " ".join(run.overrides())] for run in RUNS.values()]
-    return _markdown(["name", "config", "overrides"], rows) + (
+    return markdown_table(["name", "config", "overrides"], rows) + (
         f"\n\n{len(RUNS) - 1} sparse runs and dense; run one with: "
         "python -m lit_sparse matrix --run NAME [extra fit options]"
     )

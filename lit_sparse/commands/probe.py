@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lit_sparse.errors import ConfigError, LitSparseError
+from lit_sparse.tables import markdown_table
 
 __all__ = ["PAPER_TABLE2", "ProbeRun", "main", "probe_parser", "run_probe"]
 
@@ -198,12 +199,6 @@ def _range(values: tuple[float, float] | None) -> str:
     return "-" if values is None else f"{values[0]:.2f}-{values[1]:.2f}"
 
 
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def probe_tables(runs: list[ProbeRun]) -> str:
     """Markdown: one row per run, then the mean over seeds beside the paper's table 2."""
     if not runs:
@@ -227,7 +222,7 @@ def probe_tables(runs: list[ProbeRun]) -> str:
     ]
     header = ["depth", "init", "read", "seed", "steps", "alpha range", *acc_cols, "sequences"]
     text = ["Runs (alpha range: min-max over layers after training):", ""]
-    text.append(_markdown([*header, "s", "s/step"], per_run))
+    text.append(markdown_table([*header, "s", "s/step"], per_run))
     groups: dict[tuple[int, str, str], list[ProbeRun]] = {}
     for r in runs:
         groups.setdefault(r.key, []).append(r)
@@ -254,7 +249,7 @@ def probe_tables(runs: list[ProbeRun]) -> str:
         )
     text += ["", "Mean over seeds (alpha range over seeds and layers) and the paper's table 2", ""]
     text.append(
-        _markdown(
+        markdown_table(
             ["depth", "init", "read", "seeds", "alpha range", *acc_cols]
             + ["paper alpha range", "paper acc@200", "paper acc@350"],
             summary,

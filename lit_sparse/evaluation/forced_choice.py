@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lit_sparse.tables import markdown_table
+
 __all__ = ["ChoiceItem", "TaskResult", "choose", "score_task"]
 
 Encode = Callable[[str], list[int]]
@@ -158,19 +160,18 @@ def score_task(
 
 def results_table(results: Sequence[TaskResult]) -> str:
     """A Markdown table: every task, its groups and the total."""
-    lines = [
-        "| task | group | items | accuracy | chance | same answer |",
-        "|---|---|---|---|---|---|",
-    ]
+    rows = []
     for result in results:
         for group, values in result.groups.items():
-            lines.append(
-                f"| {result.task} | {result.group_label} {group} | {values['items']} | "
-                f"{values['accuracy']:.4f} | {values['chance']:.4f} | {values['same_answer']:.3f} |"
+            rows.append(
+                [result.task, f"{result.group_label} {group}", str(values["items"])]
+                + [f"{values['accuracy']:.4f}", f"{values['chance']:.4f}"]
+                + [f"{values['same_answer']:.3f}"]
             )
-        lines.append(
-            f"| {result.task} | all | {result.items} | {result.accuracy:.4f} | "
-            f"{result.chance:.4f} | {result.same_answer:.3f} (most common: "
-            f"{result.most_common.strip()!r}) |"
+        rows.append(
+            [result.task, "all", str(result.items), f"{result.accuracy:.4f}"]
+            + [f"{result.chance:.4f}"]
+            + [f"{result.same_answer:.3f} (most common: {result.most_common.strip()!r})"]
         )
-    return "\n".join(lines)
+    header = ["task", "group", "items", "accuracy", "chance", "same answer"]
+    return markdown_table(header, rows)
