@@ -28,7 +28,7 @@ import numpy as np
 
 from lit_sparse.attention import offsets
 from lit_sparse.commands import print_report
-from lit_sparse.commands.read_config import ModelSpec, read_model_config
+from lit_sparse.commands.read_config import ModelSpec, config_parser, read_model_config
 from lit_sparse.errors import ConfigError, LitSparseError
 
 __all__ = ["Coverage", "compute_coverage", "format_ranges", "main", "two_hop"]
@@ -182,17 +182,8 @@ def compute_coverage(spec: ModelSpec, length: int | None = None, hops: int = 1) 
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m lit_sparse coverage",
-        description=__doc__.split("\n\n")[1],
-        epilog="Further options: --model.<key> VALUE and --data.<key> VALUE (as fit takes them).",
-    )
-    parser.add_argument(
-        "--config", action="append", required=True, help="config file (repeat to layer)"
-    )
-    parser.add_argument("--length", type=int, default=None, help="T (default: training length)")
+    parser = config_parser("coverage", __doc__.split("\n\n")[1])
     parser.add_argument("--hops", type=int, choices=(1, 2), default=1, help="2: compose layers")
-    parser.add_argument("--json", default=None, help="also write the result to this JSON file")
     return parser
 
 

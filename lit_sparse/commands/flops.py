@@ -23,7 +23,7 @@ from typing import Any
 
 from lit_sparse.attention import DenseAttention
 from lit_sparse.commands import print_report
-from lit_sparse.commands.read_config import ModelSpec, read_model_config
+from lit_sparse.commands.read_config import ModelSpec, config_parser, read_model_config
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError, LitSparseError
 from lit_sparse.evaluation.flops import FlopsBreakdown, forward_flops_per_token, keys_per_query
@@ -152,19 +152,10 @@ def flops_report(spec: ModelSpec, length: int | None = None, check: bool = True)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m lit_sparse flops",
-        description=__doc__.split("\n\n")[1],
-        epilog="Further options: --model.<key> VALUE and --data.<key> VALUE (as fit takes them).",
-    )
-    parser.add_argument(
-        "--config", action="append", required=True, help="config file (repeat to layer)"
-    )
-    parser.add_argument("--length", type=int, default=None, help="T (default: training length)")
+    parser = config_parser("flops", __doc__.split("\n\n")[1])
     parser.add_argument(
         "--no-check", action="store_true", help="skip the measure_flops check of dense"
     )
-    parser.add_argument("--json", default=None, help="also write the numbers to this JSON file")
     return parser
 
 

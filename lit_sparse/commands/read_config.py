@@ -13,6 +13,7 @@ explicit ``vocab_size``, else the tokenizer's size rounded up, read from a local
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import inspect
 import re
@@ -27,7 +28,7 @@ from lit_sparse.attention import AttentionPattern, AttentionPlugin, build_attent
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError
 
-__all__ = ["ModelSpec", "read_model_config"]
+__all__ = ["ModelSpec", "config_parser", "read_model_config"]
 
 
 @dataclass
@@ -202,3 +203,19 @@ def read_model_config(configs: Sequence[str | Path], overrides: Sequence[str] = 
     attention = build_attention(None if attention_values is None else attention_values.as_dict())
     attention.check(arch.n_layers)
     return ModelSpec(arch=arch, attention=attention, configs=[str(c) for c in configs])
+
+
+def config_parser(command: str, description: str) -> argparse.ArgumentParser:
+    """The options of a command on the model of config files: ``--config`` (repeatable),
+    ``--length``, ``--json``; further ``--model.*`` / ``--data.*`` options are overrides."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m lit_sparse {command}",
+        description=description,
+        epilog="Further options: --model.<key> VALUE and --data.<key> VALUE (as fit takes them).",
+    )
+    parser.add_argument(
+        "--config", action="append", required=True, help="config file (repeat to layer)"
+    )
+    parser.add_argument("--length", type=int, default=None, help="T (default: training length)")
+    parser.add_argument("--json", default=None, help="also write the result to this JSON file")
+    return parser
