@@ -73,7 +73,7 @@ def _version_key(path: Path) -> tuple[int, str]:
     return (int(match.group(1)) if match else -1, path.name)
 
 
-def _resolve_run_dir(path: Path) -> Path:
+def resolve_run_dir(path: Path) -> Path:
     """A run directory, or the newest ``version_N`` under an experiment folder."""
     markers = ("checkpoints", "config.yaml", "hparams.yaml")
     if any((path / m).exists() for m in markers) or any(path.glob("*.json")):
@@ -138,7 +138,7 @@ def load_run(path: str | Path, load_model: bool = True) -> Run:
         checkpoint_path: Path | None = path
         run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
     elif path.is_dir():
-        run_dir = _resolve_run_dir(path)
+        run_dir = resolve_run_dir(path)
         checkpoint_path = find_checkpoint(run_dir)
     else:
         raise FileNotFoundError(f"load_run: {path} is neither a run directory nor a checkpoint")

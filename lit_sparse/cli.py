@@ -100,14 +100,21 @@ def condense_parse_error(message: str) -> str:
     link = re.search(r"Call to compute_fn of link .* failed: (.*)", message, re.DOTALL)
     if link:  # an argument link (seq_len, vocabulary) rejected its source value
         return " ".join(link.group(1).split())
-    key = re.search(r'Parser key "([^"]+)"', message)
+    keys = re.findall(r'Parser key "([^"]+)":\s*\n\s*(.+)', message)
     reasons = [
         line.strip()[2:]
         for line in message.splitlines()
-        if line.strip().startswith("- ") and "NoneType" not in line
+        if line.strip().startswith("- ")
+        and "NoneType" not in line
+        and not line.strip().endswith(":")  # a heading over a nested report
+        and not line.strip().startswith("- Parser key")
     ]
-    if key and reasons:
-        return f"{key.group(1)}: {'; '.join(dict.fromkeys(reasons))}"
+    if keys and reasons:
+        return f"{keys[0][0]}: {'; '.join(dict.fromkeys(reasons))}"
+    if keys:  # nested reports only (a subclass's own argument): the innermost key's reason
+        (outer, _), (inner, reason) = keys[0], keys[-1]
+        key = outer if inner == outer else f"{outer}...{inner}"
+        return f"{key}: {reason.strip()}"
     return " ".join(message.split())
 
 

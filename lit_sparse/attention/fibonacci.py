@@ -182,9 +182,9 @@ class GaussianFibonacciPattern(LearnedFibonacciPattern):
         width = rung_width_at(progress, self.width_start, self.width_end, self.width_anneal)
         self.rung_width.fill_(width)
 
-    def bands(self, length: int, device: torch.device) -> tuple[Tensor, Tensor]:
-        """The per-query normalised bands (R, T, T) and where each rung is valid (T, R)."""
-        slots = self.slots(length, device)
+    def bands(self, slots: KeySlots, length: int, device: torch.device) -> tuple[Tensor, Tensor]:
+        """The per-query normalised bands (R, T, T) of ``slots`` (this layer's at ``length``)
+        and where each rung is valid (T, R)."""
         centre = slots.rung_lo.to(slots.rung_frac.dtype) + slots.rung_frac  # (R,) = alpha * f
         i = torch.arange(length, device=device)
         rel = (i[:, None] - i[None, :]).to(centre.dtype)  # (T, T) distance i - j
@@ -205,7 +205,7 @@ class GaussianFibonacciPattern(LearnedFibonacciPattern):
         rel = i[:, None] - i[None, :]
         near = torch.isin(rel, slots.distances) & (rel >= 0)  # (T, T) exact window
         window_logits = scores.masked_fill(~near, float("-inf"))
-        band, valid = self.bands(length, q.device)
+        band, valid = self.bands(slots, length, q.device)
         band = band.to(q.dtype)
         rung_logits = torch.einsum("bkgij,rij->bkgir", scores, band)  # (B, KV, G, T, R)
         rung_logits = rung_logits.masked_fill(~valid, float("-inf"))

@@ -224,24 +224,14 @@ def _last_scalars(run_dir: Path, prefix: str) -> tuple[dict[str, float], int | N
     return values, step
 
 
-def _resolve(path: Path) -> Path:
-    """A run directory, or the newest ``version_N`` in an experiment folder."""
-    if (path / "config.yaml").is_file() or (path / "hparams.yaml").is_file():
-        return path
-    versions = sorted(
-        (p for p in path.glob("version_*") if p.is_dir()),
-        key=lambda p: int(p.name.split("_")[1]) if p.name.split("_")[1].isdigit() else -1,
-    )
-    return versions[-1] if versions else path
-
-
 def read_run(path: str | Path) -> RunRecord:
     """Read a run directory (or an experiment folder: its newest version)."""
     import json
 
+    from lit_sparse.analysis import resolve_run_dir
     from lit_sparse.evaluation.extrapolation import ExtrapolationResult
 
-    run_dir = _resolve(Path(path))
+    run_dir = resolve_run_dir(Path(path))
     if not run_dir.is_dir():
         raise ConfigError(f"RUN_DIR {path}: no such directory")
     config: dict[str, Any] = {}

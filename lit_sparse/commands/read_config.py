@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,16 +119,6 @@ def _default(cls, name: str) -> Any:
     return None if parameter is None else parameter.default
 
 
-def _parse_error(message: str) -> str:
-    """One line from a jsonargparse error: the innermost key and its reason."""
-    keys = re.findall(r'Parser key "([^"]+)":\s*\n\s*(.+)', message)
-    if keys:
-        (outer, _), (inner, reason) = keys[0], keys[-1]
-        key = outer if inner == outer else f"{outer}...{inner}"
-        return f"{key}: {reason.strip()}"
-    return " ".join(message.split())
-
-
 def _model_parser():
     from jsonargparse import ArgumentParser
 
@@ -149,7 +138,7 @@ def read_model_config(configs: Sequence[str | Path], overrides: Sequence[str] = 
             ``--model.attention.init_args.window 12``; registry names work for
             ``--model.attention``) and ``--data.<key> value`` (e.g. ``--data.seq_len 2048``).
     """
-    from lit_sparse.cli import expand_attention_names
+    from lit_sparse.cli import condense_parse_error, expand_attention_names
 
     if not configs:
         raise ConfigError("--config: expected at least one config file")
@@ -187,7 +176,7 @@ def read_model_config(configs: Sequence[str | Path], overrides: Sequence[str] = 
     except Exception as err:  # jsonargparse's ArgumentError: condense to one line
         if isinstance(err, ConfigError):
             raise
-        raise ConfigError(_parse_error(str(err))) from None
+        raise ConfigError(condense_parse_error(str(err))) from None
     arch_values = parsed.arch.as_dict() if hasattr(parsed.arch, "as_dict") else dict(parsed.arch)
     if data is not None:
         cls = _data_class(data["class_path"])
