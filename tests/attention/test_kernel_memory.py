@@ -1,4 +1,9 @@
-"""The training path is linear: peak memory at T = 16,384 stays far below a [T, T] path."""
+"""The training path is linear: peak memory at T = 16,384 stays far below a [T, T] path.
+
+The budget is 512 MB: the kernels rise 160-190 MB at 16k; the dense-mask reference at 4k
+rises 2,082 MB, or 723 MB when the process gets no transparent huge pages (seen after a
+memory-heavy test in the same session), above the budget either way.
+"""
 
 import json
 import subprocess
@@ -28,6 +33,8 @@ SCRIPT = textwrap.dedent(
     """
 )
 
+BUDGET_MB = 512
+
 
 def peak_mb(length, path, name, **options):
     result = subprocess.run(
@@ -48,10 +55,12 @@ def peak_mb(length, path, name, **options):
         ("bigbird", {"window": 12, "n_global": 4, "n_random": 8}),
     ],
 )
-def test_training_path_peak_memory_at_16k_is_under_1gb(name, options):
-    assert peak_mb(16_384, "training", name, **options) < 1024
+def test_training_path_peak_memory_at_16k_is_under_budget(name, options):
+    peak = peak_mb(16_384, "training", name, **options)
+    assert peak < BUDGET_MB, f"{name} {options} at 16k rose {peak:.0f} MB"
 
 
 def test_the_measurement_catches_a_quadratic_path():
     """The same harness on the dense-mask reference at 4k already exceeds the 16k budget."""
-    assert peak_mb(4096, "reference", "fibonacci", window=12) > 1024
+    peak = peak_mb(4096, "reference", "fibonacci", window=12)
+    assert peak > BUDGET_MB, f"the dense-mask reference at 4k rose only {peak:.0f} MB"

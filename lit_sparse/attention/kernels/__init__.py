@@ -1,6 +1,6 @@
 """Attention kernels: one op, attention over per-query key slots, on every device.
 
-``sparse_attention`` picks the implementation: the tiled path (``tiled``) for CPU tensors;
+``sparse_attention`` picks the implementation: the sparse-BLAS path (``csr``) for CPU tensors;
 the Triton kernel (``triton_kernel``) for CUDA tensors when Triton is installed and the
 slots are relative (exact distances and interpolated rungs); else the chunked-gather torch
 path (``gather``, any device: BigBird's absolute keys on CUDA). ``reference`` holds the
@@ -13,11 +13,11 @@ import functools
 
 from torch import Tensor
 
+from .csr import csr_attention
 from .gather import gather_attention
 from .slots import KeySlots, exact_slots
-from .tiled import tiled_attention
 
-__all__ = ["KeySlots", "exact_slots", "gather_attention", "sparse_attention", "tiled_attention"]
+__all__ = ["KeySlots", "csr_attention", "exact_slots", "gather_attention", "sparse_attention"]
 
 
 @functools.cache
@@ -33,7 +33,7 @@ def _triton():
 def sparse_attention(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:
     """Causal attention of q (B, H, T, D) over ``slots`` of k, v (B, KV, T, D); GQA as a view."""
     if q.device.type == "cpu":
-        return tiled_attention(q, k, v, slots)
+        return csr_attention(q, k, v, slots)
     if q.is_cuda:
         kernel = _triton()
         if kernel is not None and kernel.supported(q, k, slots):

@@ -1,8 +1,9 @@
-"""The tiled CPU path equals the dense reference: values and q/k/v/frac gradients.
+"""The sparse-BLAS CPU path equals the dense reference: values and q/k/v/frac gradients.
 
 Shapes are chosen to hit the edges: T = 1, lengths that are no multiple of the chunk, several
-chunks and a short last one, two worker threads, GQA groups 1, 2 and 4, both input layouts
-(head-major and the model's position-major), float32 and float64, every slot kind.
+chunks and a short last one, taps before the start and past the end of a chunk, GQA groups
+1, 2 and 4, both input layouts (head-major and the model's position-major), float32 and
+float64, every slot kind.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-import lit_sparse.attention.kernels.tiled as tiled
-from lit_sparse.attention.kernels import KeySlots, exact_slots, sparse_attention, tiled_attention
+import lit_sparse.attention.kernels.csr as csr
+from lit_sparse.attention.kernels import KeySlots, csr_attention, exact_slots, sparse_attention
 from lit_sparse.attention.kernels.reference import slots_attention
 
 
@@ -64,7 +65,7 @@ def compare(slots, batch=2, heads=4, kv_heads=2, length=37, dim=16, dtype=torch.
     leaves = [q, k, v] + ([slots.rung_frac] if slots.n_rungs else [])
     weights = torch.randn(batch, heads, length, dim, dtype=dtype)
     results = []
-    for path in (tiled_attention, slots_attention):
+    for path in (csr_attention, slots_attention):
         out = path(q, k, v, slots)
         grads = torch.autograd.grad((out * weights).sum(), leaves)
         results.append((out, grads))
@@ -81,9 +82,8 @@ def compare(slots, batch=2, heads=4, kv_heads=2, length=37, dim=16, dtype=torch.
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    """Chunks of 16 positions and a second worker from 32 positions on."""
-    monkeypatch.setattr(tiled, "CHUNK_BYTES", 1)
-    monkeypatch.setattr(tiled, "MIN_POSITIONS_PER_THREAD", 32)
+    """Chunks of 16 positions (the fewest), two threads per op."""
+    monkeypatch.setattr(csr, "CHUNK_BYTES", 1)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     yield
@@ -151,11 +151,11 @@ def test_distances_beyond_the_length_are_never_attended():
 
 
 def test_default_chunking_long_sequence_two_threads():
-    """The default chunk size and thread split at a length with a short last chunk."""
+    """The default chunk size (2,520 positions here) and a short last chunk."""
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        compare(exact_slots(FIB + [89, 144]), batch=1, heads=8, kv_heads=2, length=2500, dim=64)
+        compare(exact_slots(FIB + [89, 144]), batch=1, heads=8, kv_heads=2, length=3000, dim=64)
     finally:
         torch.set_num_threads(threads)
     assert torch.get_num_threads() == threads
@@ -163,16 +163,16 @@ def test_default_chunking_long_sequence_two_threads():
 
 def test_half_precision_inputs_accumulate_in_float32():
     q, k, v = (x.detach().to(torch.bfloat16) for x in inputs(1, 4, 2, 33, 16, torch.float32, "h"))
-    out = tiled_attention(q, k, v, exact_slots(FIB))
+    out = csr_attention(q, k, v, exact_slots(FIB))
     ref = slots_attention(q.float(), k.float(), v.float(), exact_slots(FIB))
     assert out.dtype == torch.bfloat16
     torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=2e-2)
 
 
-def test_sparse_attention_uses_the_tiled_path_on_cpu(monkeypatch):
+def test_sparse_attention_uses_the_csr_path_on_cpu(monkeypatch):
     calls = []
     monkeypatch.setattr(
-        "lit_sparse.attention.kernels.tiled_attention",
+        "lit_sparse.attention.kernels.csr_attention",
         lambda *args: calls.append(args) or slots_attention(*args),
     )
     q, k, v = (x.detach() for x in inputs(1, 2, 1, 5, 8, torch.float32, "head"))
@@ -181,7 +181,7 @@ def test_sparse_attention_uses_the_tiled_path_on_cpu(monkeypatch):
 
 
 def test_inference_mode_then_no_grad_then_training():
-    """Cached work buffers made under inference_mode are never reused outside it."""
+    """Index patterns cached under inference_mode serve calls outside it."""
     from lit_sparse import LanguageModel, ModelConfig
 
     config = ModelConfig(
@@ -195,7 +195,7 @@ def test_inference_mode_then_no_grad_then_training():
     )
     model = LanguageModel(config, "fibonacci")
     ids = torch.randint(0, 64, (1, 40))
-    long_ids = torch.randint(0, 64, (2, 6000))  # long enough to split over worker threads
+    long_ids = torch.randint(0, 64, (2, 6000))  # several chunks
     with torch.inference_mode():
         model(long_ids)
     with torch.inference_mode():
