@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from . import huge_pages
 from .slots import KeySlots
 
 # The pattern is a CSR tensor only as an argument of the sparse products; torch warns once
@@ -281,7 +282,7 @@ def _rung_scores(plan: _Plan, products: Tensor, diff: Tensor) -> None:
 
 def _with_trailing_zero(batch: int, size: int, dtype: torch.dtype) -> Tensor:
     """(batch, size + 1) values whose last entry is the zero that out-of-range taps read."""
-    values = torch.empty(batch, size + 1, dtype=dtype)
+    values = huge_pages.empty(batch, size + 1, dtype=dtype)
     values[:, -1] = 0
     return values
 
@@ -297,10 +298,10 @@ def _forward(plan: _Plan, q: Tensor, k_rows: Tensor, v_rows: Tensor):
     batch, length, d = plan.batch, plan.length, plan.head_dim
     pat = _patterns(plan.chunk, plan.kv_heads, plan.groups, plan.n_abs, plan.taps)
     work = _Work(plan, q.dtype)
-    out = torch.empty(batch, length, plan.heads, d, dtype=q.dtype)
+    out = huge_pages.empty(batch, length, plan.heads, d, dtype=q.dtype)
     per_batch = length * plan.heads * plan.slots
     probs = _with_trailing_zero(batch, per_batch, q.dtype)
-    sdiff = torch.empty(batch, length, plan.kv_heads, plan.groups, plan.n_rungs, dtype=q.dtype)
+    sdiff = huge_pages.empty(batch, length, plan.kv_heads, plan.groups, plan.n_rungs, dtype=q.dtype)
     for b in range(batch):
         q_b = q[b].view(-1, d)
         for s in range(0, length, plan.chunk):
@@ -327,11 +328,13 @@ def _backward(plan, q, grad_out, probs, sdiff, k_rows, v_rows):
     cols = plan.columns
     pat = _patterns(plan.chunk, kv, g, a, plan.taps)
     work = _Work(plan, q.dtype)
-    dq = torch.empty_like(q)
+    dq = huge_pages.empty(*q.shape, dtype=q.dtype)
     # the transposed pass writes every key row; absolute keys are added to zeros before it
-    new = torch.zeros if a else torch.empty
-    dk = new(batch, plan.key_positions, kv, d, dtype=q.dtype)
-    dv = new(batch, plan.key_positions, kv, d, dtype=q.dtype)
+    dk = huge_pages.empty(batch, plan.key_positions, kv, d, dtype=q.dtype)
+    dv = huge_pages.empty(batch, plan.key_positions, kv, d, dtype=q.dtype)
+    if a:
+        dk.zero_()
+        dv.zero_()
     dfrac = torch.zeros(r, dtype=q.dtype)
     # dS (and P when rungs split) as pattern values, each with a trailing zero
     per_batch = length * plan.heads * cols
@@ -370,13 +373,14 @@ def _backward(plan, q, grad_out, probs, sdiff, k_rows, v_rows):
                 dk[b].view(-1, d).index_add_(0, index, (ds[:, :, :a].mT @ q_c).view(-1, d))
                 dv[b].view(-1, d).index_add_(0, index, (p[:, :, :a].mT @ do_c).view(-1, d))
         for j0 in range(0, length, plan.chunk):
-            _transposed(plan, pat, b, j0, ds_values[b], q_b, dk[b])
-            _transposed(plan, pat, b, j0, p_values[b], do_b, dv[b])
+            pairs = ((ds_values[b], q_b, dk[b]), (p_values[b], do_b, dv[b]))
+            _key_chunk_products(plan, pat, j0, pairs)
     return dq, dk, dv, dfrac
 
 
-def _transposed(plan, pat, b, j0, values, x, out) -> None:
-    """out rows of key positions j0.. += (pattern with values)^T x, over relative taps."""
+def _key_chunk_products(plan: _Plan, pat: _Patterns, j0: int, pairs) -> None:
+    """For the key positions j0.. of one sequence and each (values, x, out) of ``pairs``:
+    out rows += (the pattern with ``values``)^T x, over the relative taps."""
     c = min(plan.chunk, plan.length - j0)
     heads, length = plan.heads, plan.length
     entries = c * plan.kv_heads * len(plan.taps) * plan.groups
@@ -385,15 +389,13 @@ def _transposed(plan, pat, b, j0, values, x, out) -> None:
     if j0 + c + plan.reach > length:  # taps past the end: a zero value, any valid column
         columns = columns.clamp(max=(end - j0) * heads - 1)
         index = index.clamp(max=(length - j0) * heads * plan.columns)
-    gathered = torch.index_select(values[j0 * heads * plan.columns :], 0, index)
-    pattern = _csr(
-        pat.crow_t[: c * plan.kv_heads + 1],
-        columns,
-        gathered,
-        (c * plan.kv_heads, (end - j0) * heads),
-    )
-    rows = out[j0 + 1 : j0 + 1 + c].view(-1, plan.head_dim)
-    torch.addmm(rows, pattern, x[j0 * heads : end * heads], beta=1 if plan.n_abs else 0, out=rows)
+    shape = (c * plan.kv_heads, (end - j0) * heads)
+    for values, x, out in pairs:
+        gathered = torch.index_select(values[j0 * heads * plan.columns :], 0, index)
+        pattern = _csr(pat.crow_t[: c * plan.kv_heads + 1], columns, gathered, shape)
+        rows = out[j0 + 1 : j0 + 1 + c].view(-1, plan.head_dim)
+        operand = x[j0 * heads : end * heads]
+        torch.addmm(rows, pattern, operand, beta=1 if plan.n_abs else 0, out=rows)
 
 
 class _CsrAttention(torch.autograd.Function):
@@ -405,8 +407,8 @@ class _CsrAttention(torch.autograd.Function):
         kv = k.shape[1]
         with torch.autocast("cpu", enabled=False):
             q_pm = _position_major(q.to(dtype))
-            k_rows = torch.empty(batch, plan.key_positions, kv, head_dim, dtype=dtype)
-            v_rows = torch.empty_like(k_rows)
+            k_rows = huge_pages.empty(batch, plan.key_positions, kv, head_dim, dtype=dtype)
+            v_rows = huge_pages.empty(batch, plan.key_positions, kv, head_dim, dtype=dtype)
             for rows in (k_rows, v_rows):
                 rows[:, 0].zero_()
                 rows[:, length + 1 :].zero_()
