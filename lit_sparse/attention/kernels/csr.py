@@ -94,6 +94,12 @@ class _Plan:
         return self.n_abs + len(self.taps)
 
     @property
+    def tap_weights(self) -> Tensor:
+        """(taps,) share of its slot's value each relative tap carries."""
+        frac = self.frac
+        return torch.cat([frac.new_ones(self.n_exact), 1 - frac, frac])
+
+    @property
     def key_positions(self) -> int:
         """Rows per sequence of the packed K/V: a zero row, the keys, zero rows up to as many
         as a pattern row has entries (a CSR matrix may not hold more entries than cells)."""
@@ -171,24 +177,30 @@ class _Patterns:
     query_columns: Tensor
     """(chunk * KV * taps * G,) query row (t * H + head) read by key row j, minus j0 * H."""
     value_index: Tensor
-    """(chunk * KV * taps * G,) that entry's index into the query-side values, minus j0."""
+    """(chunk * KV * taps * G,) that entry's index into per-slot values (T, H, S), minus
+    j0 * H * S: both taps of a rung read the rung's slot."""
 
 
 @functools.lru_cache(maxsize=32)
-def _patterns(chunk: int, kv: int, groups: int, n_abs: int, taps: tuple[int, ...]) -> _Patterns:
+def _patterns(
+    chunk: int, kv: int, groups: int, n_abs: int, n_exact: int, taps: tuple[int, ...]
+) -> _Patterns:
     heads, n_taps = kv * groups, len(taps)
     columns = n_abs + n_taps
+    n_rungs = (n_taps - n_exact) // 2
+    slots = n_abs + n_exact + n_rungs
+    tap_slot = n_abs + torch.cat([torch.arange(n_exact + n_rungs), n_exact + torch.arange(n_rungs)])
     distance = torch.tensor(taps, dtype=torch.long)
     t = torch.arange(chunk)[:, None, None, None]
     kv_index = torch.arange(kv)[None, :, None, None]
     key_columns = ((t + 1 - distance) * kv + kv_index).expand(chunk, kv, groups, n_taps)
     # transposed: key row (j, kv) meets query rows (j + d, kv, g) for every tap and head g
-    m = torch.arange(n_taps)[None, None, :, None]
+    slot = tap_slot[None, None, :, None]
     g = torch.arange(groups)[None, None, None, :]
     query = t + distance[None, None, :, None]  # (chunk, 1, taps, 1) query position
     head = kv_index * groups + g
     query_columns = query * heads + head
-    value_index = (query * heads + head) * columns + n_abs + m
+    value_index = (query * heads + head) * slots + slot
     return _Patterns(
         crow=torch.arange(0, chunk * heads * columns + 1, columns, dtype=torch.int32),
         key_columns=key_columns.to(torch.int32).contiguous(),
@@ -296,7 +308,7 @@ def _position_major(x: Tensor) -> Tensor:
 def _forward(plan: _Plan, q: Tensor, k_rows: Tensor, v_rows: Tensor):
     """out (B, T, H, D), the probabilities (B, T, KV, G, S) + a trailing zero, rung diffs."""
     batch, length, d = plan.batch, plan.length, plan.head_dim
-    pat = _patterns(plan.chunk, plan.kv_heads, plan.groups, plan.n_abs, plan.taps)
+    pat = _patterns(plan.chunk, plan.kv_heads, plan.groups, plan.n_abs, plan.n_exact, plan.taps)
     work = _Work(plan, q.dtype)
     out = huge_pages.empty(batch, length, plan.heads, d, dtype=q.dtype)
     per_batch = length * plan.heads * plan.slots
@@ -326,7 +338,7 @@ def _backward(plan, q, grad_out, probs, sdiff, k_rows, v_rows):
     batch, length, d = plan.batch, plan.length, plan.head_dim
     kv, g, a, slots, r = plan.kv_heads, plan.groups, plan.n_abs, plan.slots, plan.n_rungs
     cols = plan.columns
-    pat = _patterns(plan.chunk, kv, g, a, plan.taps)
+    pat = _patterns(plan.chunk, kv, g, a, plan.n_exact, plan.taps)
     work = _Work(plan, q.dtype)
     dq = huge_pages.empty(*q.shape, dtype=q.dtype)
     # the transposed pass writes every key row; absolute keys are added to zeros before it
@@ -336,10 +348,7 @@ def _backward(plan, q, grad_out, probs, sdiff, k_rows, v_rows):
         dk.zero_()
         dv.zero_()
     dfrac = torch.zeros(r, dtype=q.dtype)
-    # dS (and P when rungs split) as pattern values, each with a trailing zero
-    per_batch = length * plan.heads * cols
-    ds_values = _with_trailing_zero(batch, per_batch, q.dtype)
-    p_values = _with_trailing_zero(batch, per_batch, q.dtype) if r else probs
+    ds_all = _with_trailing_zero(batch, length * plan.heads * slots, q.dtype)  # as probs
     lo0 = a + plan.n_exact
     for b in range(batch):
         q_b, do_b = q[b].view(-1, d), grad_out[b].view(-1, d)
@@ -353,18 +362,16 @@ def _backward(plan, q, grad_out, probs, sdiff, k_rows, v_rows):
                 hi.sub_(lo)
                 lo.addcmul_(hi, plan.frac)
                 part = p[:, :, lo0:] * hi
-            flat = ds_values[b, s * plan.heads * cols :][: chunk.rows * cols]
-            ds_taps = flat.view(n, g, cols)
-            ds = ds_taps[:, :, :slots]
+            ds = ds_all[b, s * plan.heads * slots :][: chunk.rows * slots].view(n, g, slots)
             torch.mul(dp[:, :, :slots], p, out=ds)
             ds.addcmul_(p, ds.sum(-1, keepdim=True), value=-1)  # dS = P * (dP - rowsum(P dP))
+            ds_taps = ds
             if r:
                 part.addcmul_(ds[:, :, lo0:], sdiff[b, s : s + chunk.c].view(n, g, r))
                 dfrac += part.sum((0, 1))
+                ds_taps = work.taps[:n]
+                ds_taps[:, :, :slots] = ds
                 _split_rungs(plan, ds_taps)
-                p_taps = p_values[b, s * plan.heads * cols :][: chunk.rows * cols].view(n, g, cols)
-                p_taps[:, :, :slots] = p
-                _split_rungs(plan, p_taps)
             chunk.spmm(ds_taps, k_rows[b], dq[b, s : s + chunk.c].view(-1, d))
             if a:  # absolute keys: reduce over the group's heads, then add to their rows
                 index = chunk.col.view(n, g, cols)[:, 0, :a].reshape(-1)
@@ -373,14 +380,14 @@ def _backward(plan, q, grad_out, probs, sdiff, k_rows, v_rows):
                 dk[b].view(-1, d).index_add_(0, index, (ds[:, :, :a].mT @ q_c).view(-1, d))
                 dv[b].view(-1, d).index_add_(0, index, (p[:, :, :a].mT @ do_c).view(-1, d))
         for j0 in range(0, length, plan.chunk):
-            pairs = ((ds_values[b], q_b, dk[b]), (p_values[b], do_b, dv[b]))
+            pairs = ((ds_all[b], q_b, dk[b]), (probs[b], do_b, dv[b]))
             _key_chunk_products(plan, pat, j0, pairs)
     return dq, dk, dv, dfrac
 
 
 def _key_chunk_products(plan: _Plan, pat: _Patterns, j0: int, pairs) -> None:
-    """For the key positions j0.. of one sequence and each (values, x, out) of ``pairs``:
-    out rows += (the pattern with ``values``)^T x, over the relative taps."""
+    """For the key positions j0.. of one sequence and each (per-slot values, x, out) of
+    ``pairs``: out rows += (the pattern with those values)^T x, over the relative taps."""
     c = min(plan.chunk, plan.length - j0)
     heads, length = plan.heads, plan.length
     entries = c * plan.kv_heads * len(plan.taps) * plan.groups
@@ -388,10 +395,12 @@ def _key_chunk_products(plan: _Plan, pat: _Patterns, j0: int, pairs) -> None:
     end = min(length, j0 + c + plan.reach)  # query rows these keys can meet
     if j0 + c + plan.reach > length:  # taps past the end: a zero value, any valid column
         columns = columns.clamp(max=(end - j0) * heads - 1)
-        index = index.clamp(max=(length - j0) * heads * plan.columns)
+        index = index.clamp(max=(length - j0) * heads * plan.slots)
     shape = (c * plan.kv_heads, (end - j0) * heads)
     for values, x, out in pairs:
-        gathered = torch.index_select(values[j0 * heads * plan.columns :], 0, index)
+        gathered = torch.index_select(values[j0 * heads * plan.slots :], 0, index)
+        if plan.n_rungs:  # a rung's taps carry (1 - frac) and frac of its slot's value
+            gathered.view(-1, len(plan.taps), plan.groups).mul_(plan.tap_weights[:, None])
         pattern = _csr(pat.crow_t[: c * plan.kv_heads + 1], columns, gathered, shape)
         rows = out[j0 + 1 : j0 + 1 + c].view(-1, plan.head_dim)
         operand = x[j0 * heads : end * heads]
