@@ -204,3 +204,10 @@ def test_inference_mode_then_no_grad_then_training():
         torch.testing.assert_close(model(ids), expected)
     model(ids).sum().backward()
     assert model.embedding.weight.grad is not None
+
+
+def test_the_path_for_builds_whose_products_scale_the_old_output(monkeypatch, small_chunks):
+    """Without MKL, torch's CSR product computes beta * out: outputs are zeroed first."""
+    monkeypatch.setattr(csr, "_BETA_ZERO_OVERWRITES", False)
+    compare(absolute_slots([0, 1, 2, 3], 64, 7, 5), length=64)
+    compare(exact_slots(FIB), length=40)

@@ -216,12 +216,24 @@ def _csr(crow: Tensor, columns: Tensor, values: Tensor, shape: tuple[int, int]) 
     return torch.sparse_csr_tensor(crow, columns, values, shape, check_invariants=False)
 
 
+# MKL overwrites the output of a beta = 0 product; torch's own CSR product (builds without
+# MKL, e.g. macOS and ARM) scales the old output by beta, and 0 * NaN from reused memory is NaN
+_BETA_ZERO_OVERWRITES = torch.backends.mkl.is_available()
+
+
+def _spmm_into(out: Tensor, pattern: Tensor, dense: Tensor, accumulate: bool = False) -> None:
+    """out = pattern @ dense, or out += pattern @ dense when ``accumulate``."""
+    if not (accumulate or _BETA_ZERO_OVERWRITES):
+        out.zero_()
+    torch.addmm(out, pattern, dense, beta=1 if accumulate else 0, out=out)
+
+
 class _Chunk:
     """One chunk of query positions of one sequence: its pattern and its buffers' views."""
 
-    def __init__(self, plan: _Plan, pat: _Patterns, work: _Work, b: int, s: int):
+    def __init__(self, plan: _Plan, pat: _Patterns, work: _Work, s: int):
         c = min(plan.chunk, plan.length - s)
-        self.b, self.s, self.c = b, s, c
+        self.s, self.c = s, c
         self.heads = plan.heads
         self.rows = c * plan.heads  # (position, head) rows
         self.n = c * plan.kv_heads  # (position, KV head) rows
@@ -248,7 +260,7 @@ class _Chunk:
     def spmm(self, values: Tensor, y: Tensor, out: Tensor) -> None:
         """out (chunk rows, D) = the pattern with ``values`` times the rows of y."""
         pattern = _csr(self.crow, self.col, values.reshape(-1), (self.rows, self.key_rows))
-        torch.addmm(out, pattern, y, beta=0, out=out)
+        _spmm_into(out, pattern, y)
 
 
 class _Work:
@@ -317,7 +329,7 @@ def _forward(plan: _Plan, q: Tensor, k_rows: Tensor, v_rows: Tensor):
     for b in range(batch):
         q_b = q[b].view(-1, d)
         for s in range(0, length, plan.chunk):
-            chunk = _Chunk(plan, pat, work, b, s)
+            chunk = _Chunk(plan, pat, work, s)
             scores = chunk.sddmm(q_b, k_rows[b], work.products)
             if plan.n_rungs:
                 _rung_scores(plan, scores, sdiff[b, s : s + chunk.c].view(chunk.n, plan.groups, -1))
@@ -353,7 +365,7 @@ def _backward(plan, q, grad_out, probs, sdiff, k_rows, v_rows):
     for b in range(batch):
         q_b, do_b = q[b].view(-1, d), grad_out[b].view(-1, d)
         for s in range(0, length, plan.chunk):
-            chunk = _Chunk(plan, pat, work, b, s)
+            chunk = _Chunk(plan, pat, work, s)
             n = chunk.n
             dp = chunk.sddmm(do_b, v_rows[b], work.products)  # dO . v of every column
             p = probs[b, s * plan.heads * slots :][: chunk.rows * slots].view(n, g, slots)
@@ -404,7 +416,7 @@ def _key_chunk_products(plan: _Plan, pat: _Patterns, j0: int, pairs) -> None:
         pattern = _csr(pat.crow_t[: c * plan.kv_heads + 1], columns, gathered, shape)
         rows = out[j0 + 1 : j0 + 1 + c].view(-1, plan.head_dim)
         operand = x[j0 * heads : end * heads]
-        torch.addmm(rows, pattern, operand, beta=1 if plan.n_abs else 0, out=rows)
+        _spmm_into(rows, pattern, operand, accumulate=plan.n_abs > 0)  # onto absolute keys' rows
 
 
 class _CsrAttention(torch.autograd.Function):
