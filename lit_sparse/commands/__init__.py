@@ -1,5 +1,6 @@
 """The project's own commands, one module each, dispatched by ``python -m lit_sparse``
-(``OWN_COMMANDS`` in ``lit_sparse/__main__.py``); each module has ``main(argv) -> int``.
+(``OWN_COMMANDS`` in ``lit_sparse/__main__.py``); each module has ``main(argv) -> int``,
+wrapped in :func:`reports_errors`.
 
 - :mod:`~lit_sparse.commands.coverage`: the distances each layer attends, their union, two hops.
 - :mod:`~lit_sparse.commands.flops`: forward FLOPs per token by term, dense against sparse.
@@ -12,7 +13,27 @@
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Callable
 from typing import Any
+
+from lit_sparse.errors import LitSparseError
+
+
+def reports_errors(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
+    """A command's ``main``, with a :class:`LitSparseError` (bad input, a missing run) shown
+    as one ``error: ...`` line on stderr and exit status 2 instead of a traceback."""
+
+    @functools.wraps(main)
+    def run(argv: list[str] | None = None) -> int:
+        try:
+            return main(argv)
+        except LitSparseError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+
+    return run
 
 
 def print_report(report: Any, json_path: str | None = None) -> int:

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from lit_sparse.attention import offsets
-from lit_sparse.commands import print_report
+from lit_sparse.commands import print_report, reports_errors
 from lit_sparse.commands.read_config import ModelSpec, config_parser, read_model_config
-from lit_sparse.errors import ConfigError, LitSparseError
+from lit_sparse.errors import ConfigError
 
 __all__ = ["Coverage", "compute_coverage", "format_ranges", "main", "two_hop"]
 
@@ -187,15 +187,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@reports_errors
 def main(argv: list[str] | None = None) -> int:
     args, overrides = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
-    try:
-        coverage = compute_coverage(
-            read_model_config(args.config, overrides), args.length, args.hops
-        )
-    except LitSparseError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    coverage = compute_coverage(read_model_config(args.config, overrides), args.length, args.hops)
     return print_report(coverage, args.json)
 
 

@@ -22,10 +22,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from lit_sparse.attention import DenseAttention
-from lit_sparse.commands import print_report
+from lit_sparse.commands import print_report, reports_errors
 from lit_sparse.commands.read_config import ModelSpec, config_parser, read_model_config
 from lit_sparse.config import ModelConfig
-from lit_sparse.errors import ConfigError, LitSparseError
+from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.flops import FlopsBreakdown, forward_flops_per_token, keys_per_query
 
 __all__ = ["FlopsReport", "flops_report", "main", "measured_dense_flops"]
@@ -159,16 +159,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@reports_errors
 def main(argv: list[str] | None = None) -> int:
     args, overrides = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
-    try:
-        report = flops_report(
-            read_model_config(args.config, overrides), args.length, check=not args.no_check
-        )
-    except LitSparseError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return print_report(report, args.json)
+    config = read_model_config(args.config, overrides)
+    return print_report(flops_report(config, args.length, check=not args.no_check), args.json)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ from typing import Any
 
 import yaml
 
-from lit_sparse.errors import ConfigError, LitSparseError
+from lit_sparse.commands import reports_errors
+from lit_sparse.errors import ConfigError
 from lit_sparse.tables import markdown_table
 
 __all__ = ["PAPER", "RUNS", "MatrixRun", "RunRecord", "main", "read_run", "tables"]
@@ -427,29 +428,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@reports_errors
 def main(argv: list[str] | None = None) -> int:
     args, extra = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
-    try:
-        if extra and not args.run:
-            raise ConfigError(f"{extra[0]}: unknown option (extra options go with --run)")
-        if args.list:
-            print(list_runs())
-            return 0
-        if args.table:
-            text = tables(args.table)
-            print(text)
-            if args.out:
-                from callbacks.run_dir import write_text
+    if extra and not args.run:
+        raise ConfigError(f"{extra[0]}: unknown option (extra options go with --run)")
+    if args.list:
+        print(list_runs())
+        return 0
+    if args.table:
+        text = tables(args.table)
+        print(text)
+        if args.out:
+            from callbacks.run_dir import write_text
 
-                write_text(args.out, text + "\n")
-            return 0
-        if args.run not in RUNS:
-            raise ConfigError(
-                f"--run {args.run}: not a run of the matrix; allowed: {', '.join(RUNS)}"
-            )
-    except LitSparseError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+            write_text(args.out, text + "\n")
+        return 0
+    if args.run not in RUNS:
+        raise ConfigError(f"--run {args.run}: not a run of the matrix; allowed: {', '.join(RUNS)}")
     run = RUNS[args.run]
     fit_args = run.fit_args(extra)
     print("python -m lit_sparse " + " ".join(fit_args), flush=True)

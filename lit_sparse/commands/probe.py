@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lit_sparse.commands import reports_errors
 from lit_sparse.errors import ConfigError, LitSparseError
 from lit_sparse.tables import markdown_table
 
@@ -280,12 +281,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@reports_errors
 def main(argv: list[str] | None = None) -> int:
     args, overrides = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
     bad = [o for o in overrides if o.startswith("--") and not o.startswith(("--model.", "--data."))]
     if bad:
-        print(f"error: {bad[0]}: unknown option (see --help)", file=sys.stderr)
-        return 2
+        raise ConfigError(f"{bad[0]}: unknown option (see --help)")
     cells = [
         (depth, init, seed, read)
         for depth in args.depths
@@ -293,16 +294,12 @@ def main(argv: list[str] | None = None) -> int:
         for read in args.reads
         for seed in args.seeds
     ]
-    try:
-        for depth, init, _, _ in cells:  # every config exists before anything trains
-            config_path(Path(args.config_dir), depth, init)
-        if args.steps is not None and args.steps < 1:
-            raise ConfigError(f"--steps={args.steps}: expected an integer >= 1")
-        if args.val_sequences is not None and args.val_sequences < MIN_SEQUENCES:
-            raise ConfigError(f"--val-sequences={args.val_sequences}: expected >= {MIN_SEQUENCES}")
-    except LitSparseError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    for depth, init, _, _ in cells:  # every config exists before anything trains
+        config_path(Path(args.config_dir), depth, init)
+    if args.steps is not None and args.steps < 1:
+        raise ConfigError(f"--steps={args.steps}: expected an integer >= 1")
+    if args.val_sequences is not None and args.val_sequences < MIN_SEQUENCES:
+        raise ConfigError(f"--val-sequences={args.val_sequences}: expected >= {MIN_SEQUENCES}")
     runs: list[ProbeRun] = []
     started = time.perf_counter()
     out = Path(args.out)
@@ -310,22 +307,18 @@ def main(argv: list[str] | None = None) -> int:
         _progress(
             f"run {index}/{len(cells)}: depth {depth}, {init} start, {read} read, seed {seed}"
         )
-        try:
-            run = run_probe(
-                depth,
-                init,
-                seed,
-                read,
-                steps=args.steps,
-                out=out,
-                config_dir=args.config_dir,
-                val_sequences=args.val_sequences,
-                progress_bar=not args.no_progress,
-                overrides=overrides,
-            )
-        except LitSparseError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+        run = run_probe(
+            depth,
+            init,
+            seed,
+            read,
+            steps=args.steps,
+            out=out,
+            config_dir=args.config_dir,
+            val_sequences=args.val_sequences,
+            progress_bar=not args.no_progress,
+            overrides=overrides,
+        )
         runs.append(run)
         elapsed = time.perf_counter() - started
         left = elapsed / index * (len(cells) - index)

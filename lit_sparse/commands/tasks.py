@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lit_sparse.errors import ConfigError, LitSparseError
+from lit_sparse.commands import reports_errors
+from lit_sparse.errors import ConfigError
 
 __all__ = ["main", "run_tokenizer"]
 
@@ -49,36 +50,33 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@reports_errors
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        import lit_sparse
-        from callbacks.tasks import GROUP_LABELS, encoder, task_items
-        from lit_sparse.data.tokenizer import load_tokenizer
-        from lit_sparse.evaluation.forced_choice import results_table, score_task
+    import lit_sparse
+    from callbacks.tasks import GROUP_LABELS, encoder, task_items
+    from lit_sparse.data.tokenizer import load_tokenizer
+    from lit_sparse.evaluation.forced_choice import results_table, score_task
 
-        path = Path(args.path)
-        if not path.exists():
-            raise ConfigError(f"path={args.path!r}: no such run directory or checkpoint")
-        run = lit_sparse.load_run(path)
-        if run.module is None:
-            raise ConfigError(f"path={args.path!r}: no checkpoint found (checkpoints/*.ckpt)")
-        spec = args.tokenizer or run_tokenizer(run.config)
-        encode = encoder(load_tokenizer(spec).tokenizer)
-        results = [
-            score_task(
-                task,
-                GROUP_LABELS[task],
-                run.module.model,
-                encode,
-                task_items(task, args.per_group, args.seed),
-                batch_size=args.batch_size,
-            )
-            for task in args.tasks
-        ]
-    except LitSparseError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    path = Path(args.path)
+    if not path.exists():
+        raise ConfigError(f"path={args.path!r}: no such run directory or checkpoint")
+    run = lit_sparse.load_run(path)
+    if run.module is None:
+        raise ConfigError(f"path={args.path!r}: no checkpoint found (checkpoints/*.ckpt)")
+    spec = args.tokenizer or run_tokenizer(run.config)
+    encode = encoder(load_tokenizer(spec).tokenizer)
+    results = [
+        score_task(
+            task,
+            GROUP_LABELS[task],
+            run.module.model,
+            encode,
+            task_items(task, args.per_group, args.seed),
+            batch_size=args.batch_size,
+        )
+        for task in args.tasks
+    ]
     print(f"{run.checkpoint} (step {run.step}), tokenizer {spec}")
     print(results_table(results))
     if args.json:
