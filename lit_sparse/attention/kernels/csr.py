@@ -69,6 +69,8 @@ class _Plan:
     """(R,) indices of the kept rungs (valid somewhere in the sequence) into slots.rung_*."""
     frac: Tensor | None
     """(R,) weight of the upper tap of each kept rung (detached, accumulation dtype)."""
+    tap_weights: Tensor | None
+    """(taps,) share of its slot's value each relative tap carries: 1, 1 - frac, frac."""
     abs_columns: Tensor | None
     """(T, KV, A) row of each absolute key in the (T + 1) * KV rows of K (0: zeros)."""
     bias: Tensor | None
@@ -94,12 +96,6 @@ class _Plan:
         return self.n_abs + len(self.taps)
 
     @property
-    def tap_weights(self) -> Tensor:
-        """(taps,) share of its slot's value each relative tap carries."""
-        frac = self.frac
-        return torch.cat([frac.new_ones(self.n_exact), 1 - frac, frac])
-
-    @property
     def key_positions(self) -> int:
         """Rows per sequence of the packed K/V: a zero row, the keys, zero rows up to as many
         as a pattern row has entries (a CSR matrix may not hold more entries than cells)."""
@@ -116,13 +112,14 @@ def _plan(slots: KeySlots, q: Tensor, k: Tensor, dtype: torch.dtype) -> _Plan:
     kv_heads = k.shape[1]
     exact = [d for d in slots.distances.tolist() if d < length]  # larger ones never valid
     rung_lo: list[int] = []
-    rung_keep = frac = None
+    rung_keep = frac = tap_weights = None
     if slots.n_rungs:
         lo_all, valid_all = slots.rung_lo.tolist(), slots.rung_valid.tolist()
         keep = [r for r, lo in enumerate(lo_all) if valid_all[r] and lo < length]
         rung_lo = [lo_all[r] for r in keep]
         rung_keep = torch.tensor(keep, dtype=torch.long)
         frac = slots.rung_frac.detach().to(device="cpu", dtype=dtype)[rung_keep]
+        tap_weights = torch.cat([frac.new_ones(len(exact)), 1 - frac, frac])
     n_abs = slots.n_absolute
     relative = exact + rung_lo  # a rung is valid where t >= lo
     rows = length if n_abs else min(length, max(relative, default=0))
@@ -154,6 +151,7 @@ def _plan(slots: KeySlots, q: Tensor, k: Tensor, dtype: torch.dtype) -> _Plan:
         taps=taps,
         rung_keep=rung_keep,
         frac=frac,
+        tap_weights=tap_weights,
         abs_columns=abs_columns,
         bias=bias,
         chunk=chunk,
