@@ -22,7 +22,9 @@ K and V are copied once into (B, T + 1, KV, D) arrays whose row 0 is zeros: a ta
 the sequence start reads it (a rung's upper tap at row -1 must read zeros). Queries and
 keys are walked in chunks of positions so a chunk's scores stay in cache; the patterns of
 one chunk are built once per shape and reused by every chunk (a column offset per chunk).
-The probabilities (B, T, H, S) are saved: O(T * S) memory, no [T, T] tensor anywhere. Each
+The probabilities are saved as the pattern's values (B, T, H, columns), a rung's already
+split over its taps, so the backward's products read them (and dS, laid out alike) as they
+are: O(T * columns) memory, no [T, T] tensor anywhere. Each
 product is one multi-threaded library call, so the cores share a chunk's work.
 """
 
@@ -69,8 +71,6 @@ class _Plan:
     """(R,) indices of the kept rungs (valid somewhere in the sequence) into slots.rung_*."""
     frac: Tensor | None
     """(R,) weight of the upper tap of each kept rung (detached, accumulation dtype)."""
-    tap_weights: Tensor | None
-    """(taps,) share of its slot's value each relative tap carries: 1, 1 - frac, frac."""
     abs_columns: Tensor | None
     """(T, KV, A) row of each absolute key in the (T + 1) * KV rows of K (0: zeros)."""
     bias: Tensor | None
@@ -112,14 +112,13 @@ def _plan(slots: KeySlots, q: Tensor, k: Tensor, dtype: torch.dtype) -> _Plan:
     kv_heads = k.shape[1]
     exact = [d for d in slots.distances.tolist() if d < length]  # larger ones never valid
     rung_lo: list[int] = []
-    rung_keep = frac = tap_weights = None
+    rung_keep = frac = None
     if slots.n_rungs:
         lo_all, valid_all = slots.rung_lo.tolist(), slots.rung_valid.tolist()
         keep = [r for r, lo in enumerate(lo_all) if valid_all[r] and lo < length]
         rung_lo = [lo_all[r] for r in keep]
         rung_keep = torch.tensor(keep, dtype=torch.long)
         frac = slots.rung_frac.detach().to(device="cpu", dtype=dtype)[rung_keep]
-        tap_weights = torch.cat([frac.new_ones(len(exact)), 1 - frac, frac])
     n_abs = slots.n_absolute
     relative = exact + rung_lo  # a rung is valid where t >= lo
     rows = length if n_abs else min(length, max(relative, default=0))
@@ -151,7 +150,6 @@ def _plan(slots: KeySlots, q: Tensor, k: Tensor, dtype: torch.dtype) -> _Plan:
         taps=taps,
         rung_keep=rung_keep,
         frac=frac,
-        tap_weights=tap_weights,
         abs_columns=abs_columns,
         bias=bias,
         chunk=chunk,
@@ -175,8 +173,8 @@ class _Patterns:
     query_columns: Tensor
     """(chunk * KV * taps * G,) query row (t * H + head) read by key row j, minus j0 * H."""
     value_index: Tensor
-    """(chunk * KV * taps * G,) that entry's index into per-slot values (T, H, S), minus
-    j0 * H * S: both taps of a rung read the rung's slot."""
+    """(chunk * KV * taps * G,) that entry's index into the query-side pattern's values
+    (T, H, columns), minus j0 * H * columns."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -185,20 +183,17 @@ def _patterns(
 ) -> _Patterns:
     heads, n_taps = kv * groups, len(taps)
     columns = n_abs + n_taps
-    n_rungs = (n_taps - n_exact) // 2
-    slots = n_abs + n_exact + n_rungs
-    tap_slot = n_abs + torch.cat([torch.arange(n_exact + n_rungs), n_exact + torch.arange(n_rungs)])
     distance = torch.tensor(taps, dtype=torch.long)
     t = torch.arange(chunk)[:, None, None, None]
     kv_index = torch.arange(kv)[None, :, None, None]
     key_columns = ((t + 1 - distance) * kv + kv_index).expand(chunk, kv, groups, n_taps)
     # transposed: key row (j, kv) meets query rows (j + d, kv, g) for every tap and head g
-    slot = tap_slot[None, None, :, None]
+    tap_column = n_abs + torch.arange(n_taps)[None, None, :, None]
     g = torch.arange(groups)[None, None, None, :]
     query = t + distance[None, None, :, None]  # (chunk, 1, taps, 1) query position
     head = kv_index * groups + g
     query_columns = query * heads + head
-    value_index = (query * heads + head) * slots + slot
+    value_index = (query * heads + head) * columns + tap_column
     return _Patterns(
         crow=torch.arange(0, chunk * heads * columns + 1, columns, dtype=torch.int32),
         key_columns=key_columns.to(torch.int32).contiguous(),
@@ -269,12 +264,12 @@ class _Work:
         self.columns = torch.empty(c, kv, g, plan.columns, dtype=torch.int32)
         # sampled_addmm computes beta * out even for beta = 0: keep it free of inf/nan
         self.products = torch.zeros(c * plan.heads * plan.columns, dtype=dtype)
-        self.taps = torch.empty(c * kv, g, plan.columns, dtype=dtype) if plan.n_rungs else None
 
 
 def _split_rungs(plan: _Plan, taps: Tensor) -> None:
     """In place on pattern values (n, G, columns) whose first S columns hold per-slot values:
-    a rung's x becomes (1 - frac) * x on its lower tap and frac * x on its upper one."""
+    a rung's x becomes (1 - frac) * x on its lower tap and frac * x on its upper one (so a
+    slot's value is the sum of its columns)."""
     r, slots = plan.n_rungs, plan.slots
     lower, upper = taps[:, :, slots - r : slots], taps[:, :, slots:]
     torch.mul(lower, plan.frac, out=upper)
@@ -316,13 +311,13 @@ def _position_major(x: Tensor) -> Tensor:
 
 
 def _forward(plan: _Plan, q: Tensor, k_rows: Tensor, v_rows: Tensor):
-    """out (B, T, H, D), the probabilities (B, T, KV, G, S) + a trailing zero, rung diffs."""
-    batch, length, d = plan.batch, plan.length, plan.head_dim
+    """out (B, T, H, D), the probabilities on the pattern (B, T, KV, G, columns) + a trailing
+    zero (a rung's split over its taps), the rungs' score diffs (B, T, KV, G, R)."""
+    batch, length, d, cols = plan.batch, plan.length, plan.head_dim, plan.columns
     pat = _patterns(plan.chunk, plan.kv_heads, plan.groups, plan.n_abs, plan.n_exact, plan.taps)
     work = _Work(plan, q.dtype)
     out = huge_pages.empty(batch, length, plan.heads, d, dtype=q.dtype)
-    per_batch = length * plan.heads * plan.slots
-    probs = _with_trailing_zero(batch, per_batch, q.dtype)
+    probs = _with_trailing_zero(batch, length * plan.heads * cols, q.dtype)
     sdiff = huge_pages.empty(batch, length, plan.kv_heads, plan.groups, plan.n_rungs, dtype=q.dtype)
     for b in range(batch):
         q_b = q[b].view(-1, d)
@@ -331,15 +326,11 @@ def _forward(plan: _Plan, q: Tensor, k_rows: Tensor, v_rows: Tensor):
             scores = chunk.sddmm(q_b, k_rows[b], work.products)
             if plan.n_rungs:
                 _rung_scores(plan, scores, sdiff[b, s : s + chunk.c].view(chunk.n, plan.groups, -1))
-            p = probs[b, s * plan.heads * plan.slots :][: chunk.rows * plan.slots]
-            p = p.view(chunk.n, plan.groups, plan.slots)
-            _softmax(plan, scores, chunk, p)
-            values = p
+            p = probs[b, s * plan.heads * cols :][: chunk.entries].view(chunk.n, plan.groups, cols)
+            _softmax(plan, scores, chunk, p[:, :, : plan.slots])
             if plan.n_rungs:
-                values = work.taps[: chunk.n]
-                values[:, :, : plan.slots] = p
-                _split_rungs(plan, values)
-            chunk.spmm(values, v_rows[b], out[b, s : s + chunk.c].view(-1, d))
+                _split_rungs(plan, p)
+            chunk.spmm(p, v_rows[b], out[b, s : s + chunk.c].view(-1, d))
     return out, probs, sdiff
 
 
@@ -358,7 +349,7 @@ def _backward(plan, q, grad_out, probs, sdiff, k_rows, v_rows):
         dk.zero_()
         dv.zero_()
     dfrac = torch.zeros(r, dtype=q.dtype)
-    ds_all = _with_trailing_zero(batch, length * plan.heads * slots, q.dtype)  # as probs
+    ds_all = _with_trailing_zero(batch, length * plan.heads * cols, q.dtype)  # as probs
     lo0 = a + plan.n_exact
     for b in range(batch):
         q_b, do_b = q[b].view(-1, d), grad_out[b].view(-1, d)
@@ -366,23 +357,24 @@ def _backward(plan, q, grad_out, probs, sdiff, k_rows, v_rows):
             chunk = _Chunk(plan, pat, work, s)
             n = chunk.n
             dp = chunk.sddmm(do_b, v_rows[b], work.products)  # dO . v of every column
-            p = probs[b, s * plan.heads * slots :][: chunk.rows * slots].view(n, g, slots)
-            if r:  # a rung's dP: lo + frac * (hi - lo); dfrac gathers P * (dP_hi - dP_lo)
-                lo, hi = dp[:, :, lo0 : lo0 + r], dp[:, :, slots:]
+            p = probs[b, s * plan.heads * cols :][: chunk.entries].view(n, g, cols)
+            if r:  # a rung's dP is lo + frac * (hi - lo), on both its columns
+                lo, hi = dp[:, :, lo0:slots], dp[:, :, slots:]
                 hi.sub_(lo)
                 lo.addcmul_(hi, plan.frac)
-                part = p[:, :, lo0:] * hi
-            ds = ds_all[b, s * plan.heads * slots :][: chunk.rows * slots].view(n, g, slots)
-            torch.mul(dp[:, :, :slots], p, out=ds)
-            ds.addcmul_(p, ds.sum(-1, keepdim=True), value=-1)  # dS = P * (dP - rowsum(P dP))
-            ds_taps = ds
-            if r:
-                part.addcmul_(ds[:, :, lo0:], sdiff[b, s : s + chunk.c].view(n, g, r))
+                p_rung = p[:, :, lo0:slots] + p[:, :, slots:]
+                part = p_rung * hi  # dfrac through V: P * (dP_hi - dP_lo)
+                hi.copy_(lo)
+            # on the pattern, a rung's two columns carry (1 - frac) P and frac P, so
+            # dS = P * (dP - rowsum(P dP)) is already split over them as the products need
+            ds = ds_all[b, s * plan.heads * cols :][: chunk.entries].view(n, g, cols)
+            torch.mul(dp, p, out=ds)
+            ds.addcmul_(p, ds.sum(-1, keepdim=True), value=-1)
+            if r:  # dfrac through the scores: dS * (s_hi - s_lo)
+                ds_rung = torch.add(ds[:, :, lo0:slots], ds[:, :, slots:], out=p_rung)
+                part.addcmul_(ds_rung, sdiff[b, s : s + chunk.c].view(n, g, r))
                 dfrac += part.sum((0, 1))
-                ds_taps = work.taps[:n]
-                ds_taps[:, :, :slots] = ds
-                _split_rungs(plan, ds_taps)
-            chunk.spmm(ds_taps, k_rows[b], dq[b, s : s + chunk.c].view(-1, d))
+            chunk.spmm(ds, k_rows[b], dq[b, s : s + chunk.c].view(-1, d))
             if a:  # absolute keys: reduce over the group's heads, then add to their rows
                 index = chunk.col.view(n, g, cols)[:, 0, :a].reshape(-1)
                 q_c = q_b[s * plan.heads :][: chunk.rows].view(n, g, d)
@@ -396,8 +388,9 @@ def _backward(plan, q, grad_out, probs, sdiff, k_rows, v_rows):
 
 
 def _key_chunk_products(plan: _Plan, pat: _Patterns, j0: int, pairs) -> None:
-    """For the key positions j0.. of one sequence and each (per-slot values, x, out) of
-    ``pairs``: out rows += (the pattern with those values)^T x, over the relative taps."""
+    """For the key positions j0.. of one sequence and each (values on the query-side
+    pattern, x, out) of ``pairs``: out rows += (the pattern with those values)^T x, over the
+    relative taps."""
     c = min(plan.chunk, plan.length - j0)
     heads, length = plan.heads, plan.length
     entries = c * plan.kv_heads * len(plan.taps) * plan.groups
@@ -405,12 +398,10 @@ def _key_chunk_products(plan: _Plan, pat: _Patterns, j0: int, pairs) -> None:
     end = min(length, j0 + c + plan.reach)  # query rows these keys can meet
     if j0 + c + plan.reach > length:  # taps past the end: a zero value, any valid column
         columns = columns.clamp(max=(end - j0) * heads - 1)
-        index = index.clamp(max=(length - j0) * heads * plan.slots)
+        index = index.clamp(max=(length - j0) * heads * plan.columns)
     shape = (c * plan.kv_heads, (end - j0) * heads)
     for values, x, out in pairs:
-        gathered = torch.index_select(values[j0 * heads * plan.slots :], 0, index)
-        if plan.n_rungs:  # a rung's taps carry (1 - frac) and frac of its slot's value
-            gathered.view(-1, len(plan.taps), plan.groups).mul_(plan.tap_weights[:, None])
+        gathered = torch.index_select(values[j0 * heads * plan.columns :], 0, index)
         pattern = _csr(pat.crow_t[: c * plan.kv_heads + 1], columns, gathered, shape)
         rows = out[j0 + 1 : j0 + 1 + c].view(-1, plan.head_dim)
         operand = x[j0 * heads : end * heads]
