@@ -24,8 +24,8 @@ keys are walked in chunks of positions so a chunk's scores stay in cache; the pa
 one chunk are built once per shape and reused by every chunk (a column offset per chunk).
 The probabilities are saved as the pattern's values (B, T, H, columns), a rung's already
 split over its taps, so the backward's products read them (and dS, laid out alike) as they
-are: O(T * columns) memory, no [T, T] tensor anywhere. Each
-product is one multi-threaded library call, so the cores share a chunk's work.
+are: O(T * columns) memory, no [T, T] tensor anywhere. Each product is one multi-threaded
+library call, so the cores share a chunk's work.
 """
 
 from __future__ import annotations
