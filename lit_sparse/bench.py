@@ -5,8 +5,9 @@
 ``fibonacci_learned`` (the learned-alpha schedule) and dense
 ``F.scaled_dot_product_attention(..., is_causal=True, enable_gqa=True)``; when
 ``natten_mps`` is installed, its causal 1-D neighborhood attention runs as a peer with the
-same number of keys per query. ``python -m lit_sparse bench train`` times AdamW training
-steps of the quickstart model shape. Both print a table and can write the rows as JSON.
+same number of keys per query, and on CUDA FlexAttention runs as a peer (``flex``) with
+fibonacci's mask. ``python -m lit_sparse bench train`` times AdamW training steps of the
+quickstart model shape. Both print a table and can write the rows as JSON.
 
 How it measures:
 
@@ -25,7 +26,14 @@ How it measures:
   ``ms`` is the median;
 - ``speedup_vs_dense`` divides the dense time at the same length by the row's time, both
   from the same process; dense is skipped above ``--dense-max-length`` (O(T^2): too slow),
-  and the speed-up there is empty.
+  and the speed-up there is empty;
+- ``floor_ms`` (attention only): the time the op's unavoidable memory traffic takes at the
+  copy bandwidth measured in the timing process (one large device copy, best of five): the
+  forward reads q, k, v and writes the output; the backward reads q, k, v, the output and
+  its gradient and writes dq, dk, dv. ``x_floor`` is ``ms / floor_ms`` and ``gb_per_s``
+  that traffic divided by ``ms``;
+- ``flex`` compiles FlexAttention (``torch.compile``) and builds its block mask during the
+  warm-up, outside the timed calls; it needs CUDA (FlexAttention has no CPU backward).
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ from typing import Any
 DEFAULT_LENGTHS = (1024, 4096, 16384)
 LEARNED = "fibonacci_learned"
 NATTEN = "natten"
+FLEX = "flex"
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 def _plugin_names() -> list[str]:
@@ -75,6 +85,32 @@ def build_plugin(name: str, window: int, keys: int):
     return build_attention(name)
 
 
+def flex_block_mask(distances, length: int, device):
+    """FlexAttention's block mask for causal attention at the query - key ``distances``."""
+    import torch
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    allowed = torch.zeros(length, dtype=torch.bool, device=device)
+    allowed[distances[distances < length].to(device)] = True
+
+    def mask_mod(batch, head, q_index, kv_index):
+        distance = q_index - kv_index
+        return (distance >= 0) & allowed[distance.clamp(min=0)]
+
+    compile_mask = torch.device(device).type == "cuda"  # the eager build is O(T^2) memory
+    return create_block_mask(mask_mod, None, None, length, length, device, _compile=compile_mask)
+
+
+def floor_bytes(spec: dict[str, Any]) -> int:
+    """Bytes one forward + backward of attention must move at least (see module doc)."""
+    import torch
+
+    itemsize = torch.empty(0, dtype=getattr(torch, spec["dtype"])).element_size()
+    heads, kv_heads = spec["heads"], spec["kv_heads"]
+    per_row = 6 * (heads + kv_heads) * spec["dim"]  # fwd q k v o, bwd q k v o do dq dk dv
+    return itemsize * spec["batch"] * spec["length"] * per_row
+
+
 def fibonacci_keys(window: int, length: int) -> int:
     """Keys per query of fixed-alpha Fibonacci attention with ``window`` at ``length``."""
     from lit_sparse.attention import offsets
@@ -100,6 +136,23 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _copy_bandwidth(device) -> float:
+    """Bytes per second (read + written) of one large copy on ``device``, best of five."""
+    import torch
+
+    size = (2 << 30) if device.type == "cuda" else (256 << 20)
+    source = torch.ones(size, dtype=torch.uint8, device=device)
+    target = torch.empty_like(source)
+    best = float("inf")
+    for _ in range(6):  # the first copy touches fresh pages: not counted
+        _sync(device)
+        start = time.perf_counter()
+        target.copy_(source)
+        _sync(device)
+        best = min(best, time.perf_counter() - start) if _ else best
+    return 2 * size / best
+
+
 _INPUTS: dict[tuple[int, str], tuple] = {}
 
 
@@ -109,6 +162,7 @@ def _attention_case(spec: dict[str, Any]):
     import torch.nn.functional as F
 
     device = torch.device(spec["device"])
+    dtype = getattr(torch, spec["dtype"])
     batch, heads, kv_heads, head_dim = spec["batch"], spec["heads"], spec["kv_heads"], spec["dim"]
     name = spec["plugin"]
 
@@ -119,9 +173,9 @@ def _attention_case(spec: dict[str, Any]):
 
             def make(h):  # the model's layout: (B, T, h, D) viewed as (B, h, T, D)
                 x = torch.randn(batch, length, h, head_dim, generator=gen) * 0.5
-                return x.to(device).requires_grad_()
+                return x.to(device, dtype).requires_grad_()
 
-            grad = torch.randn(batch, length, heads, head_dim, generator=gen).to(device)
+            grad = torch.randn(batch, length, heads, head_dim, generator=gen).to(device, dtype)
             _INPUTS[key] = (make(heads), make(kv_heads), make(kv_heads), grad)
         return _INPUTS[key]
 
@@ -143,6 +197,21 @@ def _attention_case(spec: dict[str, Any]):
             )
             return out.transpose(1, 2)
 
+    elif name == FLEX:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        flex = torch.compile(flex_attention, dynamic=False)  # one compile per length
+        plugin = build_plugin("fibonacci", spec["window"], spec["keys"])
+        fibonacci = plugin.build(0, 16, spec["length"])
+        masks = {}  # per length: the warm-up call builds (and compiles) the small one
+
+        def attend(q, k, v):
+            length = q.shape[2]
+            if length not in masks:
+                distances = fibonacci.slots(length, device).distances
+                masks[length] = flex_block_mask(distances, length, device)
+            return flex(q, k, v, block_mask=masks[length], enable_gqa=True)
+
     else:
         plugin = build_plugin(name, spec["window"], spec["keys"])
         pattern = plugin.build(0, 16, spec["length"]).to(device)
@@ -153,7 +222,7 @@ def _attention_case(spec: dict[str, Any]):
     def case(length: int):
         q, k, v, grad = inputs(length)
         tensors = [q, k, v]
-        if name not in ("dense", NATTEN):
+        if name not in ("dense", NATTEN, FLEX):
             tensors += list(pattern.parameters())
 
         def run():
@@ -236,6 +305,7 @@ def _timing(spec: dict[str, Any]) -> dict[str, Any]:
         runs[plugin] = case(spec["length"])
         runs[plugin]()  # the first full-size call: allocations, page faults
         _sync(device)
+    bandwidth = _copy_bandwidth(device) if spec["kind"] == "attention" else None
     times: dict[str, list[float]] = {plugin: [] for plugin in runs}
     spent = 0.0
     while len(times[spec["plugins"][0]]) < spec["repeats"]:
@@ -249,8 +319,11 @@ def _timing(spec: dict[str, Any]) -> dict[str, Any]:
             spent += times[plugin][-1]
         _progress(f"T={spec['length']}: round {len(times[spec['plugins'][0]])} timed")
     return {
-        plugin: {"ms": 1e3 * sorted(ts)[len(ts) // 2], "runs": len(ts)}
-        for plugin, ts in times.items()
+        "bandwidth": bandwidth,
+        "plugins": {
+            plugin: {"ms": 1e3 * sorted(ts)[len(ts) // 2], "runs": len(ts)}
+            for plugin, ts in times.items()
+        },
     }
 
 
@@ -304,6 +377,8 @@ def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
             plugins.append(NATTEN)
         else:
             _progress("natten_mps is not installed: its peer row is skipped")
+    if kind == "attention" and args.plugins is None and args.device == "cuda":
+        plugins.append(FLEX)
     rows: list[dict[str, Any]] = []
     for length in args.lengths:
         here = [p for p in plugins if p != "dense" or length <= args.dense_max_length]
@@ -315,6 +390,7 @@ def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
             "device": args.device,
             "window": args.window,
             "keys": fibonacci_keys(args.window, length),
+            "dtype": getattr(args, "dtype", "float32"),
             "batch": args.batch if kind == "attention" else max(1, args.tokens_per_step // length),
             "heads": getattr(args, "heads", 8),
             "kv_heads": getattr(args, "kv_heads", 2),
@@ -329,8 +405,16 @@ def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
             result = _run_child({**spec, "mode": "memory", "plugin": plugin})
             peaks[plugin] = None if result is None else result["peak_mb"]
         _progress(f"T={length}: timing {', '.join(here)} in interleaved rounds ...")
-        timing = _run_child({**spec, "mode": "time", "plugins": here}) or {}
+        measured = _run_child({**spec, "mode": "time", "plugins": here}) or {}
+        timing = measured.get("plugins", {})
         dense_ms = timing.get("dense", {}).get("ms")
+        floor_ms = None
+        if measured.get("bandwidth"):
+            floor_ms = 1e3 * floor_bytes(spec) / measured["bandwidth"]
+            _progress(
+                f"T={length}: copy bandwidth {measured['bandwidth'] / 1e9:.1f} GB/s, "
+                f"memory-traffic floor {floor_ms:.3f} ms"
+            )
         for plugin in here:
             if plugin not in timing:
                 continue
@@ -340,6 +424,10 @@ def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
                 row["tokens_per_s"] = spec["batch"] * length / (ms / 1e3)
             row["speedup_vs_dense"] = None if dense_ms is None else dense_ms / ms
             row["peak_mb"] = peaks[plugin]
+            if floor_ms is not None:
+                row["floor_ms"] = floor_ms
+                row["x_floor"] = ms / floor_ms
+                row["gb_per_s"] = floor_bytes(spec) / ms / 1e6
             rows.append(row)
             speed = row["speedup_vs_dense"]
             _progress(
@@ -363,7 +451,8 @@ def _parser() -> argparse.ArgumentParser:
             "--plugins",
             nargs="+",
             default=None,
-            help=f"registered names, '{LEARNED}' or '{NATTEN}' (default: all); dense always runs",
+            help=f"registered names, '{LEARNED}', '{NATTEN}' or '{FLEX}' (CUDA) (default: all; "
+            "flex on CUDA only); dense always runs",
         )
         p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
         p.add_argument("--json", type=str, default=None, help="write the rows to this file")
@@ -378,6 +467,12 @@ def _parser() -> argparse.ArgumentParser:
             help="longest length at which dense runs (O(T^2))",
         )
     attention.add_argument("--batch", type=int, default=1)
+    attention.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default="float32",
+        help="dtype of q, k, v (the CPU kernel computes in float32 whatever it gets)",
+    )
     attention.add_argument("--heads", type=int, default=8)
     attention.add_argument("--kv-heads", type=int, default=2)
     attention.add_argument("--head-dim", type=int, default=64)
@@ -394,10 +489,17 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.lengths is None:
         args.lengths = list(DEFAULT_LENGTHS if args.command == "attention" else (1024, 4096))
-    known = {*_plugin_names(), NATTEN}
+    known = {*_plugin_names(), NATTEN, FLEX}
     unknown = sorted(set(args.plugins or ()) - known)
     if unknown:
         print(f"unknown plugins {unknown}; known: {sorted(known)}", file=sys.stderr)
+        return 2
+    if FLEX in (args.plugins or ()) and (args.command != "attention" or args.device != "cuda"):
+        print(
+            f"--plugins {FLEX}: FlexAttention is timed on CUDA only (it has no backward on the"
+            " CPU) and in `bench attention`; use `bench attention --device cuda`",
+            file=sys.stderr,
+        )
         return 2
     rows = run_bench(args)
     columns = [("T", "T", "d"), ("plugin", "plugin", "s"), ("ms", "ms fwd+bwd", ".1f")]
@@ -405,6 +507,8 @@ def main(argv: list[str] | None = None) -> int:
         columns = [("T", "T", "d"), ("plugin", "plugin", "s"), ("ms", "ms/step", ".1f")]
         columns.append(("tokens_per_s", "tokens/s", ".0f"))
     columns += [("speedup_vs_dense", "x dense", ".2f"), ("peak_mb", "peak MB", ".0f")]
+    if args.command == "attention":
+        columns += [("gb_per_s", "GB/s", ".1f"), ("x_floor", "x floor", ".2f")]
     print(_table(rows, columns))
     if args.json:
         with open(args.json, "w") as handle:

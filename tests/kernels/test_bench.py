@@ -10,7 +10,18 @@ import json
 import pytest
 
 from lit_sparse import list_attention
-from lit_sparse.bench import LEARNED, build_plugin, fibonacci_keys, main
+from lit_sparse.bench import (
+    FLEX,
+    LEARNED,
+    build_plugin,
+    fibonacci_keys,
+    flex_block_mask,
+    floor_bytes,
+    main,
+)
+
+
+FLOOR_KEYS = {"floor_ms", "x_floor", "gb_per_s"}
 
 
 def test_bench_attention_writes_rows(tmp_path, capsys):
@@ -22,7 +33,7 @@ def test_bench_attention_writes_rows(tmp_path, capsys):
         (t, p) for t in (32, 48) for p in ("dense", "fibonacci", LEARNED)
     ]
     for row in rows:
-        assert set(row) == {"T", "plugin", "ms", "speedup_vs_dense", "peak_mb"}
+        assert set(row) == {"T", "plugin", "ms", "speedup_vs_dense", "peak_mb"} | FLOOR_KEYS
         assert row["ms"] > 0 and row["peak_mb"] >= 0 and row["speedup_vs_dense"] > 0
     assert [r["speedup_vs_dense"] for r in rows if r["plugin"] == "dense"] == [1.0, 1.0]
     table = capsys.readouterr().out
@@ -63,3 +74,42 @@ def test_plugins_attend_equal_keys_per_query(name):
     slots = build_plugin(name, window, keys).build(0, 16, length).slots(length, "cpu")
     rungs = int(slots.rung_valid.sum()) if slots.n_rungs else 0  # learned: only valid rungs
     assert len(slots.distances) + rungs + slots.n_absolute == keys
+
+
+def test_floor_columns_follow_the_memory_traffic(tmp_path):
+    """x_floor = ms / floor_ms, and floor_ms scales with the bytes one call must move."""
+    path = tmp_path / "rows.json"
+    args = ["attention", "--lengths", "32", "64", "--plugins", "fibonacci", "--repeats", "1"]
+    assert main([*args, "--dtype", "bfloat16", "--json", str(path)]) == 0
+    rows = json.loads(path.read_text())
+    for row in rows:
+        assert row["x_floor"] == pytest.approx(row["ms"] / row["floor_ms"])
+        spec = {"dtype": "bfloat16", "batch": 1, "length": row["T"], "heads": 8, "kv_heads": 2}
+        traffic = floor_bytes({**spec, "dim": 64})
+        assert traffic == 2 * row["T"] * 6 * (8 + 2) * 64  # bf16: 2 bytes an element
+        assert row["gb_per_s"] == pytest.approx(traffic / row["ms"] / 1e6)
+    floors = {row["T"]: row["floor_ms"] for row in rows}
+    assert floors[64] / floors[32] == pytest.approx(2.0, rel=0.5)  # two bandwidth readings
+
+
+def test_flex_peer_is_refused_on_the_cpu(capsys):
+    assert main(["attention", "--plugins", FLEX]) == 2
+    assert "--device cuda" in capsys.readouterr().err
+
+
+def test_flex_block_mask_is_fibonaccis_pattern():
+    """FlexAttention (forward: it has no CPU backward) with the bench's mask equals the
+    fibonacci plugin at a length that is not a multiple of its 128-row blocks."""
+    import torch
+    from torch.nn.attention.flex_attention import flex_attention
+
+    length, window = 300, 12
+    pattern = build_plugin("fibonacci", window, fibonacci_keys(window, length)).build(0, 16, length)
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 8, length, 64, generator=gen)
+    k, v = (torch.randn(1, 2, length, 64, generator=gen) for _ in range(2))
+    mask = flex_block_mask(pattern.slots(length, "cpu").distances, length, "cpu")
+    with torch.no_grad(), pytest.warns(UserWarning):  # eager flex warns that it is unfused
+        got = flex_attention(q, k, v, block_mask=mask, enable_gqa=True)
+        want = pattern(q, k, v)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
