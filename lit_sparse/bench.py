@@ -16,9 +16,11 @@ How it measures:
   2 global and (keys - W - 3) random keys per block; natten a kernel of that many keys;
 - inputs are laid out as the model hands them to attention: (B, T, heads, D) tensors
   viewed as (B, heads, T, D); dense and sparse get the same tensors;
-- ``peak_mb``: each row runs once more in a fresh Python process: a small warm-up call, then
-  one full-size call; the row's value is that call's rise in peak resident memory
-  (``ru_maxrss``) over the inputs (on CUDA: ``torch.cuda.max_memory_allocated``);
+- ``peak_mb``: on the CPU each row runs once more in a fresh Python process: a small
+  warm-up call, then one full-size call; the row's value is that call's rise in peak
+  resident memory (``ru_maxrss``) over the inputs. On CUDA the allocator counts exactly, so
+  the timing process reads it around each plugin's first full-size call
+  (``torch.cuda.max_memory_allocated``) and no extra process runs;
 - ``ms``: all plugins of one length run in one fresh process on the same inputs: each is
   warmed up (a small call, then one full-size call), then they are timed in interleaved
   rounds, one call of each per round, so a change in the machine's load hits all alike;
@@ -143,14 +145,14 @@ def _copy_bandwidth(device) -> float:
     size = (2 << 30) if device.type == "cuda" else (256 << 20)
     source = torch.ones(size, dtype=torch.uint8, device=device)
     target = torch.empty_like(source)
-    best = float("inf")
-    for _ in range(6):  # the first copy touches fresh pages: not counted
+    seconds = []
+    for _ in range(6):
         _sync(device)
         start = time.perf_counter()
         target.copy_(source)
         _sync(device)
-        best = min(best, time.perf_counter() - start) if _ else best
-    return 2 * size / best
+        seconds.append(time.perf_counter() - start)
+    return 2 * size / min(seconds[1:])  # the first copy touches fresh pages: not counted
 
 
 _INPUTS: dict[tuple[int, str], tuple] = {}
@@ -281,30 +283,37 @@ def _case(spec: dict[str, Any], plugin: str):
 
 def _memory(spec: dict[str, Any]) -> dict[str, Any]:
     """Child process of one row: a small warm-up call, then the peak of one full call."""
-    import torch
 
     case, device = _case(spec, spec["plugin"])
     case(min(64, spec["length"]))()  # warm-up: threads, allocator, kernels
     _sync(device)
-    run = case(spec["length"])
+    return {"peak_mb": _call_peak_mb(case(spec["length"]), device)}
+
+
+def _call_peak_mb(run, device) -> float:
+    """The rise in peak memory over one call of ``run``: the process's resident set on the
+    CPU (meaningful in a fresh process only), the allocator's peak on CUDA."""
+    import torch
+
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     before = _peak_bytes(device) if device.type == "cpu" else torch.cuda.memory_allocated(device)
     run()
     _sync(device)
-    return {"peak_mb": max(0, _peak_bytes(device) - before) / 2**20}
+    return max(0, _peak_bytes(device) - before) / 2**20
 
 
 def _timing(spec: dict[str, Any]) -> dict[str, Any]:
     """Child process of one length: every plugin warmed up, then timed in interleaved rounds
     (one call of each per round), so a change in the machine's load hits them alike."""
-    runs, device = {}, None
+    runs, peaks, device = {}, {}, None
     for plugin in spec["plugins"]:
         case, device = _case(spec, plugin)
         case(min(64, spec["length"]))()
-        runs[plugin] = case(spec["length"])
-        runs[plugin]()  # the first full-size call: allocations, page faults
         _sync(device)
+        runs[plugin] = case(spec["length"])
+        # the first full-size call (allocations, page faults); its peak counts on CUDA only
+        peaks[plugin] = _call_peak_mb(runs[plugin], device)
     bandwidth = _copy_bandwidth(device) if spec["kind"] == "attention" else None
     times: dict[str, list[float]] = {plugin: [] for plugin in runs}
     spent = 0.0
@@ -320,6 +329,7 @@ def _timing(spec: dict[str, Any]) -> dict[str, Any]:
         _progress(f"T={spec['length']}: round {len(times[spec['plugins'][0]])} timed")
     return {
         "bandwidth": bandwidth,
+        "peaks": peaks if device.type == "cuda" else None,
         "plugins": {
             plugin: {"ms": 1e3 * sorted(ts)[len(ts) // 2], "runs": len(ts)}
             for plugin, ts in times.items()
@@ -399,13 +409,14 @@ def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
             "budget": args.budget,
             "threads": args.threads,
         }
-        peaks = {}
-        for plugin in here:
+        peaks: dict[str, float | None] = {}
+        for plugin in here if args.device == "cpu" else ():  # CUDA: from the timing process
             _progress(f"T={length} {plugin}: peak memory ...")
             result = _run_child({**spec, "mode": "memory", "plugin": plugin})
             peaks[plugin] = None if result is None else result["peak_mb"]
         _progress(f"T={length}: timing {', '.join(here)} in interleaved rounds ...")
         measured = _run_child({**spec, "mode": "time", "plugins": here}) or {}
+        peaks.update(measured.get("peaks") or {})
         timing = measured.get("plugins", {})
         dense_ms = timing.get("dense", {}).get("ms")
         floor_ms = None
@@ -423,7 +434,7 @@ def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
             if kind == "train":
                 row["tokens_per_s"] = spec["batch"] * length / (ms / 1e3)
             row["speedup_vs_dense"] = None if dense_ms is None else dense_ms / ms
-            row["peak_mb"] = peaks[plugin]
+            row["peak_mb"] = peaks.get(plugin)
             if floor_ms is not None:
                 row["floor_ms"] = floor_ms
                 row["x_floor"] = ms / floor_ms
@@ -433,7 +444,7 @@ def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
             _progress(
                 f"T={length} {plugin}: {ms:.1f} ms (median of {timing[plugin]['runs']})"
                 + ("" if speed is None else f", x{speed:.2f} vs dense")
-                + ("" if peaks[plugin] is None else f", peak {peaks[plugin]:.0f} MB")
+                + ("" if row["peak_mb"] is None else f", peak {row['peak_mb']:.0f} MB")
             )
     return rows
 

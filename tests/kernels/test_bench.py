@@ -20,7 +20,6 @@ from lit_sparse.bench import (
     main,
 )
 
-
 FLOOR_KEYS = {"floor_ms", "x_floor", "gb_per_s"}
 
 

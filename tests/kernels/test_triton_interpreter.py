@@ -15,76 +15,28 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+
+from .triton_cases import CASES
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None, reason="triton is not installed (extra 'triton')"
 )
 
+HERE = Path(__file__).parent
+
+# the child: the interpreter setting is in its environment before triton is imported
 CHILD = textwrap.dedent(
-    """
+    f"""
     import json, sys
-    import torch
-    from lit_sparse.attention.kernels.slots import KeySlots
-    from lit_sparse.attention.kernels.reference import slots_attention
-    from lit_sparse.attention.kernels.triton_kernel import triton_attention
+    sys.path.insert(0, {str(HERE)!r})
+    from triton_cases import compare
 
-    def slots_of(case):
-        distances = torch.tensor(case["distances"])
-        if not case.get("lo"):
-            return KeySlots(distances=distances, reach=int(distances.max()) + 1)
-        return KeySlots(
-            distances=distances,
-            reach=max(case["distances"] + [x + 1 for x in case["lo"]]) + 1,
-            rung_lo=torch.tensor(case["lo"]),
-            rung_frac=torch.tensor(case["frac"], requires_grad=True),
-            rung_valid=torch.tensor(case["valid"]),
-        )
-
-    errors = []
-    for case in json.loads(sys.argv[1]):
-        gen = torch.Generator().manual_seed(case["seed"])
-        b, h, kv, t, d = case["shape"]
-        q = torch.randn(b, h, t, d, generator=gen, requires_grad=True)
-        k = torch.randn(b, kv, t, d, generator=gen, requires_grad=True)
-        v = torch.randn(b, kv, t, d, generator=gen, requires_grad=True)
-        w = torch.randn(b, h, t, d, generator=gen)
-        slots = slots_of(case)
-        leaves = [q, k, v] + ([slots.rung_frac] if slots.n_rungs else [])
-        got = []
-        for path in (triton_attention, slots_attention):
-            kwargs = {"block": case["block"]} if path is triton_attention else {}
-            out = path(q, k, v, slots, **kwargs)
-            got.append([out] + list(torch.autograd.grad((out * w).sum(), leaves)))
-        for name, x, y in zip(["out", "dq", "dk", "dv", "dfrac"], *got):
-            err = float(((x - y).abs().max() / (1 + y.abs().max())).detach())
-            errors.append({"case": case["name"], "what": name, "err": err})
-    print(json.dumps(errors))
+    print(json.dumps(compare(json.loads(sys.argv[1]))))
     """
 )
-
-CASES = [
-    {"name": "exact-g4", "shape": [1, 8, 2, 37, 16], "distances": [0, 1, 2, 3, 5, 8, 13, 21]},
-    {"name": "exact-g1-T1", "shape": [2, 2, 2, 1, 16], "distances": [0, 1, 2, 3]},
-    {"name": "exact-g2-d24", "shape": [1, 4, 2, 50, 24], "distances": [0, 1, 2, 4, 7, 40, 99]},
-    {
-        "name": "rungs-g4",
-        "shape": [1, 4, 1, 45, 16],
-        "distances": [0, 1, 2, 3],
-        "lo": [4, 7, 12, 20, 33, 60],
-        "frac": [0.0, 0.3, 0.5, 0.9, 0.2, 0.4],
-        "valid": [True, True, False, True, True, True],
-    },
-    {
-        "name": "rungs-lo0-g2",
-        "shape": [2, 4, 2, 19, 32],
-        "distances": [0, 1],
-        "lo": [0, 2, 5],
-        "frac": [0.25, 0.5, 0.75],
-        "valid": [True, True, True],
-    },
-]
 
 
 @pytest.mark.parametrize("block", [16, 32])

@@ -1,0 +1,71 @@
+"""The Triton kernel's comparison against the dense reference, shared by the interpreter
+test (a child process on the CPU) and the CUDA test. Imports nothing from triton itself:
+the interpreter setting must be in place before the kernel module is imported."""
+
+from __future__ import annotations
+
+import torch
+
+CASES = [
+    {"name": "exact-g4", "shape": [1, 8, 2, 37, 16], "distances": [0, 1, 2, 3, 5, 8, 13, 21]},
+    {"name": "exact-g1-T1", "shape": [2, 2, 2, 1, 16], "distances": [0, 1, 2, 3]},
+    {"name": "exact-g2-d24", "shape": [1, 4, 2, 50, 24], "distances": [0, 1, 2, 4, 7, 40, 99]},
+    {
+        "name": "rungs-g4",
+        "shape": [1, 4, 1, 45, 16],
+        "distances": [0, 1, 2, 3],
+        "lo": [4, 7, 12, 20, 33, 60],
+        "frac": [0.0, 0.3, 0.5, 0.9, 0.2, 0.4],
+        "valid": [True, True, False, True, True, True],
+    },
+    {
+        "name": "rungs-lo0-g2",
+        "shape": [2, 4, 2, 19, 32],
+        "distances": [0, 1],
+        "lo": [0, 2, 5],
+        "frac": [0.25, 0.5, 0.75],
+        "valid": [True, True, True],
+    },
+]
+
+
+def case_slots(case: dict, device):
+    from lit_sparse.attention.kernels.slots import KeySlots
+
+    distances = torch.tensor(case["distances"], device=device)
+    if not case.get("lo"):
+        return KeySlots(distances=distances, reach=int(distances.max()) + 1)
+    return KeySlots(
+        distances=distances,
+        reach=max(case["distances"] + [x + 1 for x in case["lo"]]) + 1,
+        rung_lo=torch.tensor(case["lo"], device=device),
+        rung_frac=torch.tensor(case["frac"], device=device, requires_grad=True),
+        rung_valid=torch.tensor(case["valid"], device=device),
+    )
+
+
+def compare(cases: list[dict], device="cpu", dtype=torch.float32) -> list[dict]:
+    """Per case and output (out, dq, dk, dv, dfrac): max |triton - reference| / (1 + max
+    |reference|); the reference runs in float32 on the same (rounded) inputs."""
+    from lit_sparse.attention.kernels.reference import slots_attention
+    from lit_sparse.attention.kernels.triton_kernel import triton_attention
+
+    errors = []
+    for case in cases:
+        gen = torch.Generator().manual_seed(case["seed"])
+        b, h, kv, t, d = case["shape"]
+        inputs = [torch.randn(b, n, t, d, generator=gen).to(device, dtype) for n in (h, kv, kv)]
+        weight = torch.randn(b, h, t, d, generator=gen).to(device)
+        slots = case_slots(case, device)
+        got = []
+        for path, precision in ((triton_attention, dtype), (slots_attention, torch.float32)):
+            q, k, v = (x.detach().to(precision).requires_grad_() for x in inputs)
+            leaves = [q, k, v] + ([slots.rung_frac] if slots.n_rungs else [])
+            kwargs = {"block": case["block"]} if path is triton_attention else {}
+            out = path(q, k, v, slots, **kwargs)
+            grads = torch.autograd.grad((out.float() * weight).sum(), leaves)
+            got.append([out] + list(grads))
+        for name, x, y in zip(["out", "dq", "dk", "dv", "dfrac"], *got, strict=False):
+            err = ((x.float() - y).abs().max() / (1 + y.abs().max())).item()
+            errors.append({"case": case["name"], "what": name, "err": err})
+    return errors
