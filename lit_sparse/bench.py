@@ -314,7 +314,6 @@ def _timing(spec: dict[str, Any]) -> dict[str, Any]:
         runs[plugin] = case(spec["length"])
         # the first full-size call (allocations, page faults); its peak counts on CUDA only
         peaks[plugin] = _call_peak_mb(runs[plugin], device)
-    bandwidth = _copy_bandwidth(device) if spec["kind"] == "attention" else None
     times: dict[str, list[float]] = {plugin: [] for plugin in runs}
     spent = 0.0
     while len(times[spec["plugins"][0]]) < spec["repeats"]:
@@ -327,6 +326,7 @@ def _timing(spec: dict[str, Any]) -> dict[str, Any]:
             times[plugin].append(time.perf_counter() - start)
             spent += times[plugin][-1]
         _progress(f"T={spec['length']}: round {len(times[spec['plugins'][0]])} timed")
+    bandwidth = _copy_bandwidth(device) if spec["kind"] == "attention" else None
     return {
         "bandwidth": bandwidth,
         "peaks": peaks if device.type == "cuda" else None,
