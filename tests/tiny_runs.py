@@ -25,10 +25,14 @@ SEQ_LEN = 32
 VAL_WINDOWS = 5
 N_BINS = 4
 
-LEARNED = {"class_path": "fibonacci",
-           "init_args": {"window": 2, "n_rungs": 7, "schedule": "learned"}}
-STAGGERED = {"class_path": "fibonacci",
-             "init_args": {"window": 2, "n_rungs": 7, "schedule": "linear"}}
+LEARNED = {
+    "class_path": "fibonacci",
+    "init_args": {"window": 2, "n_rungs": 7, "schedule": "learned"},
+}
+STAGGERED = {
+    "class_path": "fibonacci",
+    "init_args": {"window": 2, "n_rungs": 7, "schedule": "linear"},
+}
 DENSE = {"class_path": "dense", "init_args": {"backend": "sdpa"}}
 
 
@@ -38,21 +42,45 @@ def tiny_datamodule(**overrides: Any) -> TextDataModule:
     return TextDataModule(**{**kwargs, **overrides})
 
 
-def tiny_module(vocab_size: int, attention: dict | None = None, max_steps: int = 6,
-                seq_len: int = SEQ_LEN, lr: float = 3e-2) -> LitLanguageModel:
-    arch = ModelConfig(vocab_size=vocab_size, context_length=seq_len, n_layers=2, d_model=32,
-                       n_heads=2, n_kv_heads=1, head_dim=16)
-    return LitLanguageModel(arch, attention or LEARNED, lr=lr, warmup_steps=1,
-                            max_steps=max_steps)
+def tiny_module(
+    vocab_size: int,
+    attention: dict | None = None,
+    max_steps: int = 6,
+    seq_len: int = SEQ_LEN,
+    lr: float = 3e-2,
+) -> LitLanguageModel:
+    arch = ModelConfig(
+        vocab_size=vocab_size,
+        context_length=seq_len,
+        n_layers=2,
+        d_model=32,
+        n_heads=2,
+        n_kv_heads=1,
+        head_dim=16,
+    )
+    return LitLanguageModel(arch, attention or LEARNED, lr=lr, warmup_steps=1, max_steps=max_steps)
 
 
-def tiny_trainer(root: Path, name: str, callbacks: list, max_steps: int = 6,
-                 val_check_interval: int = 3, **kwargs: Any) -> pl.Trainer:
+def tiny_trainer(
+    root: Path,
+    name: str,
+    callbacks: list,
+    max_steps: int = 6,
+    val_check_interval: int = 3,
+    **kwargs: Any,
+) -> pl.Trainer:
     options = dict(
-        accelerator="cpu", devices=1, max_steps=max_steps, val_check_interval=val_check_interval,
-        check_val_every_n_epoch=None, log_every_n_steps=1, num_sanity_val_steps=0,
-        enable_progress_bar=False, enable_model_summary=False,
-        logger=TensorBoardLogger(str(root), name=name), callbacks=callbacks,
+        accelerator="cpu",
+        devices=1,
+        max_steps=max_steps,
+        val_check_interval=val_check_interval,
+        check_val_every_n_epoch=None,
+        log_every_n_steps=1,
+        num_sanity_val_steps=0,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        logger=TensorBoardLogger(str(root), name=name),
+        callbacks=callbacks,
     )
     options.update(kwargs)
     return pl.Trainer(**options)
@@ -79,8 +107,15 @@ class FitRun:
     initial_alphas: torch.Tensor | None
 
 
-def fit_run(root: Path, name: str, attention: dict, max_steps: int = 6, seed: int = 0,
-            callbacks: list | None = None, **trainer_kwargs: Any) -> FitRun:
+def fit_run(
+    root: Path,
+    name: str,
+    attention: dict,
+    max_steps: int = 6,
+    seed: int = 0,
+    callbacks: list | None = None,
+    **trainer_kwargs: Any,
+) -> FitRun:
     pl.seed_everything(seed, verbose=False)
     dm = tiny_datamodule()
     module = tiny_module(dm.vocab_size, attention, max_steps=max_steps)
@@ -88,8 +123,9 @@ def fit_run(root: Path, name: str, attention: dict, max_steps: int = 6, seed: in
     callbacks = all_callbacks() if callbacks is None else callbacks
     trainer = tiny_trainer(root, name, callbacks, max_steps=max_steps, **trainer_kwargs)
     trainer.fit(module, datamodule=dm)
-    return FitRun(Path(trainer.log_dir), module, dm,
-                  {type(cb).__name__: cb for cb in callbacks}, initial)
+    return FitRun(
+        Path(trainer.log_dir), module, dm, {type(cb).__name__: cb for cb in callbacks}, initial
+    )
 
 
 _RUNS: dict[tuple[str, str], FitRun] = {}
@@ -133,6 +169,4 @@ def read_events(log_dir: Path):
 def scalars(log_dir: Path) -> dict[str, dict[int, float]]:
     """tag -> step -> value (the last value written at a step)."""
     events = read_events(log_dir)
-    return {tag: {e.step: e.value for e in events.Scalars(tag)}
-            for tag in events.Tags()["scalars"]}
-
+    return {tag: {e.step: e.value for e in events.Scalars(tag)} for tag in events.Tags()["scalars"]}

@@ -75,8 +75,7 @@ def test_static_schedule_logs_its_ramp(staggered_run):
 
 
 def test_trajectory_is_in_the_checkpoint_and_the_json(learned_run):
-    checkpoint = torch.load(learned_run.log_dir / "checkpoints" / "last.ckpt",
-                            weights_only=True)
+    checkpoint = torch.load(learned_run.log_dir / "checkpoints" / "last.ckpt", weights_only=True)
     state = checkpoint["callbacks"]["AlphaTrajectory"]
     callback = learned_run.callbacks["AlphaTrajectory"]
     assert state["steps"] == callback.steps
@@ -91,16 +90,23 @@ def test_a_resumed_run_continues_the_same_curves(tmp_path, pin_version):
     module = tiny_module(dm.vocab_size, LEARNED, max_steps=6)
     checkpoint = ModelCheckpoint(every_n_train_steps=3, save_last=True)
     first = AlphaTrajectory(every_n_steps=2)
-    trainer = tiny_trainer(tmp_path, "resume", [first, checkpoint], max_steps=3,
-                           limit_val_batches=0)
+    trainer = tiny_trainer(
+        tmp_path, "resume", [first, checkpoint], max_steps=3, limit_val_batches=0
+    )
     trainer.fit(module, datamodule=dm)
     first_dir = trainer.log_dir
     assert first.steps == [0, 2, 3]
 
     resumed = AlphaTrajectory(every_n_steps=2)
     logger = TensorBoardLogger(str(tmp_path), name="resume", version=0 if pin_version else None)
-    trainer = tiny_trainer(tmp_path, "resume", [resumed, ModelCheckpoint(save_last=True)],
-                           max_steps=6, limit_val_batches=0, logger=logger)
+    trainer = tiny_trainer(
+        tmp_path,
+        "resume",
+        [resumed, ModelCheckpoint(save_last=True)],
+        max_steps=6,
+        limit_val_batches=0,
+        logger=logger,
+    )
     module = tiny_module(dm.vocab_size, LEARNED, max_steps=6)
     trainer.fit(module, datamodule=dm, ckpt_path=f"{first_dir}/checkpoints/last.ckpt")
     assert (trainer.log_dir == first_dir) == pin_version
@@ -119,8 +125,9 @@ def test_a_model_without_alpha_logs_nothing(tmp_path):
     dm = tiny_datamodule()
     module = tiny_module(dm.vocab_size, DENSE, max_steps=2)
     callback = AlphaTrajectory(every_n_steps=1)
-    trainer = tiny_trainer(tmp_path, "dense", [callback], max_steps=2, val_check_interval=2,
-                           limit_val_batches=1)
+    trainer = tiny_trainer(
+        tmp_path, "dense", [callback], max_steps=2, val_check_interval=2, limit_val_batches=1
+    )
     trainer.fit(module, datamodule=dm)
     assert callback.steps == []
     assert not [t for t in read_events(trainer.log_dir).Tags()["scalars"] if t.startswith("alpha")]

@@ -30,8 +30,7 @@ def _zero_window_worker(rank: int, port: int, out: str) -> None:
     """Module level: torch.multiprocessing pickles it by reference."""
     from lit_sparse.evaluation.position_loss import PositionBinnedNLL  # no Lightning: fast
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     try:
         metric = PositionBinnedNLL(length=4, n_bins=2)
         if rank == 0:
@@ -71,10 +70,21 @@ def test_ddp_logs_equal_a_single_process(tmp_path):
     dm = tiny_datamodule()
     dm.prepare_data()
     module = tiny_module(dm.vocab_size, STAGGERED, max_steps=2)
-    callbacks = [AlphaTrajectory(every_n_steps=1), PositionLoss(n_bins=N_BINS),
-                 LengthExtrapolation(), ModelCheckpoint(save_last=True)]
-    trainer = tiny_trainer(tmp_path, "ddp", callbacks, max_steps=2, val_check_interval=2,
-                           strategy="ddp_spawn", devices=2)
+    callbacks = [
+        AlphaTrajectory(every_n_steps=1),
+        PositionLoss(n_bins=N_BINS),
+        LengthExtrapolation(),
+        ModelCheckpoint(save_last=True),
+    ]
+    trainer = tiny_trainer(
+        tmp_path,
+        "ddp",
+        callbacks,
+        max_steps=2,
+        val_check_interval=2,
+        strategy="ddp_spawn",
+        devices=2,
+    )
     trainer.fit(module, datamodule=dm)
     log_dir = tmp_path / "ddp" / "version_0"
     assert len(list(log_dir.glob("events.out.tfevents.*"))) == 1  # rank 1 writes no events
@@ -95,8 +105,11 @@ def test_ddp_logs_equal_a_single_process(tmp_path):
     for name in single.val_set_names:
         assert position["windows"][name] == 5  # both ranks' windows, reduced
         np.testing.assert_allclose(position["sets"][name], reference.latest[name], rtol=1e-4)
-        np.testing.assert_allclose([logged[f"val/pos_nll/{name}/b{k}"][2] for k in range(N_BINS)],
-                                   reference.latest[name], rtol=1e-4)
+        np.testing.assert_allclose(
+            [logged[f"val/pos_nll/{name}/b{k}"][2] for k in range(N_BINS)],
+            reference.latest[name],
+            rtol=1e-4,
+        )
         assert [table["sets"][name][str(t)]["windows"] for t in lengths] == [5, 2, 1]
         for length in lengths:
             want = expected.ppl(name, length)

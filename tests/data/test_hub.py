@@ -14,8 +14,12 @@ from lit_sparse.data import DataSourceUnavailable, SourceConfig, TextDataModule
 
 
 def hub_source(**kw) -> SourceConfig:
-    args = {"name": "fineweb_edu", "path": "HuggingFaceFW/fineweb-edu",
-            "config_name": "sample-10BT", "val_tokens": 4096}
+    args = {
+        "name": "fineweb_edu",
+        "path": "HuggingFaceFW/fineweb-edu",
+        "config_name": "sample-10BT",
+        "val_tokens": 4096,
+    }
     args.update(kw)
     return SourceConfig(**args)
 
@@ -23,8 +27,17 @@ def hub_source(**kw) -> SourceConfig:
 @pytest.fixture
 def online_env(monkeypatch):
     """No offline flags, no proxies, the default endpoint."""
-    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_ENDPOINT", "HTTPS_PROXY",
-                "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+    for var in (
+        "HF_HUB_OFFLINE",
+        "HF_DATASETS_OFFLINE",
+        "HF_ENDPOINT",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "NO_PROXY",
+        "no_proxy",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -125,8 +138,9 @@ def test_cached_hub_source_needs_no_hub(tmp_path, online_env, monkeypatch, no_ne
     monkeypatch.undo()  # the real probe and load_dataset again, and the network still off
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(socket, "create_connection",
-                        lambda *a, **k: pytest.fail("network access attempted"))
+    monkeypatch.setattr(
+        socket, "create_connection", lambda *a, **k: pytest.fail("network access attempted")
+    )
     again = TextDataModule(sources=[hub_source()], seq_len=32, cache_dir=str(tmp_path))
     again.prepare_data()
     again.setup("fit")
@@ -143,16 +157,16 @@ def test_hub_tokenizer_offline_fails_fast(tmp_path, online_env, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     t0 = time.perf_counter()
     with pytest.raises(DataSourceUnavailable) as info:
-        TextDataModule(tokenizer="hf-internal-testing/llama-tokenizer",
-                       cache_dir=str(tmp_path))
+        TextDataModule(tokenizer="hf-internal-testing/llama-tokenizer", cache_dir=str(tmp_path))
     assert time.perf_counter() - t0 < 3
     msg = str(info.value)
     assert "\n" not in msg and "hf-internal-testing/llama-tokenizer" in msg
     assert "configs/data/embedded.yaml" in msg
 
 
-def test_hub_tokenizer_from_the_local_hf_cache(tmp_path, online_env, monkeypatch, word_tok,
-                                               no_network):
+def test_hub_tokenizer_from_the_local_hf_cache(
+    tmp_path, online_env, monkeypatch, word_tok, no_network
+):
     """A hub tokenizer already in the Hugging Face cache loads without the hub."""
     import huggingface_hub.constants as c
 

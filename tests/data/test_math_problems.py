@@ -114,7 +114,7 @@ def expected_answer(kind: str, q: str) -> str:
         return str(math.gcd(a, b) if kind == "gcd" else math.lcm(a, b))
     if kind == "power":
         a, b = _ints(r"(\d+)\^(\d+)", q)
-        return str(a ** b)
+        return str(a**b)
     if kind == "remainder":
         n, d = _ints(r"(\d+)(?: is divided by | mod )(\d+)", q)
         return str(n % d)

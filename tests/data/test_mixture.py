@@ -19,18 +19,27 @@ def mixture_sources(paths, weights=(0.5, 0.3, 0.2)) -> list[SourceConfig]:
     wa, wb, wc = weights
     return [
         SourceConfig(name="a", path="json", data_files=str(paths["a"]), weight=wa),
-        SourceConfig(name="b", path="text", data_files=str(paths["b"] / "*.txt"), weight=wb,
-                     load_kwargs={"sample_by": "document"}),
-        SourceConfig(name="c", path="parquet", data_files=str(paths["c"]), text_field="body",
-                     weight=wc),
+        SourceConfig(
+            name="b",
+            path="text",
+            data_files=str(paths["b"] / "*.txt"),
+            weight=wb,
+            load_kwargs={"sample_by": "document"},
+        ),
+        SourceConfig(
+            name="c", path="parquet", data_files=str(paths["c"]), text_field="body", weight=wc
+        ),
     ]
 
 
 def make_dm(tmp_path, word_tok, paths, **kwargs) -> TextDataModule:
     args = {"seq_len": 128, "batch_size": 64, "cache_dir": str(tmp_path / "cache")}
     args.update(kwargs)
-    dm = TextDataModule(sources=mixture_sources(paths, args.pop("weights", (0.5, 0.3, 0.2))),
-                        tokenizer=str(word_tok), **args)
+    dm = TextDataModule(
+        sources=mixture_sources(paths, args.pop("weights", (0.5, 0.3, 0.2))),
+        tokenizer=str(word_tok),
+        **args,
+    )
     dm.prepare_data()
     dm.setup("fit")
     return dm
@@ -124,8 +133,7 @@ def test_resume_exactly_from_state_dict(tmp_path, word_tok, local_sources):
     assert state["samples_consumed"] == 20
     expected = [next(it) for _ in range(4)]
 
-    resumed = make_dm(tmp_path, word_tok, local_sources, seq_len=16, batch_size=4,
-                      num_workers=2)
+    resumed = make_dm(tmp_path, word_tok, local_sources, seq_len=16, batch_size=4, num_workers=2)
     resumed.load_state_dict(state)
     got = _take(resumed.train_dataloader(), 4)
     for (xe, ye), (xg, yg) in zip(expected, got, strict=True):
@@ -141,8 +149,9 @@ def test_new_iteration_continues_the_stream(tmp_path, word_tok, local_sources):
     loader = dm.train_dataloader()
     first = _take(loader, 2)
     second = _take(loader, 2)
-    ref = _take(make_dm(tmp_path, word_tok, local_sources, seq_len=16,
-                        batch_size=4).train_dataloader(), 4)
+    ref = _take(
+        make_dm(tmp_path, word_tok, local_sources, seq_len=16, batch_size=4).train_dataloader(), 4
+    )
     for (x, _), (xr, _) in zip(first + second, ref, strict=True):
         assert torch.equal(x, xr)
 
@@ -183,12 +192,22 @@ def test_resume_through_a_trainer_checkpoint(tmp_path, word_tok, local_sources):
     def trainer(max_steps, ckpt_dir=None):
         callbacks = []
         if ckpt_dir is not None:
-            callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=3,
-                                             save_top_k=-1, filename="{step}"))
-        return pl.Trainer(max_steps=max_steps, accelerator="cpu", devices=1, logger=False,
-                          enable_progress_bar=False, enable_model_summary=False,
-                          limit_val_batches=0, callbacks=callbacks,
-                          enable_checkpointing=ckpt_dir is not None)
+            callbacks.append(
+                ModelCheckpoint(
+                    dirpath=ckpt_dir, every_n_train_steps=3, save_top_k=-1, filename="{step}"
+                )
+            )
+        return pl.Trainer(
+            max_steps=max_steps,
+            accelerator="cpu",
+            devices=1,
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            limit_val_batches=0,
+            callbacks=callbacks,
+            enable_checkpointing=ckpt_dir is not None,
+        )
 
     seen: list = []
     dm = make_dm(tmp_path, word_tok, local_sources, seq_len=8, batch_size=2)

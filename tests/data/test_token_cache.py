@@ -34,16 +34,29 @@ def builds(monkeypatch) -> list[str]:
 
 def sources(paths, template: str | None = None) -> list[SourceConfig]:
     return [
-        SourceConfig(name="a", path="json", data_files=str(paths["a"]), weight=0.6,
-                     val_tokens=3000),
-        SourceConfig(name="c", path="parquet", data_files=str(paths["c"]), weight=0.4,
-                     text_field="body" if template is None else "text", text_template=template),
+        SourceConfig(
+            name="a", path="json", data_files=str(paths["a"]), weight=0.6, val_tokens=3000
+        ),
+        SourceConfig(
+            name="c",
+            path="parquet",
+            data_files=str(paths["c"]),
+            weight=0.4,
+            text_field="body" if template is None else "text",
+            text_template=template,
+        ),
     ]
 
 
 def make(tmp_path, tok, paths, template=None, **kw) -> TextDataModule:
-    return TextDataModule(sources=sources(paths, template), tokenizer=str(tok), seq_len=32,
-                          batch_size=4, cache_dir=str(tmp_path / "cache"), **kw)
+    return TextDataModule(
+        sources=sources(paths, template),
+        tokenizer=str(tok),
+        seq_len=32,
+        batch_size=4,
+        cache_dir=str(tmp_path / "cache"),
+        **kw,
+    )
 
 
 def token_files(tmp_path) -> dict[str, tuple[int, int]]:
@@ -120,10 +133,16 @@ def test_changing_a_source_rebuilds_only_it(tmp_path, word_tok, local_sources, b
     assert builds == ["a", "c", "c", "a"]
     # the weight and the name are not part of the content: no rebuild
     srcs = sources(local_sources)
-    srcs[1] = SourceConfig(name="renamed", path="parquet", data_files=str(local_sources["c"]),
-                           weight=0.9, text_field="body")
-    TextDataModule(sources=srcs, tokenizer=str(word_tok), seq_len=32,
-                   cache_dir=str(tmp_path / "cache")).prepare_data()
+    srcs[1] = SourceConfig(
+        name="renamed",
+        path="parquet",
+        data_files=str(local_sources["c"]),
+        weight=0.9,
+        text_field="body",
+    )
+    TextDataModule(
+        sources=srcs, tokenizer=str(word_tok), seq_len=32, cache_dir=str(tmp_path / "cache")
+    ).prepare_data()
     assert builds == ["a", "c", "c", "a"]
 
 
@@ -132,8 +151,7 @@ def _train_bin(tmp_path, prefix="parquet-") -> Path:
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "drop_meta", "bad_meta"])
-def test_damaged_cache_is_detected_and_rebuilt(tmp_path, word_tok, local_sources, builds,
-                                               damage):
+def test_damaged_cache_is_detected_and_rebuilt(tmp_path, word_tok, local_sources, builds, damage):
     make(tmp_path, word_tok, local_sources).prepare_data()
     path = _train_bin(tmp_path)
     good = path.read_bytes()
@@ -152,8 +170,7 @@ def test_damaged_cache_is_detected_and_rebuilt(tmp_path, word_tok, local_sources
     assert path.read_bytes() == good
 
 
-def test_setup_without_prepare_rebuilds_a_truncated_file(tmp_path, word_tok, local_sources,
-                                                         builds):
+def test_setup_without_prepare_rebuilds_a_truncated_file(tmp_path, word_tok, local_sources, builds):
     make(tmp_path, word_tok, local_sources).prepare_data()
     path = _train_bin(tmp_path)
     good = path.read_bytes()
@@ -197,8 +214,9 @@ def test_failed_build_leaves_no_partial_files(tmp_path, word_tok, local_sources,
     assert len(token_files(tmp_path)) == 3
 
 
-def test_crash_never_leaves_a_partial_file_under_the_final_name(tmp_path, word_tok,
-                                                                 local_sources, monkeypatch):
+def test_crash_never_leaves_a_partial_file_under_the_final_name(
+    tmp_path, word_tok, local_sources, monkeypatch
+):
     """A build killed mid-way (no cleanup runs) leaves the previous file as it was; the next
     run sees the damage and rebuilds; a day-old temporary file is swept."""
     import lit_sparse.data.token_cache as tc
@@ -246,20 +264,22 @@ def test_head_held_out_is_the_stream_head(tmp_path, word_tok, local_sources):
     dm = make(tmp_path, word_tok, local_sources)
     dm.prepare_data()
     val = np.fromfile(next((tmp_path / "cache" / "tokens").glob("json-*.val.bin")), np.uint16)
-    train = np.fromfile(next((tmp_path / "cache" / "tokens").glob("json-*.train.bin")),
-                        np.uint16)
+    train = np.fromfile(next((tmp_path / "cache" / "tokens").glob("json-*.train.bin")), np.uint16)
     flat = [t for doc in stream for t in doc]
     assert val.tolist() == flat[:3000]
     n_val_docs = next(i for i in range(len(stream)) if sum(map(len, stream[: i + 1])) >= 3000)
-    rest = [t for doc in stream[n_val_docs + 1:] for t in doc]
+    rest = [t for doc in stream[n_val_docs + 1 :] for t in doc]
     assert train.tolist() == rest
 
 
 def test_uint32_for_large_vocabularies(tmp_path, local_sources):
     big = word_tokenizer_json(tmp_path / "big" / "tokenizer.json", words_per_prefix=22_000)
-    dm = TextDataModule(sources=[SourceConfig(name="a", path="json",
-                                              data_files=str(local_sources["a"]))],
-                        tokenizer=str(big), seq_len=16, cache_dir=str(tmp_path / "cache"))
+    dm = TextDataModule(
+        sources=[SourceConfig(name="a", path="json", data_files=str(local_sources["a"]))],
+        tokenizer=str(big),
+        seq_len=16,
+        cache_dir=str(tmp_path / "cache"),
+    )
     assert dm.tokenizer_size == 66_002 and dm.vocab_size == 66_048
     dm.prepare_data()
     meta = json.loads(next((tmp_path / "cache" / "tokens").glob("*.train.json")).read_text())

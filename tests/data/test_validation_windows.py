@@ -35,11 +35,19 @@ def val_file(tmp_path):
 
 def make(tmp_path, tok, paths, val_file, **kw) -> TextDataModule:
     srcs = [
-        SourceConfig(name="a", path="json", data_files=str(paths["a"]), weight=0.5,
-                     val_tokens=2500),
-        SourceConfig(name="c", path="parquet", data_files=str(paths["c"]), weight=0.5,
-                     text_field="body", val_split="validation", val_data_files=str(val_file),
-                     val_name="c_held"),
+        SourceConfig(
+            name="a", path="json", data_files=str(paths["a"]), weight=0.5, val_tokens=2500
+        ),
+        SourceConfig(
+            name="c",
+            path="parquet",
+            data_files=str(paths["c"]),
+            weight=0.5,
+            text_field="body",
+            val_split="validation",
+            val_data_files=str(val_file),
+            val_name="c_held",
+        ),
     ]
     args = {"seq_len": T, "batch_size": 3, "cache_dir": str(tmp_path / "cache")}
     args.update(kw)
@@ -74,21 +82,24 @@ def test_names_and_loaders(tmp_path, word_tok, local_sources, val_file):
 
 def test_windows_are_fixed_and_non_overlapping(tmp_path, word_tok, local_sources, val_file):
     dm = make(tmp_path, word_tok, local_sources, val_file)
-    for name, loader, glob in zip(dm.val_set_names, dm.val_dataloader(),
-                                  ["json-*.val.bin", "parquet-*.val.bin"], strict=True):
+    for name, loader, glob in zip(
+        dm.val_set_names, dm.val_dataloader(), ["json-*.val.bin", "parquet-*.val.bin"], strict=True
+    ):
         tokens = held_out_tokens(tmp_path, glob)
         got = windows(loader)
         assert len(got) == (len(tokens) - 1) // T
         for i, w in enumerate(got):  # window i is tokens[i*T : i*T + T + 1]
-            assert torch.equal(w, torch.from_numpy(tokens[i * T: i * T + T + 1])), (name, i)
+            assert torch.equal(w, torch.from_numpy(tokens[i * T : i * T + T + 1])), (name, i)
         if name == "a":
             assert len(tokens) == 2500
 
 
 def test_identical_across_constructions(tmp_path, word_tok, local_sources, val_file):
     a = [windows(dl) for dl in make(tmp_path, word_tok, local_sources, val_file).val_dataloader()]
-    b = [windows(dl) for dl in make(tmp_path, word_tok, local_sources, val_file,
-                                    num_workers=2).val_dataloader()]
+    b = [
+        windows(dl)
+        for dl in make(tmp_path, word_tok, local_sources, val_file, num_workers=2).val_dataloader()
+    ]
     for wa, wb in zip(a, b, strict=True):
         assert len(wa) == len(wb) > 0
         assert all(torch.equal(u, v) for u, v in zip(wa, wb, strict=True))
@@ -107,8 +118,9 @@ def test_ranks_partition_the_windows(tmp_path, word_tok, local_sources, val_file
         assert all(torch.equal(w, full[rank + k * world_size]) for k, w in enumerate(share))
 
 
-def test_val_windows_caps_and_longer_lengths_cover_the_same_tokens(tmp_path, word_tok,
-                                                                   local_sources, val_file):
+def test_val_windows_caps_and_longer_lengths_cover_the_same_tokens(
+    tmp_path, word_tok, local_sources, val_file
+):
     dm = make(tmp_path, word_tok, local_sources, val_file, val_windows=40)
     tokens = held_out_tokens(tmp_path, "json-*.val.bin")
     for mult, expected in ((1, 40), (2, 20), (4, 10), (3, 13)):

@@ -24,16 +24,31 @@ def cli_run(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("cli")
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(folder)
-        assert main(["fit", "--config", str(ROOT / "configs" / "staggered.yaml"),
-                     "--config", str(TINY)]) == 0
+        assert (
+            main(
+                ["fit", "--config", str(ROOT / "configs" / "staggered.yaml"), "--config", str(TINY)]
+            )
+            == 0
+        )
     return folder / "runs" / "staggered" / "version_0"
 
 
 def extrapolate(run: Path, *args: str) -> dict:
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(run.parent.parent.parent)
-        assert main(["extrapolate", "--config", str(run / "config.yaml"),
-                     "--ckpt_path", str(run / "checkpoints" / "last.ckpt"), *args]) == 0
+        assert (
+            main(
+                [
+                    "extrapolate",
+                    "--config",
+                    str(run / "config.yaml"),
+                    "--ckpt_path",
+                    str(run / "checkpoints" / "last.ckpt"),
+                    *args,
+                ]
+            )
+            == 0
+        )
     newest = max(run.parent.glob("version_*"), key=lambda p: int(p.name.split("_")[1]))
     assert newest != run
     return json.loads((newest / "extrapolation.json").read_text())
@@ -68,5 +83,6 @@ def test_lengths_and_new_offsets_options(cli_run, capsys):
     for name in dm.val_set_names:
         for length in (48, 96):
             assert table["sets"][name][str(length)]["ppl"] == pytest.approx(
-                expected.ppl(name, length), rel=1e-6)
+                expected.ppl(name, length), rel=1e-6
+            )
     assert "new offsets: drop" in capsys.readouterr().out

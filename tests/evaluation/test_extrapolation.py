@@ -27,8 +27,7 @@ def mean_nll(model: LanguageModel, x: torch.Tensor, y: torch.Tensor) -> float:
     model.eval()
     with torch.inference_mode():  # as validation; no autograd state
         logits = model(x)
-        return torch.nn.functional.cross_entropy(
-            logits.flatten(0, 1).double(), y.flatten()).item()
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1).double(), y.flatten()).item()
 
 
 def test_lengths_default_to_multiples_of_the_training_length():
@@ -48,7 +47,8 @@ def test_one_x_equals_the_validation_loss(learned_run, tmp_path):
     for name in dm.val_set_names:
         assert result.windows[name][SEQ_LEN] == VAL_WINDOWS
         assert result.nll[name][SEQ_LEN] == pytest.approx(
-            trainer.callback_metrics[f"val/loss/{name}"].item(), rel=1e-6)
+            trainer.callback_metrics[f"val/loss/{name}"].item(), rel=1e-6
+        )
 
 
 def test_longer_windows_join_consecutive_validation_windows(learned_run):
@@ -67,7 +67,8 @@ def test_longer_windows_join_consecutive_validation_windows(learned_run):
             assert result.tokens[name][k * SEQ_LEN] == count * k * SEQ_LEN
             assert result.nll[name][k * SEQ_LEN] == pytest.approx(mean_nll(model, x, y), rel=1e-6)
             assert result.ppl(name, k * SEQ_LEN) == pytest.approx(
-                math.exp(result.nll[name][k * SEQ_LEN]))
+                math.exp(result.nll[name][k * SEQ_LEN])
+            )
 
 
 def test_batching_does_not_change_the_result(learned_run):
@@ -86,8 +87,9 @@ def test_new_offsets_drop_rebuilds_the_same_weights(staggered_run):
     drop = evaluate_lengths(model, dm, lengths, new_offsets="drop")
     assert use.unseen_distances[2 * SEQ_LEN][1] == [32]
     assert drop.unseen_distances[2 * SEQ_LEN] == {0: [], 1: []}
-    reference = LanguageModel(model.config, FibonacciAttention(
-        **{**model.attention.init_args(), "new_offsets": "drop"}))
+    reference = LanguageModel(
+        model.config, FibonacciAttention(**{**model.attention.init_args(), "new_offsets": "drop"})
+    )
     reference.load_state_dict(model.state_dict())
     for name in dm.val_set_names:
         assert use.nll[name][SEQ_LEN] == pytest.approx(drop.nll[name][SEQ_LEN], rel=1e-7)
@@ -101,8 +103,15 @@ def test_new_offsets_drop_rebuilds_the_same_weights(staggered_run):
 def test_drop_is_refused_for_attention_without_the_option():
     from lit_sparse import DenseAttention, ModelConfig
 
-    config = ModelConfig(vocab_size=64, context_length=16, n_layers=1, d_model=32, n_heads=2,
-                         n_kv_heads=1, head_dim=16)
+    config = ModelConfig(
+        vocab_size=64,
+        context_length=16,
+        n_layers=1,
+        d_model=32,
+        n_heads=2,
+        n_kv_heads=1,
+        head_dim=16,
+    )
     dense = LanguageModel(config, DenseAttention())
     assert with_new_offsets(dense, "use") is dense
     with pytest.raises(ValueError, match="new_offsets"):
@@ -116,8 +125,9 @@ def test_sums_and_counts_go_through_one_reduction(learned_run):
         calls.append(tensor.clone())
         return tensor * 2
 
-    result = evaluate_lengths(learned_run.module, learned_run.datamodule, [SEQ_LEN],
-                              reduce=doubling)
+    result = evaluate_lengths(
+        learned_run.module, learned_run.datamodule, [SEQ_LEN], reduce=doubling
+    )
     single = evaluate_lengths(learned_run.module, learned_run.datamodule, [SEQ_LEN])
     assert len(calls) == 1 and calls[0].dtype == torch.float64
     for name in result.sets:
@@ -140,9 +150,15 @@ def test_a_set_without_a_window_at_some_length_is_nan(learned_run):
 
 def test_json_round_trip_and_markdown():
     result = ExtrapolationResult(
-        training_length=100, lengths=[100, 200], nll={"a": {100: 1.0, 200: 1.1}},
-        tokens={"a": {100: 1000, 200: 1000}}, windows={"a": {100: 10, 200: 5}},
-        unseen_distances={200: {0: [], 1: list(range(100, 120))}}, new_offsets="use", step=7)
+        training_length=100,
+        lengths=[100, 200],
+        nll={"a": {100: 1.0, 200: 1.1}},
+        tokens={"a": {100: 1000, 200: 1000}},
+        windows={"a": {100: 10, 200: 5}},
+        unseen_distances={200: {0: [], 1: list(range(100, 120))}},
+        new_offsets="use",
+        step=7,
+    )
     again = ExtrapolationResult.from_dict(result.to_dict())
     assert again == result
     assert result.change_pct("a", 200) == pytest.approx(100 * (math.exp(0.1) - 1))
@@ -150,8 +166,12 @@ def test_json_round_trip_and_markdown():
     assert "| a | 2.72 | 3.00 | +10.5 % |" in markdown
     assert "| 1 | 100, 101, 102, 103, 104, 105, 106, 107, ... (20 in 100..119) |" in markdown
     assert "| 0 | none |" in markdown
-    assert result.metrics() == pytest.approx({
-        "extrap/ppl/a/100": math.e, "extrap/ppl/a/200": math.exp(1.1),
-        "extrap/ppl_change_pct/a/200": 100 * (math.exp(0.1) - 1)})
+    assert result.metrics() == pytest.approx(
+        {
+            "extrap/ppl/a/100": math.e,
+            "extrap/ppl/a/200": math.exp(1.1),
+            "extrap/ppl_change_pct/a/200": 100 * (math.exp(0.1) - 1),
+        }
+    )
     with pytest.raises(ValueError, match="format"):
         ExtrapolationResult.from_dict({"format": "other"})

@@ -25,10 +25,22 @@ def meta_model(attention, **shape) -> LanguageModel:
 
 @pytest.mark.parametrize(
     "shape, batch, length",
-    [({"context_length": 64}, 3, 64),
-     ({"context_length": 128, "n_kv_heads": 3, "d_model": 96, "n_heads": 6}, 2, 100),
-     ({"context_length": 1024, "n_layers": 16, "d_model": 512, "n_heads": 8, "head_dim": 64,
-       "vocab_size": 32768}, 1, 1024)],
+    [
+        ({"context_length": 64}, 3, 64),
+        ({"context_length": 128, "n_kv_heads": 3, "d_model": 96, "n_heads": 6}, 2, 100),
+        (
+            {
+                "context_length": 1024,
+                "n_layers": 16,
+                "d_model": 512,
+                "n_heads": 8,
+                "head_dim": 64,
+                "vocab_size": 32768,
+            },
+            1,
+            1024,
+        ),
+    ],
     ids=["tiny", "odd-length", "paper"],
 )
 def test_dense_matches_measure_flops(shape, batch, length):
@@ -48,8 +60,12 @@ def test_terms_by_hand():
     assert flops.projections == 2 * 2 * 64 * (2 * 64 + 2 * 2 * 16)
     assert flops.mlp == 2 * 2 * 3 * 64 * 170
     assert flops.lm_head == 2 * 64 * 512
-    assert flops.total == pytest.approx(sum(flops.as_dict()[k] for k in (
-        "attention_scores", "attention_mixing", "projections", "mlp", "lm_head")))
+    assert flops.total == pytest.approx(
+        sum(
+            flops.as_dict()[k]
+            for k in ("attention_scores", "attention_mixing", "projections", "mlp", "lm_head")
+        )
+    )
     assert flops.scaled(3).total == pytest.approx(3 * flops.total)
     with pytest.raises(ValueError, match="one count per layer"):
         forward_flops_per_token(config, keys=[1])
@@ -58,11 +74,15 @@ def test_terms_by_hand():
 def test_sparse_layers_count_their_distances_and_absolute_keys():
     length = 256
     dense = model_flops_per_token(meta_model("dense", context_length=length))
-    fib = LanguageModel(ModelConfig(**TINY, context_length=length),
-                        build_attention("fibonacci", window=4, schedule="linear"))
+    fib = LanguageModel(
+        ModelConfig(**TINY, context_length=length),
+        build_attention("fibonacci", window=4, schedule="linear"),
+    )
     assert keys_per_query(fib) == [len(d) for d in fib.distances(length)]
-    bigbird = LanguageModel(ModelConfig(**TINY, context_length=length),
-                            build_attention("bigbird", window=4, n_global=2, n_random=3))
+    bigbird = LanguageModel(
+        ModelConfig(**TINY, context_length=length),
+        build_attention("bigbird", window=4, n_global=2, n_random=3),
+    )
     assert keys_per_query(bigbird) == [5 + 2 + 3] * 2
     sparse = model_flops_per_token(fib)
     assert keys_per_query(meta_model("dense", context_length=length)) == [length, length]
@@ -74,6 +94,8 @@ def test_sparse_layers_count_their_distances_and_absolute_keys():
 
 
 def test_learned_alpha_counts_its_nominal_distances():
-    learned = LanguageModel(ModelConfig(**TINY, context_length=128),
-                            build_attention("fibonacci", window=4, schedule="learned"))
+    learned = LanguageModel(
+        ModelConfig(**TINY, context_length=128),
+        build_attention("fibonacci", window=4, schedule="learned"),
+    )
     assert keys_per_query(learned) == [len(d) for d in learned.distances(128)]

@@ -29,8 +29,12 @@ def test_runs_top_to_bottom_on_the_suite_runs(learned_run, staggered_run, tmp_pa
     [parameters] = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
     runs = [str(learned_run.log_dir), str(staggered_run.log_dir / "checkpoints" / "last.ckpt")]
     parameters.source = f"RUNS = {runs!r}\nDISTANCE_LENGTH = 64"
-    NotebookClient(notebook, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        notebook,
+        timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    ).execute()
 
     outputs = [out for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs]
     assert not [out for out in outputs if out.output_type == "error"]
