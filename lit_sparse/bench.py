@@ -2,8 +2,9 @@
 
 ``python -m lit_sparse bench attention`` times forward + backward of one attention call
 (B=1, 8 query heads, 2 KV heads, head dim 64 by default) for every registered plugin,
-``fibonacci_learned`` (the learned-alpha schedule) and dense
-``F.scaled_dot_product_attention(..., is_causal=True, enable_gqa=True)``; when
+``fibonacci_learned`` (the learned-alpha schedule) and the dense plugin (causal
+``F.scaled_dot_product_attention``, or flash-attn on CUDA in half precision when it is
+installed: what the model runs); when
 ``natten_mps`` is installed, its causal 1-D neighborhood attention runs as a peer with the
 same number of keys per query, and on CUDA FlexAttention runs as a peer (``flex``) with
 fibonacci's mask. ``python -m lit_sparse bench train`` times AdamW training steps of the
@@ -161,7 +162,6 @@ _INPUTS: dict[tuple[int, str], tuple] = {}
 def _attention_case(spec: dict[str, Any]):
     """(run, reset) for one attention measurement: run() = forward + backward."""
     import torch
-    import torch.nn.functional as F
 
     device = torch.device(spec["device"])
     dtype = getattr(torch, spec["dtype"])
@@ -181,12 +181,7 @@ def _attention_case(spec: dict[str, Any]):
             _INPUTS[key] = (make(heads), make(kv_heads), make(kv_heads), grad)
         return _INPUTS[key]
 
-    if name == "dense":
-
-        def attend(q, k, v):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-
-    elif name == NATTEN:
+    if name == NATTEN:
         import natten_mps
 
         def attend(q, k, v):  # natten's (B, T, h, D) layout; causal window of `keys` keys
@@ -224,7 +219,7 @@ def _attention_case(spec: dict[str, Any]):
     def case(length: int):
         q, k, v, grad = inputs(length)
         tensors = [q, k, v]
-        if name not in ("dense", NATTEN, FLEX):
+        if name not in (NATTEN, FLEX):
             tensors += list(pattern.parameters())
 
         def run():
@@ -305,36 +300,60 @@ def _call_peak_mb(run, device) -> float:
 
 def _timing(spec: dict[str, Any]) -> dict[str, Any]:
     """Child process of one length: every plugin warmed up, then timed in interleaved rounds
-    (one call of each per round), so a change in the machine's load hits them alike."""
-    runs, peaks, device = {}, {}, None
+    (one call of each per round), so a change in the machine's load hits them alike. A
+    plugin that fails (out of memory, say) is reported under ``failed``; the rest run."""
+    import torch
+
+    device = torch.device(spec["device"])
+    runs, peaks, failed = {}, {}, {}
     for plugin in spec["plugins"]:
-        case, device = _case(spec, plugin)
-        case(min(64, spec["length"]))()
-        _sync(device)
-        runs[plugin] = case(spec["length"])
-        # the first full-size call (allocations, page faults); its peak counts on CUDA only
-        peaks[plugin] = _call_peak_mb(runs[plugin], device)
+        try:
+            case, _ = _case(spec, plugin)
+            case(min(64, spec["length"]))()
+            _sync(device)
+            run = case(spec["length"])
+            run()  # the first full-size call: allocations, page faults, compilation
+            _sync(device)
+            if device.type == "cuda":  # the allocator's peak over a steady call
+                peaks[plugin] = _call_peak_mb(run, device)
+            runs[plugin] = run
+        except Exception as error:  # any failure of one plugin spares the others
+            failed[plugin] = f"{type(error).__name__}: {error}"[:500]
+            _progress(f"T={spec['length']} {plugin}: failed: {failed[plugin]}")
+            run = case = None
+            _release(device)
     times: dict[str, list[float]] = {plugin: [] for plugin in runs}
-    spent = 0.0
-    while len(times[spec["plugins"][0]]) < spec["repeats"]:
-        if times[spec["plugins"][0]] and spent > spec["budget"] * len(runs):
-            break
+    rounds, spent = 0, 0.0
+    while runs and rounds < spec["repeats"] and not (rounds and spent > spec["budget"] * len(runs)):
         for plugin, run in runs.items():
             start = time.perf_counter()
             run()
             _sync(device)
             times[plugin].append(time.perf_counter() - start)
             spent += times[plugin][-1]
-        _progress(f"T={spec['length']}: round {len(times[spec['plugins'][0]])} timed")
+        rounds += 1
+        _progress(f"T={spec['length']}: round {rounds} timed")
     bandwidth = _copy_bandwidth(device) if spec["kind"] == "attention" else None
     return {
         "bandwidth": bandwidth,
         "peaks": peaks if device.type == "cuda" else None,
+        "failed": failed,
         "plugins": {
             plugin: {"ms": 1e3 * sorted(ts)[len(ts) // 2], "runs": len(ts)}
             for plugin, ts in times.items()
         },
     }
+
+
+def _release(device) -> None:
+    """Hand back what a failed plugin left allocated (its tensors are unreachable by now)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def _measure(spec: dict[str, Any]) -> dict[str, Any]:
@@ -417,6 +436,7 @@ def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
         _progress(f"T={length}: timing {', '.join(here)} in interleaved rounds ...")
         measured = _run_child({**spec, "mode": "time", "plugins": here}) or {}
         peaks.update(measured.get("peaks") or {})
+        failed = measured.get("failed") or {}
         timing = measured.get("plugins", {})
         dense_ms = timing.get("dense", {}).get("ms")
         floor_ms = None
@@ -427,6 +447,9 @@ def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
                 f"memory-traffic floor {floor_ms:.3f} ms"
             )
         for plugin in here:
+            if plugin in failed:  # the row says why, and the command exits with 1
+                rows.append({"T": length, "plugin": plugin, "ms": None, "error": failed[plugin]})
+                continue
             if plugin not in timing:
                 continue
             ms = timing[plugin]["ms"]
@@ -505,6 +528,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown plugins {unknown}; known: {sorted(known)}", file=sys.stderr)
         return 2
+    if args.command == "attention" and (args.kv_heads < 1 or args.heads % args.kv_heads):
+        print(
+            f"--heads {args.heads} must be a multiple of --kv-heads {args.kv_heads} (GQA groups)",
+            file=sys.stderr,
+        )
+        return 2
     if FLEX in (args.plugins or ()) and (args.command != "attention" or args.device != "cuda"):
         print(
             f"--plugins {FLEX}: FlexAttention is timed on CUDA only (it has no backward on the"
@@ -524,7 +553,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(rows, handle, indent=2)
-    return 0 if rows else 1
+    errors = [row for row in rows if "error" in row]
+    for row in errors:
+        print(f"T={row['T']} {row['plugin']} failed: {row['error']}", file=sys.stderr)
+    return 0 if rows and not errors else 1
 
 
 if __name__ == "__main__":

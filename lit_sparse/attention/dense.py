@@ -48,6 +48,25 @@ def flash_attention(q: Tensor, k: Tensor, v: Tensor, window: int | None = None) 
     return out.transpose(1, 2)
 
 
+def sdpa_takes_gqa(q: Tensor) -> bool:
+    """Whether SDPA's fused kernels broadcast K/V over a GQA group for q: on the CPU, and on
+    CUDA in flash attention only (fp16/bf16, head dim <= 256, sm80+); elsewhere
+    ``enable_gqa`` falls back to the math kernel, which builds the [T, T] scores."""
+    if not q.is_cuda:
+        return True
+    half = q.dtype in (torch.float16, torch.bfloat16)
+    return half and q.shape[-1] <= 256 and torch.cuda.get_device_capability(q.device) >= (8, 0)
+
+
+def causal_sdpa(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    """Causal SDPA of q (B, H, T, D) over k, v (B, KV, T, D); K/V are repeated per group
+    first only where the fused kernels cannot broadcast them (see ``sdpa_takes_gqa``)."""
+    groups = q.shape[1] // k.shape[1]
+    if groups > 1 and not sdpa_takes_gqa(q):
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=groups > 1)
+
+
 class DensePattern(AttentionPattern):
     def __init__(self, training_length: int, backend: str = "auto"):
         super().__init__(training_length)
@@ -60,7 +79,7 @@ class DensePattern(AttentionPattern):
         if self.backend == "flash":
             raise RuntimeError("dense backend 'flash' needs flash-attn and CUDA fp16/bf16 tensors")
         announce_backend("sdpa")
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return causal_sdpa(q, k, v)
 
     def reference(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         length = q.shape[-2]

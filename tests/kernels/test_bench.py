@@ -112,3 +112,56 @@ def test_flex_block_mask_is_fibonaccis_pattern():
         got = flex_attention(q, k, v, block_mask=mask, enable_gqa=True)
         want = pattern(q, k, v)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_a_failing_plugin_spares_the_others():
+    """A plugin that fails in the timing process is reported; the others are timed."""
+    from lit_sparse import bench
+
+    spec = {
+        "kind": "attention",
+        "length": 32,
+        "device": "cpu",
+        "window": 12,
+        "keys": fibonacci_keys(12, 32),
+        "dtype": "float32",
+        "batch": 1,
+        "heads": 8,
+        "kv_heads": 2,
+        "dim": 64,
+        "repeats": 2,
+        "budget": 5.0,
+        "plugins": ["fibonacci", "no_such_plugin", "dense"],
+    }
+    measured = bench._timing(spec)
+    assert set(measured["plugins"]) == {"fibonacci", "dense"}
+    assert all(timing["runs"] == 2 for timing in measured["plugins"].values())
+    assert "no_such_plugin" in measured["failed"]["no_such_plugin"]
+
+
+def test_a_failed_row_carries_its_error_and_the_exit_code_is_1(tmp_path, monkeypatch, capsys):
+    """The parent's side: the bench's children run in this process (so the patched list of
+    plugins reaches them), one plugin fails in them, its row holds the error."""
+    from lit_sparse import bench
+
+    def in_process(spec):  # as _run_child: None when the child fails
+        try:
+            return json.loads(json.dumps(bench._measure(spec)))
+        except Exception:
+            return None
+
+    monkeypatch.setattr(bench, "_plugin_names", lambda: ["dense", "fibonacci", "no_such_plugin"])
+    monkeypatch.setattr(bench, "_run_child", in_process)
+    path = tmp_path / "rows.json"
+    args = ["attention", "--lengths", "32", "--plugins", "fibonacci", "no_such_plugin"]
+    assert main([*args, "--repeats", "1", "--json", str(path)]) == 1
+    rows = {row["plugin"]: row for row in json.loads(path.read_text())}
+    assert rows["fibonacci"]["ms"] > 0 and rows["dense"]["ms"] > 0
+    assert rows["no_such_plugin"]["ms"] is None
+    assert "no_such_plugin" in rows["no_such_plugin"]["error"]
+    assert "no_such_plugin failed" in capsys.readouterr().err
+
+
+def test_heads_must_be_a_multiple_of_kv_heads(capsys):
+    assert main(["attention", "--heads", "6", "--kv-heads", "4"]) == 2
+    assert "--heads 6" in capsys.readouterr().err
