@@ -26,6 +26,16 @@ CASES = [
         "frac": [0.25, 0.5, 0.75],
         "valid": [True, True, True],
     },
+    {  # the model's layout: (B, T, heads, D) tensors viewed as (B, heads, T, D), so q, k,
+        # v and the output's gradient are read through strides
+        "name": "rungs-model-layout",
+        "shape": [2, 4, 2, 33, 16],
+        "distances": [0, 1, 2],
+        "lo": [3, 6, 10],
+        "frac": [0.6, 0.1, 0.5],
+        "valid": [True, True, True],
+        "model_layout": True,
+    },
 ]
 
 
@@ -44,6 +54,14 @@ def case_slots(case: dict, device):
     )
 
 
+def _draw(gen, batch, heads, length, dim):
+    return torch.randn(batch, heads, length, dim, generator=gen)
+
+
+def _draw_model_layout(gen, batch, heads, length, dim):
+    return torch.randn(batch, length, heads, dim, generator=gen).transpose(1, 2)
+
+
 def compare(cases: list[dict], device="cpu", dtype=torch.float32) -> list[dict]:
     """Per case and output (out, dq, dk, dv, dfrac): max |triton - reference| / (1 + max
     |reference|); the reference runs in float32 on the same (rounded) inputs."""
@@ -54,16 +72,19 @@ def compare(cases: list[dict], device="cpu", dtype=torch.float32) -> list[dict]:
     for case in cases:
         gen = torch.Generator().manual_seed(case["seed"])
         b, h, kv, t, d = case["shape"]
-        inputs = [torch.randn(b, n, t, d, generator=gen).to(device, dtype) for n in (h, kv, kv)]
-        weight = torch.randn(b, h, t, d, generator=gen).to(device)
+        layout = _draw_model_layout if case.get("model_layout") else _draw
+        inputs = [layout(gen, b, n, t, d).to(device, dtype) for n in (h, kv, kv)]
+        weight = layout(gen, b, h, t, d).to(device)
         slots = case_slots(case, device)
         got = []
         for path, precision in ((triton_attention, dtype), (slots_attention, torch.float32)):
             q, k, v = (x.detach().to(precision).requires_grad_() for x in inputs)
+            assert q.is_contiguous() != bool(case.get("model_layout"))
             leaves = [q, k, v] + ([slots.rung_frac] if slots.n_rungs else [])
             kwargs = {"block": case["block"]} if path is triton_attention else {}
             out = path(q, k, v, slots, **kwargs)
-            grads = torch.autograd.grad((out.float() * weight).sum(), leaves)
+            # the output's gradient is ``weight``, in its layout
+            grads = torch.autograd.grad(out.float(), leaves, weight.to(out.dtype))
             got.append([out] + list(grads))
         for name, x, y in zip(["out", "dq", "dk", "dv", "dfrac"], *got, strict=False):
             err = ((x.float() - y).abs().max() / (1 + y.abs().max())).item()

@@ -12,8 +12,9 @@ them with ``frac``. The forward saves the log-sum-exp.
 Backward, no atomics:
 
 - a dQ pass over query blocks (as the forward, recomputing probabilities from the
-  log-sum-exp), which also writes each program's partial gradient of every rung's
-  ``frac`` (summed on the host);
+  log-sum-exp), which also computes delta = rowsum(dO * O) from the output and its
+  gradient (written for the next pass) and each program's partial gradient of every
+  rung's ``frac`` (summed on the host);
 - a dK/dV pass over key blocks by mirrored shifts: key row j receives from query rows
   j + d, so for each slot the program loads the contiguous (BLOCK_N, G, D) query and
   output-gradient tiles shifted by +d; a rung's key row is the lower tap of query j + lo
@@ -114,12 +115,13 @@ def _forward_kernel(
 
 @triton.jit
 def _dq_kernel(
-    q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, dfrac_ptr,
+    q_ptr, k_ptr, v_ptr, o_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, dfrac_ptr,
     dist_ptr, lo_ptr, frac_ptr,
     n_exact, n_rungs, length, scale,
     sqb, sqh, sqt, sqd,
     skb, skh, skt, skd,
     svb, svh, svt, svd,
+    sob, soh, sot, sod,
     sdb, sdh, sdt, sdd,
     KV_HEADS: tl.constexpr, GROUPS: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, MAX_RUNGS: tl.constexpr,
@@ -139,9 +141,12 @@ def _dq_kernel(
     do_offs = b * sdb + h[None, :, None] * sdh + t[:, None, None] * sdt + d[None, None, :] * sdd
     q = tl.load(q_ptr + q_offs, mask=q_mask, other=0.0).to(tl.float32)
     do = tl.load(do_ptr + do_offs, mask=q_mask, other=0.0).to(tl.float32)
+    o_offs = b * sob + h[None, :, None] * soh + t[:, None, None] * sot + d[None, None, :] * sod
+    o = tl.load(o_ptr + o_offs, mask=q_mask, other=0.0).to(tl.float32)
     row_offs = (b * KV_HEADS * GROUPS + h[None, :]) * length + t[:, None]  # (M, G)
     lse = tl.load(lse_ptr + row_offs, mask=t_ok[:, None], other=0.0)
-    delta = tl.load(delta_ptr + row_offs, mask=t_ok[:, None], other=0.0)
+    delta = tl.sum(do * o, axis=2)  # rowsum(dO * O) = rowsum(P * dP); the dK/dV pass reads it
+    tl.store(delta_ptr + row_offs, delta, mask=t_ok[:, None])
     dq = tl.zeros((BLOCK_M, GROUPS, BLOCK_D), tl.float32)
     k_base = k_ptr + b * skb + kv * skh
     v_base = v_ptr + b * svb + kv * svh
@@ -312,8 +317,8 @@ def _dkv_kernel(
         dk += dk_i * f
         dv += dv_i * f
     offs = b * sgb + kv * sgh + j[:, None] * sgt + d[None, :] * sgd  # dk, dv: contiguous
-    tl.store(dk_ptr + offs, dk, mask=mask)
-    tl.store(dv_ptr + offs, dv, mask=mask)
+    tl.store(dk_ptr + offs, dk.to(dk_ptr.dtype.element_ty), mask=mask)
+    tl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty), mask=mask)
 
 
 def supported(q: Tensor, k: Tensor, slots: KeySlots) -> bool:
@@ -381,20 +386,21 @@ class _TritonAttention(torch.autograd.Function):
         kv_heads = k.shape[1]
         groups = heads // kv_heads
         block, n_rungs = ctx.block, ctx.n_rungs
-        grad_out = grad_out.contiguous()
-        delta = (grad_out.float() * out.float()).sum(-1).contiguous()  # (B, H, T)
+        # grad_out is read through its strides (the model hands it in q's layout): no copy
+        delta = torch.empty(batch, heads, length, device=q.device, dtype=torch.float32)
         dq = torch.empty_like(q)
-        dk = torch.empty(k.shape, device=k.device, dtype=torch.float32)
-        dv = torch.empty(v.shape, device=v.device, dtype=torch.float32)
+        # one program owns each key row: it stores the finished gradient in the input dtype
+        dk = torch.empty(k.shape, device=k.device, dtype=k.dtype)
+        dv = torch.empty(v.shape, device=v.device, dtype=v.dtype)
         grid = (triton.cdiv(length, block), batch * kv_heads)
         max_rungs = triton.next_power_of_2(max(1, n_rungs))
         dfrac = torch.zeros(grid[0] * grid[1], max_rungs, device=q.device, dtype=torch.float32)
         common = dict(KV_HEADS=kv_heads, GROUPS=groups, HEAD_DIM=head_dim)
         common["num_warps"] = _warps(head_dim)
-        _dq_kernel[grid](
-            q, k, v, grad_out, lse, delta, dq, dfrac, distances, lo, frac,
+        _dq_kernel[grid](  # also writes delta, which the dK/dV pass reads
+            q, k, v, out, grad_out, lse, delta, dq, dfrac, distances, lo, frac,
             distances.numel(), n_rungs, length, head_dim**-0.5,
-            *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(),
+            *q.stride(), *k.stride(), *v.stride(), *out.stride(), *grad_out.stride(),
             **common, BLOCK_M=block, BLOCK_D=triton.next_power_of_2(head_dim),
             MAX_RUNGS=max_rungs,
         )  # fmt: skip
@@ -407,7 +413,7 @@ class _TritonAttention(torch.autograd.Function):
         d_frac = None
         if n_rungs:
             d_frac = dfrac.sum(0)[:n_rungs].to(ctx.frac_dtype)
-        return dq, dk.to(k.dtype), dv.to(v.dtype), d_frac, None, None
+        return dq, dk, dv, d_frac, None, None
 
 
 def triton_attention(
