@@ -108,7 +108,7 @@ def floor_bytes(spec: dict[str, Any]) -> int:
     """Bytes one forward + backward of attention must move at least (see module doc)."""
     import torch
 
-    itemsize = torch.empty(0, dtype=getattr(torch, spec["dtype"])).element_size()
+    itemsize = getattr(torch, spec["dtype"]).itemsize
     heads, kv_heads = spec["heads"], spec["kv_heads"]
     per_row = 6 * (heads + kv_heads) * spec["dim"]  # fwd q k v o, bwd q k v o do dq dk dv
     return itemsize * spec["batch"] * spec["length"] * per_row
@@ -278,7 +278,6 @@ def _case(spec: dict[str, Any], plugin: str):
 
 def _memory(spec: dict[str, Any]) -> dict[str, Any]:
     """Child process of one row: a small warm-up call, then the peak of one full call."""
-
     case, device = _case(spec, spec["plugin"])
     case(min(64, spec["length"]))()  # warm-up: threads, allocator, kernels
     _sync(device)
@@ -320,6 +319,7 @@ def _timing(spec: dict[str, Any]) -> dict[str, Any]:
         except Exception as error:  # any failure of one plugin spares the others
             failed[plugin] = f"{type(error).__name__}: {error}"[:500]
             _progress(f"T={spec['length']} {plugin}: failed: {failed[plugin]}")
+        if plugin in failed:  # outside the handler: its traceback holds the failed frames
             run = case = None
             _release(device)
     times: dict[str, list[float]] = {plugin: [] for plugin in runs}
@@ -439,9 +439,9 @@ def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
         failed = measured.get("failed") or {}
         timing = measured.get("plugins", {})
         dense_ms = timing.get("dense", {}).get("ms")
-        floor_ms = None
+        floor_ms, traffic = None, floor_bytes(spec) if kind == "attention" else 0
         if measured.get("bandwidth"):
-            floor_ms = 1e3 * floor_bytes(spec) / measured["bandwidth"]
+            floor_ms = 1e3 * traffic / measured["bandwidth"]
             _progress(
                 f"T={length}: copy bandwidth {measured['bandwidth'] / 1e9:.1f} GB/s, "
                 f"memory-traffic floor {floor_ms:.3f} ms"
@@ -461,7 +461,7 @@ def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
             if floor_ms is not None:
                 row["floor_ms"] = floor_ms
                 row["x_floor"] = ms / floor_ms
-                row["gb_per_s"] = floor_bytes(spec) / ms / 1e6
+                row["gb_per_s"] = traffic / ms / 1e6
             rows.append(row)
             speed = row["speedup_vs_dense"]
             _progress(
