@@ -1,5 +1,6 @@
-"""Callbacks of lit_sparse runs; configs name them ``callbacks.<Name>``. They only observe
-and log (TensorBoard scalars and images, JSON and Markdown in the run directory).
+"""Callbacks of lit_sparse runs, installed as ``lit_sparse.callbacks`` from the repository's
+top-level ``callbacks/`` folder (configs name them ``lit_sparse.callbacks.<Name>``). They only
+observe and log (TensorBoard scalars and images, JSON and Markdown in the run directory).
 
 - :class:`AlphaTrajectory`: every layer's alpha over optimizer steps.
 - :class:`PositionLoss`: validation NLL in bins of position within the window.
@@ -8,11 +9,11 @@ and log (TensorBoard scalars and images, JSON and Markdown in the run directory)
 - :class:`TaskAccuracy`: LEGO and RULER variable tracking (forced choice) at each validation.
 """
 
-from callbacks.alpha import AlphaTrajectory
-from callbacks.extrapolation import LengthExtrapolation
-from callbacks.position_loss import PositionBinnedNLL, PositionLoss, bin_edges
-from callbacks.tasks import TaskAccuracy
-from callbacks.throughput import SparseThroughputMonitor
+from lit_sparse.callbacks.alpha import AlphaTrajectory
+from lit_sparse.callbacks.extrapolation import LengthExtrapolation
+from lit_sparse.callbacks.position_loss import PositionBinnedNLL, PositionLoss, bin_edges
+from lit_sparse.callbacks.tasks import TaskAccuracy
+from lit_sparse.callbacks.throughput import SparseThroughputMonitor
 
 __all__ = [
     "AlphaTrajectory",

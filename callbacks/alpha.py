@@ -19,9 +19,9 @@ from typing import Any
 import lightning.pytorch as pl
 import numpy as np
 from lightning.pytorch.loggers import TensorBoardLogger
+from lit_sparse.callbacks.images import heatmap_image, log_image
+from lit_sparse.callbacks.run_dir import run_dir, write_json
 
-from callbacks.images import heatmap_image, log_image
-from callbacks.run_dir import run_dir, write_json
 from lit_sparse.errors import ConfigError
 
 __all__ = ["AlphaTrajectory", "alpha_tag", "custom_scalars_layout"]

@@ -13,8 +13,8 @@ from typing import Literal
 
 import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
+from lit_sparse.callbacks.run_dir import run_dir, write_json, write_text
 
-from callbacks.run_dir import run_dir, write_json, write_text
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.extrapolation import (
     ExtrapolationResult,

@@ -1,4 +1,4 @@
-"""``python -m lit_sparse <command>``.
+"""``python -m lit_sparse <command>`` (or ``lit-sparse <command>``).
 
 Lightning commands (fit, validate, test, predict) go to the LightningCLI; the project's own
 commands (e.g. ``bench``) have their own small parsers. ``python -m lit_sparse --help``
@@ -49,9 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     return lightning_main(argv)
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The ``lit-sparse`` console script and ``python -m lit_sparse``: exit with main's status."""
     try:
         sys.exit(main())
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    run()

@@ -15,7 +15,7 @@ from jsonargparse import Namespace, set_parsing_settings
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
-from callbacks import LengthExtrapolation
+from lit_sparse.callbacks import LengthExtrapolation
 
 from .attention import build_attention, get_attention, list_attention
 from .checkpoints import differences, find_last_checkpoint, read_checkpoint

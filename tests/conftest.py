@@ -22,6 +22,5 @@ def isolated_token_cache(tmp_path_factory):
 
 
 # The tiny training runs shared by the callbacks, evaluation and notebook tests (tests/ is
-# on sys.path as the root conftest's folder; a module, since tests/callbacks/ would clash
-# with the top-level callbacks package).
+# on sys.path as the root conftest's folder).
 from tiny_runs import learned_run, staggered_run  # noqa: E402, F401

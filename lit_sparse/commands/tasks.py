@@ -5,7 +5,7 @@ the run's tokenizer (``data.init_args.tokenizer`` of its config.yaml; ``--tokeni
 overrides) and prints, per task and per chain length / number of hops, the forced-choice
 accuracy, the chance rate and the share of items given the most common answer (1.0: the
 model answers the same whatever the prompt, the paper's degenerate result). The callback
-``callbacks.TaskAccuracy`` does the same at every validation of a fit.
+``lit_sparse.callbacks.TaskAccuracy`` does the same at every validation of a fit.
 
     python -m lit_sparse tasks runs/quickstart/coprime/version_0
     python -m lit_sparse tasks runs/coprime/version_0/checkpoints/last.ckpt --tasks lego
@@ -35,7 +35,7 @@ def run_tokenizer(config: dict[str, Any]) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from callbacks.tasks import TASKS
+    from lit_sparse.callbacks.tasks import TASKS
 
     parser = argparse.ArgumentParser(
         prog="python -m lit_sparse tasks", description=__doc__.split("\n\n")[1]
@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     import lit_sparse
-    from callbacks.tasks import GROUP_LABELS, encoder, task_items
+    from lit_sparse.callbacks.tasks import GROUP_LABELS, encoder, task_items
     from lit_sparse.data.tokenizer import load_tokenizer
     from lit_sparse.evaluation.forced_choice import results_table, score_task
 
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{run.checkpoint} (step {run.step}), tokenizer {spec}")
     print(results_table(results))
     if args.json:
-        from callbacks.run_dir import write_json
+        from lit_sparse.callbacks.run_dir import write_json
 
         write_json(
             args.json,

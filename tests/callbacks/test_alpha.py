@@ -10,6 +10,8 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
+from lit_sparse.callbacks import AlphaTrajectory
+from lit_sparse.callbacks.alpha import alpha_tag
 from tensorboard.plugins.custom_scalar import layout_pb2
 from tiny_runs import (
     DENSE,
@@ -20,9 +22,6 @@ from tiny_runs import (
     tiny_module,
     tiny_trainer,
 )
-
-from callbacks import AlphaTrajectory
-from callbacks.alpha import alpha_tag
 
 
 def test_every_layer_is_logged_at_step_zero_and_every_n_steps(learned_run):

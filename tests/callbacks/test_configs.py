@@ -6,21 +6,20 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+import lit_sparse.callbacks
 import pytest
 import yaml
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, ThroughputMonitor
-
-import callbacks
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "quickstart.yaml")
 EXPECTED = {
     "lightning.pytorch.callbacks.LearningRateMonitor",
     "lightning.pytorch.callbacks.ModelCheckpoint",
-    "callbacks.AlphaTrajectory",
-    "callbacks.PositionLoss",
-    "callbacks.LengthExtrapolation",
-    "callbacks.SparseThroughputMonitor",
+    "lit_sparse.callbacks.AlphaTrajectory",
+    "lit_sparse.callbacks.PositionLoss",
+    "lit_sparse.callbacks.LengthExtrapolation",
+    "lit_sparse.callbacks.SparseThroughputMonitor",
 }
 
 
@@ -38,8 +37,10 @@ def test_every_variant_turns_the_observers_on(config):
     assert checkpoint.save_last and checkpoint._every_n_train_steps > 0
     assert any(isinstance(cb, LearningRateMonitor) for cb in built)
     [throughput] = [cb for cb in built if isinstance(cb, ThroughputMonitor)]
-    assert isinstance(throughput, callbacks.SparseThroughputMonitor)
-    [extrapolation] = [cb for cb in built if isinstance(cb, callbacks.LengthExtrapolation)]
+    assert isinstance(throughput, lit_sparse.callbacks.SparseThroughputMonitor)
+    [extrapolation] = [
+        cb for cb in built if isinstance(cb, lit_sparse.callbacks.LengthExtrapolation)
+    ]
     assert extrapolation.multiples == [1, 2, 4]
 
 

@@ -24,8 +24,8 @@ def run_config(tmp_path: Path, kill_at: int | None) -> Path:
             "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
             "init_args": {"every_n_train_steps": 2, "save_last": True, "save_top_k": 1},
         },
-        {"class_path": "callbacks.AlphaTrajectory", "init_args": {"every_n_steps": 1}},
-        {"class_path": "callbacks.PositionLoss"},
+        {"class_path": "lit_sparse.callbacks.AlphaTrajectory", "init_args": {"every_n_steps": 1}},
+        {"class_path": "lit_sparse.callbacks.PositionLoss"},
     ]
     if kill_at is not None:
         callbacks.append(

@@ -1,0 +1,68 @@
+"""Packaging: every package is installed, the observers live under lit_sparse's namespace, and
+a user's own ``callbacks.py`` cannot shadow them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _declared_packages() -> dict[str, Path]:
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    mapped = setuptools.get("package-dir", {})
+    folders = {}
+    for name in setuptools["packages"]:
+        parent = next((p for p in sorted(mapped, key=len, reverse=True) if name.startswith(p)), "")
+        rest = name[len(parent) :].lstrip(".").split(".") if name != parent else []
+        base = ROOT / mapped[parent] if parent else ROOT
+        folders[name] = base.joinpath(*[part for part in rest if part])
+    return folders
+
+
+def test_the_package_list_covers_every_package_folder():
+    declared = _declared_packages()
+    on_disk = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "lit_sparse").rglob("__init__.py")
+    }
+    on_disk.add("lit_sparse.callbacks")  # the mapped top-level folder
+    assert set(declared) == on_disk
+    for name, folder in declared.items():
+        assert (folder / "__init__.py").is_file(), name
+
+
+def test_observers_import_under_the_package_namespace():
+    import lit_sparse.callbacks as observers
+
+    assert Path(observers.__file__).parent == ROOT / "callbacks"
+    assert observers.LengthExtrapolation.__module__ == "lit_sparse.callbacks.extrapolation"
+
+
+def test_a_local_callbacks_module_does_not_shadow_the_observers(tmp_path):
+    (tmp_path / "callbacks.py").write_text("raise ImportError('a user module named callbacks')\n")
+    (tmp_path / "callbacks").mkdir()  # and a folder of that name
+    code = "import lit_sparse.cli, lit_sparse.callbacks; print(lit_sparse.callbacks.__file__)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()).parent == ROOT / "callbacks"
+
+
+def test_the_console_script_is_the_module_entry_point(tmp_path):
+    script = shutil.which("lit-sparse", path=str(Path(sys.executable).parent))
+    assert script, "the lit-sparse console script is not installed"
+    by_script = subprocess.run([script, "--help"], capture_output=True, text=True, check=True)
+    by_module = subprocess.run(
+        [sys.executable, "-m", "lit_sparse", "--help"], capture_output=True, text=True, check=True
+    )
+    assert by_script.stdout == by_module.stdout
+    assert "fit" in by_script.stdout
