@@ -11,19 +11,20 @@ import importlib
 import os
 import sys
 
-# command -> (module with a main(argv) -> int, one-line description)
+# command -> one-line description; each is the module lit_sparse.commands.<command>, whose
+# main(argv) -> int runs it
 OWN_COMMANDS = {
-    "bench": ("lit_sparse.bench", "time attention kernels and training steps against dense"),
-    "coverage": ("lit_sparse.commands.coverage", "distances per layer, their union, two hops"),
-    "flops": ("lit_sparse.commands.flops", "forward FLOPs per token by term, dense vs sparse"),
-    "probe": ("lit_sparse.commands.probe", "train the retrieval-probe grid (paper table 2)"),
-    "tasks": ("lit_sparse.commands.tasks", "LEGO and RULER variable tracking on a checkpoint"),
-    "matrix": ("lit_sparse.commands.matrix", "the paper's run matrix: list, run, rebuild tables"),
+    "bench": "time attention kernels and training steps against dense",
+    "coverage": "distances per layer, their union, two hops",
+    "flops": "forward FLOPs per token by term, dense vs sparse",
+    "probe": "train the retrieval-probe grid (paper table 2)",
+    "tasks": "LEGO and RULER variable tracking on a checkpoint",
+    "matrix": "the paper's run matrix: list, run, rebuild tables",
 }
 
 
 def _usage() -> str:
-    own = "\n".join(f"  {name:<12}{text}" for name, (_, text) in OWN_COMMANDS.items())
+    own = "\n".join(f"  {name:<12}{text}" for name, text in OWN_COMMANDS.items())
     return (
         "usage: python -m lit_sparse <command> [options]\n\n"
         "Lightning commands (python -m lit_sparse <command> --help for options):\n"
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_usage())
         return 0
     if argv[0] in OWN_COMMANDS:
-        module = importlib.import_module(OWN_COMMANDS[argv[0]][0])
+        module = importlib.import_module(f"lit_sparse.commands.{argv[0]}")
         return module.main(argv[1:])
     from .cli import main as lightning_main
 

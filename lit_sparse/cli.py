@@ -10,18 +10,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from jsonargparse import Namespace, set_parsing_settings
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from lit_sparse.callbacks import LengthExtrapolation
 
-from .attention import build_attention, get_attention, list_attention
+from .attention import build_attention
 from .checkpoints import differences, find_last_checkpoint, read_checkpoint
 from .config import ModelConfig
+from .config_files import check_config_files, checked_seq_len, expand_attention_names
 from .data import DataSourceUnavailable, TextDataModule
-from .errors import CheckpointError, ConfigError, find_user_error
+from .errors import CheckpointError, find_user_error
 from .evaluation import ExtrapolationResult
 from .module import LitLanguageModel
 
@@ -35,59 +35,6 @@ TRAINER_DEFAULTS = {
     },
     "plugins": [{"class_path": "lit_sparse.checkpoints.AtomicCheckpointIO"}],
 }
-
-
-def expand_attention_names(args: Sequence[str]) -> list[str]:
-    """Let ``--model.attention fibonacci`` (and ``--model.attention.help fibonacci``) name a
-    plugin by its registry name.
-
-    jsonargparse resolves class names and import paths; a registry name is rewritten to its
-    class path, and a bare name that is neither raises ConfigError listing the registered
-    names. Dotted paths and config files are left for jsonargparse.
-    """
-    out = list(args)
-    for i, arg in enumerate(out):
-        for flag in ("--model.attention", "--model.attention.help"):
-            if arg == flag and i + 1 < len(out):
-                out[i + 1] = _class_path(out[i + 1])
-            elif arg.startswith(flag + "="):
-                out[i] = f"{flag}={_class_path(arg[len(flag) + 1 :])}"
-    return out
-
-
-def _class_path(value: str) -> str:
-    """The class path of a registry name or class name; other values unchanged."""
-    if "." in value or value.startswith(("{", "[")) or Path(value).suffix in (".yaml", ".json"):
-        return value
-    by_class_name = {get_attention(name).__name__: name for name in list_attention()}
-    if value not in list_attention() and value not in by_class_name:
-        raise ConfigError(
-            f"model.attention={value!r}: unknown attention; registered: "
-            f"{', '.join(list_attention())} (or a class path)"
-        )
-    cls = get_attention(by_class_name.get(value, value))
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def check_config_files(args: Sequence[str]) -> None:
-    """Every ``--config`` file exists and is valid YAML; else one line naming the file."""
-    for i, arg in enumerate(args):
-        if arg in ("-c", "--config") and i + 1 < len(args):
-            path = args[i + 1]
-        elif arg.startswith("--config="):
-            path = arg.split("=", 1)[1]
-        else:
-            continue
-        try:
-            yaml.safe_load(Path(path).read_text())
-        except (OSError, UnicodeDecodeError) as err:
-            raise ConfigError(f"--config {path}: cannot be read ({err.strerror or err})") from None
-        except yaml.YAMLError as err:
-            where = getattr(err, "problem_mark", None)
-            at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-            raise ConfigError(
-                f"--config {path}: not valid YAML{at} ({getattr(err, 'problem', err)})"
-            ) from None
 
 
 def condense_parse_error(message: str) -> str:
@@ -128,13 +75,6 @@ class LitSparseArgumentParser(LightningArgumentParser):
             f"error: {condense_parse_error(message)}  (--help lists the options)", file=sys.stderr
         )
         raise SystemExit(2)
-
-
-def checked_seq_len(seq_len: int) -> int:
-    """data.seq_len, validated before it becomes the model's context length."""
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
-        raise ConfigError(f"data.seq_len={seq_len!r}: must be a positive integer")
-    return seq_len
 
 
 def data_vocab_size(data: Namespace) -> int:

@@ -34,28 +34,40 @@ def list_attention() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def unknown_attention(value: str, field: str = "attention") -> ConfigError:
+    """The error for a name that is neither registered nor a plugin class path."""
+    return ConfigError(
+        f"{field}={value!r}: unknown attention; registered: {', '.join(list_attention())} "
+        "(or a class path)"
+    )
+
+
 def get_attention(name: str) -> type[AttentionPlugin]:
     """The plugin class registered under ``name``; an unknown name lists the valid ones."""
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise ConfigError(
-            f"attention: unknown name {name!r}; registered: {', '.join(list_attention())}"
-        ) from None
+        raise unknown_attention(name) from None
 
 
-def _resolve_class(path: str) -> type[AttentionPlugin]:
-    if path in _REGISTRY:
-        return _REGISTRY[path]
+def resolve_attention(value: str, field: str = "attention") -> type[AttentionPlugin]:
+    """The plugin class a registry name, a class name of a registered plugin or an import
+    path names; anything else raises ConfigError naming ``field`` and the registered names."""
+    if value in _REGISTRY:
+        return _REGISTRY[value]
     by_class_name = {cls.__name__: cls for cls in _REGISTRY.values()}
-    if path in by_class_name:
-        return by_class_name[path]
-    module_name, _, attr = path.rpartition(".")
-    cls = getattr(importlib.import_module(module_name), attr, None) if module_name else None
-    if not (isinstance(cls, type) and issubclass(cls, AttentionPlugin)):
+    if value in by_class_name:
+        return by_class_name[value]
+    module_name, _, attr = value.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr, None) if module_name else None
+    except ImportError as err:  # a plugin from a package that is not installed
         raise ConfigError(
-            f"attention: unknown name {path!r}; registered: {', '.join(list_attention())}"
-        )
+            f"{field}={value!r}: cannot import {module_name!r} ({err}); install the package "
+            f"that provides it, or use a registered name: {', '.join(list_attention())}"
+        ) from None
+    if not (isinstance(cls, type) and issubclass(cls, AttentionPlugin)):
+        raise unknown_attention(value, field)
     return cls
 
 
@@ -67,8 +79,8 @@ def build_attention(spec: str | Mapping[str, Any] | AttentionPlugin | None = Non
     if spec is None:
         spec = "dense"
     if isinstance(spec, str):
-        return _resolve_class(spec)(**overrides)
+        return resolve_attention(spec)(**overrides)
     if "class_path" not in spec:
         raise ConfigError(f"attention: a dict needs 'class_path' and 'init_args', got {dict(spec)}")
     init_args = {**dict(spec.get("init_args") or {}), **overrides}
-    return _resolve_class(spec["class_path"])(**init_args)
+    return resolve_attention(spec["class_path"])(**init_args)

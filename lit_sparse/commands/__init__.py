@@ -8,11 +8,13 @@ wrapped in :func:`reports_errors`.
 - :mod:`~lit_sparse.commands.probe`: the retrieval probe grid (paper table 2).
 - :mod:`~lit_sparse.commands.tasks`: LEGO and RULER variable tracking on a checkpoint.
 
-:mod:`~lit_sparse.commands.read_config` reads just the model out of layered config files.
+Commands that read a model out of config files take :func:`config_parser`'s options and
+call :func:`lit_sparse.config_files.read_model_config`.
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import sys
 from collections.abc import Callable
@@ -44,3 +46,19 @@ def print_report(report: Any, json_path: str | None = None) -> int:
 
         write_json(json_path, report.as_dict())
     return 0
+
+
+def config_parser(command: str, description: str) -> argparse.ArgumentParser:
+    """The options of a command on the model of config files: ``--config`` (repeatable),
+    ``--length``, ``--json``; further ``--model.*`` / ``--data.*`` options are overrides."""
+    parser = argparse.ArgumentParser(
+        prog=f"python -m lit_sparse {command}",
+        description=description,
+        epilog="Further options: --model.<key> VALUE and --data.<key> VALUE (as fit takes them).",
+    )
+    parser.add_argument(
+        "--config", action="append", required=True, help="config file (repeat to layer)"
+    )
+    parser.add_argument("--length", type=int, default=None, help="T (default: training length)")
+    parser.add_argument("--json", default=None, help="also write the result to this JSON file")
+    return parser

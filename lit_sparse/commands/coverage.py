@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from lit_sparse.attention import offsets
-from lit_sparse.commands import print_report, reports_errors
-from lit_sparse.commands.read_config import ModelSpec, config_parser, read_model_config
+from lit_sparse.commands import config_parser, print_report, reports_errors
+from lit_sparse.config_files import ModelSpec, read_model_config
 from lit_sparse.errors import ConfigError
 
 __all__ = ["Coverage", "compute_coverage", "format_ranges", "main", "two_hop"]

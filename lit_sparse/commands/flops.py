@@ -22,9 +22,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from lit_sparse.attention import DenseAttention
-from lit_sparse.commands import print_report, reports_errors
-from lit_sparse.commands.read_config import ModelSpec, config_parser, read_model_config
+from lit_sparse.commands import config_parser, print_report, reports_errors
 from lit_sparse.config import ModelConfig
+from lit_sparse.config_files import ModelSpec, read_model_config
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.flops import FlopsBreakdown, forward_flops_per_token, keys_per_query
 

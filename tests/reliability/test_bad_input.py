@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from lit_sparse import list_attention
 from lit_sparse.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,8 +20,8 @@ FIXED = ["--config", str(ROOT / "configs" / "fixed.yaml"), "--config", str(TINY)
 BAD_INPUTS = [
     (
         ["--model.attention", "fibonaci"],
-        "model.attention='fibonaci': unknown attention; registered: bigbird, dense, fibonacci, "
-        "sliding_window",
+        f"model.attention='fibonaci': unknown attention; registered: {', '.join(list_attention())}"
+        " (or a class path)",
     ),
     (["--model.attention.window", "-1"], "window must be >= 0, got -1"),
     (

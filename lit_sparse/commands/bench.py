@@ -368,7 +368,7 @@ def _measure(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_child(spec: dict[str, Any]) -> dict[str, Any] | None:
-    command = [sys.executable, "-m", "lit_sparse.bench", "_measure", json.dumps(spec)]
+    command = [sys.executable, "-m", "lit_sparse.commands.bench", "_measure", json.dumps(spec)]
     result = subprocess.run(
         command, stdout=subprocess.PIPE, stderr=None, text=True, env=os.environ.copy()
     )  # the child's progress goes straight to our stderr

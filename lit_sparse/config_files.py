@@ -1,4 +1,5 @@
-"""Read only the model (its shape and attention) and the data's length out of config files.
+"""Config files: the one YAML loader, the checks the CLI and the commands share, and reading
+only the model (its shape and attention) and the data's length out of layered configs.
 
 ``coverage`` and ``flops`` work offline on the paper configs: they never build the
 DataModule (the paper's data config names a hub tokenizer). Config files layer as the CLI's
@@ -13,7 +14,6 @@ explicit ``vocab_size``, else the tokenizer's size rounded up, read from a local
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import inspect
 from collections.abc import Sequence
@@ -24,10 +24,18 @@ from typing import Any
 import yaml
 
 from lit_sparse.attention import AttentionPattern, AttentionPlugin, build_attention
+from lit_sparse.attention.registry import resolve_attention
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError
 
-__all__ = ["ModelSpec", "config_parser", "read_model_config"]
+__all__ = [
+    "ModelSpec",
+    "check_config_files",
+    "checked_seq_len",
+    "expand_attention_names",
+    "load_yaml",
+    "read_model_config",
+]
 
 
 @dataclass
@@ -63,7 +71,10 @@ class ModelSpec:
         return f"{name} {shown}".strip()
 
 
-def _load_yaml(path: Path, what: str) -> dict[str, Any]:
+def load_yaml(path: str | Path, what: str = "--config") -> dict[str, Any]:
+    """A YAML file holding a mapping (empty: {}); else ConfigError naming ``what`` and the file:
+    unreadable, not valid YAML (with line and column) or not a mapping."""
+    path = Path(path)
     try:
         values = yaml.safe_load(path.read_text())
     except (OSError, UnicodeDecodeError) as err:
@@ -71,7 +82,9 @@ def _load_yaml(path: Path, what: str) -> dict[str, Any]:
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-        raise ConfigError(f"{what} {path}: not valid YAML{at}") from None
+        raise ConfigError(
+            f"{what} {path}: not valid YAML{at} ({getattr(err, 'problem', err)})"
+        ) from None
     if values is None:
         return {}
     if not isinstance(values, dict):
@@ -81,13 +94,56 @@ def _load_yaml(path: Path, what: str) -> dict[str, Any]:
     return values
 
 
+def check_config_files(args: Sequence[str]) -> None:
+    """Every ``--config`` file of a command line exists and is valid YAML; else one line
+    naming the file (before jsonargparse would report it inside its usage text)."""
+    for i, arg in enumerate(args):
+        if arg in ("-c", "--config") and i + 1 < len(args):
+            load_yaml(args[i + 1])
+        elif arg.startswith("--config="):
+            load_yaml(arg.split("=", 1)[1])
+
+
+def checked_seq_len(seq_len: Any) -> int:
+    """data.seq_len, validated before it becomes the model's context length."""
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
+        raise ConfigError(f"data.seq_len={seq_len!r}: must be a positive integer")
+    return seq_len
+
+
+def expand_attention_names(args: Sequence[str]) -> list[str]:
+    """Let ``--model.attention fibonacci`` (and ``--model.attention.help fibonacci``) name a
+    plugin by its registry name.
+
+    jsonargparse resolves class names and import paths; a registry name is rewritten to its
+    class path, and a bare name that is neither raises ConfigError listing the registered
+    names. Dotted paths and config files are left for jsonargparse.
+    """
+    out = list(args)
+    for i, arg in enumerate(out):
+        for flag in ("--model.attention", "--model.attention.help"):
+            if arg == flag and i + 1 < len(out):
+                out[i + 1] = _class_path(out[i + 1])
+            elif arg.startswith(flag + "="):
+                out[i] = f"{flag}={_class_path(arg[len(flag) + 1 :])}"
+    return out
+
+
+def _class_path(value: str) -> str:
+    """The class path of a registry name or class name; other values unchanged."""
+    if "." in value or value.startswith(("{", "[")) or Path(value).suffix in (".yaml", ".json"):
+        return value
+    cls = resolve_attention(value, field="model.attention")
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def _data_section(value: Any, config: Path) -> dict[str, Any]:
     """A config's ``data`` value as {class_path, init_args}; a string is a YAML file's path,
     relative to the config file (else to the working directory)."""
     if isinstance(value, str):
         candidate = config.parent / value
         path = candidate if candidate.is_file() else Path(value)
-        value = _load_yaml(path, "data")
+        value = load_yaml(path, "data")
     if not isinstance(value, dict):
         raise ConfigError(f"data in {config}: expected a mapping or a YAML path, got {value!r}")
     return {"class_path": value.get("class_path"), "init_args": dict(value.get("init_args") or {})}
@@ -138,14 +194,14 @@ def read_model_config(configs: Sequence[str | Path], overrides: Sequence[str] = 
             ``--model.attention.init_args.window 12``; registry names work for
             ``--model.attention``) and ``--data.<key> value`` (e.g. ``--data.seq_len 2048``).
     """
-    from lit_sparse.cli import condense_parse_error, expand_attention_names
+    from lit_sparse.cli import condense_parse_error
 
     if not configs:
         raise ConfigError("--config: expected at least one config file")
     model_args: list[str] = []
     data: dict[str, Any] | None = None
     for config in map(Path, configs):
-        values = _load_yaml(config, "--config")
+        values = load_yaml(config, "--config")
         if values.get("model") is not None:
             model_args += ["--model", yaml.safe_dump(values["model"])]
         if values.get("data") is not None:
@@ -181,9 +237,7 @@ def read_model_config(configs: Sequence[str | Path], overrides: Sequence[str] = 
     if data is not None:
         cls = _data_class(data["class_path"])
         init_args = data["init_args"]
-        seq_len = init_args.get("seq_len", _default(cls, "seq_len"))
-        if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
-            raise ConfigError(f"data.seq_len={seq_len!r}: must be a positive integer")
+        seq_len = checked_seq_len(init_args.get("seq_len", _default(cls, "seq_len")))
         arch_values["context_length"] = seq_len
         if hasattr(cls, "model_vocab_size"):
             arch_values["vocab_size"] = cls.model_vocab_size(**init_args)
@@ -192,19 +246,3 @@ def read_model_config(configs: Sequence[str | Path], overrides: Sequence[str] = 
     attention = build_attention(None if attention_values is None else attention_values.as_dict())
     attention.check(arch.n_layers)
     return ModelSpec(arch=arch, attention=attention, configs=[str(c) for c in configs])
-
-
-def config_parser(command: str, description: str) -> argparse.ArgumentParser:
-    """The options of a command on the model of config files: ``--config`` (repeatable),
-    ``--length``, ``--json``; further ``--model.*`` / ``--data.*`` options are overrides."""
-    parser = argparse.ArgumentParser(
-        prog=f"python -m lit_sparse {command}",
-        description=description,
-        epilog="Further options: --model.<key> VALUE and --data.<key> VALUE (as fit takes them).",
-    )
-    parser.add_argument(
-        "--config", action="append", required=True, help="config file (repeat to layer)"
-    )
-    parser.add_argument("--length", type=int, default=None, help="T (default: training length)")
-    parser.add_argument("--json", default=None, help="also write the result to this JSON file")
-    return parser

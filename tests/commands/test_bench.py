@@ -1,4 +1,4 @@
-"""Smoke tests of ``lit_sparse.bench``: tiny lengths, the table and the JSON schema.
+"""Smoke tests of ``lit_sparse.commands.bench``: tiny lengths, the table and the JSON schema.
 
 Speed is reported by the bench, never asserted here.
 """
@@ -10,7 +10,7 @@ import json
 import pytest
 
 from lit_sparse import list_attention
-from lit_sparse.bench import (
+from lit_sparse.commands.bench import (
     FLEX,
     LEARNED,
     build_plugin,
@@ -116,7 +116,7 @@ def test_flex_block_mask_is_fibonaccis_pattern():
 
 def test_a_failing_plugin_spares_the_others():
     """A plugin that fails in the timing process is reported; the others are timed."""
-    from lit_sparse import bench
+    from lit_sparse.commands import bench
 
     spec = {
         "kind": "attention",
@@ -142,7 +142,7 @@ def test_a_failing_plugin_spares_the_others():
 def test_a_failed_row_carries_its_error_and_the_exit_code_is_1(tmp_path, monkeypatch, capsys):
     """The parent's side: the bench's children run in this process (so the patched list of
     plugins reaches them), one plugin fails in them, its row holds the error."""
-    from lit_sparse import bench
+    from lit_sparse.commands import bench
 
     def in_process(spec):  # as _run_child: None when the child fails
         try:
