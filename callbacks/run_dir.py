@@ -1,4 +1,5 @@
-"""The run directory (``trainer.log_dir``) and atomic writes into it, rank 0 only.
+"""The run directory (``trainer.log_dir``); the callbacks write into it on rank 0 only, with
+the atomic writers of :mod:`lit_sparse.atomic_files` (re-exported here).
 
 ``trainer.log_dir`` broadcasts from rank 0, so every process would have to ask at the same
 moment; the callbacks only write on rank 0, so :func:`run_dir` reads the same folder
@@ -7,14 +8,12 @@ without a collective.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from pathlib import Path
-from typing import Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+from lit_sparse.atomic_files import write_json, write_text
 
 __all__ = ["run_dir", "write_json", "write_text"]
 
@@ -28,24 +27,3 @@ def run_dir(trainer: pl.Trainer) -> Path:
         if logger.save_dir is not None:
             return Path(logger.save_dir)
     return Path(trainer.default_root_dir)
-
-
-def write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically: a temporary file in the same folder, then
-    ``os.replace``, so a reader never sees half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def write_json(path: str | os.PathLike, data: Any) -> Path:
-    """``data`` as indented JSON, atomically (non-finite floats must already be None)."""
-    return write_text(path, json.dumps(data, indent=2, allow_nan=False) + "\n")

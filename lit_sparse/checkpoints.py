@@ -15,27 +15,17 @@ from typing import Any
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from .atomic_files import AtomicFile, storage_error
 from .errors import CheckpointError
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
     """torch.save to a temporary file beside ``path``, fsync, then rename over it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(temporary, "wb") as handle:
-            torch.save(obj, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)  # make the rename itself durable
-    finally:
-        os.close(directory)
+    with AtomicFile(path) as handle:
+        try:
+            torch.save(obj, handle.file)
+        except OSError as err:  # a full disk part-way through
+            raise storage_error(path, err) from None
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -20,6 +20,11 @@ class CheckpointError(LitSparseError):
     """A checkpoint cannot be read, or does not match the config it is used with."""
 
 
+class StorageError(LitSparseError, OSError):
+    """A file could not be written (full disk, read-only folder, permissions); the message
+    names the path, and the previous file is unchanged."""
+
+
 class NonFiniteLossError(LitSparseError):
     """Training produced a NaN or infinite loss; training stops at once."""
 

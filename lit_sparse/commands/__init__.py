@@ -42,7 +42,7 @@ def print_report(report: Any, json_path: str | None = None) -> int:
     """Print ``report.to_text()``; also write ``report.as_dict()`` to ``json_path`` if given."""
     print(report.to_text())
     if json_path:
-        from lit_sparse.callbacks.run_dir import write_json
+        from lit_sparse.atomic_files import write_json
 
         write_json(json_path, report.as_dict())
     return 0

@@ -440,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         text = tables(args.table)
         print(text)
         if args.out:
-            from lit_sparse.callbacks.run_dir import write_text
+            from lit_sparse.atomic_files import write_text
 
             write_text(args.out, text + "\n")
         return 0

@@ -133,7 +133,7 @@ def run_probe(
     import lightning.pytorch as pl
     from lightning.pytorch.loggers import TensorBoardLogger
 
-    from lit_sparse.callbacks.run_dir import write_json
+    from lit_sparse.atomic_files import write_json
     from lit_sparse.cli import condense_parse_error
 
     parser = probe_parser()
@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write_tables(out: Path, runs: list[ProbeRun]) -> None:
-    from lit_sparse.callbacks.run_dir import write_json, write_text
+    from lit_sparse.atomic_files import write_json, write_text
 
     write_text(out / "probe_table.md", probe_tables(runs) + "\n")
     write_json(out / "probe_table.json", _finite([r.as_dict() for r in runs]))

@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{run.checkpoint} (step {run.step}), tokenizer {spec}")
     print(results_table(results))
     if args.json:
-        from lit_sparse.callbacks.run_dir import write_json
+        from lit_sparse.atomic_files import write_json
 
         write_json(
             args.json,

@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import re
-import secrets
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from lit_sparse.atomic_files import AtomicFile, fsync_dir, remove_stale_temporaries, write_text
 from lit_sparse.data.sources import SourceConfig, iter_text_batches
 from lit_sparse.data.tokenizer import LoadedTokenizer
 
@@ -165,27 +165,12 @@ def open_tokens(tf: TokenFile) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------ writing
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):  # not supported everywhere (e.g. Windows)
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _tmp_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-
-
 class _AtomicTokenWriter:
     """Streams tokens to a temporary file; ``commit`` moves it and its metadata into place."""
 
     def __init__(self, path: Path, meta_path: Path, dtype: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path, self.meta_path, self.dtype = path, meta_path, np.dtype(dtype)
-        self.tmp = _tmp_name(path)
-        self.file = open(self.tmp, "wb")  # closed in commit() or abort()
+        self.file = AtomicFile(path)  # committed in commit(), removed in abort()
         self.sha = hashlib.sha256()
         self.num_tokens = 0
         self.num_documents = 0
@@ -198,9 +183,6 @@ class _AtomicTokenWriter:
         self.num_tokens += int(ids.size)
 
     def commit(self, meta: dict) -> TokenFile:
-        self.file.flush()
-        os.fsync(self.file.fileno())
-        self.file.close()
         meta = dict(
             meta,
             num_tokens=self.num_tokens,
@@ -210,25 +192,17 @@ class _AtomicTokenWriter:
             sha256=self.sha.hexdigest(),
             dtype=self.dtype.name,
         )
+        # the metadata goes first, so a crash between the two renames leaves tokens without
+        # matching metadata: a part that is rebuilt, never one that is trusted
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.meta_path)
-        _fsync_dir(self.path.parent)
-        os.replace(self.tmp, self.path)
-        tmp_meta = _tmp_name(self.meta_path)
-        with open(tmp_meta, "w") as f:
-            json.dump(meta, f, indent=2, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp_meta, self.meta_path)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
+        self.file.commit()
+        write_text(self.meta_path, json.dumps(meta, indent=2, sort_keys=True) + "\n")
         return TokenFile(self.path, self.dtype.name, self.num_tokens)
 
     def abort(self) -> None:
-        with contextlib.suppress(OSError):
-            self.file.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.tmp)
+        self.file.abort()
 
 
 def _fill(
@@ -271,18 +245,6 @@ def _close(gen: Iterator) -> None:
         close()
 
 
-def _remove_stale_temporaries(plan: CachePlan, max_age_s: float = 86_400.0) -> None:
-    """Delete temporary files of this plan left by a killed build over a day ago (younger
-    ones may belong to a build still running in another process)."""
-    now = time.time()
-    for part in plan.parts:
-        for path in (plan.bin_path(part), plan.meta_path(part)):
-            for tmp in path.parent.glob(f".{path.name}.*.tmp"):
-                with contextlib.suppress(OSError):
-                    if now - tmp.stat().st_mtime > max_age_s:
-                        tmp.unlink()
-
-
 def build_source(plan: CachePlan, tok: LoadedTokenizer) -> dict[str, TokenFile]:
     """Read, tokenize and write every part of ``plan``'s source; returns the token files."""
     from tqdm.auto import tqdm
@@ -290,7 +252,7 @@ def build_source(plan: CachePlan, tok: LoadedTokenizer) -> dict[str, TokenFile]:
     src = plan.source
     t0 = time.perf_counter()
     plan.stem.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temporaries(plan)
+    remove_stale_temporaries(plan.stem.parent)  # a killed build's half-written files
     writers = {
         p: _AtomicTokenWriter(plan.bin_path(p), plan.meta_path(p), plan.dtype) for p in plan.parts
     }

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -236,20 +239,24 @@ def test_crash_never_leaves_a_partial_file_under_the_final_name(
             yield b
 
     monkeypatch.setattr(tc, "iter_text_batches", killed)
-    monkeypatch.setattr(tc._AtomicTokenWriter, "abort", lambda self: self.file.close())
+    monkeypatch.setattr(tc._AtomicTokenWriter, "abort", lambda self: self.file.file.close())
     with pytest.raises(KeyboardInterrupt):
         make(tmp_path, word_tok, local_sources).prepare_data()
     assert path.read_bytes() == damaged  # never a partial file under the final name
-    temporaries = list(path.parent.glob(".*.tmp"))
+    temporaries = list(path.parent.glob(".*.tmp-*"))
     assert temporaries  # what a killed process leaves behind
 
     monkeypatch.undo()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # the pid of a writer that no longer exists
     old = 1_000_000_000
     for t in temporaries:
-        os.utime(t, (old, old))
+        orphan = t.with_name(re.sub(r"tmp-\d+-", f"tmp-{dead.pid}-", t.name))
+        t.rename(orphan)
+        os.utime(orphan, (old, old))
     make(tmp_path, word_tok, local_sources).prepare_data()
     assert path.read_bytes() == good
-    assert not list(path.parent.glob(".*.tmp"))
+    assert not list(path.parent.glob(".*.tmp-*"))
 
 
 def test_head_held_out_is_the_stream_head(tmp_path, word_tok, local_sources):

@@ -1,0 +1,177 @@
+"""Atomic file writes, the one way the project writes a file a reader may see half-written:
+checkpoints, the token cache, result tables.
+
+A file is written to a temporary name beside its target, flushed, fsynced and renamed over
+it, and the folder is fsynced so the rename itself survives a crash: a reader sees the old
+file or the new one, never a part. On any error the temporary file is removed and the old
+file is left as it was; a full disk, a read-only folder or a missing permission becomes one
+:class:`~lit_sparse.errors.StorageError` line naming the path. Files are created with the
+user's umask (``0o666 & ~umask``), like any other file.
+
+Temporary names are ``.<name>.tmp-<pid>-<random>``, so :func:`remove_stale_temporaries` can
+delete those of processes that no longer exist (a killed run leaves one behind).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import secrets
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from lit_sparse.errors import StorageError
+
+__all__ = [
+    "AtomicFile",
+    "fsync_dir",
+    "remove_stale_temporaries",
+    "storage_error",
+    "write_bytes",
+    "write_json",
+    "write_text",
+]
+
+_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]+$")
+
+_STORAGE_ERRNOS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+}
+
+
+def storage_error(path: str | os.PathLike, err: OSError, what: str = "write") -> StorageError:
+    """One line for a failed write: the path, the reason and that nothing old was lost."""
+    reason = _STORAGE_ERRNOS.get(err.errno) or err.strerror or str(err)
+    return StorageError(
+        f"cannot {what} {str(path)!r}: {reason} (the previous file, if any, is unchanged; "
+        "free space or fix the permissions and run the command again)"
+    )
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Make renames in folder ``path`` durable (a no-op where folders cannot be fsynced)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def temporary_name(path: Path) -> Path:
+    """The temporary file beside ``path`` that this process writes before the rename."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+class AtomicFile:
+    """A file that appears at ``path`` whole on :meth:`commit`, or not at all.
+
+    Use as a context manager (commit on success, abort on an exception) or call
+    :meth:`commit` / :meth:`abort` yourself (e.g. when streaming a large file).
+    """
+
+    def __init__(self, path: str | os.PathLike, text: bool = False):
+        self.path = Path(path)
+        self.temporary = temporary_name(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except OSError as err:
+            raise storage_error(self.path, err) from None
+        self.file: IO = os.fdopen(fd, "w", encoding="utf-8") if text else os.fdopen(fd, "wb")
+
+    def write(self, data) -> None:
+        try:
+            self.file.write(data)
+        except OSError as err:
+            self.abort()
+            raise storage_error(self.path, err) from None
+
+    def commit(self) -> Path:
+        """Flush, fsync, rename over the target and fsync the folder."""
+        try:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+            os.replace(self.temporary, self.path)
+        except OSError as err:
+            self.abort()
+            raise storage_error(self.path, err) from None
+        fsync_dir(self.path.parent)
+        return self.path
+
+    def abort(self) -> None:
+        """Close and remove the temporary file; the target is untouched."""
+        with contextlib.suppress(OSError):
+            self.file.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.temporary)
+
+    def __enter__(self) -> AtomicFile:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """``data`` to ``path``, atomically."""
+    with AtomicFile(path) as handle:
+        handle.write(data)
+    return Path(path)
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """``text`` (UTF-8) to ``path``, atomically."""
+    with AtomicFile(path, text=True) as handle:
+        handle.write(text)
+    return Path(path)
+
+
+def write_json(path: str | os.PathLike, data: Any) -> Path:
+    """``data`` as indented JSON, atomically (non-finite floats must already be None)."""
+    return write_text(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def remove_stale_temporaries(folder: str | os.PathLike, idle_s: float = 60.0) -> list[Path]:
+    """Delete the temporary files in ``folder`` left by a killed writer (a run's half-written
+    checkpoint, an interrupted token cache build); returns what was removed.
+
+    A temporary file is stale when no process here has its writer's pid and nothing wrote to
+    it for ``idle_s`` seconds (on a shared file system another machine may be writing it).
+    """
+    removed: list[Path] = []
+    folder = Path(folder)
+    if not folder.is_dir():
+        return removed
+    now = time.time()
+    for candidate in folder.iterdir():
+        match = _TEMPORARY.match(candidate.name)
+        if not match or int(match["pid"]) == os.getpid() or _alive(int(match["pid"])):
+            continue
+        with contextlib.suppress(OSError):
+            if now - candidate.stat().st_mtime >= idle_s:
+                candidate.unlink()
+                removed.append(candidate)
+    return removed
