@@ -54,12 +54,29 @@ class FibonacciPattern(SlotPattern):
         """
         return min(length, self.training_length) if self.new_offsets == "drop" else length
 
-    def rung_values(self, length: int) -> list[int]:
-        return offsets.rung_base(self.rungs, self.effective_length(length), self.n_rungs)
+    def rung_values(
+        self, length: int, alpha_max: float | None = None
+    ) -> tuple[list[int], list[int]]:
+        """The rungs at running ``length``: the base (from the training length) and those
+        that exist only beyond it (pow2 with new_offsets "use"), up to ``alpha_max``'s reach."""
+        base = offsets.rung_base(self.rungs, self.training_length, self.n_rungs)
+        later = offsets.new_rungs(
+            self.rungs,
+            self.training_length,
+            self.effective_length(length),
+            self.alpha_value() if alpha_max is None else alpha_max,
+        )
+        return base, later
 
     def distances(self, length: int) -> list[int]:
+        base, later = self.rung_values(length)
         return offsets.layer_distances(
-            self.alpha_value(), self.rung_values(length), self.window, self.effective_length(length)
+            self.alpha_value(),
+            base,
+            self.window,
+            self.effective_length(length),
+            later_rungs=later,
+            later_from=self.training_length,
         )
 
     def build_slots(self, length: int, device: torch.device) -> KeySlots:
@@ -74,9 +91,11 @@ class LearnedFibonacciPattern(FibonacciPattern):
 
     Window distances are exact; each rung reads a virtual key and value interpolated
     between distances floor(alpha * f) and floor(alpha * f) + 1, so the gradient reaches
-    theta through the interpolation weight even where alpha * f is an integer. The rung
-    rules (skip when round(t) <= W, when lo > T - 1, or when an earlier kept rung has the
-    same lo) are evaluated on the device: no host sync in forward.
+    theta through the interpolation weight even where alpha * f is an integer. At the
+    rung's first row (query i = floor(alpha * f)) the upper tap's row i - lo - 1 does not
+    exist and the nearest row, 0, is read instead, as the paper's code does: that row then
+    adds no gradient to theta. Which rungs are used is :func:`offsets.kept_rungs` (the
+    paper's rule), evaluated on the device: no host sync in forward.
     """
 
     def __init__(
@@ -94,7 +113,7 @@ class LearnedFibonacciPattern(FibonacciPattern):
         self.alpha_min, self.alpha_max = alpha_min, alpha_max
         share = (alpha_init - alpha_min) / (alpha_max - alpha_min)
         self.theta = nn.Parameter(torch.tensor(math.log(share / (1 - share))))
-        self._rung_cache: dict[tuple[int, torch.device], Tensor] = {}
+        self._rung_cache: dict[tuple[int, torch.device], tuple[Tensor, Tensor]] = {}
 
     @property
     def alpha(self) -> Tensor:
@@ -105,7 +124,8 @@ class LearnedFibonacciPattern(FibonacciPattern):
 
     def build_slots(self, length: int, device: torch.device) -> KeySlots:
         """The exact window and the padding reach; cached per (length, device)."""
-        reach = math.floor(self.alpha_max * max(self.rung_values(length), default=0)) + 2
+        base, later = self.rung_values(length, self.alpha_max)
+        reach = math.floor(self.alpha_max * max(base + later, default=0)) + 2
         return KeySlots(
             distances=torch.arange(min(self.window, length - 1) + 1, device=device),
             reach=min(reach, length + 1),
@@ -116,19 +136,22 @@ class LearnedFibonacciPattern(FibonacciPattern):
         key = (length, torch.device(device))
         if key not in self._rung_cache:
             with torch.inference_mode(False):
-                self._rung_cache[key] = torch.tensor(self.rung_values(length), device=device)
-        target = self.alpha * self._rung_cache[key]  # (R,) t = alpha * f, carries theta's gradient
+                base, later = self.rung_values(length, self.alpha_max)
+                rungs = torch.tensor(base + later, device=device)
+                is_later = torch.arange(len(base) + len(later), device=device) >= len(base)
+                self._rung_cache[key] = (rungs, is_later)
+        rungs, is_later = self._rung_cache[key]
+        target = self.alpha * rungs  # (R,) t = alpha * f, carries theta's gradient
         lo = torch.floor(target)
-        usable = (torch.round(target) > self.window) & (lo < self.effective_length(length))
-        # t increases with f, so a repeated lo sits next to its first use
-        repeat = torch.zeros_like(usable)
-        repeat[1:] = usable[:-1] & (lo[1:] == lo[:-1])
+        keep = offsets.kept_rungs(
+            lo.long(), self.window, self.effective_length(length), is_later, self.training_length
+        )
         return KeySlots(
             distances=window.distances,
             reach=window.reach,
             rung_lo=lo.long().clamp(max=window.reach - 1),
             rung_frac=target - lo,
-            rung_valid=usable & ~repeat,
+            rung_valid=keep,
         )
 
 

@@ -1,13 +1,18 @@
-"""Pure functions for Fibonacci-offset attention: rung bases, alpha schedules, distance sets.
+"""Pure functions for Fibonacci-offset attention: rung bases, alpha schedules, distance sets,
+and the learned layer's rung rule.
 
-Everything here works on plain Python numbers so it can be tested against hand-written
-values; the attention modules turn the results into tensors once per (layer, length).
+Everything here is tested against hand-written values; the attention modules turn the results
+into tensors once per (layer, length). Every rule is prefix-consistent: the keys a position
+attends to never depend on how long the sequence is (decoding relies on it).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+
+import torch
+from torch import Tensor
 
 from ..errors import ConfigError
 
@@ -27,7 +32,7 @@ def fibonacci_rungs(n_rungs: int = 15) -> list[int]:
 
 
 def pow2_rungs(length: int) -> list[int]:
-    """Every power of two <= length - 1 ("reach-matched": recomputed at each length)."""
+    """Every power of two <= length - 1 (the paper's "reach-matched" rungs at ``length``)."""
     rungs, p = [], 1
     while p <= length - 1:
         rungs.append(p)
@@ -35,13 +40,29 @@ def pow2_rungs(length: int) -> list[int]:
     return rungs
 
 
-def rung_base(base: str, length: int, n_rungs: int = 15) -> list[int]:
-    """Rungs of ``base`` at running ``length``."""
+def rung_base(base: str, training_length: int, n_rungs: int = 15) -> list[int]:
+    """A layer's rungs: the first ``n_rungs`` Fibonacci numbers, or the powers of two of the
+    length the model is built at (every power <= training_length - 1, as the paper)."""
     if base == "fibonacci":
         return fibonacci_rungs(n_rungs)
     if base == "pow2":
-        return pow2_rungs(length)
+        return pow2_rungs(training_length)
     raise ConfigError(f"rung base must be one of {RUNG_BASES}, got {base!r}")
+
+
+def new_rungs(base: str, training_length: int, length: int, alpha_max: float) -> list[int]:
+    """Rungs that exist only beyond the training length: for pow2, the powers of two past
+    the training base whose distance at ``alpha_max`` can still fit in ``length`` (the
+    Fibonacci base is fixed: none). Their distances count only from the training length on
+    (see :func:`layer_distances`), so a position's keys never depend on how long the
+    sequence is."""
+    if base != "pow2" or length <= training_length:
+        return []
+    extra, p = [], 1 << max(0, training_length - 1).bit_length()  # first power >= T_train
+    while math.floor(alpha_max * p) <= length - 1:
+        extra.append(p)
+        p *= 2
+    return extra
 
 
 def coprime_stride(n_layers: int) -> int:
@@ -91,35 +112,57 @@ def schedule_alphas(
     raise ConfigError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
 
 
-def layer_distances(alpha: float, rungs: Sequence[int], window: int, length: int) -> list[int]:
+def layer_distances(
+    alpha: float,
+    rungs: Sequence[int],
+    window: int,
+    length: int,
+    later_rungs: Sequence[int] = (),
+    later_from: int = 0,
+) -> list[int]:
     """Attended distances of one layer with a static alpha, sorted.
 
     {0..W} union {round(alpha * f) : W < round(alpha * f) <= length - 1}; Python's round
-    (half to even); a set, so a distance reached twice counts once.
+    (half to even); a set, so a distance reached twice counts once. Each of ``later_rungs``
+    (rungs that exist only beyond the training length, :func:`new_rungs`) adds its distance
+    only when that is >= ``later_from`` (the training length): a distance shorter than the
+    training length that training never used is never added.
     """
     near = set(range(min(window, length - 1) + 1))
     far = {round(alpha * f) for f in rungs}
+    far |= {d for d in (round(alpha * f) for f in later_rungs) if d >= later_from}
     return sorted(near | {d for d in far if window < d <= length - 1})
+
+
+def kept_rungs(
+    lo: Tensor, window: int, length: int, later: Tensor | None = None, later_from: int = 0
+) -> Tensor:
+    """Which interpolated rungs of a learned layer are used (bool, one per rung), from each
+    rung's lower tap lo = floor(alpha * f), in rung order (non-decreasing): the paper's rule.
+
+    A rung is dropped when its lo is already used: the window's distances 0..W count as
+    used, and so does an earlier rung's lo. It is also dropped when lo > length - 1, and a
+    rung that exists only beyond the training length (``later``) when lo < ``later_from``.
+    Every path (the model, the kernels' references, decoding) uses this one rule.
+    """
+    keep = (lo > window) & (lo <= length - 1)
+    repeat = torch.zeros_like(keep)
+    repeat[1:] = lo[1:] == lo[:-1]
+    keep = keep & ~repeat
+    if later is not None:
+        keep = keep & (~later | (lo >= later_from))
+    return keep
 
 
 def interpolated_rungs(
     alpha: float, rungs: Sequence[int], window: int, length: int
 ) -> list[tuple[int, float]]:
-    """(lo, frac) of each rung kept by the learned path, in rung order.
-
-    Target t = alpha * f, lo = floor(t), frac = t - lo. A rung is skipped when round(t) <= W,
-    when lo > length - 1, or when an earlier kept rung has the same lo. This is the plain
-    reference of the vectorised rule in ``FibonacciPattern``.
-    """
-    kept, used = [], set()
-    for f in rungs:
-        t = alpha * f
-        lo = math.floor(t)
-        if round(t) <= window or lo > length - 1 or lo in used:
-            continue
-        used.add(lo)
-        kept.append((lo, t - lo))
-    return kept
+    """(lo, frac) of each rung a learned layer keeps at a fixed ``alpha``, in rung order:
+    target t = alpha * f, lo = floor(t), frac = t - lo, kept by :func:`kept_rungs`."""
+    targets = [alpha * f for f in rungs]
+    lows = [math.floor(t) for t in targets]
+    keep = kept_rungs(torch.tensor(lows, dtype=torch.long), window, length).tolist()
+    return [(lo, t - lo) for lo, t, k in zip(lows, targets, keep, strict=True) if k]
 
 
 def union_distances(per_layer: Sequence[Sequence[int]]) -> list[int]:

@@ -32,10 +32,10 @@ def direct(pattern, q, k, v):
     sigma = float(pattern.rung_width)
     window = pattern.window
     kept, used = [], set()
-    for f in pattern.rung_values(length):  # the learned rung rules, written out
+    for f in pattern.rung_values(length)[0]:  # the learned rung rules, written out
         t = alpha * f
         lo = math.floor(t)
-        if round(t) <= window or lo > length - 1 or lo in used:
+        if lo <= window or lo > length - 1 or lo in used:  # the window's distances are used
             continue
         used.add(lo)
         kept.append((t, lo))

@@ -19,7 +19,9 @@ products that MKL's sparse BLAS runs over a CSR matrix, with no gathered copy of
   KV group's heads and added with ``index_add_``.
 
 K and V are copied once into (B, T + 1, KV, D) arrays whose row 0 is zeros: a tap before
-the sequence start reads it (a rung's upper tap at row -1 must read zeros). Queries and
+the sequence start reads it. A rung's upper tap at its first row (query ``lo``, tap row -1)
+reads position 0 instead, as the slots define; the transposed pattern does not hold that
+pair, so position 0's dK/dV get those R rows' terms in a small extra product. Queries and
 keys are walked in chunks of positions so a chunk's scores stay in cache; the patterns of
 one chunk are built once per shape and reused by every chunk (a column offset per chunk).
 The probabilities are saved as the pattern's values (B, T, H, columns), a rung's already
@@ -175,6 +177,9 @@ class _Patterns:
     value_index: Tensor
     """(chunk * KV * taps * G,) that entry's index into the query-side pattern's values
     (T, H, columns), minus j0 * H * columns."""
+    first_row: Tensor
+    """(1, KV, 1, 1) the packed row of position 0 of each KV head (a rung's upper tap at the
+    rung's first row reads it)."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -202,6 +207,7 @@ def _patterns(
         ),
         query_columns=query_columns.expand(chunk, kv, n_taps, groups).reshape(-1).to(torch.int32),
         value_index=value_index.expand(chunk, kv, n_taps, groups).reshape(-1).to(torch.int32),
+        first_row=(kv + torch.arange(kv, dtype=torch.int32)).view(1, kv, 1, 1),
     )
 
 
@@ -233,8 +239,11 @@ class _Chunk:
         a, cols = plan.n_abs, plan.columns
         columns = work.columns[:c]
         torch.add(pat.key_columns[:c], s * plan.kv_heads, out=columns[..., a:])
-        if s + 1 < plan.reach:  # taps before the sequence start read row 0 (zeros)
+        if s + 1 < plan.reach:  # taps before the sequence start read row 0 (zeros) ...
             columns[..., a:].clamp_(min=0)
+            if plan.n_rungs:  # ... but a rung's upper tap reads position 0 (row -1 -> 0)
+                upper = columns[..., a + plan.n_exact + plan.n_rungs :]
+                torch.maximum(upper, pat.first_row, out=upper)
         if a:
             columns[..., :a] = plan.abs_columns[s : s + c, :, None, :]
         self.crow = pat.crow[: self.rows + 1]
@@ -384,7 +393,26 @@ def _backward(plan, q, grad_out, probs, sdiff, k_rows, v_rows):
         for j0 in range(0, length, plan.chunk):
             pairs = ((ds_all[b], q_b, dk[b]), (probs[b], do_b, dv[b]))
             _key_chunk_products(plan, pat, j0, pairs)
+        if r:
+            _first_row_products(plan, ds_all[b], probs[b], q_b, do_b, dk[b], dv[b])
     return dq, dk, dv, dfrac
+
+
+def _first_row_products(plan: _Plan, ds, probs, q, do, dk, dv) -> None:
+    """dK and dV of position 0 from each rung's first row: query lo's upper tap reads
+    position 0 (its row -1 does not exist), which the transposed pattern (key row j is read
+    by query j + lo + 1) does not hold."""
+    n_exact, r, slots, cols = plan.n_exact, plan.n_rungs, plan.slots, plan.columns
+    kv, g, d = plan.kv_heads, plan.groups, plan.head_dim
+    rows = torch.tensor(plan.taps[n_exact : n_exact + r])  # each rung's lo (< length)
+    upper = slots + torch.arange(r)  # each rung's upper-tap column
+    shape = (plan.length, kv, g, cols)
+    ds_upper = ds[:-1].view(shape)[rows, :, :, upper]  # (R, KV, G)
+    p_upper = probs[:-1].view(shape)[rows, :, :, upper]
+    q_rows = q.view(plan.length, kv, g, d)[rows]  # (R, KV, G, D)
+    do_rows = do.view(plan.length, kv, g, d)[rows]
+    dk[1] += torch.einsum("rkg,rkgd->kd", ds_upper, q_rows)  # packed row 1 = position 0
+    dv[1] += torch.einsum("rkg,rkgd->kd", p_upper, do_rows)
 
 
 def _key_chunk_products(plan: _Plan, pat: _Patterns, j0: int, pairs) -> None:

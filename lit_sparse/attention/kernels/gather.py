@@ -29,7 +29,7 @@ class _ChunkPlan:
         self.n_exact, self.n_rungs, self.frac = d.shape[1], slots.n_rungs, frac
         if self.n_rungs:
             lo = slots.rung_lo[None, :]
-            index += [i + pad - lo, i + pad - lo - 1]
+            index += [i + pad - lo, (i - lo - 1).clamp(min=0) + pad]  # upper tap: row -1 -> 0
             valid.append(slots.rung_valid[None, :] & (i >= lo))
         if slots.n_absolute:
             keys = slots.block_keys[i[:, 0] // slots.block_size]  # (C, A)

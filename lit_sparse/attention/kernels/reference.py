@@ -46,7 +46,9 @@ def slots_attention(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:
         rel = (i[:, None] - i[None, :])[None]  # (1, T, T)
         lo = slots.rung_lo[:, None, None]
         frac = slots.rung_frac[:, None, None].to(q.dtype)
-        interp = (1 - frac) * (rel == lo) + frac * (rel == lo + 1)  # (R, T, T)
+        j = i[None, None, :]
+        upper = (i[:, None] - slots.rung_lo[None, :] - 1).clamp(min=0).T[:, :, None]  # (R, T, 1)
+        interp = (1 - frac) * (rel == lo) + frac * (j == upper)  # (R, T, T); row -1 -> row 0
         rung_scores = torch.einsum("bhij,rij->bhir", scores, interp)  # (B, H, T, R)
         valid = slots.rung_valid[None, :] & (i[:, None] >= slots.rung_lo[None, :])  # (T, R)
         logits.append(rung_scores.masked_fill(~valid, float("-inf")))

@@ -16,8 +16,10 @@ class KeySlots:
 
     - exact distances ``d``: key ``i - d`` when ``i >= d``;
     - interpolated rungs ``(lo, frac)``: a virtual key and value
-      ``(1 - frac) * row[i - lo] + frac * row[i - lo - 1]`` (row -1 reads zeros), valid when
-      the rung is valid and ``i >= lo``; ``frac`` may carry a gradient;
+      ``(1 - frac) * row[i - lo] + frac * row[max(i - lo - 1, 0)]``, valid when the rung is
+      valid and ``i >= lo``; ``frac`` may carry a gradient. At the rung's first row (i = lo)
+      the upper tap's row -1 does not exist and the nearest row, 0, is read: both taps read
+      row 0, so that row's key is row 0 whatever ``frac`` is (no gradient to ``frac``);
     - absolute keys per block of queries: ``block_keys[i // block_size]``, -1 for none,
       valid when ``i - key >= min_abs_distance`` (this keeps them causal and out of the
       window, so no key is counted twice).

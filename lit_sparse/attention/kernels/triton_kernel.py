@@ -18,7 +18,8 @@ Backward, no atomics:
 - a dK/dV pass over key blocks by mirrored shifts: key row j receives from query rows
   j + d, so for each slot the program loads the contiguous (BLOCK_N, G, D) query and
   output-gradient tiles shifted by +d; a rung's key row is the lower tap of query j + lo
-  and the upper tap of query j + lo + 1.
+  and the upper tap of query j + lo + 1 (row 0 is also the upper tap of query lo, whose
+  row -1 does not exist: the slots read the nearest row instead).
 
 Absolute (per-block) keys, as BigBird uses, are not handled here: ``sparse_attention``
 sends such slots to the torch path. Blocks are powers of two; D is padded to one.
@@ -86,15 +87,11 @@ def _forward_kernel(
         rows = t - lo
         ok = t_ok & (rows >= 0)
         mask_lo = ok[:, None] & d_ok[None, :]
-        mask_hi = (ok & (rows >= 1))[:, None] & d_ok[None, :]  # row -1 reads zeros
+        upper = tl.maximum(rows - 1, 0)  # the rung's first row: row -1 -> row 0
         k_lo = tl.load(k_base + rows[:, None] * skt + d[None, :] * skd, mask=mask_lo, other=0.0)
-        k_hi = tl.load(
-            k_base + (rows - 1)[:, None] * skt + d[None, :] * skd, mask=mask_hi, other=0.0
-        )
+        k_hi = tl.load(k_base + upper[:, None] * skt + d[None, :] * skd, mask=mask_lo, other=0.0)
         v_lo = tl.load(v_base + rows[:, None] * svt + d[None, :] * svd, mask=mask_lo, other=0.0)
-        v_hi = tl.load(
-            v_base + (rows - 1)[:, None] * svt + d[None, :] * svd, mask=mask_hi, other=0.0
-        )
+        v_hi = tl.load(v_base + upper[:, None] * svt + d[None, :] * svd, mask=mask_lo, other=0.0)
         kt = k_lo.to(tl.float32) * (1.0 - f) + k_hi.to(tl.float32) * f
         vt = v_lo.to(tl.float32) * (1.0 - f) + v_hi.to(tl.float32) * f
         s = tl.sum(q * kt[:, None, :], axis=2) * scale
@@ -172,15 +169,11 @@ def _dq_kernel(
         rows = t - lo
         ok = t_ok & (rows >= 0)
         mask_lo = ok[:, None] & d_ok[None, :]
-        mask_hi = (ok & (rows >= 1))[:, None] & d_ok[None, :]
+        upper = tl.maximum(rows - 1, 0)  # the rung's first row: row -1 -> row 0
         k_lo = tl.load(k_base + rows[:, None] * skt + d[None, :] * skd, mask=mask_lo, other=0.0)
-        k_hi = tl.load(
-            k_base + (rows - 1)[:, None] * skt + d[None, :] * skd, mask=mask_hi, other=0.0
-        )
+        k_hi = tl.load(k_base + upper[:, None] * skt + d[None, :] * skd, mask=mask_lo, other=0.0)
         v_lo = tl.load(v_base + rows[:, None] * svt + d[None, :] * svd, mask=mask_lo, other=0.0)
-        v_hi = tl.load(
-            v_base + (rows - 1)[:, None] * svt + d[None, :] * svd, mask=mask_hi, other=0.0
-        )
+        v_hi = tl.load(v_base + upper[:, None] * svt + d[None, :] * svd, mask=mask_lo, other=0.0)
         k_lo = k_lo.to(tl.float32)
         k_hi = k_hi.to(tl.float32)
         v_lo = v_lo.to(tl.float32)
@@ -272,18 +265,14 @@ def _dkv_kernel(
     for i in range(0, n_rungs):
         lo = tl.load(lo_ptr + i)
         f = tl.load(frac_ptr + i).to(tl.float32)
-        prev_ok = (j >= 1) & j_ok
+        prev = tl.maximum(j - 1, 0)  # query j + lo's upper tap (row -1 -> row 0)
         next_ok = (j + 1) < length
-        k_prev = tl.load(
-            k_base + (j - 1)[:, None] * skt + d[None, :] * skd,
-            mask=prev_ok[:, None] & d_ok[None, :],
-            other=0.0,
-        ).to(tl.float32)
-        v_prev = tl.load(
-            v_base + (j - 1)[:, None] * svt + d[None, :] * svd,
-            mask=prev_ok[:, None] & d_ok[None, :],
-            other=0.0,
-        ).to(tl.float32)
+        k_prev = tl.load(k_base + prev[:, None] * skt + d[None, :] * skd, mask=mask, other=0.0).to(
+            tl.float32
+        )
+        v_prev = tl.load(v_base + prev[:, None] * svt + d[None, :] * svd, mask=mask, other=0.0).to(
+            tl.float32
+        )
         k_next = tl.load(
             k_base + (j + 1)[:, None] * skt + d[None, :] * skd,
             mask=next_ok[:, None] & d_ok[None, :],
@@ -303,8 +292,10 @@ def _dkv_kernel(
             t, ok, b, h, length,
             sqb, sqh, sqt, sqd, sdb, sdh, sdt, sdd, d, d_ok, scale, KV_HEADS, GROUPS,
         )  # fmt: skip
-        dk += dk_i * (1.0 - f)
-        dv += dv_i * (1.0 - f)
+        # at the rung's first row (j = 0) both taps read row 0: it gets the whole term
+        w_lo = tl.where(j == 0, 1.0, 1.0 - f)[:, None]
+        dk += dk_i * w_lo
+        dv += dv_i * w_lo
         # ... and the upper tap of query j + lo + 1 (whose lower tap is row j + 1)
         t = j + lo + 1
         ok = j_ok & (t < length)
