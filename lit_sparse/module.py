@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import lightning.pytorch as pl
 import numpy as np
@@ -45,15 +45,52 @@ def set_rng_states(states: dict[str, Any]) -> None:
 
 
 def warmup_cosine(step: int, warmup_steps: int, max_steps: int, min_lr_ratio: float) -> float:
-    """LR multiplier at optimizer step ``step`` (0-based).
+    """LR multiplier at optimizer step ``step`` (0-based; the paper counts from 1).
 
-    Linear warmup reaching 1 at step ``warmup_steps - 1`` (step 0 trains at 1/warmup), then a
-    cosine from 1 at ``warmup_steps`` to ``min_lr_ratio`` at ``max_steps``, flat after.
+    The paper's schedule at its step p = step + 1: a linear warmup p / warmup_steps, reaching
+    1 at p = warmup_steps, then a cosine from 1 to ``min_lr_ratio`` over the steps up to
+    ``max_steps``, flat after. So step 0 trains at 1/warmup (not 0) and the last of
+    ``max_steps`` steps at ``min_lr_ratio``.
     """
-    if step < warmup_steps:
-        return (step + 1) / warmup_steps
-    progress = min(1.0, (step - warmup_steps) / max(1, max_steps - warmup_steps))
+    p = step + 1
+    if p < warmup_steps:
+        return p / warmup_steps
+    progress = min(1.0, (p - warmup_steps) / max(1, max_steps - warmup_steps))
     return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+OPTIMIZERS = ("adamw", "adamw8bit")
+
+
+def eight_bit_adamw(device: torch.device | None = None):
+    """bitsandbytes' AdamW8bit class, or ConfigError saying how to get it: bitsandbytes is
+    not installed, or has no 8-bit optimizer kernel for ``device``."""
+    try:
+        import bitsandbytes
+        from bitsandbytes.optim import AdamW8bit
+    except ImportError as err:
+        raise ConfigError(
+            f"model.optimizer='adamw8bit' needs bitsandbytes ({err}): pip install "
+            "'lit_sparse[bnb]', or use model.optimizer 'adamw'"
+        ) from None
+    if device is not None and not _has_kernel(
+        "bitsandbytes::optimizer_update_8bit_blockwise", device
+    ):
+        raise ConfigError(
+            f"model.optimizer='adamw8bit': bitsandbytes {bitsandbytes.__version__} has no 8-bit "
+            f"optimizer kernel for {device.type} tensors; install a bitsandbytes build for "
+            "this device, or use model.optimizer 'adamw'"
+        )
+    return AdamW8bit
+
+
+def _has_kernel(op: str, device: torch.device) -> bool:
+    """Whether the operator ``op`` has a kernel for ``device``'s type (True if torch cannot
+    tell)."""
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(op, device.type.upper())
+    except (AttributeError, RuntimeError):
+        return True
 
 
 PAPER_MODEL = ModelConfig()
@@ -98,6 +135,7 @@ class LitLanguageModel(pl.LightningModule):
         betas: tuple[float, float] = (0.9, 0.95),
         eps: float = 1e-8,
         tokens_per_step: int | None = None,
+        optimizer: Literal["adamw", "adamw8bit"] = "adamw",
     ):
         """
         Args:
@@ -114,6 +152,9 @@ class LitLanguageModel(pl.LightningModule):
             tokens_per_step: if set, fit refuses to start unless micro-batch x accumulation x
                 processes x length equals it (the paper: 32,768), so every variant and every
                 machine count trains with the same batch.
+            optimizer: "adamw" (torch's AdamW, every variant alike) or "adamw8bit"
+                (bitsandbytes' 8-bit AdamW, which the paper's code used whenever bitsandbytes
+                was installed; needs the ``bnb`` extra). Same betas, decay and schedule.
         """
         super().__init__()
         arch = ModelConfig.from_dict(arch) if isinstance(arch, Mapping) else arch
@@ -124,9 +165,12 @@ class LitLanguageModel(pl.LightningModule):
             ("warmup_steps", warmup_steps, warmup_steps >= 0, ">= 0"),
             ("max_steps", max_steps, max_steps > 0, "> 0"),
             ("weight_decay", weight_decay, weight_decay >= 0, ">= 0"),
+            ("optimizer", optimizer, optimizer in OPTIMIZERS, f"one of {', '.join(OPTIMIZERS)}"),
         ):
             if not ok:
                 raise ConfigError(f"model.{name}={value!r}: must be {allowed}")
+        if optimizer == "adamw8bit":
+            eight_bit_adamw()  # refuses now, before any data or model is built
         self.save_hyperparameters()
         # checkpoints hold plain values, so loading needs neither pickled classes nor the CLI
         self.hparams["arch"], self.hparams["attention"] = arch.to_dict(), attention.to_config()
@@ -192,15 +236,15 @@ class LitLanguageModel(pl.LightningModule):
         decay = [p for p in self.parameters() if p.requires_grad and p.ndim >= 2]
         no_decay = [p for p in self.parameters() if p.requires_grad and p.ndim < 2]
         hp = self.hparams
-        optimizer = torch.optim.AdamW(
-            [
-                {"params": decay, "weight_decay": hp.weight_decay},
-                {"params": no_decay, "weight_decay": 0.0},
-            ],
-            lr=hp.lr,
-            betas=tuple(hp.betas),
-            eps=hp.eps,
-        )
+        groups = [
+            {"params": decay, "weight_decay": hp.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+        options = {"lr": hp.lr, "betas": tuple(hp.betas), "eps": hp.eps}
+        if hp.get("optimizer", "adamw") == "adamw8bit":
+            optimizer = eight_bit_adamw(self.device)(groups, **options)
+        else:
+            optimizer = torch.optim.AdamW(groups, **options)
         schedule = torch.optim.lr_scheduler.LambdaLR(
             optimizer,
             lambda step: warmup_cosine(step, hp.warmup_steps, hp.max_steps, hp.min_lr_ratio),

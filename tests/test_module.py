@@ -1,5 +1,8 @@
 """The LightningModule: the paper's LR schedule, parameter groups, the batch check, loading."""
 
+import math
+import sys
+
 import pytest
 import torch
 
@@ -13,7 +16,7 @@ TINY = ModelConfig(
 
 @pytest.mark.parametrize(
     ("step", "lr"),
-    [(0, 3e-4 / 300), (299, 3e-4), (300, 3e-4), (6650, 1.65e-4), (13000, 3e-5), (14000, 3e-5)],
+    [(0, 3e-4 / 300), (299, 3e-4), (300, 3e-4), (6649, 1.65e-4), (12999, 3e-5), (14000, 3e-5)],
 )
 def test_lr_matches_the_recipe(step, lr):
     configured = LitLanguageModel(TINY).configure_optimizers()
@@ -23,6 +26,55 @@ def test_lr_matches_the_recipe(step, lr):
         scheduler.step()
     assert scheduler.get_last_lr()[0] == pytest.approx(lr, rel=1e-6)
     assert 3e-4 * warmup_cosine(step, 300, 13000, 0.1) == pytest.approx(lr, rel=1e-6)
+
+
+def paper_lr(p: int, lr=3e-4, warmup=300, total=13000) -> float:
+    """The paper's train.py schedule at its step p (counted from 1), written out."""
+    if p < warmup:
+        return lr * p / max(1, warmup)
+    progress = (p - warmup) / max(1, total - warmup)
+    return lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def test_the_schedule_is_the_papers_step_for_step():
+    """Our optimizer step s runs at the paper's step s + 1 (it counts from 1): the cosine
+    starts at the same step, and the last of 13,000 steps trains at the floor."""
+    for step in [*range(0, 305), 6649, 6650, *range(12990, 13000)]:
+        assert 3e-4 * warmup_cosine(step, 300, 13000, 0.1) == pytest.approx(paper_lr(step + 1))
+
+
+def test_adamw8bit_is_bitsandbytes_with_the_same_groups_and_schedule():
+    pytest.importorskip("bitsandbytes")
+    from bitsandbytes.optim import AdamW8bit
+
+    module = LitLanguageModel(TINY, FibonacciAttention(schedule="learned"), optimizer="adamw8bit")
+    configured = module.configure_optimizers()
+    optimizer = configured["optimizer"]
+    assert isinstance(optimizer, AdamW8bit)
+    decay, no_decay = optimizer.param_groups
+    assert (decay["weight_decay"], no_decay["weight_decay"]) == (0.1, 0.0)
+    assert optimizer.defaults["betas"] == (0.9, 0.95)
+    loss = module.model(torch.randint(0, 64, (2, 32))).float().pow(2).mean()
+    loss.backward()
+    before = module.model.embedding.weight.detach().clone()
+    optimizer.step()  # a real 8-bit step on this device
+    assert not torch.equal(before, module.model.embedding.weight)
+
+
+def test_adamw8bit_without_a_kernel_for_the_device_is_one_line(monkeypatch):
+    pytest.importorskip("bitsandbytes")
+    from lit_sparse import module as module_file
+
+    monkeypatch.setattr(module_file, "_has_kernel", lambda op, device: False)
+    module = LitLanguageModel(TINY, optimizer="adamw8bit")
+    with pytest.raises(ValueError, match="has no 8-bit optimizer kernel for cpu tensors"):
+        module.configure_optimizers()
+
+
+def test_adamw8bit_without_bitsandbytes_is_refused_before_any_work(monkeypatch):
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # import fails
+    with pytest.raises(ValueError, match=r"adamw8bit' needs bitsandbytes.*lit_sparse\[bnb\]"):
+        LitLanguageModel(TINY, optimizer="adamw8bit")
 
 
 def test_no_decay_on_norms_and_alpha():
