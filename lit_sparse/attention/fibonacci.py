@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import logging
 import math
 from typing import Literal
 
@@ -13,6 +15,8 @@ from . import offsets
 from .base import AttentionPlugin, SlotPattern
 from .kernels import KeySlots, exact_slots
 from .registry import register_attention
+
+log = logging.getLogger(__name__)
 
 NewOffsets = Literal["use", "drop"]
 RungRead = Literal["interpolate", "gaussian"]
@@ -244,6 +248,17 @@ class GaussianFibonacciPattern(LearnedFibonacciPattern):
         return f"{super().extra_repr()}, rung_read=gaussian, width={float(self.rung_width):.3g}"
 
 
+@functools.cache
+def _warn_coprime_is_linear(n_layers: int) -> None:
+    """Once per depth and process: at this depth the coprime schedule is the linear one."""
+    log.warning(
+        "schedule 'coprime' at %d layers is the 'linear' schedule: the largest stride <= L/2 "
+        "coprime with L is 1 (depths 1, 2, 3, 4 and 6); use a depth such as 5, 7 or 8 for a "
+        "coprime stagger that differs from linear",
+        n_layers,
+    )
+
+
 @register_attention("fibonacci")
 class FibonacciAttention(AttentionPlugin):
     """Window W plus rung distances round(alpha_l * f), with a per-layer alpha schedule."""
@@ -367,6 +382,8 @@ class FibonacciAttention(AttentionPlugin):
     def layer_alphas(self, n_layers: int) -> list[float]:
         """Every layer's alpha at initialisation."""
         self.check(n_layers)
+        if self.schedule == "coprime" and offsets.coprime_stride(n_layers) == 1:
+            _warn_coprime_is_linear(n_layers)
         if self.alpha_init is not None:
             return list(self.alpha_init)
         return offsets.schedule_alphas(
