@@ -3,7 +3,7 @@
 At each validation, per held-out set, a :class:`PositionBinnedNLL` metric accumulates the
 per-position NLL sums and counts the module's ``validation_step`` returns (``{"nll": (B, T),
 "set": name}``); both states reduce across processes by sum. A bin's value is the mean over
-its positions of the per-position mean NLL (REFERENCE.md section 5), with bin edges
+its positions of the per-position mean NLL (docs/paper.md section 5), with bin edges
 ``int(linspace(0, T, B + 1))`` over the T predictions of a window.
 
 Logged (rank 0, at the optimizer step of the weights) as ``val/pos_nll/<set>/b<k>`` and an
@@ -34,7 +34,7 @@ class PositionLoss(pl.Callback):
     """Log the position-binned validation NLL of every held-out set.
 
     Args:
-        n_bins: bins of position within the window (edges as REFERENCE.md section 5).
+        n_bins: bins of position within the window (edges as docs/paper.md section 5).
         image: log an image of every set's bins at each validation.
         filename: JSON file written in the run directory (None: none).
         prefix: tag prefix (``<prefix>/<set>/b<k>``).

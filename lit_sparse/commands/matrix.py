@@ -1,6 +1,6 @@
 """``python -m lit_sparse matrix``: the paper's run matrix, and its tables from run directories.
 
-The matrix (REFERENCE.md section 4): W in {6, 8, 10, 12} for fib fixed, fib learned, fib
+The matrix (docs/paper.md section 4): W in {6, 8, 10, 12} for fib fixed, fib learned, fib
 linear, fib coprime and pow2 linear (20 runs), pow2 fixed at W=8 (21 sparse runs), and dense.
 
     python -m lit_sparse matrix --list
@@ -112,7 +112,7 @@ PAPER: dict[str, dict[str, Any]] = {
     "pow2_fixed_w8": {"ppl": dict(zip(PAPER_SETS, _ppl("44.78/40.89/5.67/3.55"), strict=True))},
     "dense": {"ppl": {"fineweb_edu": 33.37, "wikipedia": 27.28}},
 }
-"""The paper's numbers (REFERENCE.md section 6): held-out perplexity per set ("ppl"),
+"""The paper's numbers (docs/paper.md section 6): held-out perplexity per set ("ppl"),
 FineWeb-Edu perplexity at 1024/2048/4096 ("extrap") and FineWeb-Edu NLL in 8 position
 bins ("bins")."""
 for _name, _values in {

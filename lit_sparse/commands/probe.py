@@ -45,7 +45,7 @@ PAPER_TABLE2 = {
     (8, "staggered"): ((0.55, 1.45), 0.04, 0.0),
 }
 """(depth, init) -> (learned alpha range, acc@200, acc@350) of the paper's table 2
-(REFERENCE.md section 6; Gaussian rung read, 2 sequences scored)."""
+(docs/paper.md section 6; Gaussian rung read, 2 sequences scored)."""
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""LEGO (REFERENCE.md section 5): follow a chain of sign assignments to its end.
+"""LEGO (docs/paper.md section 5): follow a chain of sign assignments to its end.
 
 A chain of n variables: ``x0 = v ;`` with v in {+1, -1}, then ``xi = op x(i-1) ;`` with op
 ``+`` (identity) or ``-`` (flip), for i = 1..n-1; the statements are shuffled, the query is

@@ -1,6 +1,6 @@
 """Loss by position within the window: per-position NLL sums and counts, binned.
 
-A bin's value is the mean over its positions of the per-position mean NLL (REFERENCE.md
+A bin's value is the mean over its positions of the per-position mean NLL (docs/paper.md
 section 5); bin edges are ``int(linspace(0, P, B + 1))`` over the P predictions of a window.
 :class:`PositionBinnedNLL` is a torchmetrics Metric whose states are sums, so they reduce
 across processes; the ``PositionLoss`` callback (callbacks/) feeds it during validation.

@@ -1,4 +1,4 @@
-"""RULER variable tracking (REFERENCE.md section 5): follow a chain of copies among distractors.
+"""RULER variable tracking (docs/paper.md section 5): follow a chain of copies among distractors.
 
 A chain of h hops: ``v0 = VAL ;`` then ``vi = v(i-1) ;`` for i = 1..h, plus 8 distractor
 assignments ``u = VAL' ;`` with the other values; statements shuffled, query ``v_h =``, and

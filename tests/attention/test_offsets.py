@@ -1,4 +1,4 @@
-"""Rung bases, schedules and distance sets against hand-written values (REFERENCE.md s. 4)."""
+"""Rung bases, schedules and distance sets against hand-written values (docs/paper.md section 4)."""
 
 import math
 

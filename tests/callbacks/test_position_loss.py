@@ -1,4 +1,4 @@
-"""PositionLoss: bins as REFERENCE.md section 5, values equal a direct per-position
+"""PositionLoss: bins as docs/paper.md section 5, values equal a direct per-position
 computation on the same windows, tags, image and JSON."""
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ def test_table_rebuilds_tables_1_3_and_4_beside_the_paper(two_quickstart_runs, c
     paper = [r for r in rows1 if r[1] == "paper"]
     assert [r[0] for r in ours] == ["fib_fixed_w8", "fib_linear_w8"]
     assert [r[0] for r in paper] == ["fib_fixed_w8", "fib_linear_w8"]
-    assert paper[0][4:8] == ["44.08", "40.02", "5.55", "3.45"]  # REFERENCE.md section 6
+    assert paper[0][4:8] == ["44.08", "40.02", "5.55", "3.45"]  # docs/paper.md section 6
     header = table1.splitlines()[2]
     for record, row in zip(records, ours, strict=True):
         for name, value in record.ppl.items():
