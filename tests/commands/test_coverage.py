@@ -68,8 +68,8 @@ def test_two_hop_fast_path_equals_pure_function_on_small_cases():
 def test_layered_configs_take_the_quickstart_shape():
     spec = read_model_config([CONFIGS / "staggered.yaml", CONFIGS / "quickstart.yaml"])
     coverage = compute_coverage(spec)
-    assert spec.arch.n_layers == 4 and coverage.length == 256 and spec.arch.vocab_size == 8192
-    assert len(coverage.layers) == 4
+    assert spec.arch.n_layers == 5 and coverage.length == 256 and spec.arch.vocab_size == 8192
+    assert len(coverage.layers) == 5
 
 
 def test_format_ranges():
