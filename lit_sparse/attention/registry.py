@@ -125,6 +125,28 @@ def list_attention() -> list[str]:
     return sorted(_registry())
 
 
+def all_conformance_cases(window: int, n_layers: int) -> dict[str, AttentionPlugin]:
+    """Every registered plugin's ``conformance_cases(window, n_layers)``: case id -> plugin."""
+    return _merged_cases(lambda cls: cls.conformance_cases(window, n_layers))
+
+
+def all_bench_cases(keys: int, window: int) -> dict[str, AttentionPlugin]:
+    """Every registered plugin's ``bench_cases(keys, window)``: row name -> plugin."""
+    return _merged_cases(lambda cls: cls.bench_cases(keys, window))
+
+
+def _merged_cases(
+    cases_of: Callable[[type[AttentionPlugin]], dict[str, AttentionPlugin]],
+) -> dict[str, AttentionPlugin]:
+    merged: dict[str, AttentionPlugin] = {}
+    for name in list_attention():
+        for case, plugin in cases_of(get_attention(name)).items():
+            if case in merged:
+                raise ValueError(f"case {case!r} of attention {name!r} is another plugin's too")
+            merged[case] = plugin
+    return merged
+
+
 def unknown_attention(value: str, field: str = "attention") -> ConfigError:
     """The error for a name that is neither registered nor a plugin class path."""
     return ConfigError(
