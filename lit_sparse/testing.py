@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,7 +47,6 @@ __all__ = [
     "check_checkpoint_round_trip",
     "check_config_round_trip",
     "check_linear_memory",
-    "check_parameter_count",
     "check_prefix_consistency",
     "check_reference",
     "layer_patterns",
@@ -218,10 +219,12 @@ def check_linear_memory(
     longer by at most twice their ratio (a [T, T] path grows by the ratio's square).
 
     Each length runs in a fresh Python process (so the plugin must be importable by its
-    class path; ``sys.path`` is passed on), which reads its resident-set peak before and
-    after one call at full size (a call at 64 tokens warms it up first). Measured for
-    fibonacci (W = 12): 16, 48 and 162 MB at 1k, 4k and 16k (5x, 4x and 3x q, k, v); the
-    dense-mask reference: 134 MB at 1k and 2,082 MB at 4k (43x, 165x).
+    class path; ``sys.path`` is passed on), which warms the pattern up at 64 tokens, then
+    measures how far one call at full size raises the resident set's peak above what the
+    process held just before (on Linux the peak is reset first, so memory from imports
+    does not hide the rise). Measured for fibonacci (W = 12): 16, 48 and 160 MB at 1k, 4k
+    and 16k (5x, 4x and 3x q, k, v); its dense-mask reference: 37 MB at 512 and 525 MB at
+    2k (24x and 85x; 14x the memory for 4x the length).
     """
     plugin = build_attention(plugin)
     rises = peak_rises_mb(plugin, sorted(lengths), training_length)
@@ -294,7 +297,9 @@ def check_checkpoint_round_trip(plugin: PluginSpec, steps: int = 2) -> None:
             limit_val_batches=0,
             plugins=[AtomicCheckpointIO()],
         )
-        trainer.fit(module, train_dataloaders=loader)
+        with warnings.catch_warnings():  # no validation here, on purpose
+            warnings.filterwarnings("ignore", message=".*`validation_step` but have no")
+            trainer.fit(module, train_dataloaders=loader)
         path = Path(folder) / "plugin.ckpt"
         trainer.save_checkpoint(path)
         loaded = LitLanguageModel.load_from_checkpoint(path, weights_only=True)
@@ -309,18 +314,6 @@ def check_checkpoint_round_trip(plugin: PluginSpec, steps: int = 2) -> None:
         assert torch.equal(module(ids[:2, :-1]), loaded(ids[:2, :-1])), f"{name}: logits differ"
 
 
-def check_parameter_count(plugin: PluginSpec) -> None:
-    """The plugin shares the model's projections: a model with it has dense's parameters
-    plus only its patterns' own (a learned alpha per layer, say)."""
-    plugin = build_attention(plugin)
-    model, dense = _tiny_model(plugin), _tiny_model("dense")
-    own = sum(p.numel() for pattern in model.patterns for p in pattern.parameters())
-    assert model.num_parameters() == dense.num_parameters() + own, (
-        f"{_name(plugin)}: {model.num_parameters()} parameters, dense has "
-        f"{dense.num_parameters()} and the patterns {own}"
-    )
-
-
 CHECKS: tuple[Callable[..., None], ...] = (
     check_reference,
     check_causality,
@@ -328,7 +321,6 @@ CHECKS: tuple[Callable[..., None], ...] = (
     check_linear_memory,
     check_config_round_trip,
     check_checkpoint_round_trip,
-    check_parameter_count,
 )
 """Every check, for ``pytest.mark.parametrize("check", CHECKS)`` (ids: the names)."""
 
@@ -415,9 +407,8 @@ def peak_rises_mb(
 
 
 def _memory_child(argument: str) -> None:
-    """In a fresh process: the rise of the resident-set peak over one forward + backward."""
-    import resource
-
+    """In a fresh process: how far one forward + backward raises the resident set's peak
+    above what the process held just before it."""
     spec = json.loads(argument)
     torch.manual_seed(0)
     plugin = build_attention(spec["config"])
@@ -428,7 +419,40 @@ def _memory_child(argument: str) -> None:
     k = torch.randn(1, 2, length, 64, requires_grad=True)
     v = torch.randn(1, 2, length, 64, requires_grad=True)
     run(q[:, :, :64], k[:, :, :64], v[:, :, :64]).sum().backward()  # warm-up
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = _reset_peak_kb()
     run(q, k, v).sum().backward()
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"peak_mb": (after - before) / 1024}))
+    print(json.dumps({"peak_mb": (_peak_kb() - before) / 1024}))
+
+
+def _status_kb(key: str) -> int | None:
+    try:
+        text = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    found = re.search(rf"^{key}:\s+(\d+) kB", text, re.M)
+    return int(found.group(1)) if found else None
+
+
+def _reset_peak_kb() -> int:
+    """Reset the peak to the current resident set (Linux: /proc/self/clear_refs), so pages
+    held at import time, or evicted from it since, do not hide the call's rise; returns
+    the baseline. Elsewhere: the peak so far (``ru_maxrss``)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        rss = _status_kb("VmRSS")
+        if rss is not None:
+            return rss
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _peak_kb() -> int:
+    peak = _status_kb("VmHWM")
+    if peak is not None:
+        return peak
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

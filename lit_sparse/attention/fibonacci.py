@@ -59,17 +59,16 @@ class FibonacciPattern(SlotPattern):
         """
         return min(length, self.training_length) if self.new_offsets == "drop" else length
 
-    def rung_values(
-        self, length: int, alpha_max: float | None = None
-    ) -> tuple[list[int], list[int]]:
+    def rung_values(self, length: int, alpha: float | None = None) -> tuple[list[int], list[int]]:
         """The rungs at running ``length``: the base (from the training length) and those
-        that exist only beyond it (pow2 with new_offsets "use"), up to ``alpha_max``'s reach."""
+        that exist only beyond it (pow2 with new_offsets "use") whose distance at ``alpha``
+        (default: the layer's) fits in ``length``."""
         base = offsets.rung_base(self.rungs, self.training_length, self.n_rungs)
         later = offsets.new_rungs(
             self.rungs,
             self.training_length,
             self.effective_length(length),
-            self.alpha_value() if alpha_max is None else alpha_max,
+            self.alpha_value() if alpha is None else alpha,
         )
         return base, later
 
@@ -129,7 +128,7 @@ class LearnedFibonacciPattern(FibonacciPattern):
 
     def build_slots(self, length: int, device: torch.device) -> KeySlots:
         """The exact window and the padding reach; cached per (length, device)."""
-        base, later = self.rung_values(length, self.alpha_max)
+        base, later = self.rung_values(length, self.alpha_min)
         reach = math.floor(self.alpha_max * max(base + later, default=0)) + 2
         return KeySlots(
             distances=torch.arange(min(self.window, length - 1) + 1, device=device),
@@ -141,7 +140,10 @@ class LearnedFibonacciPattern(FibonacciPattern):
         key = (length, torch.device(device))
         if key not in self._rung_cache:
             with torch.inference_mode(False):
-                base, later = self.rung_values(length, self.alpha_max)
+                # every rung some alpha in range could read at this length: alpha_min's
+                # (were it alpha_max's, a rung at alpha < alpha_max would appear only at
+                # longer lengths, and a position's keys would depend on the length)
+                base, later = self.rung_values(length, self.alpha_min)
                 rungs = torch.tensor(base + later, device=device)
                 is_later = torch.arange(len(base) + len(later), device=device) >= len(base)
                 self._rung_cache[key] = (rungs, is_later)

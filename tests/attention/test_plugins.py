@@ -1,6 +1,7 @@
 """Every registered plugin through the conformance kit (lit_sparse.testing), over each
 plugin's ``conformance_cases``: training path == dense reference, causality, prefix
-consistency, parameter counts, config round trips."""
+consistency, config round trips; checkpoint round trips over each plugin's bench
+configurations; parameter counts. (Linear memory: test_kernel_memory.py.)"""
 
 import pytest
 import torch
@@ -8,12 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lit_sparse import LanguageModel, ModelConfig, build_attention, list_attention, testing
+from lit_sparse.attention.registry import all_bench_cases
 
 from .cases import plugin_cases
 
 WINDOWS = (0, 6, 12)
 LENGTHS = (1, 7, 64, 257)
 CASE_IDS = sorted(plugin_cases(8))
+MAIN_CASES = all_bench_cases(keys=23, window=12)  # each plugin's main configurations
 
 
 def test_every_registered_plugin_has_cases():
@@ -61,9 +64,13 @@ def test_config_round_trip(case):
     testing.check_config_round_trip(plugin_cases(6)[case])
 
 
+@pytest.mark.parametrize("case", sorted(MAIN_CASES))
+def test_checkpoint_round_trip(case):
+    testing.check_checkpoint_round_trip(MAIN_CASES[case])
+
+
 @pytest.mark.parametrize("case", CASE_IDS)
 def test_parameter_count_equals_dense(case):
-    testing.check_parameter_count(plugin_cases(8)[case])
     plugin = plugin_cases(8, n_layers=16)[case]
     extra = 16 if getattr(plugin, "schedule", None) == "learned" else 0
     with torch.device("meta"):  # shapes only: the paper's model
