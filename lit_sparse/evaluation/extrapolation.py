@@ -21,12 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lit_sparse.attention import build_attention
 from lit_sparse.errors import ConfigError
-from lit_sparse.model import LanguageModel
+from lit_sparse.model import LanguageModel, token_nll
 
 __all__ = [
     "ExtrapolationResult",
@@ -83,12 +82,6 @@ def with_new_offsets(model: LanguageModel, new_offsets: str | None) -> LanguageM
     rebuilt = LanguageModel(model.config, build_attention(attention, new_offsets=new_offsets))
     rebuilt.load_state_dict(model.state_dict())
     return rebuilt.to(next(model.parameters()).device)
-
-
-def _token_nll(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
-    """Per-token NLL (B, T), computed as LitLanguageModel.token_nll does (float CE)."""
-    logits = model(x)
-    return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none").view_as(y)
 
 
 def _multiple(length: int, training_length: int) -> str:
@@ -324,7 +317,7 @@ def evaluate_lengths(
                             raise
                         continue  # the set has no window this long: nan, on every rank
                     for x, y in loader:
-                        nll = _token_nll(evaluated, x.to(device), y.to(device))
+                        nll = token_nll(evaluated(x.to(device)), y.to(device))
                         local[0, i, j] += nll.double().sum()
                         local[1, i, j] += nll.shape[0]
     finally:
