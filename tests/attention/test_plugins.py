@@ -51,7 +51,13 @@ def test_learned_theta_gradient_float64(rungs, window):
 @given(length=st.integers(2, 80), cut=st.integers(0, 79), seed=st.integers(0, 2**16))
 def test_causality(case, length, cut, seed):
     """Changing q, k, v after position t leaves outputs at positions <= t unchanged."""
-    testing.check_causality(plugin_cases(6)[case], lengths=(length,), cuts=(cut,), seed=seed)
+    plugin = plugin_cases(6)[case]
+    testing.check_causality(plugin, (length,), (cut,), seed=seed, whole_model=False)
+
+
+@pytest.mark.parametrize("case", CASE_IDS)
+def test_causality_of_a_whole_model(case):
+    testing.check_causality(plugin_cases(6)[case])
 
 
 @pytest.mark.parametrize("case", CASE_IDS)
