@@ -197,7 +197,8 @@ class FibonacciAttention(AttentionPlugin):
         Args:
             window: every distance 0..W is attended (W >= 0).
             rungs: "fibonacci" (1, 2, 3, 5, ... , the first n_rungs) or "pow2" (every power
-                of two <= T - 1, recomputed at the running length T).
+                of two <= T - 1 at the training length T; longer sequences add the larger
+                powers' distances from T on, with new_offsets "use").
             n_rungs: number of Fibonacci rungs (K; 15 reaches 987).
             schedule: alpha per layer: "fixed" (1), "learned" (alpha_min + (alpha_max -
                 alpha_min) * sigmoid(theta), theta = 0 at start), "linear" (a ramp from
