@@ -175,7 +175,9 @@ def _default(cls, name: str) -> Any:
     return None if parameter is None else parameter.default
 
 
-def _model_parser():
+def model_parser():
+    """A jsonargparse parser of the ``model`` section, as the CLI has it (no data, no
+    trainer)."""
     from jsonargparse import ArgumentParser
 
     from lit_sparse.module import LitLanguageModel
@@ -226,7 +228,7 @@ def read_model_config(configs: Sequence[str | Path], overrides: Sequence[str] = 
             )
     if data_overrides:
         data = _merge_data(data, {"class_path": None, "init_args": data_overrides})
-    parser = _model_parser()
+    parser = model_parser()
     try:
         parsed = parser.parse_args(expand_attention_names(model_args)).model
     except Exception as err:  # jsonargparse's ArgumentError: condense to one line

@@ -170,3 +170,12 @@ class LanguageModel(nn.Module):
     def num_parameters(self, exclude_embedding: bool = False) -> int:
         total = sum(p.numel() for p in self.parameters())
         return total - self.embedding.weight.numel() if exclude_embedding else total
+
+
+def token_nll(logits: Tensor, targets: Tensor, ignore_index: int = -100) -> Tensor:
+    """Per-token negative log-likelihood (B, T) of ``targets`` (B, T) under ``logits``
+    (B, T, V), in float32 from one cross-entropy (no softmax copy); 0 where a target is
+    ``ignore_index`` (no label). Training, validation, extrapolation and the probe use it."""
+    logits, flat = logits.flatten(0, 1).float(), targets.flatten()
+    nll = F.cross_entropy(logits, flat, reduction="none", ignore_index=ignore_index)
+    return nll.view_as(targets)

@@ -10,14 +10,13 @@ from typing import Any, Literal
 import lightning.pytorch as pl
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import Metric
 
 from .attention import AttentionPlugin, build_attention
 from .config import ModelConfig
 from .errors import ConfigError, NonFiniteLossError
-from .model import LanguageModel
+from .model import LanguageModel, token_nll
 
 
 def rng_states() -> dict[str, Any]:
@@ -185,10 +184,8 @@ class LitLanguageModel(pl.LightningModule):
         return self.model(idx)
 
     def token_nll(self, x: Tensor, y: Tensor) -> Tensor:
-        """Per-token NLL (B, T) of targets y given inputs x: one cross-entropy, no softmax copy."""
-        logits = self.model(x)
-        nll = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none")
-        return nll.view_as(y)
+        """Per-token NLL (B, T) of targets y given inputs x (:func:`model.token_nll`)."""
+        return token_nll(self.model(x), y)
 
     # ----------------------------------------------------------------- training
     def on_fit_start(self) -> None:

@@ -1,4 +1,4 @@
-"""Markdown tables for the commands' and evaluations' printed reports."""
+"""The one Markdown-table helper: every table a command or an evaluation prints or writes."""
 
 from __future__ import annotations
 
@@ -6,9 +6,20 @@ from collections.abc import Sequence
 
 __all__ = ["markdown_table"]
 
+_RULES = {"l": "---", "r": "---:", "c": ":---:"}
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A GitHub-flavoured Markdown table of string cells."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+
+def markdown_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], align: str | None = None
+) -> str:
+    """A GitHub-flavoured Markdown table of string cells.
+
+    ``align``: one letter per column, ``l`` (left), ``r`` (right, for numbers) or ``c``;
+    None leaves every column to the renderer (left).
+    """
+    if align is not None and (len(align) != len(header) or set(align) - set(_RULES)):
+        raise ValueError(f"align={align!r}: expected one of l, r, c per column ({len(header)})")
+    rules = [_RULES[a] for a in align] if align else ["---"] * len(header)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(rules) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)

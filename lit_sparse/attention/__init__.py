@@ -1,6 +1,8 @@
 """Attention plugins: a registry of named patterns sharing the model's projections and RoPE.
 
-The built-in plugins are imported explicitly below, which registers them.
+The registry finds the plugins itself: every module of this package (a new built-in is one
+file with ``@register_attention``) and the ``lit_sparse.attention`` entry points of installed
+packages. The classes imported below are re-exported for convenience only.
 """
 
 from .base import AttentionPattern, AttentionPlugin, SlotPattern

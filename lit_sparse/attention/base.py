@@ -90,6 +90,30 @@ class AttentionPlugin(ABC):
     def check(self, n_layers: int) -> None:  # noqa: B027 - optional hook
         """Raise ValueError for options that do not fit a model of ``n_layers`` layers."""
 
+    @classmethod
+    def conformance_cases(cls, window: int, n_layers: int) -> dict[str, AttentionPlugin]:
+        """Optional hook: the configurations the project's tests run through the conformance
+        kit (``lit_sparse.testing``), as case id -> plugin.
+
+        ``window`` is a window size the tests vary (0, 6, 12), ``n_layers`` the depth of the
+        models they build. Default: one case, the plugin with its defaults and
+        ``window=window`` when its constructor takes a ``window``. Override it to cover
+        every option that changes the pattern (schedules, bases, modes).
+        """
+        return {cls.name or cls.__name__: cls(**_window_argument(cls, window))}
+
+    @classmethod
+    def bench_cases(cls, keys: int, window: int) -> dict[str, AttentionPlugin]:
+        """Optional hook: the configurations ``python -m lit_sparse bench`` times, as row
+        name -> plugin.
+
+        Each should attend about ``keys`` keys per query, so rows compare at equal work;
+        ``window`` is the window W of that comparison (``keys`` is what fibonacci attends
+        with window W at the benched length). Default: one row, the plugin with its
+        defaults and ``window=window`` when its constructor takes a ``window``.
+        """
+        return {cls.name or cls.__name__: cls(**_window_argument(cls, window))}
+
     def init_args(self) -> dict[str, Any]:
         params = inspect.signature(type(self).__init__).parameters
         return {name: getattr(self, name) for name in params if name != "self"}
@@ -104,3 +128,8 @@ class AttentionPlugin(ABC):
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.init_args().items())
         return f"{type(self).__name__}({args})"
+
+
+def _window_argument(cls: type, window: int) -> dict[str, int]:
+    """``{"window": window}`` when ``cls``'s constructor takes a window, else nothing."""
+    return {"window": window} if "window" in inspect.signature(cls.__init__).parameters else {}

@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..errors import ConfigError
 from .base import AttentionPlugin, SlotPattern
 from .kernels import KeySlots
+from .options import at_least
 from .registry import register_attention
 
 _MASK64 = (1 << 64) - 1
@@ -129,15 +129,8 @@ class BigBirdAttention(AttentionPlugin):
             block_size: queries per block sharing one random draw (the original's 64).
             seed: seed of the random pattern (mixed with the layer index).
         """
-        for field, value, low in (
-            ("window", window, 0),
-            ("n_global", n_global, 0),
-            ("n_random", n_random, 0),
-            ("block_size", block_size, 1),
-            ("seed", seed, 0),
-        ):
-            if value < low:
-                raise ConfigError(f"{field} must be >= {low}, got {value}")
+        at_least(0, window=window, n_global=n_global, n_random=n_random, seed=seed)
+        at_least(1, block_size=block_size)
         self.window, self.n_global, self.n_random = window, n_global, n_random
         self.block_size, self.seed = block_size, seed
 
@@ -151,3 +144,13 @@ class BigBirdAttention(AttentionPlugin):
             self.block_size,
             self.seed,
         )
+
+    @classmethod
+    def conformance_cases(cls, window: int, n_layers: int) -> dict[str, AttentionPlugin]:
+        """Small blocks, so short test sequences hold several blocks of random keys."""
+        return {"bigbird": cls(window=window, n_global=3, n_random=5, block_size=16, seed=1)}
+
+    @classmethod
+    def bench_cases(cls, keys: int, window: int) -> dict[str, AttentionPlugin]:
+        """Window W, 2 global keys and random keys for the rest of ``keys``."""
+        return {"bigbird": cls(window=window, n_global=2, n_random=max(0, keys - window - 3))}

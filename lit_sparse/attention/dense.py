@@ -11,6 +11,7 @@ from torch import Tensor
 
 from .base import AttentionPattern, AttentionPlugin
 from .kernels.reference import masked_attention
+from .options import check_choices
 from .registry import register_attention
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,7 @@ class DenseAttention(AttentionPlugin):
                 and SDPA otherwise; "sdpa" and "flash" force one.
         """
         self.backend = backend
+        check_choices(self)
 
     def build(self, layer: int, n_layers: int, training_length: int) -> DensePattern:
         return DensePattern(training_length, self.backend)

@@ -14,6 +14,7 @@ from ..errors import ConfigError
 from . import offsets
 from .base import AttentionPlugin, SlotPattern
 from .kernels import KeySlots, exact_slots
+from .options import at_least, check_choices, positive, share
 from .registry import register_attention
 
 log = logging.getLogger(__name__)
@@ -28,11 +29,11 @@ class FibonacciPattern(SlotPattern):
     def __init__(
         self,
         training_length: int,
-        alpha: float,
         window: int,
         rungs: str,
         n_rungs: int,
         new_offsets: NewOffsets,
+        alpha: float,
     ):
         super().__init__(training_length)
         self.window, self.rungs, self.n_rungs, self.new_offsets = (
@@ -58,17 +59,16 @@ class FibonacciPattern(SlotPattern):
         """
         return min(length, self.training_length) if self.new_offsets == "drop" else length
 
-    def rung_values(
-        self, length: int, alpha_max: float | None = None
-    ) -> tuple[list[int], list[int]]:
+    def rung_values(self, length: int, alpha: float | None = None) -> tuple[list[int], list[int]]:
         """The rungs at running ``length``: the base (from the training length) and those
-        that exist only beyond it (pow2 with new_offsets "use"), up to ``alpha_max``'s reach."""
+        that exist only beyond it (pow2 with new_offsets "use") whose distance at ``alpha``
+        (default: the layer's) fits in ``length``."""
         base = offsets.rung_base(self.rungs, self.training_length, self.n_rungs)
         later = offsets.new_rungs(
             self.rungs,
             self.training_length,
             self.effective_length(length),
-            self.alpha_value() if alpha_max is None else alpha_max,
+            self.alpha_value() if alpha is None else alpha,
         )
         return base, later
 
@@ -91,7 +91,7 @@ class FibonacciPattern(SlotPattern):
 
 
 class LearnedFibonacciPattern(FibonacciPattern):
-    """alpha = alpha_min + (alpha_max - alpha_min) * sigmoid(theta), learned.
+    """alpha = alpha_min + (alpha_max - alpha_min) * sigmoid(theta), learned from ``alpha``.
 
     Window distances are exact; each rung reads a virtual key and value interpolated
     between distances floor(alpha * f) and floor(alpha * f) + 1, so the gradient reaches
@@ -109,13 +109,13 @@ class LearnedFibonacciPattern(FibonacciPattern):
         rungs: str,
         n_rungs: int,
         new_offsets: NewOffsets,
+        alpha: float,
         alpha_min: float,
         alpha_max: float,
-        alpha_init: float,
     ):
-        super().__init__(training_length, alpha_init, window, rungs, n_rungs, new_offsets)
+        super().__init__(training_length, window, rungs, n_rungs, new_offsets, alpha)
         self.alpha_min, self.alpha_max = alpha_min, alpha_max
-        share = (alpha_init - alpha_min) / (alpha_max - alpha_min)
+        share = (alpha - alpha_min) / (alpha_max - alpha_min)
         self.theta = nn.Parameter(torch.tensor(math.log(share / (1 - share))))
         self._rung_cache: dict[tuple[int, torch.device], tuple[Tensor, Tensor]] = {}
 
@@ -128,7 +128,7 @@ class LearnedFibonacciPattern(FibonacciPattern):
 
     def build_slots(self, length: int, device: torch.device) -> KeySlots:
         """The exact window and the padding reach; cached per (length, device)."""
-        base, later = self.rung_values(length, self.alpha_max)
+        base, later = self.rung_values(length, self.alpha_min)
         reach = math.floor(self.alpha_max * max(base + later, default=0)) + 2
         return KeySlots(
             distances=torch.arange(min(self.window, length - 1) + 1, device=device),
@@ -140,7 +140,10 @@ class LearnedFibonacciPattern(FibonacciPattern):
         key = (length, torch.device(device))
         if key not in self._rung_cache:
             with torch.inference_mode(False):
-                base, later = self.rung_values(length, self.alpha_max)
+                # every rung some alpha in range could read at this length: alpha_min's
+                # (were it alpha_max's, a rung at alpha < alpha_max would appear only at
+                # longer lengths, and a position's keys would depend on the length)
+                base, later = self.rung_values(length, self.alpha_min)
                 rungs = torch.tensor(base + later, device=device)
                 is_later = torch.arange(len(base) + len(later), device=device) >= len(base)
                 self._rung_cache[key] = (rungs, is_later)
@@ -157,95 +160,6 @@ class LearnedFibonacciPattern(FibonacciPattern):
             rung_frac=target - lo,
             rung_valid=keep,
         )
-
-
-def rung_width_at(progress: float, start: float, end: float, anneal: float) -> float:
-    """Width (sigma, in positions) of the Gaussian rung read at training ``progress`` in [0, 1]:
-    linear from ``start`` to ``end`` over the first ``anneal`` of training, ``end`` after."""
-    share = min(1.0, max(0.0, progress) / anneal)
-    return start + (end - start) * share
-
-
-class GaussianFibonacciPattern(LearnedFibonacciPattern):
-    """Learned alpha whose rungs read a Gaussian band of rows ("blur"; the paper's probe).
-
-    Rung r, with target t = alpha * f, reads for query i a virtual key and value
-    sum_j m_r(i, j) * row[j] with m_r(i, j) proportional to exp(-(i - j - t)^2 / (2 sigma^2))
-    over the rows j <= i that exist, normalised per query (so a band that reaches past the
-    first position is renormalised over the rows there are). Window distances 0..W are
-    exact, and a rung is used under the learned rules (skipped when round(t) <= W, when
-    floor(t) > T - 1 or when an earlier rung has the same floor(t); valid for i >= floor(t)).
-    Its score is q . k_r / sqrt(D) and it competes with the window keys in one softmax.
-    theta's gradient flows through the band's centre t.
-
-    The width sigma is the buffer ``rung_width`` (saved in checkpoints); the trainer anneals it
-    with :meth:`set_progress` (:func:`rung_width_at`). This path is dense, O(T^2) in time and
-    memory: the score matrix and one (T, T) band per rung. Meant for short sequences such as
-    the retrieval probe (T = 512); ``forward`` and ``reference`` are the same computation.
-    """
-
-    def __init__(
-        self,
-        training_length: int,
-        window: int,
-        rungs: str,
-        n_rungs: int,
-        new_offsets: NewOffsets,
-        alpha_min: float,
-        alpha_max: float,
-        alpha_init: float,
-        width_start: float,
-        width_end: float,
-        width_anneal: float,
-    ):
-        super().__init__(
-            training_length, window, rungs, n_rungs, new_offsets, alpha_min, alpha_max, alpha_init
-        )
-        self.width_start, self.width_end, self.width_anneal = width_start, width_end, width_anneal
-        self.register_buffer("rung_width", torch.tensor(float(width_start)))
-
-    def set_progress(self, progress: float) -> None:
-        """Set the width for training ``progress`` (optimizer step / total steps)."""
-        width = rung_width_at(progress, self.width_start, self.width_end, self.width_anneal)
-        self.rung_width.fill_(width)
-
-    def bands(self, slots: KeySlots, length: int, device: torch.device) -> tuple[Tensor, Tensor]:
-        """The per-query normalised bands (R, T, T) of ``slots`` (this layer's at ``length``)
-        and where each rung is valid (T, R)."""
-        centre = slots.rung_lo.to(slots.rung_frac.dtype) + slots.rung_frac  # (R,) = alpha * f
-        i = torch.arange(length, device=device)
-        rel = (i[:, None] - i[None, :]).to(centre.dtype)  # (T, T) distance i - j
-        width = self.rung_width.to(centre.dtype)
-        logw = -((rel[None] - centre[:, None, None]) ** 2) / (2 * width**2)  # (R, T, T)
-        logw = logw.masked_fill(rel[None] < 0, float("-inf"))  # future rows do not exist
-        band = torch.softmax(logw, dim=-1)  # normalised over the rows j <= i of each query
-        valid = slots.rung_valid[None, :] & (i[:, None] >= slots.rung_lo[None, :])  # (T, R)
-        return band, valid
-
-    def forward(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-        batch, heads, length, dim = q.shape
-        kv_heads = k.shape[1]
-        qg = q.view(batch, kv_heads, heads // kv_heads, length, dim)  # (B, KV, G, T, D)
-        scores = torch.einsum("bkgid,bkjd->bkgij", qg, k) * dim**-0.5  # (B, KV, G, T, T)
-        slots = self.slots(length, q.device)
-        i = torch.arange(length, device=q.device)
-        rel = i[:, None] - i[None, :]
-        near = torch.isin(rel, slots.distances) & (rel >= 0)  # (T, T) exact window
-        window_logits = scores.masked_fill(~near, float("-inf"))
-        band, valid = self.bands(slots, length, q.device)
-        band = band.to(q.dtype)
-        rung_logits = torch.einsum("bkgij,rij->bkgir", scores, band)  # (B, KV, G, T, R)
-        rung_logits = rung_logits.masked_fill(~valid, float("-inf"))
-        probs = torch.softmax(torch.cat([window_logits, rung_logits], dim=-1), dim=-1)
-        mix = probs[..., :length] + torch.einsum("bkgir,rij->bkgij", probs[..., length:], band)
-        out = torch.einsum("bkgij,bkjd->bkgid", mix, v)  # (B, KV, G, T, D)
-        return out.reshape(batch, heads, length, dim)
-
-    def reference(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-        return self.forward(q, k, v)
-
-    def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, rung_read=gaussian, width={float(self.rung_width):.3g}"
 
 
 @functools.cache
@@ -283,7 +197,8 @@ class FibonacciAttention(AttentionPlugin):
         Args:
             window: every distance 0..W is attended (W >= 0).
             rungs: "fibonacci" (1, 2, 3, 5, ... , the first n_rungs) or "pow2" (every power
-                of two <= T - 1, recomputed at the running length T).
+                of two <= T - 1 at the training length T; longer sequences add the larger
+                powers' distances from T on, with new_offsets "use").
             n_rungs: number of Fibonacci rungs (K; 15 reaches 987).
             schedule: alpha per layer: "fixed" (1), "learned" (alpha_min + (alpha_max -
                 alpha_min) * sigmoid(theta), theta = 0 at start), "linear" (a ramp from
@@ -308,21 +223,28 @@ class FibonacciAttention(AttentionPlugin):
             rung_width_anneal: rung_read "gaussian": the share of training steps over which
                 the width goes linearly from start to end (the trainer sets it each step).
         """
-        if window < 0:
-            raise ConfigError(f"window must be >= 0, got {window}")
-        if n_rungs < 0:
-            raise ConfigError(f"n_rungs must be >= 0, got {n_rungs}")
-        if rungs not in offsets.RUNG_BASES:
-            raise ConfigError(f"rungs must be one of {offsets.RUNG_BASES}, got {rungs!r}")
-        if schedule not in offsets.SCHEDULES:
-            raise ConfigError(f"schedule must be one of {offsets.SCHEDULES}, got {schedule!r}")
+        at_least(0, window=window, n_rungs=n_rungs)
         if not (0 < alpha_min < alpha_max < math.inf):
             raise ConfigError(
                 f"alpha_min, alpha_max must satisfy 0 < alpha_min < alpha_max < inf, "
                 f"got alpha_min={alpha_min}, alpha_max={alpha_max}"
             )
-        if new_offsets not in ("use", "drop"):
-            raise ConfigError(f"new_offsets must be 'use' or 'drop', got {new_offsets!r}")
+        positive(rung_width_start=rung_width_start, rung_width_end=rung_width_end)
+        share(rung_width_anneal=rung_width_anneal)
+        self.window, self.rungs, self.n_rungs, self.schedule = window, rungs, n_rungs, schedule
+        self.alpha_min, self.alpha_max, self.new_offsets = alpha_min, alpha_max, new_offsets
+        self.alphas = None if alphas is None else [float(a) for a in alphas]
+        self.alpha_init = None if alpha_init is None else [float(a) for a in alpha_init]
+        self.rung_read = rung_read
+        self.rung_width_start, self.rung_width_end = float(rung_width_start), float(rung_width_end)
+        self.rung_width_anneal = float(rung_width_anneal)
+        check_choices(self)
+        self._check_schedule_options()
+
+    def _check_schedule_options(self) -> None:
+        """The options that only some schedules read: custom ``alphas``, learned
+        ``alpha_init`` and the Gaussian ``rung_read``."""
+        schedule, alphas, alpha_init = self.schedule, self.alphas, self.alpha_init
         if schedule == "custom":
             if not alphas:
                 raise ConfigError("alphas: schedule 'custom' needs a list of one alpha per layer")
@@ -336,37 +258,18 @@ class FibonacciAttention(AttentionPlugin):
                 raise ConfigError(
                     f"alpha_init is only read by schedule 'learned', not {schedule!r}"
                 )
-            bad = [a for a in alpha_init if not (alpha_min < a < alpha_max)]
+            bad = [a for a in alpha_init if not (self.alpha_min < a < self.alpha_max)]
             if not alpha_init or bad:
                 raise ConfigError(
-                    f"alpha_init={list(alpha_init)}: expected one alpha per layer, each strictly "
-                    f"between alpha_min={alpha_min} and alpha_max={alpha_max}"
+                    f"alpha_init={alpha_init}: expected one alpha per layer, each strictly "
+                    f"between alpha_min={self.alpha_min} and alpha_max={self.alpha_max}"
                     + (f" (outside: {bad})" if bad else "")
                 )
-        if rung_read not in ("interpolate", "gaussian"):
-            raise ConfigError(f"rung_read={rung_read!r}: expected 'interpolate' or 'gaussian'")
-        if rung_read == "gaussian" and schedule != "learned":
+        if self.rung_read == "gaussian" and schedule != "learned":
             raise ConfigError(
                 f"rung_read='gaussian' needs schedule 'learned' (static schedules read whole "
                 f"rows), got schedule={schedule!r}"
             )
-        for name, value in (
-            ("rung_width_start", rung_width_start),
-            ("rung_width_end", rung_width_end),
-        ):
-            if not (0 < value < math.inf):
-                raise ConfigError(f"{name}={value!r}: expected a width > 0 (positions)")
-        if not (0 < rung_width_anneal <= 1):
-            raise ConfigError(
-                f"rung_width_anneal={rung_width_anneal!r}: expected a share of training in (0, 1]"
-            )
-        self.window, self.rungs, self.n_rungs, self.schedule = window, rungs, n_rungs, schedule
-        self.alpha_min, self.alpha_max, self.new_offsets = alpha_min, alpha_max, new_offsets
-        self.alphas = None if alphas is None else [float(a) for a in alphas]
-        self.alpha_init = None if alpha_init is None else [float(a) for a in alpha_init]
-        self.rung_read = rung_read
-        self.rung_width_start, self.rung_width_end = float(rung_width_start), float(rung_width_end)
-        self.rung_width_anneal = float(rung_width_anneal)
 
     def check(self, n_layers: int) -> None:
         if self.schedule == "custom" and len(self.alphas) != n_layers:
@@ -392,14 +295,32 @@ class FibonacciAttention(AttentionPlugin):
 
     def build(self, layer: int, n_layers: int, training_length: int) -> FibonacciPattern:
         alpha = self.layer_alphas(n_layers)[layer]
-        common = (self.window, self.rungs, self.n_rungs, self.new_offsets)
-        if self.schedule == "learned" and self.rung_read == "gaussian":
+        common = (training_length, self.window, self.rungs, self.n_rungs, self.new_offsets, alpha)
+        if self.schedule != "learned":
+            return FibonacciPattern(*common)
+        if self.rung_read == "gaussian":
+            from .gaussian_read import GaussianFibonacciPattern  # the probe's dense read
+
             widths = (self.rung_width_start, self.rung_width_end, self.rung_width_anneal)
-            return GaussianFibonacciPattern(
-                training_length, *common, self.alpha_min, self.alpha_max, alpha, *widths
-            )
-        if self.schedule == "learned":
-            return LearnedFibonacciPattern(
-                training_length, *common, self.alpha_min, self.alpha_max, alpha
-            )
-        return FibonacciPattern(training_length, alpha, *common)
+            return GaussianFibonacciPattern(*common, self.alpha_min, self.alpha_max, *widths)
+        return LearnedFibonacciPattern(*common, self.alpha_min, self.alpha_max)
+
+    @classmethod
+    def conformance_cases(cls, window: int, n_layers: int) -> dict[str, AttentionPlugin]:
+        """Every schedule on both rung bases, and a custom schedule of ``n_layers`` alphas."""
+        cases: dict[str, AttentionPlugin] = {
+            f"fibonacci-{schedule}-{rungs}": cls(window=window, schedule=schedule, rungs=rungs)
+            for schedule in ("fixed", "linear", "coprime", "learned")
+            for rungs in ("fibonacci", "pow2")
+        }
+        alphas = [0.6 + 0.85 * i / max(1, n_layers - 1) for i in range(n_layers)][::-1]
+        cases["fibonacci-custom"] = cls(window=window, schedule="custom", alphas=alphas)
+        return cases
+
+    @classmethod
+    def bench_cases(cls, keys: int, window: int) -> dict[str, AttentionPlugin]:
+        """The fixed schedule (it defines ``keys``) and the learned one, window W."""
+        return {
+            "fibonacci": cls(window=window),
+            "fibonacci_learned": cls(window=window, schedule="learned"),
+        }

@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..errors import ConfigError
 from .base import AttentionPlugin, SlotPattern
 from .dense import announce_backend, flash_attention, flash_usable
 from .kernels import KeySlots, exact_slots
+from .options import at_least
 from .registry import register_attention
 
 
@@ -39,9 +39,13 @@ class SlidingWindowAttention(AttentionPlugin):
         Args:
             window: largest attended distance W (keys i-W..i); 0 attends to itself only.
         """
-        if window < 0:
-            raise ConfigError(f"window must be >= 0, got {window}")
+        at_least(0, window=window)
         self.window = window
 
     def build(self, layer: int, n_layers: int, training_length: int) -> SlidingWindowPattern:
         return SlidingWindowPattern(training_length, self.window)
+
+    @classmethod
+    def bench_cases(cls, keys: int, window: int) -> dict[str, AttentionPlugin]:
+        """A window of ``keys`` keys (distances 0..keys - 1)."""
+        return {"sliding_window": cls(window=keys - 1)}

@@ -2,19 +2,21 @@
 
 ``python -m lit_sparse bench attention`` times forward + backward of one attention call
 (B=1, 8 query heads, 2 KV heads, head dim 64 by default) for every registered plugin,
-``fibonacci_learned`` (the learned-alpha schedule) and the dense plugin (causal
+built-in or from an installed package, in the configurations its ``bench_cases`` hook gives
+(fibonacci adds ``fibonacci_learned``, the learned-alpha schedule), dense included (causal
 ``F.scaled_dot_product_attention``, or flash-attn on CUDA in half precision when it is
-installed: what the model runs); when
-``natten_mps`` is installed, its causal 1-D neighborhood attention runs as a peer with the
-same number of keys per query, and on CUDA FlexAttention runs as a peer (``flex``) with
-fibonacci's mask. ``python -m lit_sparse bench train`` times AdamW training steps of the
-quickstart model shape. Both print a table and can write the rows as JSON.
+installed: what the model runs); when ``natten_mps`` is installed, its causal 1-D
+neighborhood attention runs as a peer with the same number of keys per query, and on CUDA
+FlexAttention runs as a peer (``flex``) with fibonacci's mask. ``python -m lit_sparse bench
+train`` times AdamW training steps of the quickstart model shape. Both print a Markdown
+table and can write the rows as JSON.
 
 How it measures:
 
-- every sparse plugin is configured with the same keys per query: fibonacci's window W
-  plus its rungs; sliding_window a window of that many keys; bigbird the window W plus
-  2 global and (keys - W - 3) random keys per block; natten a kernel of that many keys;
+- every sparse plugin is configured with the same keys per query (its ``bench_cases``
+  hook gets them): fibonacci's window W plus its rungs; sliding_window a window of that
+  many keys; bigbird the window W plus 2 global and (keys - W - 3) random keys per block;
+  natten a kernel of that many keys;
 - inputs are laid out as the model hands them to attention: (B, T, heads, D) tensors
   viewed as (B, heads, T, D); dense and sparse get the same tensors;
 - ``peak_mb``: on the CPU each row runs once more in a fresh Python process: a small
@@ -57,10 +59,15 @@ FLEX = "flex"
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-def _plugin_names() -> list[str]:
-    from lit_sparse import list_attention
+def bench_plugins(window: int, keys: int) -> dict[str, Any]:
+    """Row name -> plugin: every registered plugin's ``bench_cases(keys, window)``."""
+    from lit_sparse.attention.registry import all_bench_cases
 
-    return [*list_attention(), LEARNED]
+    return all_bench_cases(keys, window)
+
+
+def _plugin_names(window: int = 12) -> list[str]:
+    return list(bench_plugins(window, fibonacci_keys(window, 1024)))
 
 
 def _natten_available() -> bool:
@@ -72,20 +79,11 @@ def _natten_available() -> bool:
 
 
 def build_plugin(name: str, window: int, keys: int):
-    """The plugin ``name`` configured to attend ``keys`` keys per query (see module doc)."""
-    from lit_sparse import build_attention
-
-    if name == "fibonacci":
-        return build_attention("fibonacci", window=window)
-    if name == LEARNED:
-        return build_attention("fibonacci", window=window, schedule="learned")
-    if name == "sliding_window":
-        return build_attention("sliding_window", window=keys - 1)
-    if name == "bigbird":
-        return build_attention(
-            "bigbird", window=window, n_global=2, n_random=max(0, keys - window - 3)
-        )
-    return build_attention(name)
+    """The plugin of row ``name``, configured to attend ``keys`` keys per query."""
+    plugins = bench_plugins(window, keys)
+    if name not in plugins:
+        raise ValueError(f"no bench row {name!r}; rows: {', '.join(plugins)}")
+    return plugins[name]
 
 
 def flex_block_mask(distances, length: int, device):
@@ -159,68 +157,87 @@ def _copy_bandwidth(device) -> float:
 _INPUTS: dict[tuple[int, str], tuple] = {}
 
 
+def _inputs(spec: dict[str, Any], length: int, device):
+    """q, k, v and the output's gradient at ``length``, one set per length shared by every
+    plugin of the process, in the model's layout: (B, T, h, D) tensors (viewed as
+    (B, h, T, D) when attention is called)."""
+    import torch
+
+    key = (length, str(device))
+    if key not in _INPUTS:
+        dtype = getattr(torch, spec["dtype"])
+        batch, head_dim = spec["batch"], spec["dim"]
+        gen = torch.Generator(device="cpu").manual_seed(length)
+
+        def make(heads: int):
+            x = torch.randn(batch, length, heads, head_dim, generator=gen) * 0.5
+            return x.to(device, dtype).requires_grad_()
+
+        grad = torch.randn(batch, length, spec["heads"], head_dim, generator=gen)
+        q, k, v = make(spec["heads"]), make(spec["kv_heads"]), make(spec["kv_heads"])
+        _INPUTS[key] = (q, k, v, grad.to(device, dtype))
+    return _INPUTS[key]
+
+
+def _natten_attend(spec: dict[str, Any]):
+    """natten's causal 1-D neighborhood attention over ``keys`` keys, in its (B, T, h, D)
+    layout."""
+    import natten_mps
+
+    def attend(q, k, v):
+        out = natten_mps.na1d(
+            q.transpose(1, 2),
+            k.transpose(1, 2),
+            v.transpose(1, 2),
+            kernel_size=spec["keys"],
+            is_causal=True,
+        )
+        return out.transpose(1, 2)
+
+    return attend, []
+
+
+def _flex_attend(spec: dict[str, Any], device):
+    """FlexAttention (compiled once per length) with fibonacci's mask."""
+    import torch
+    from torch.nn.attention.flex_attention import flex_attention
+
+    flex = torch.compile(flex_attention, dynamic=False)
+    fibonacci = build_plugin("fibonacci", spec["window"], spec["keys"]).build(0, 16, spec["length"])
+    masks = {}  # per length: the warm-up call builds (and compiles) the small one
+
+    def attend(q, k, v):
+        length = q.shape[2]
+        if length not in masks:
+            distances = fibonacci.slots(length, device).distances
+            masks[length] = flex_block_mask(distances, length, device)
+        return flex(q, k, v, block_mask=masks[length], enable_gqa=True)
+
+    return attend, []
+
+
+def _plugin_attend(spec: dict[str, Any], device):
+    """The row's plugin: layer 0 of 16, built for the benched length."""
+    plugin = build_plugin(spec["plugin"], spec["window"], spec["keys"])
+    pattern = plugin.build(0, 16, spec["length"]).to(device)
+    return pattern, list(pattern.parameters())
+
+
 def _attention_case(spec: dict[str, Any]):
-    """(run, reset) for one attention measurement: run() = forward + backward."""
+    """(case, device): case(length) gives run() = one forward + backward at ``length``."""
     import torch
 
     device = torch.device(spec["device"])
-    dtype = getattr(torch, spec["dtype"])
-    batch, heads, kv_heads, head_dim = spec["batch"], spec["heads"], spec["kv_heads"], spec["dim"]
-    name = spec["plugin"]
-
-    def inputs(length: int):  # one set per length, shared by every plugin of the process
-        key = (length, str(device))
-        if key not in _INPUTS:
-            gen = torch.Generator(device="cpu").manual_seed(length)
-
-            def make(h):  # the model's layout: (B, T, h, D) viewed as (B, h, T, D)
-                x = torch.randn(batch, length, h, head_dim, generator=gen) * 0.5
-                return x.to(device, dtype).requires_grad_()
-
-            grad = torch.randn(batch, length, heads, head_dim, generator=gen).to(device, dtype)
-            _INPUTS[key] = (make(heads), make(kv_heads), make(kv_heads), grad)
-        return _INPUTS[key]
-
-    if name == NATTEN:
-        import natten_mps
-
-        def attend(q, k, v):  # natten's (B, T, h, D) layout; causal window of `keys` keys
-            out = natten_mps.na1d(
-                q.transpose(1, 2),
-                k.transpose(1, 2),
-                v.transpose(1, 2),
-                kernel_size=spec["keys"],
-                is_causal=True,
-            )
-            return out.transpose(1, 2)
-
-    elif name == FLEX:
-        from torch.nn.attention.flex_attention import flex_attention
-
-        flex = torch.compile(flex_attention, dynamic=False)  # one compile per length
-        plugin = build_plugin("fibonacci", spec["window"], spec["keys"])
-        fibonacci = plugin.build(0, 16, spec["length"])
-        masks = {}  # per length: the warm-up call builds (and compiles) the small one
-
-        def attend(q, k, v):
-            length = q.shape[2]
-            if length not in masks:
-                distances = fibonacci.slots(length, device).distances
-                masks[length] = flex_block_mask(distances, length, device)
-            return flex(q, k, v, block_mask=masks[length], enable_gqa=True)
-
+    if spec["plugin"] == NATTEN:
+        attend, parameters = _natten_attend(spec)
+    elif spec["plugin"] == FLEX:
+        attend, parameters = _flex_attend(spec, device)
     else:
-        plugin = build_plugin(name, spec["window"], spec["keys"])
-        pattern = plugin.build(0, 16, spec["length"]).to(device)
-
-        def attend(q, k, v):
-            return pattern(q, k, v)
+        attend, parameters = _plugin_attend(spec, device)
 
     def case(length: int):
-        q, k, v, grad = inputs(length)
-        tensors = [q, k, v]
-        if name not in (NATTEN, FLEX):
-            tensors += list(pattern.parameters())
+        q, k, v, grad = _inputs(spec, length, device)
+        tensors = [q, k, v, *parameters]
 
         def run():
             out = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
@@ -378,29 +395,17 @@ def _run_child(spec: dict[str, Any]) -> dict[str, Any] | None:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]) -> str:
-    def cell(row, key, fmt):
-        value = row.get(key)
-        return "-" if value is None else format(value, fmt)
-
-    header = [title for _, title, _ in columns]
-    body = [[cell(row, key, fmt) for key, _, fmt in columns] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(header)]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
-    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in body]
-    return "\n".join(lines)
-
-
 def _progress(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
-def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
+def _bench_rows_of(args: argparse.Namespace) -> list[str]:
+    """The rows to time, dense first (the others divide by it), peers last."""
     kind = args.command
-    plugins = list(args.plugins) if args.plugins else _plugin_names()
+    plugins = list(args.plugins) if args.plugins else _plugin_names(args.window)
     if "dense" not in plugins:
         plugins.insert(0, "dense")
-    plugins.sort(key=lambda p: p != "dense")  # dense first: the others divide by it
+    plugins.sort(key=lambda p: p != "dense")
     if kind == "attention" and NATTEN not in plugins and args.plugins is None:
         if _natten_available():
             plugins.append(NATTEN)
@@ -408,50 +413,62 @@ def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
             _progress("natten_mps is not installed: its peer row is skipped")
     if kind == "attention" and args.plugins is None and args.device == "cuda":
         plugins.append(FLEX)
-    rows: list[dict[str, Any]] = []
-    for length in args.lengths:
-        here = [p for p in plugins if p != "dense" or length <= args.dense_max_length]
-        if len(here) < len(plugins):
-            _progress(f"T={length} dense: skipped (above --dense-max-length)")
-        spec = {
-            "kind": kind,
-            "length": length,
-            "device": args.device,
-            "window": args.window,
-            "keys": fibonacci_keys(args.window, length),
-            "dtype": getattr(args, "dtype", "float32"),
-            "batch": args.batch if kind == "attention" else max(1, args.tokens_per_step // length),
-            "heads": getattr(args, "heads", 8),
-            "kv_heads": getattr(args, "kv_heads", 2),
-            "dim": getattr(args, "head_dim", 64),
-            "repeats": args.repeats,
-            "budget": args.budget,
-            "threads": args.threads,
-        }
-        peaks: dict[str, float | None] = {}
-        for plugin in here if args.device == "cpu" else ():  # CUDA: from the timing process
-            _progress(f"T={length} {plugin}: peak memory ...")
-            result = _run_child({**spec, "mode": "memory", "plugin": plugin})
-            peaks[plugin] = None if result is None else result["peak_mb"]
-        _progress(f"T={length}: timing {', '.join(here)} in interleaved rounds ...")
-        measured = _run_child({**spec, "mode": "time", "plugins": here}) or {}
-        peaks.update(measured.get("peaks") or {})
-        failed = measured.get("failed") or {}
-        timing = measured.get("plugins", {})
-        dense_ms = timing.get("dense", {}).get("ms")
-        floor_ms, traffic = None, floor_bytes(spec) if kind == "attention" else 0
-        if measured.get("bandwidth"):
-            floor_ms = 1e3 * traffic / measured["bandwidth"]
-            _progress(
-                f"T={length}: copy bandwidth {measured['bandwidth'] / 1e9:.1f} GB/s, "
-                f"memory-traffic floor {floor_ms:.3f} ms"
-            )
-        for plugin in here:
-            if plugin in failed:  # the row says why, and the command exits with 1
-                rows.append({"T": length, "plugin": plugin, "ms": None, "error": failed[plugin]})
-                continue
-            if plugin not in timing:
-                continue
+    return plugins
+
+
+def _length_spec(args: argparse.Namespace, length: int) -> dict[str, Any]:
+    """What a child process needs to measure every row at ``length``."""
+    kind = args.command
+    return {
+        "kind": kind,
+        "length": length,
+        "device": args.device,
+        "window": args.window,
+        "keys": fibonacci_keys(args.window, length),
+        "dtype": getattr(args, "dtype", "float32"),
+        "batch": args.batch if kind == "attention" else max(1, args.tokens_per_step // length),
+        "heads": getattr(args, "heads", 8),
+        "kv_heads": getattr(args, "kv_heads", 2),
+        "dim": getattr(args, "head_dim", 64),
+        "repeats": args.repeats,
+        "budget": args.budget,
+        "threads": args.threads,
+    }
+
+
+def _peaks(spec: dict[str, Any], plugins: list[str]) -> dict[str, float | None]:
+    """CPU: each row's peak memory, each in its own fresh process (CUDA: none here, the
+    timing process reads the allocator's)."""
+    peaks: dict[str, float | None] = {}
+    for plugin in plugins if spec["device"] == "cpu" else ():
+        _progress(f"T={spec['length']} {plugin}: peak memory ...")
+        result = _run_child({**spec, "mode": "memory", "plugin": plugin})
+        peaks[plugin] = None if result is None else result["peak_mb"]
+    return peaks
+
+
+def _length_rows(spec: dict[str, Any], plugins: list[str]) -> list[dict[str, Any]]:
+    """Every row at one length: peaks, then the interleaved timing of all of them."""
+    length, kind = spec["length"], spec["kind"]
+    peaks = _peaks(spec, plugins)
+    _progress(f"T={length}: timing {', '.join(plugins)} in interleaved rounds ...")
+    measured = _run_child({**spec, "mode": "time", "plugins": plugins}) or {}
+    peaks.update(measured.get("peaks") or {})
+    failed = measured.get("failed") or {}
+    timing = measured.get("plugins", {})
+    dense_ms = timing.get("dense", {}).get("ms")
+    floor_ms, traffic = None, floor_bytes(spec) if kind == "attention" else 0
+    if measured.get("bandwidth"):
+        floor_ms = 1e3 * traffic / measured["bandwidth"]
+        _progress(
+            f"T={length}: copy bandwidth {measured['bandwidth'] / 1e9:.1f} GB/s, "
+            f"memory-traffic floor {floor_ms:.3f} ms"
+        )
+    rows = []
+    for plugin in plugins:
+        if plugin in failed:  # the row says why, and the command exits with 1
+            rows.append({"T": length, "plugin": plugin, "ms": None, "error": failed[plugin]})
+        elif plugin in timing:
             ms = timing[plugin]["ms"]
             row: dict[str, Any] = {"T": length, "plugin": plugin, "ms": ms}
             if kind == "train":
@@ -459,17 +476,52 @@ def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
             row["speedup_vs_dense"] = None if dense_ms is None else dense_ms / ms
             row["peak_mb"] = peaks.get(plugin)
             if floor_ms is not None:
-                row["floor_ms"] = floor_ms
-                row["x_floor"] = ms / floor_ms
-                row["gb_per_s"] = traffic / ms / 1e6
+                row.update(floor_ms=floor_ms, x_floor=ms / floor_ms, gb_per_s=traffic / ms / 1e6)
             rows.append(row)
-            speed = row["speedup_vs_dense"]
-            _progress(
-                f"T={length} {plugin}: {ms:.1f} ms (median of {timing[plugin]['runs']})"
-                + ("" if speed is None else f", x{speed:.2f} vs dense")
-                + ("" if row["peak_mb"] is None else f", peak {row['peak_mb']:.0f} MB")
-            )
+            _report_row(row, timing[plugin]["runs"])
     return rows
+
+
+def _report_row(row: dict[str, Any], runs: int) -> None:
+    speed, peak = row["speedup_vs_dense"], row["peak_mb"]
+    _progress(
+        f"T={row['T']} {row['plugin']}: {row['ms']:.1f} ms (median of {runs})"
+        + ("" if speed is None else f", x{speed:.2f} vs dense")
+        + ("" if peak is None else f", peak {peak:.0f} MB")
+    )
+
+
+def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every row at every length of ``args``, each length in fresh processes."""
+    plugins = _bench_rows_of(args)
+    rows: list[dict[str, Any]] = []
+    for length in args.lengths:
+        here = [p for p in plugins if p != "dense" or length <= args.dense_max_length]
+        if len(here) < len(plugins):
+            _progress(f"T={length} dense: skipped (above --dense-max-length)")
+        rows += _length_rows(_length_spec(args, length), here)
+    return rows
+
+
+def bench_table(rows: list[dict[str, Any]], kind: str) -> str:
+    """The rows as a Markdown table ("-" where a value is missing)."""
+    from lit_sparse.tables import markdown_table
+
+    per = "ms fwd+bwd" if kind == "attention" else "ms/step"
+    columns = [("T", "T", "d"), ("plugin", "plugin", "s"), ("ms", per, ".1f")]
+    if kind == "train":
+        columns.append(("tokens_per_s", "tokens/s", ".0f"))
+    columns += [("speedup_vs_dense", "x dense", ".2f"), ("peak_mb", "peak MB", ".0f")]
+    if kind == "attention":
+        columns += [("gb_per_s", "GB/s", ".1f"), ("x_floor", "x floor", ".2f")]
+
+    def cell(row, key, fmt):
+        value = row.get(key)
+        return "-" if value is None else format(value, fmt)
+
+    body = [[cell(row, key, fmt) for key, _, fmt in columns] for row in rows]
+    align = "".join("l" if fmt == "s" else "r" for _, _, fmt in columns)
+    return markdown_table([title for _, title, _ in columns], body, align=align)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -485,8 +537,9 @@ def _parser() -> argparse.ArgumentParser:
             "--plugins",
             nargs="+",
             default=None,
-            help=f"registered names, '{LEARNED}', '{NATTEN}' or '{FLEX}' (CUDA) (default: all; "
-            "flex on CUDA only); dense always runs",
+            help="rows: every registered plugin's bench cases (e.g. fibonacci, "
+            f"{LEARNED}, an installed package's plugin), '{NATTEN}' or '{FLEX}' (CUDA) "
+            "(default: all; flex on CUDA only); dense always runs",
         )
         p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
         p.add_argument("--json", type=str, default=None, help="write the rows to this file")
@@ -523,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.lengths is None:
         args.lengths = list(DEFAULT_LENGTHS if args.command == "attention" else (1024, 4096))
-    known = {*_plugin_names(), NATTEN, FLEX}
+    known = {*_plugin_names(args.window), NATTEN, FLEX}
     unknown = sorted(set(args.plugins or ()) - known)
     if unknown:
         print(f"unknown plugins {unknown}; known: {sorted(known)}", file=sys.stderr)
@@ -542,17 +595,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     rows = run_bench(args)
-    columns = [("T", "T", "d"), ("plugin", "plugin", "s"), ("ms", "ms fwd+bwd", ".1f")]
-    if args.command == "train":
-        columns = [("T", "T", "d"), ("plugin", "plugin", "s"), ("ms", "ms/step", ".1f")]
-        columns.append(("tokens_per_s", "tokens/s", ".0f"))
-    columns += [("speedup_vs_dense", "x dense", ".2f"), ("peak_mb", "peak MB", ".0f")]
-    if args.command == "attention":
-        columns += [("gb_per_s", "GB/s", ".1f"), ("x_floor", "x floor", ".2f")]
-    print(_table(rows, columns))
+    print(bench_table(rows, args.command))
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(rows, handle, indent=2)
+        from lit_sparse.atomic_files import write_json
+
+        write_json(args.json, rows)
     errors = [row for row in rows if "error" in row]
     for row in errors:
         print(f"T={row['T']} {row['plugin']} failed: {row['error']}", file=sys.stderr)

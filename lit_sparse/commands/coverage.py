@@ -30,6 +30,7 @@ from lit_sparse.attention import offsets
 from lit_sparse.commands import config_parser, print_report, reports_errors
 from lit_sparse.config_files import ModelSpec, read_model_config
 from lit_sparse.errors import ConfigError
+from lit_sparse.tables import markdown_table
 
 __all__ = ["Coverage", "compute_coverage", "format_ranges", "main", "two_hop"]
 
@@ -115,14 +116,18 @@ class Coverage:
         if self.length != self.training_length:
             at += f" (trained at {self.training_length})"
         lines = [f"{self.description}; {len(self.layers)} layers; {at}", ""]
-        lines.append(f"{'layer':>5}  {'alpha':>6}  {'count':>5}  {'>W':>4}  distances")
-        for index, (alpha, values) in enumerate(zip(self.alphas, self.layers, strict=True)):
-            shown = "-" if alpha is None else f"{alpha:.4f}"
-            lines.append(
-                f"{index:>5}  {shown:>6}  {len(values):>5}  {self.beyond(values):>4}  "
-                + format_ranges(values)
-            )
-        lines.append("")
+        rows = [
+            [
+                str(index),
+                "-" if alpha is None else f"{alpha:.4f}",
+                str(len(values)),
+                str(self.beyond(values)),
+                format_ranges(values),
+            ]
+            for index, (alpha, values) in enumerate(zip(self.alphas, self.layers, strict=True))
+        ]
+        header = ["layer", "alpha", "count", ">W", "distances"]
+        lines += [markdown_table(header, rows, align="rrrrl"), ""]
         lines.append(
             f"union over {len(self.layers)} layers: {len(self.union)} distances, "
             f"{self.beyond(self.union)} beyond the window ({window})"

@@ -27,6 +27,7 @@ from lit_sparse.config import ModelConfig
 from lit_sparse.config_files import ModelSpec, read_model_config
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.flops import FlopsBreakdown, forward_flops_per_token, keys_per_query
+from lit_sparse.tables import markdown_table
 
 __all__ = ["FlopsReport", "flops_report", "main", "measured_dense_flops"]
 
@@ -105,21 +106,14 @@ class FlopsReport:
             f"{arch.vocab_size}"
         )
         name = self.spec.describe()
-        rows = [("term", "dense", name, "sparse/dense")]
+        rows = []
         for key, label in TERMS:
             dense, sparse = self.dense.as_dict()[key], self.sparse.as_dict()[key]
-            rows.append((label, _num(dense), _num(sparse), f"{sparse / dense:.4f}"))
+            rows.append([label, _num(dense), _num(sparse), f"{sparse / dense:.4f}"])
         mean = sum(self.sparse_keys) / len(self.sparse_keys)
-        rows.append(("keys per query (mean)", f"{self.length}", f"{mean:g}", ""))
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        lines = [head, ""]
-        for index, row in enumerate(rows):
-            cells = [row[0].ljust(widths[0])] + [
-                c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
-            ]
-            lines.append("  ".join(cells))
-            if index == 0:
-                lines.append("  ".join("-" * w for w in widths))
+        rows.append(["keys per query (mean)", f"{self.length}", f"{mean:g}", ""])
+        table = markdown_table(["term", "dense", name, "sparse/dense"], rows, align="lrrr")
+        lines = [head, "", table]
         if len(set(self.sparse_keys)) > 1:
             lines.append(f"keys per query by layer: {self.sparse_keys}")
         lines.append(

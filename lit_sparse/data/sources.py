@@ -28,6 +28,15 @@ __all__ = ["LOCAL_BUILDERS", "SourceConfig", "iter_text_batches"]
 LOCAL_BUILDERS = ("text", "json", "parquet", "csv", "arrow")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _EMBEDDED_PREFIX = "embedded:"
+_NOT_EMBEDDED = (  # options of hub and file sources
+    "config_name",
+    "data_files",
+    "val_split",
+    "val_data_files",
+    "revision",
+    "text_template",
+    "load_kwargs",
+)
 
 
 def _check_files(field: str, value: Any) -> None:
@@ -118,141 +127,142 @@ class SourceConfig:
     "document"}`` for the ``text`` builder (one document per file instead of per line)."""
 
     def __post_init__(self) -> None:
+        """Check every field (in this order, so the first problem is the one reported)."""
+        self._check_name_and_path()
+        self._check_numbers()
+        self._check_strings()
+        self._check_files_and_splits()
+        self._check_template()
+        self._check_held_out()
+
+    def _refuse(self, field: str, value: Any, expected: str) -> ConfigError:
+        return ConfigError(f"{field}={value!r} (source {self.name!r}): {expected}")
+
+    def _check_name_and_path(self) -> None:
         if not isinstance(self.name, str) or not _NAME.match(self.name):
             raise ConfigError(
                 f"name={self.name!r}: expected letters, digits, '_', '-', '.' "
                 "(starting with a letter or digit)"
             )
         if not isinstance(self.path, str) or not self.path.strip():
-            raise ConfigError(
-                f"path={self.path!r} (source {self.name!r}): expected "
-                "'embedded:<name>', a datasets builder "
-                f"({', '.join(LOCAL_BUILDERS)}), a local folder or a hub dataset id"
+            raise self._refuse(
+                "path",
+                self.path,
+                "expected 'embedded:<name>', a datasets builder "
+                f"({', '.join(LOCAL_BUILDERS)}), a local folder or a hub dataset id",
             )
         if self.path.startswith(_EMBEDDED_PREFIX):
-            corpus = self.path[len(_EMBEDDED_PREFIX) :]
-            if corpus not in embedded.EMBEDDED_SOURCES:
-                allowed = ", ".join(_EMBEDDED_PREFIX + n for n in embedded.EMBEDDED_SOURCES)
-                raise ConfigError(
-                    f"path={self.path!r} (source {self.name!r}): unknown embedded "
-                    f"corpus; allowed: {allowed}"
+            self._check_embedded()
+
+    def _check_embedded(self) -> None:
+        """An embedded corpus exists and takes none of the hub and file options."""
+        corpus = self.path[len(_EMBEDDED_PREFIX) :]
+        if corpus not in embedded.EMBEDDED_SOURCES:
+            allowed = ", ".join(_EMBEDDED_PREFIX + n for n in embedded.EMBEDDED_SOURCES)
+            raise self._refuse("path", self.path, f"unknown embedded corpus; allowed: {allowed}")
+        for field in _NOT_EMBEDDED:
+            if getattr(self, field) is not None:
+                raise self._refuse(
+                    field,
+                    getattr(self, field),
+                    f"not applicable to the embedded corpus {self.path!r}",
                 )
-            for field in (
-                "config_name",
-                "data_files",
-                "val_split",
-                "val_data_files",
-                "revision",
-                "text_template",
-                "load_kwargs",
-            ):
-                if getattr(self, field) is not None:
-                    raise ConfigError(
-                        f"{field}={getattr(self, field)!r} (source {self.name!r}): "
-                        f"not applicable to the embedded corpus {self.path!r}"
-                    )
+
+    def _check_numbers(self) -> None:
+        weight = self.weight
         if (
-            isinstance(self.weight, bool)
-            or not isinstance(self.weight, int | float)
-            or not math.isfinite(self.weight)
-            or self.weight < 0
+            isinstance(weight, bool)
+            or not isinstance(weight, int | float)
+            or not math.isfinite(weight)
+            or weight < 0
         ):
-            raise ConfigError(
-                f"weight={self.weight!r} (source {self.name!r}): expected a finite "
-                "number >= 0 (a token share; 0 = held-out only)"
+            raise self._refuse(
+                "weight", weight, "expected a finite number >= 0 (a token share; 0 = held-out only)"
             )
-        self.weight = float(self.weight)
-        for field in ("max_tokens", "val_tokens"):
+        self.weight = float(weight)
+        for field, low in (("max_tokens", 1), ("val_tokens", 0)):
             value = getattr(self, field)
-            low = 1 if field == "max_tokens" else 0
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < low
             ):
-                raise ConfigError(
-                    f"{field}={value!r} (source {self.name!r}): expected None or "
-                    f"an integer >= {low}"
-                )
+                raise self._refuse(field, value, f"expected None or an integer >= {low}")
+
+    def _check_strings(self) -> None:
         for field in ("split", "text_field"):
             value = getattr(self, field)
             if not isinstance(value, str) or not value.strip():
-                raise ConfigError(
-                    f"{field}={value!r} (source {self.name!r}): expected a non-empty string"
-                )
+                raise self._refuse(field, value, "expected a non-empty string")
         for field in ("config_name", "val_split", "revision"):
             value = getattr(self, field)
             if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise ConfigError(
-                    f"{field}={value!r} (source {self.name!r}): expected None or a non-empty string"
-                )
+                raise self._refuse(field, value, "expected None or a non-empty string")
+
+    def _check_files_and_splits(self) -> None:
+        """Files are given where a builder needs them, and held-out text cannot overlap the
+        training text (another split, or files disjoint from the training files)."""
         _check_files("data_files", self.data_files)
         _check_files("val_data_files", self.val_data_files)
         if self.path in LOCAL_BUILDERS and self.data_files is None:
-            raise ConfigError(
-                f"data_files=None (source {self.name!r}): the {self.path!r} builder "
-                "needs data_files (paths or globs)"
+            raise self._refuse(
+                "data_files", None, f"the {self.path!r} builder needs data_files (paths or globs)"
             )
-        if (
-            self.val_split is not None
-            and self.val_split == self.split
-            and self.val_data_files is None
-        ):
-            raise ConfigError(
-                f"val_split={self.val_split!r} (source {self.name!r}): must differ "
-                f"from split={self.split!r} (held-out text must not overlap "
-                "training text); or give val_data_files"
-            )
-        if (
-            self.val_split is not None
-            and self.val_data_files is None
-            and self.data_files is not None
-        ):
-            raise ConfigError(
-                f"val_split={self.val_split!r} (source {self.name!r}): with "
-                "data_files set, also give val_data_files for the held-out split"
-            )
+        if self.val_split is not None and self.val_data_files is None:
+            if self.val_split == self.split:
+                raise self._refuse(
+                    "val_split",
+                    self.val_split,
+                    f"must differ from split={self.split!r} (held-out text must not overlap "
+                    "training text); or give val_data_files",
+                )
+            if self.data_files is not None:
+                raise self._refuse(
+                    "val_split",
+                    self.val_split,
+                    "with data_files set, also give val_data_files for the held-out split",
+                )
         if self.val_data_files is not None and (self.val_split or self.split) == self.split:
             if self.data_files is None:
-                raise ConfigError(
-                    f"val_data_files={self.val_data_files!r} (source {self.name!r}): training "
-                    f"reads all of split {self.split!r}, which may contain these files; set "
-                    "data_files to the training files (disjoint from val_data_files)"
+                raise self._refuse(
+                    "val_data_files",
+                    self.val_data_files,
+                    f"training reads all of split {self.split!r}, which may contain these "
+                    "files; set data_files to the training files (disjoint from val_data_files)",
                 )
             shared = set(_files_list(self.data_files)) & set(_files_list(self.val_data_files))
             if shared:
-                raise ConfigError(
-                    f"val_data_files={self.val_data_files!r} (source "
-                    f"{self.name!r}): also in data_files: {sorted(shared)}"
+                raise self._refuse(
+                    "val_data_files", self.val_data_files, f"also in data_files: {sorted(shared)}"
                 )
-        if self.text_template is not None:
-            try:
-                fields = [f for _, f, _, _ in string.Formatter().parse(self.text_template) if f]
-            except ValueError as err:
-                raise ConfigError(
-                    f"text_template={self.text_template!r} (source "
-                    f"{self.name!r}): not a str.format template ({err})"
-                ) from None
-            if not fields:
-                raise ConfigError(
-                    f"text_template={self.text_template!r} (source {self.name!r}): "
-                    "names no column, e.g. '{problem}\\n{solution}'"
-                )
+
+    def _check_template(self) -> None:
+        if self.text_template is None:
+            return
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(self.text_template) if f]
+        except ValueError as err:
+            raise self._refuse(
+                "text_template", self.text_template, f"not a str.format template ({err})"
+            ) from None
+        if not fields:
+            raise self._refuse(
+                "text_template",
+                self.text_template,
+                "names no column, e.g. '{problem}\\n{solution}'",
+            )
+
+    def _check_held_out(self) -> None:
         if self.val_name is not None and not (
             isinstance(self.val_name, str) and _NAME.match(self.val_name)
         ):
-            raise ConfigError(
-                f"val_name={self.val_name!r} (source {self.name!r}): expected "
-                "letters, digits, '_', '-', '.'"
-            )
+            raise self._refuse("val_name", self.val_name, "expected letters, digits, '_', '-', '.'")
         if self.load_kwargs is not None and not isinstance(self.load_kwargs, dict):
-            raise ConfigError(
-                f"load_kwargs={self.load_kwargs!r} (source {self.name!r}): "
-                "expected a mapping or None"
-            )
+            raise self._refuse("load_kwargs", self.load_kwargs, "expected a mapping or None")
         if self.weight == 0 and not self.has_val:
-            raise ConfigError(
-                f"weight=0 (source {self.name!r}): a source with weight 0 must have "
-                "a held-out set (val_tokens, val_split or val_data_files), "
-                "otherwise it contributes nothing"
+            raise self._refuse(
+                "weight",
+                0,
+                "a source with weight 0 must have a held-out set (val_tokens, val_split or "
+                "val_data_files), otherwise it contributes nothing",
             )
 
     # ----------------------------------------------------------------- derived properties

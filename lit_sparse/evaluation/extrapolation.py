@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lit_sparse.attention import build_attention
 from lit_sparse.errors import ConfigError
-from lit_sparse.model import LanguageModel
+from lit_sparse.model import LanguageModel, token_nll
+from lit_sparse.tables import markdown_table
 
 __all__ = [
     "ExtrapolationResult",
@@ -83,12 +83,6 @@ def with_new_offsets(model: LanguageModel, new_offsets: str | None) -> LanguageM
     rebuilt = LanguageModel(model.config, build_attention(attention, new_offsets=new_offsets))
     rebuilt.load_state_dict(model.state_dict())
     return rebuilt.to(next(model.parameters()).device)
-
-
-def _token_nll(model: nn.Module, x: Tensor, y: Tensor) -> Tensor:
-    """Per-token NLL (B, T), computed as LitLanguageModel.token_nll does (float CE)."""
-    logits = model(x)
-    return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none").view_as(y)
 
 
 def _multiple(length: int, training_length: int) -> str:
@@ -243,9 +237,8 @@ class ExtrapolationResult:
             + (f"; checkpoint {self.checkpoint}" if self.checkpoint else "")
             + ").",
             "",
-            "| " + " | ".join(header) + " |",
-            "|---" + "|---:" * (len(header) - 1) + "|",
         ]
+        rows = []
         for name in self.sets:
             cells = [name]
             for t in self.lengths:
@@ -254,7 +247,8 @@ class ExtrapolationResult:
             for t in others:
                 change = self.change_pct(name, t)
                 cells.append(f"{change:+.1f} %" if math.isfinite(change) else "n/a")
-            lines.append("| " + " | ".join(cells) + " |")
+            rows.append(cells)
+        lines.append(markdown_table(header, rows, align="l" + "r" * (len(header) - 1)))
         windows = "; ".join(
             f"{name}: " + " / ".join(str(self.windows[name][t]) for t in self.lengths)
             for name in self.sets
@@ -267,12 +261,13 @@ class ExtrapolationResult:
                 "",
                 "Distances attended at the longer lengths that training never used, per layer:",
                 "",
-                "| layer | " + " | ".join(str(t) for t in longer) + " |",
-                "|---" + "|---" * len(longer) + "|",
             ]
-            for layer in layers:
-                cells = [format_distances(self.unseen_distances[t].get(layer, [])) for t in longer]
-                lines.append(f"| {layer} | " + " | ".join(cells) + " |")
+            rows = [
+                [str(layer)]
+                + [format_distances(self.unseen_distances[t].get(layer, [])) for t in longer]
+                for layer in layers
+            ]
+            lines.append(markdown_table(["layer", *map(str, longer)], rows))
         return "\n".join(lines) + "\n"
 
 
@@ -307,13 +302,37 @@ def evaluate_lengths(
     lengths = extrapolation_lengths(inner.config.context_length, lengths=lengths)
     names = list(datamodule.val_set_names) if sets is None else list(sets)
     evaluated = with_new_offsets(inner, new_offsets)
-    device = next(evaluated.parameters()).device
-    # (2, sets, lengths): NLL sums and window counts, float64 (exact counts to 2^53)
+    local = _score_sets(evaluated, datamodule, names, lengths, batch_size, context)
+    total = (reduce(local) if reduce is not None else local).detach().cpu()
+    training_length = inner.config.context_length
+    return ExtrapolationResult(
+        training_length=training_length,
+        lengths=lengths,
+        **_per_set_and_length(total, names, lengths),
+        unseen_distances={
+            length: {layer: list(d) for layer, d in evaluated.unseen_distances(length).items()}
+            for length in lengths
+            if length > training_length
+        },
+        new_offsets=new_offsets,
+    )
+
+
+def _score_sets(
+    model: LanguageModel,
+    datamodule: Any,
+    names: list[str],
+    lengths: list[int],
+    batch_size: int | None,
+    context: Callable[[], contextlib.AbstractContextManager] | None,
+) -> Tensor:
+    """(2, sets, lengths) float64 (exact counts to 2^53): this process's NLL sums and
+    window counts, in eval and inference mode as Lightning's validation loop."""
+    device = next(model.parameters()).device
     local = torch.zeros(2, len(names), len(lengths), dtype=torch.float64, device=device)
-    was_training = evaluated.training
-    evaluated.eval()
+    was_training = model.training
+    model.eval()
     try:
-        # inference mode, as Lightning's validation loop (no autograd state at all)
         with torch.inference_mode(), context() if context is not None else contextlib.nullcontext():
             for i, name in enumerate(names):
                 for j, length in enumerate(lengths):
@@ -324,13 +343,17 @@ def evaluate_lengths(
                             raise
                         continue  # the set has no window this long: nan, on every rank
                     for x, y in loader:
-                        nll = _token_nll(evaluated, x.to(device), y.to(device))
+                        nll = token_nll(model(x.to(device)), y.to(device))
                         local[0, i, j] += nll.double().sum()
                         local[1, i, j] += nll.shape[0]
     finally:
-        evaluated.train(was_training)
-    total = reduce(local) if reduce is not None else local
-    total = total.detach().cpu()
+        model.train(was_training)
+    return local
+
+
+def _per_set_and_length(total: Tensor, names: list[str], lengths: list[int]) -> dict[str, Any]:
+    """ExtrapolationResult's nll, tokens and windows (set -> length -> value) from the
+    summed (2, sets, lengths) scores of every process."""
     nll: dict[str, dict[int, float]] = {}
     tokens: dict[str, dict[int, int]] = {}
     windows: dict[str, dict[int, int]] = {}
@@ -341,18 +364,4 @@ def evaluate_lengths(
             windows[name][length] = count
             tokens[name][length] = count * length
             nll[name][length] = float(total[0, i, j]) / (count * length) if count else math.nan
-    training_length = inner.config.context_length
-    unseen = {
-        length: {layer: list(d) for layer, d in evaluated.unseen_distances(length).items()}
-        for length in lengths
-        if length > training_length
-    }
-    return ExtrapolationResult(
-        training_length=training_length,
-        lengths=lengths,
-        nll=nll,
-        tokens=tokens,
-        windows=windows,
-        unseen_distances=unseen,
-        new_offsets=new_offsets,
-    )
+    return {"nll": nll, "tokens": tokens, "windows": windows}

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torchmetrics import Metric
 
@@ -28,6 +27,7 @@ from lit_sparse.attention import AttentionPlugin
 from lit_sparse.config import ModelConfig
 from lit_sparse.data.probe import IGNORE_INDEX
 from lit_sparse.errors import ConfigError, NonFiniteLossError
+from lit_sparse.model import token_nll
 from lit_sparse.module import LitLanguageModel
 
 __all__ = ["PROBE_MODEL", "ProbeAccuracy", "ProbeModule", "ProbeScores", "probe_counts"]
@@ -179,10 +179,7 @@ class ProbeModule(LitLanguageModel):
     def probe_nll(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         """Logits (B, T, V) and per-position NLL (B, T), 0 where y is -100."""
         logits = self.model(x)
-        nll = F.cross_entropy(
-            logits.flatten(0, 1).float(), y.flatten(), reduction="none", ignore_index=IGNORE_INDEX
-        )
-        return logits, nll.view_as(y)
+        return logits, token_nll(logits, y, ignore_index=IGNORE_INDEX)
 
     # ----------------------------------------------------------------- training
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:

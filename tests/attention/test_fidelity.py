@@ -166,3 +166,20 @@ def test_coprime_warns_when_it_is_the_linear_schedule(n_layers, same, caplog):
     assert (coprime == linear) is same
     warned = [r for r in caplog.records if "is the 'linear' schedule" in r.getMessage()]
     assert bool(warned) is same
+
+
+@pytest.mark.parametrize("theta", [0.0, 0.8, -0.6])
+def test_learned_pow2_beyond_the_training_length_is_prefix_consistent(theta):
+    """A learned layer's later pow2 rungs exist at a length as soon as some alpha in range
+    could read them there: at alpha 1 (theta 0), rung 64 of a model trained at 64 is read
+    by position 64 of a 65-token sequence as in a 300-token one (found by the conformance
+    kit: the rung was added only once alpha_max * 64 fit)."""
+    plugin = FibonacciAttention(window=2, rungs="pow2", schedule="learned")
+    pattern = plugin.build(0, 1, 64).double()
+    with torch.no_grad():
+        pattern.theta.fill_(theta)
+    q, k, v = qkv(300)
+    full = pattern(q, k, v)
+    for length in (64, 65, 97, 129, 200):
+        part = pattern(q[:, :, :length], k[:, :, :length], v[:, :, :length])
+        torch.testing.assert_close(part, full[:, :, :length], rtol=1e-10, atol=1e-10)

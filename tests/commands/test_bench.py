@@ -13,6 +13,7 @@ from lit_sparse import list_attention
 from lit_sparse.commands.bench import (
     FLEX,
     LEARNED,
+    bench_plugins,
     build_plugin,
     fibonacci_keys,
     flex_block_mask,
@@ -35,8 +36,10 @@ def test_bench_attention_writes_rows(tmp_path, capsys):
         assert set(row) == {"T", "plugin", "ms", "speedup_vs_dense", "peak_mb"} | FLOOR_KEYS
         assert row["ms"] > 0 and row["peak_mb"] >= 0 and row["speedup_vs_dense"] > 0
     assert [r["speedup_vs_dense"] for r in rows if r["plugin"] == "dense"] == [1.0, 1.0]
-    table = capsys.readouterr().out
-    assert "x dense" in table and "fibonacci_learned" in table
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith("| T | plugin | ms fwd+bwd | x dense |")
+    assert table[1] == "|---:|---|---:|---:|---:|---:|---:|"  # a Markdown table
+    assert [line.split(" | ")[1] for line in table[2:]] == [r["plugin"] for r in rows]
 
 
 def test_bench_train_reports_tokens_per_second(tmp_path):
@@ -63,7 +66,13 @@ def test_unknown_plugin_is_an_error(capsys):
     assert "unknown plugins" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", [*list_attention(), LEARNED])
+def test_every_registered_plugin_has_a_bench_row():
+    rows = bench_plugins(12, fibonacci_keys(12, 1024))
+    assert {type(plugin).name for plugin in rows.values()} == set(list_attention())
+    assert {"dense", "fibonacci", LEARNED} <= set(rows)
+
+
+@pytest.mark.parametrize("name", list(bench_plugins(12, fibonacci_keys(12, 1024))))
 def test_plugins_attend_equal_keys_per_query(name):
     """The bench's configurations give every sparse plugin fibonacci's keys per query."""
     if name == "dense":
@@ -150,7 +159,9 @@ def test_a_failed_row_carries_its_error_and_the_exit_code_is_1(tmp_path, monkeyp
         except Exception:
             return None
 
-    monkeypatch.setattr(bench, "_plugin_names", lambda: ["dense", "fibonacci", "no_such_plugin"])
+    monkeypatch.setattr(
+        bench, "_plugin_names", lambda window=12: ["dense", "fibonacci", "no_such_plugin"]
+    )
     monkeypatch.setattr(bench, "_run_child", in_process)
     path = tmp_path / "rows.json"
     args = ["attention", "--lengths", "32", "--plugins", "fibonacci", "no_such_plugin"]

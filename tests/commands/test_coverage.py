@@ -33,10 +33,10 @@ def test_paper_configs_at_w8_and_1024(config, union, beyond, capsys):
     assert union_line(out) == (union, beyond)
     if config == "fixed.yaml":  # every layer: 0..8 and the ten rungs 13..987
         rows = [
-            line for line in out.splitlines() if re.match(r"\s+\d+\s+1\.0000\s+19\s+10\s", line)
+            line for line in out.splitlines() if re.match(r"\| \d+ \| 1\.0000 \| 19 \| 10 \|", line)
         ]
-        assert len(rows) == 16
-        assert rows[0].endswith("0..8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987")
+        assert len(rows) == 16  # Markdown rows: layer | alpha | count | >W | distances
+        assert rows[0].endswith("| 0..8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987 |")
 
 
 def test_window_override_and_length(capsys):

@@ -20,8 +20,8 @@ CONFIGS = ROOT / "configs"
 
 
 def number(text: str, label: str, column: int) -> int:
-    line = next(line for line in text.splitlines() if line.startswith(label))
-    cells = re.split(r"\s{2,}", line.strip())
+    line = next(line for line in text.splitlines() if line.startswith(f"| {label} |"))
+    cells = line.strip("| ").split(" | ")  # a Markdown row: term | dense | sparse | ratio
     return int(cells[column].replace(",", ""))
 
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from lit_sparse.__main__ import main as lit_main
-from lit_sparse.attention.fibonacci import rung_width_at
+from lit_sparse.attention.gaussian_read import rung_width_at
 from lit_sparse.commands.probe import main, probe_parser, run_probe
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The Gaussian ("blur") rung read and learned alphas from a given start (fibonacci.py)."""
+"""The Gaussian ("blur") rung read (gaussian_read.py) and learned alphas from a given start."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lit_sparse import FibonacciAttention, LanguageModel, ModelConfig
-from lit_sparse.attention.fibonacci import GaussianFibonacciPattern, rung_width_at
+from lit_sparse.attention.gaussian_read import GaussianFibonacciPattern, rung_width_at
 
 
 def gaussian_pattern(window=2, length=40, theta=0.3, width=3.0, n_rungs=8):
@@ -144,9 +144,12 @@ def test_learned_alphas_start_from_a_given_list():
         ({"schedule": "learned", "alpha_init": [0.5, 1.0]}, "strictly between alpha_min=0.5"),
         ({"schedule": "learned", "alpha_init": []}, "expected one alpha per layer"),
         ({"schedule": "fixed", "rung_read": "gaussian"}, "rung_read='gaussian' needs schedule"),
-        ({"schedule": "learned", "rung_read": "blur"}, "rung_read='blur'"),
-        ({"rung_width_end": 0.0}, "rung_width_end=0.0"),
-        ({"rung_width_anneal": 1.5}, "rung_width_anneal=1.5"),
+        (
+            {"schedule": "learned", "rung_read": "blur"},
+            "rung_read must be one of 'interpolate', 'gaussian', got 'blur'",
+        ),
+        ({"rung_width_end": 0.0}, "rung_width_end must be > 0 and finite, got 0.0"),
+        ({"rung_width_anneal": 1.5}, "rung_width_anneal must be in (0, 1], got 1.5"),
     ],
 )
 def test_bad_options_name_the_field(kwargs, message):

@@ -1,0 +1,5 @@
+"""An example third-party lit_sparse attention plugin (see docs/plugins.md)."""
+
+from .dilated import DilatedAttention
+
+__all__ = ["DilatedAttention"]

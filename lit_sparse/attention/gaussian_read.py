@@ -1,0 +1,106 @@
+"""The Gaussian ("blur") rung read: the retrieval probe's dense O(T^2) path.
+
+``FibonacciAttention(schedule="learned", rung_read="gaussian")`` builds these layers; the
+probe (``lit_sparse.evaluation.probe``, paper table 2) trains them and anneals their width
+each step with :meth:`GaussianFibonacciPattern.set_progress`. Every other fibonacci layer
+runs the linear kernels; this one builds (T, T) bands, so it is for short sequences only.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .fibonacci import LearnedFibonacciPattern, NewOffsets
+from .kernels import KeySlots
+
+__all__ = ["GaussianFibonacciPattern", "rung_width_at"]
+
+
+def rung_width_at(progress: float, start: float, end: float, anneal: float) -> float:
+    """Width (sigma, in positions) of the Gaussian rung read at training ``progress`` in [0, 1]:
+    linear from ``start`` to ``end`` over the first ``anneal`` of training, ``end`` after."""
+    share = min(1.0, max(0.0, progress) / anneal)
+    return start + (end - start) * share
+
+
+class GaussianFibonacciPattern(LearnedFibonacciPattern):
+    """Learned alpha whose rungs read a Gaussian band of rows ("blur"; the paper's probe).
+
+    Rung r, with target t = alpha * f, reads for query i a virtual key and value
+    sum_j m_r(i, j) * row[j] with m_r(i, j) proportional to exp(-(i - j - t)^2 / (2 sigma^2))
+    over the rows j <= i that exist, normalised per query (so a band that reaches past the
+    first position is renormalised over the rows there are). Window distances 0..W are
+    exact, and a rung is used under the learned rules (skipped when round(t) <= W, when
+    floor(t) > T - 1 or when an earlier rung has the same floor(t); valid for i >= floor(t)).
+    Its score is q . k_r / sqrt(D) and it competes with the window keys in one softmax.
+    theta's gradient flows through the band's centre t.
+
+    The width sigma is the buffer ``rung_width`` (saved in checkpoints); the trainer anneals it
+    with :meth:`set_progress` (:func:`rung_width_at`). This path is dense, O(T^2) in time and
+    memory: the score matrix and one (T, T) band per rung. Meant for short sequences such as
+    the retrieval probe (T = 512); ``forward`` and ``reference`` are the same computation.
+    """
+
+    def __init__(
+        self,
+        training_length: int,
+        window: int,
+        rungs: str,
+        n_rungs: int,
+        new_offsets: NewOffsets,
+        alpha: float,
+        alpha_min: float,
+        alpha_max: float,
+        width_start: float,
+        width_end: float,
+        width_anneal: float,
+    ):
+        super().__init__(
+            training_length, window, rungs, n_rungs, new_offsets, alpha, alpha_min, alpha_max
+        )
+        self.width_start, self.width_end, self.width_anneal = width_start, width_end, width_anneal
+        self.register_buffer("rung_width", torch.tensor(float(width_start)))
+
+    def set_progress(self, progress: float) -> None:
+        """Set the width for training ``progress`` (optimizer step / total steps)."""
+        width = rung_width_at(progress, self.width_start, self.width_end, self.width_anneal)
+        self.rung_width.fill_(width)
+
+    def bands(self, slots: KeySlots, length: int, device: torch.device) -> tuple[Tensor, Tensor]:
+        """The per-query normalised bands (R, T, T) of ``slots`` (this layer's at ``length``)
+        and where each rung is valid (T, R)."""
+        centre = slots.rung_lo.to(slots.rung_frac.dtype) + slots.rung_frac  # (R,) = alpha * f
+        i = torch.arange(length, device=device)
+        rel = (i[:, None] - i[None, :]).to(centre.dtype)  # (T, T) distance i - j
+        width = self.rung_width.to(centre.dtype)
+        logw = -((rel[None] - centre[:, None, None]) ** 2) / (2 * width**2)  # (R, T, T)
+        logw = logw.masked_fill(rel[None] < 0, float("-inf"))  # future rows do not exist
+        band = torch.softmax(logw, dim=-1)  # normalised over the rows j <= i of each query
+        valid = slots.rung_valid[None, :] & (i[:, None] >= slots.rung_lo[None, :])  # (T, R)
+        return band, valid
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        batch, heads, length, dim = q.shape
+        kv_heads = k.shape[1]
+        qg = q.view(batch, kv_heads, heads // kv_heads, length, dim)  # (B, KV, G, T, D)
+        scores = torch.einsum("bkgid,bkjd->bkgij", qg, k) * dim**-0.5  # (B, KV, G, T, T)
+        slots = self.slots(length, q.device)
+        i = torch.arange(length, device=q.device)
+        rel = i[:, None] - i[None, :]
+        near = torch.isin(rel, slots.distances) & (rel >= 0)  # (T, T) exact window
+        window_logits = scores.masked_fill(~near, float("-inf"))
+        band, valid = self.bands(slots, length, q.device)
+        band = band.to(q.dtype)
+        rung_logits = torch.einsum("bkgij,rij->bkgir", scores, band)  # (B, KV, G, T, R)
+        rung_logits = rung_logits.masked_fill(~valid, float("-inf"))
+        probs = torch.softmax(torch.cat([window_logits, rung_logits], dim=-1), dim=-1)
+        mix = probs[..., :length] + torch.einsum("bkgir,rij->bkgij", probs[..., length:], band)
+        out = torch.einsum("bkgij,bkjd->bkgid", mix, v)  # (B, KV, G, T, D)
+        return out.reshape(batch, heads, length, dim)
+
+    def reference(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        return self.forward(q, k, v)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, rung_read=gaussian, width={float(self.rung_width):.3g}"

@@ -1,0 +1,64 @@
+"""Checks of a plugin's options, shared by every plugin: each raises ConfigError in one line,
+``<option> must be <what is allowed>, got <value>``.
+
+A plugin calls them at the top of its constructor, so a bad value fails the same way from a
+config file, the command line or Python (LightningCLI reports the message as is)::
+
+    at_least(0, window=window, n_global=n_global)
+    positive(alpha=alpha)
+    check_choices(self)  # every Literal[...] argument, from the constructor's annotations
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import typing
+from typing import Any, Literal
+
+from ..errors import ConfigError
+
+__all__ = ["at_least", "check_choices", "choices_of", "positive", "share"]
+
+
+def at_least(low: float, **values: float) -> None:
+    """Every value is >= ``low``: ``window must be >= 0, got -1``."""
+    for name, value in values.items():
+        if not value >= low:
+            raise ConfigError(f"{name} must be >= {low}, got {value}")
+
+
+def positive(**values: float) -> None:
+    """Every value is a finite number > 0: ``rung_width_end must be > 0 and finite, got 0.0``."""
+    for name, value in values.items():
+        if not 0 < value < math.inf:
+            raise ConfigError(f"{name} must be > 0 and finite, got {value}")
+
+
+def share(**values: float) -> None:
+    """Every value is a share in (0, 1]: ``anneal must be in (0, 1], got 1.5``."""
+    for name, value in values.items():
+        if not 0 < value <= 1:
+            raise ConfigError(f"{name} must be in (0, 1], got {value}")
+
+
+def choices_of(cls: type) -> dict[str, tuple[Any, ...]]:
+    """The arguments of ``cls.__init__`` annotated ``Literal[...]``, with their choices."""
+    hints = typing.get_type_hints(cls.__init__)
+    found = {}
+    for name in inspect.signature(cls.__init__).parameters:
+        hint = hints.get(name)
+        if typing.get_origin(hint) is Literal:
+            found[name] = typing.get_args(hint)
+    return found
+
+
+def check_choices(plugin: Any) -> None:
+    """Every ``Literal[...]`` argument of ``type(plugin).__init__``, read back from the
+    attribute of the same name, is one of its choices:
+    ``schedule must be one of 'fixed', 'learned', got 'cosine'``."""
+    for name, allowed in choices_of(type(plugin)).items():
+        value = getattr(plugin, name)
+        if value not in allowed:
+            shown = ", ".join(repr(choice) for choice in allowed)
+            raise ConfigError(f"{name} must be one of {shown}, got {value!r}")
