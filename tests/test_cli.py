@@ -129,7 +129,7 @@ def test_plugin_options_are_documented_in_help(capsys):
     help_text = capsys.readouterr().out
     for option in ("--model.attention.window", "--model.attention.schedule", "new_offsets"):
         assert option in help_text
-    assert "recomputed at the running length" in " ".join(help_text.split())
+    assert "at the training length T; longer sequences add" in " ".join(help_text.split())
 
 
 def test_an_unreachable_hub_fails_fast_with_one_line(tmp_path, monkeypatch, capsys):
