@@ -1,10 +1,12 @@
 """Attention kernels: one op, attention over per-query key slots, on every device.
 
-``sparse_attention`` picks the implementation: the sparse-BLAS path (``csr``) for CPU tensors;
-the Triton kernel (``triton_kernel``) for CUDA tensors when Triton is installed and the
-slots are relative (exact distances and interpolated rungs); else the chunked-gather torch
-path (``gather``, any device: BigBird's absolute keys on CUDA). ``reference`` holds the
-dense O(T^2) paths that tests compare against.
+``sparse_attention`` picks the implementation: for CPU tensors the compiled kernel
+(``compiled``: C++ loops built on first use, dynamic work sharing between threads) or, where it
+cannot be built, the sparse-BLAS path (``csr``); the Triton kernel (``triton_kernel``) for
+CUDA tensors when Triton is installed and the slots are relative (exact distances and
+interpolated rungs); else the chunked-gather torch path (``gather``, any device: BigBird's
+absolute keys on CUDA). ``reference`` holds the dense O(T^2) paths that tests compare
+against.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import functools
 
 from torch import Tensor
 
+from . import compiled
 from .csr import csr_attention
 from .gather import gather_attention
 from .slots import KeySlots, exact_slots
@@ -33,6 +36,8 @@ def _triton():
 def sparse_attention(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:
     """Causal attention of q (B, H, T, D) over ``slots`` of k, v (B, KV, T, D); GQA as a view."""
     if q.device.type == "cpu":
+        if compiled.available():
+            return compiled.compiled_attention(q, k, v, slots)
         return csr_attention(q, k, v, slots)
     if q.is_cuda:
         kernel = _triton()

@@ -1,0 +1,210 @@
+"""The compiled CPU kernel: ``slots_cpu.cpp``, built on first use by torch's C++ extension
+loader and cached (``$TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extensions``).
+
+The op is plain loops over each query's slots, threads taking small work items from a shared
+counter (see the source's header). Building needs a C++ compiler and ninja (a dependency);
+it takes about a minute once per machine and torch version. Where it cannot be built, or
+with ``LIT_SPARSE_CPU_KERNEL=csr``, :func:`available` is False and the sparse-BLAS kernel
+(``csr.py``) runs instead; the reason is logged once.
+
+Threads: :func:`usable_threads` counts the cores this process may use: the CPU affinity
+mask, a cgroup CPU quota (a container's ``cpu.max``, or cgroup v1's CFS quota), and torch's
+own thread setting, whichever is smallest. ``os.cpu_count()`` alone overcounts in both cases.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import math
+import os
+import platform
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from .slots import KeySlots
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("slots_cpu.cpp")
+_FLAGS = [
+    "-O3",
+    "-march=native",
+    # let the compiler vectorise the dot products (reassociation), keep inf semantics
+    "-fno-math-errno",
+    "-fno-trapping-math",
+    "-fno-signed-zeros",
+    "-fassociative-math",
+]
+
+
+def _cpu_signature() -> str:
+    """A short hash of the CPU's model and features: -march=native code is built per CPU,
+    so a shared cache folder never hands one machine another's binary."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+        lines = [ln for ln in info.splitlines() if ln.startswith(("model name", "flags"))][:2]
+    except OSError:
+        lines = [platform.processor()]
+    text = "\n".join([platform.machine(), *lines])
+    return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+@functools.cache
+def _extension():
+    """The built module, or None (the reason logged once)."""
+    if os.environ.get("LIT_SPARSE_CPU_KERNEL", "").strip().lower() == "csr":
+        return None
+    try:
+        from torch.utils.cpp_extension import load
+
+        return load(
+            name=f"lit_sparse_slots_cpu_{_cpu_signature()}",
+            sources=[str(SOURCE)],
+            extra_cflags=_FLAGS,
+            verbose=False,
+        )
+    except Exception as err:  # no compiler, no ninja, unsupported platform
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        log.warning("compiled CPU kernel unavailable (%s); using the sparse-BLAS kernel", first)
+        return None
+
+
+def available() -> bool:
+    """Whether the compiled kernel is built (building it on the first call)."""
+    return _extension() is not None
+
+
+def cgroup_cpus(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """CPUs a cgroup quota allows this process (cgroup v2 ``cpu.max``, else v1's CFS quota
+    and period), None when there is no quota."""
+    candidates = [
+        (root / "cpu.max", None),
+        (root / "cpu" / "cpu.cfs_quota_us", root / "cpu" / "cpu.cfs_period_us"),
+        (root / "cpu,cpuacct" / "cpu.cfs_quota_us", root / "cpu,cpuacct" / "cpu.cfs_period_us"),
+    ]
+    for quota_file, period_file in candidates:
+        try:
+            if period_file is None:
+                quota, period = quota_file.read_text().split()[:2]
+            else:
+                quota, period = quota_file.read_text().strip(), period_file.read_text().strip()
+            if quota in ("max", "-1"):
+                return None
+            return int(quota) / int(period)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+@functools.cache
+def _machine_threads() -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    quota = cgroup_cpus()
+    if quota is not None:
+        cores = min(cores, max(1, math.ceil(quota)))
+    return max(1, cores)
+
+
+def usable_threads() -> int:
+    """Threads for one call: affinity, cgroup quota and torch.get_num_threads(), the least."""
+    return max(1, min(_machine_threads(), torch.get_num_threads()))
+
+
+def _resolve(slots: KeySlots, length: int):
+    """The slots against ``length``: exact distances that can be valid, the used rungs (and
+    their indices into the slots' rungs), the absolute keys and who reads each of them."""
+    exact = slots.distances.to("cpu", torch.long)
+    exact = exact[exact < length].contiguous()
+    keep = lo = frac = None
+    if slots.n_rungs:
+        lo_all = slots.rung_lo.detach().to("cpu", torch.long)
+        keep = torch.nonzero(slots.rung_valid.to("cpu") & (lo_all < length)).flatten()
+        lo = lo_all[keep].contiguous()
+        frac = slots.rung_frac.detach().to("cpu", torch.float64)[keep].contiguous()
+    else:
+        lo = torch.zeros(0, dtype=torch.long)
+        frac = torch.zeros(0, dtype=torch.float64)
+    empty = torch.zeros(0, dtype=torch.long)
+    block_keys, readers = torch.zeros(0, 0, dtype=torch.long), (empty, empty, empty)
+    if slots.n_absolute:
+        n_blocks = -(-length // slots.block_size)
+        block_keys = slots.block_keys[:n_blocks].to("cpu", torch.long).contiguous()
+        readers = _readers(block_keys, length)
+    return exact, keep, lo, frac, block_keys, readers
+
+
+def _readers(block_keys: Tensor, length: int) -> tuple[Tensor, Tensor, Tensor]:
+    """For each key row, the (block, slot) pairs that draw it, as CSR arrays ordered by key
+    and then block: (ptr (T + 1,), block, slot)."""
+    n_blocks, n_abs = block_keys.shape
+    keys = block_keys.reshape(-1)
+    blocks = torch.arange(n_blocks).repeat_interleave(n_abs)
+    slot = torch.arange(n_abs).repeat(n_blocks)
+    used = (keys >= 0) & (keys < length)
+    keys, blocks, slot = keys[used], blocks[used], slot[used]
+    order = torch.argsort(keys * n_blocks + blocks, stable=True)
+    keys, blocks, slot = keys[order], blocks[order], slot[order]
+    ptr = torch.zeros(length + 1, dtype=torch.long)
+    ptr[1:] = torch.cumsum(torch.bincount(keys, minlength=length), 0)
+    return ptr, blocks.contiguous(), slot.contiguous()
+
+
+def _position_major(x: Tensor, dtype: torch.dtype) -> Tensor:
+    """x (B, heads, T, D) as a contiguous (B, T, heads, D) tensor (a view when it is one)."""
+    return x.transpose(1, 2).to(dtype).contiguous()
+
+
+class _CompiledAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, frac_in, slots: KeySlots):
+        dtype = torch.promote_types(q.dtype, torch.float32)
+        length = q.shape[2]
+        exact, keep, lo, frac, block_keys, readers = _resolve(slots, length)
+        with torch.autocast("cpu", enabled=False):
+            q_pm, k_pm, v_pm = (_position_major(x, dtype) for x in (q, k, v))
+            threads = usable_threads()
+            out, probs = _extension().forward(
+                q_pm, k_pm, v_pm, exact, lo, frac, block_keys, slots.block_size,
+                slots.min_abs_distance, threads,
+            )  # fmt: skip
+        ctx.save_for_backward(q_pm, k_pm, v_pm, out, probs)
+        ctx.slots = (exact, lo, frac, block_keys, slots.block_size, slots.min_abs_distance)
+        ctx.readers, ctx.keep, ctx.n_rungs = readers, keep, slots.n_rungs
+        ctx.dtypes, ctx.frac_dtype = (q.dtype, k.dtype, v.dtype), frac_in.dtype
+        return out.transpose(1, 2).to(q.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q_pm, k_pm, v_pm, out, probs = ctx.saved_tensors
+        with torch.autocast("cpu", enabled=False):
+            dout = _position_major(grad_out, q_pm.dtype)
+            dq, dk, dv, dfrac = _extension().backward(
+                q_pm, k_pm, v_pm, out, dout, probs, *ctx.slots, *ctx.readers, usable_threads()
+            )
+        d_frac = None
+        if ctx.keep is not None:
+            d_frac = torch.zeros(ctx.n_rungs, dtype=dfrac.dtype)
+            d_frac[ctx.keep] = dfrac
+            d_frac = d_frac.to(ctx.frac_dtype)
+        q_dtype, k_dtype, v_dtype = ctx.dtypes
+        return (
+            dq.transpose(1, 2).to(q_dtype),
+            dk.transpose(1, 2).to(k_dtype),
+            dv.transpose(1, 2).to(v_dtype),
+            d_frac,
+            None,
+        )
+
+
+def compiled_attention(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:
+    """Causal attention of q (B, H, T, D) over the slots of k, v (B, KV, T, D), on the CPU,
+    by the compiled kernel (call :func:`available` first)."""
+    frac = slots.rung_frac if slots.n_rungs else q.new_empty(0)
+    return _CompiledAttention.apply(q, k, v, frac, slots)

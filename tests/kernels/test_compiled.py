@@ -1,0 +1,169 @@
+"""The compiled CPU kernel: equal to the dense reference for every kind of slot, in float64 to
+1e-10; deterministic whatever the threads do; its thread count from affinity and quota; the
+sparse-BLAS kernel when it cannot be built."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from attention.cases import plugin_cases
+
+from lit_sparse import build_attention
+from lit_sparse.attention.fibonacci import LearnedFibonacciPattern
+from lit_sparse.attention.kernels import compiled, sparse_attention
+from lit_sparse.attention.kernels.reference import slots_attention
+
+pytestmark = pytest.mark.skipif(
+    not compiled.available(), reason="the compiled CPU kernel cannot be built here"
+)
+
+CASES = sorted(name for name in plugin_cases(6) if name != "dense")
+
+
+def patterns(case: str, window: int = 6, training_length: int = 48):
+    plugin = plugin_cases(window)[case]
+    for layer in range(2):
+        pattern = plugin.build(layer, 2, training_length).double()
+        if isinstance(pattern, LearnedFibonacciPattern):
+            with torch.no_grad():
+                pattern.theta.fill_(0.41 - 0.9 * layer)  # non-integer alpha * f
+        yield pattern
+
+
+def inputs(length, heads=4, kv_heads=2, dim=16, seed=0, dtype=torch.float64, position_major=False):
+    gen = torch.Generator().manual_seed(seed)
+
+    def make(h):
+        if position_major:  # the model's layout: (B, T, h, D) viewed as (B, h, T, D)
+            return torch.randn(2, length, h, dim, generator=gen, dtype=dtype).transpose(1, 2)
+        return torch.randn(2, h, length, dim, generator=gen, dtype=dtype)
+
+    return [make(heads).requires_grad_(), make(kv_heads).requires_grad_(), make(kv_heads)]
+
+
+def run(path, q, k, v, pattern):
+    v = v.detach().requires_grad_()
+    out = path(q, k, v, pattern.slots(q.shape[2], q.device))
+    weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(9), dtype=out.dtype)
+    wrt = [q, k, v, *pattern.parameters()]
+    grads = torch.autograd.grad((out * weights).sum(), wrt, allow_unused=True)
+    return [
+        out,
+        *(torch.zeros_like(x) if g is None else g for x, g in zip(wrt, grads, strict=True)),
+    ]
+
+
+@pytest.mark.parametrize("length", [1, 5, 16, 17, 47, 130])
+@pytest.mark.parametrize("case", CASES)
+def test_equals_the_reference_in_float64(case, length):
+    """Outputs and the gradients of q, k, v and theta, at lengths shorter than the reach,
+    across work items (16 positions each) and with a short last item."""
+    for pattern in patterns(case):
+        q, k, v = inputs(length)
+        ours = run(compiled.compiled_attention, q, k, v, pattern)
+        reference = run(slots_attention, q, k, v, pattern)
+        for a, b in zip(ours, reference, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(("heads", "kv_heads"), [(4, 4), (4, 2), (4, 1)])
+@pytest.mark.parametrize("position_major", [False, True])
+def test_grouped_heads_and_layouts(heads, kv_heads, position_major):
+    for pattern in patterns("fibonacci-learned-fibonacci"):
+        q, k, v = inputs(70, heads, kv_heads, position_major=position_major)
+        ours = run(compiled.compiled_attention, q, k, v, pattern)
+        reference = run(slots_attention, q, k, v, pattern)
+        for a, b in zip(ours, reference, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_lower_precision_inputs_compute_in_float32(dtype):
+    pattern = build_attention("fibonacci", window=4, schedule="linear").build(1, 2, 64)
+    q, k, v = (x.detach() for x in inputs(64, dtype=torch.float32))
+    expected = slots_attention(q, k, v, pattern.slots(64, q.device))
+    out = compiled.compiled_attention(
+        q.to(dtype), k.to(dtype), v.to(dtype), pattern.slots(64, q.device)
+    )
+    assert out.dtype == dtype
+    tolerance = 1e-5 if dtype == torch.float32 else 3e-2
+    torch.testing.assert_close(out.float(), expected, rtol=tolerance, atol=tolerance)
+
+
+def test_results_are_bit_identical_whatever_the_threads_do():
+    """Work items go to whichever thread is free, but every sum runs in a fixed order: one
+    thread and two give the same bits, and so do repeated calls."""
+    pattern = next(patterns("bigbird", training_length=300))  # absolute keys: the reader pass
+    learned = next(patterns("fibonacci-learned-pow2", training_length=300))
+    threads = torch.get_num_threads()
+    try:
+        for case in (pattern, learned):
+            q, k, v = inputs(300, dtype=torch.float32)
+            torch.set_num_threads(2)
+            first, second = run(compiled.compiled_attention, q, k, v, case), None
+            second = run(compiled.compiled_attention, q, k, v, case)
+            torch.set_num_threads(1)
+            alone = run(compiled.compiled_attention, q, k, v, case)
+            for a, b, c in zip(first, second, alone, strict=True):
+                assert torch.equal(a, b) and torch.equal(a, c)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_the_model_dispatches_cpu_tensors_to_it(monkeypatch):
+    calls = []
+    real = compiled.compiled_attention
+    monkeypatch.setattr(compiled, "compiled_attention", lambda *a: calls.append(1) or real(*a))
+    pattern = build_attention("fibonacci").build(0, 1, 64)
+    q, k, v = (x.detach() for x in inputs(64, dtype=torch.float32))
+    sparse_attention(q, k, v, pattern.slots(64, q.device))
+    assert calls == [1]
+
+
+def test_without_the_compiled_kernel_the_sparse_blas_one_runs():
+    """LIT_SPARSE_CPU_KERNEL=csr (as where no compiler exists): same results, no build."""
+    code = (
+        "import torch\n"
+        "from lit_sparse import build_attention\n"
+        "from lit_sparse.attention.kernels import compiled, sparse_attention\n"
+        "from lit_sparse.attention.kernels.reference import slots_attention\n"
+        "assert not compiled.available()\n"
+        "p = build_attention('fibonacci', schedule='learned').build(0, 1, 64)\n"
+        "q, k, v = torch.randn(1, 4, 64, 8), torch.randn(1, 2, 64, 8), torch.randn(1, 2, 64, 8)\n"
+        "s = p.slots(64, q.device)\n"
+        "torch.testing.assert_close(sparse_attention(q, k, v, s), slots_attention(q, k, v, s))\n"
+        "print('csr ok')\n"
+    )
+    env = {**__import__("os").environ, "LIT_SPARSE_CPU_KERNEL": "csr"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "csr ok" in done.stdout
+
+
+def test_threads_follow_affinity_quota_and_torch(monkeypatch, tmp_path):
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert compiled.cgroup_cpus(tmp_path) == 1.5
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert compiled.cgroup_cpus(tmp_path) is None
+    (tmp_path / "cpu.max").unlink()
+    v1 = tmp_path / "cpu"
+    v1.mkdir()
+    (v1 / "cpu.cfs_quota_us").write_text("50000\n")
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    assert compiled.cgroup_cpus(tmp_path) == 0.5
+
+    compiled._machine_threads.cache_clear()
+    monkeypatch.setattr(compiled.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(compiled, "cgroup_cpus", lambda: 1.5)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(4)
+        assert compiled.usable_threads() == 2  # a quota of 1.5 CPUs: 2 threads, not 4
+        torch.set_num_threads(1)
+        assert compiled.usable_threads() == 1  # the user asked torch for one thread
+    finally:
+        torch.set_num_threads(threads)
+        compiled._machine_threads.cache_clear()
