@@ -13,7 +13,9 @@ from torch import Tensor, nn
 from ..errors import ConfigError
 from . import offsets
 from .base import AttentionPlugin, SlotPattern
+from .decoding import DecodeShape, LayerDecoder
 from .kernels import KeySlots, exact_slots
+from .length_cache import LengthCache
 from .registry import register_attention
 
 log = logging.getLogger(__name__)
@@ -59,16 +61,18 @@ class FibonacciPattern(SlotPattern):
         return min(length, self.training_length) if self.new_offsets == "drop" else length
 
     def rung_values(
-        self, length: int, alpha_max: float | None = None
+        self, length: int, alpha_low: float | None = None
     ) -> tuple[list[int], list[int]]:
         """The rungs at running ``length``: the base (from the training length) and those
-        that exist only beyond it (pow2 with new_offsets "use"), up to ``alpha_max``'s reach."""
+        that exist only beyond it (pow2 with new_offsets "use") and fit in ``length`` at
+        ``alpha_low``: the layer's alpha, or the smallest one a learned layer can have (so
+        the list holds every rung its current alpha can reach at that length)."""
         base = offsets.rung_base(self.rungs, self.training_length, self.n_rungs)
         later = offsets.new_rungs(
             self.rungs,
             self.training_length,
             self.effective_length(length),
-            self.alpha_value() if alpha_max is None else alpha_max,
+            self.alpha_value() if alpha_low is None else alpha_low,
         )
         return base, later
 
@@ -117,7 +121,7 @@ class LearnedFibonacciPattern(FibonacciPattern):
         self.alpha_min, self.alpha_max = alpha_min, alpha_max
         share = (alpha_init - alpha_min) / (alpha_max - alpha_min)
         self.theta = nn.Parameter(torch.tensor(math.log(share / (1 - share))))
-        self._rung_cache: dict[tuple[int, torch.device], tuple[Tensor, Tensor]] = {}
+        self._rung_cache: LengthCache[tuple[Tensor, Tensor]] = LengthCache()
 
     @property
     def alpha(self) -> Tensor:
@@ -128,7 +132,7 @@ class LearnedFibonacciPattern(FibonacciPattern):
 
     def build_slots(self, length: int, device: torch.device) -> KeySlots:
         """The exact window and the padding reach; cached per (length, device)."""
-        base, later = self.rung_values(length, self.alpha_max)
+        base, later = self.rung_values(length, self.alpha_min)
         reach = math.floor(self.alpha_max * max(base + later, default=0)) + 2
         return KeySlots(
             distances=torch.arange(min(self.window, length - 1) + 1, device=device),
@@ -137,14 +141,14 @@ class LearnedFibonacciPattern(FibonacciPattern):
 
     def slots(self, length: int, device: torch.device) -> KeySlots:
         window = super().slots(length, device)
-        key = (length, torch.device(device))
-        if key not in self._rung_cache:
-            with torch.inference_mode(False):
-                base, later = self.rung_values(length, self.alpha_max)
-                rungs = torch.tensor(base + later, device=device)
-                is_later = torch.arange(len(base) + len(later), device=device) >= len(base)
-                self._rung_cache[key] = (rungs, is_later)
-        rungs, is_later = self._rung_cache[key]
+
+        def rung_tensors() -> tuple[Tensor, Tensor]:
+            base, later = self.rung_values(length, self.alpha_min)
+            rungs = torch.tensor(base + later, device=device)
+            is_later = torch.arange(len(base) + len(later), device=device) >= len(base)
+            return rungs, is_later
+
+        rungs, is_later = self._rung_cache.get((length, torch.device(device)), rung_tensors)
         target = self.alpha * rungs  # (R,) t = alpha * f, carries theta's gradient
         lo = torch.floor(target)
         keep = offsets.kept_rungs(
@@ -244,8 +248,42 @@ class GaussianFibonacciPattern(LearnedFibonacciPattern):
     def reference(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         return self.forward(q, k, v)
 
+    def decoder(self, shape: DecodeShape) -> LayerDecoder:
+        """Each token's row of :meth:`forward` over the whole past (a band reaches every
+        earlier row): O(T) memory and O(T * rungs) time per token."""
+        return GaussianDecoder(self, shape)
+
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, rung_read=gaussian, width={float(self.rung_width):.3g}"
+
+
+class GaussianDecoder(LayerDecoder):
+    """One query row of :meth:`GaussianFibonacciPattern.forward`: window scores, each rung's
+    band over the rows j <= t, one softmax; keys and values of the whole past."""
+
+    def __init__(self, pattern: GaussianFibonacciPattern, shape: DecodeShape):
+        super().__init__(pattern, shape, shape.max_length)
+        self.slots = pattern.slots(shape.max_length, shape.device)
+
+    def step(self, q: Tensor, k: Tensor, v: Tensor, position: int) -> Tensor:
+        self.cache.write(position, k, v)
+        shape, slots, end = self.shape, self.slots, position + 1
+        keys, values = self.cache.k[:, :, :end], self.cache.v[:, :, :end]  # (B, KV, t + 1, D)
+        qg = q.view(shape.batch, shape.kv_heads, shape.groups, shape.head_dim)  # (B, KV, G, D)
+        scores = (qg @ keys.transpose(-1, -2)) * shape.head_dim**-0.5  # (B, KV, G, t + 1)
+        rel = position - torch.arange(end, device=q.device)  # (t + 1,) distance of each row
+        near = torch.isin(rel, slots.distances)
+        centre = slots.rung_lo.to(slots.rung_frac.dtype) + slots.rung_frac.detach()  # (R,)
+        width = self.pattern.rung_width.to(centre.dtype)
+        logw = -((rel[None].to(centre.dtype) - centre[:, None]) ** 2) / (2 * width**2)
+        band = torch.softmax(logw, dim=-1).to(q.dtype)  # (R, t + 1) over the rows j <= t
+        valid = slots.rung_valid & (position >= slots.rung_lo)  # (R,)
+        rung_logits = (scores @ band.T).masked_fill(~valid, float("-inf"))  # (B, KV, G, R)
+        logits = torch.cat([scores.masked_fill(~near, float("-inf")), rung_logits], dim=-1)
+        probs = torch.softmax(logits, dim=-1)
+        mix = probs[..., :end] + probs[..., end:] @ band  # (B, KV, G, t + 1)
+        out = mix @ values  # (B, KV, G, D)
+        return out.view(shape.batch, shape.heads, 1, shape.head_dim)
 
 
 @functools.cache

@@ -50,16 +50,16 @@ def rung_base(base: str, training_length: int, n_rungs: int = 15) -> list[int]:
     raise ConfigError(f"rung base must be one of {RUNG_BASES}, got {base!r}")
 
 
-def new_rungs(base: str, training_length: int, length: int, alpha_max: float) -> list[int]:
+def new_rungs(base: str, training_length: int, length: int, alpha: float) -> list[int]:
     """Rungs that exist only beyond the training length: for pow2, the powers of two past
-    the training base whose distance at ``alpha_max`` can still fit in ``length`` (the
-    Fibonacci base is fixed: none). Their distances count only from the training length on
-    (see :func:`layer_distances`), so a position's keys never depend on how long the
-    sequence is."""
+    the training base whose distance at ``alpha`` (the smallest alpha the layer can have)
+    can still fit in ``length`` (the Fibonacci base is fixed: none). Their distances count
+    only from the training length on (see :func:`layer_distances`), so a position's keys
+    never depend on how long the sequence is."""
     if base != "pow2" or length <= training_length:
         return []
     extra, p = [], 1 << max(0, training_length - 1).bit_length()  # first power >= T_train
-    while math.floor(alpha_max * p) <= length - 1:
+    while math.floor(alpha * p) <= length - 1:
         extra.append(p)
         p *= 2
     return extra
