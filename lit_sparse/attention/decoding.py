@@ -197,14 +197,17 @@ class SlotDecoder(LayerDecoder):
         rows = (position - self.back).clamp_(min=0)  # (M + 2R,) absolute rows
         valid = position >= self.first  # (M + R,)
         if self.block_keys is not None:
-            keys = self.block_keys[position // self.block_size]  # (A,)
-            rows = torch.cat([rows, keys.clamp(min=0)])
-            valid = torch.cat([valid, (keys >= 0) & (position - keys >= self.min_abs_distance)])
+            absolute = self.block_keys[position // self.block_size]  # (A,) -1: none
+            rows = torch.cat([rows, absolute.clamp(min=0)])
+            far = position - absolute >= self.min_abs_distance
+            valid = torch.cat([valid, (absolute >= 0) & far])
         index = self.cache.rows(rows)  # (S,) ring rows
-        keys_ = self.cache.k.index_select(2, index).to(acc)  # (B, KV, S, D)
+        keys = self.cache.k.index_select(2, index).to(acc)  # (B, KV, S, D)
         values = self.cache.v.index_select(2, index).to(acc)
-        qg = q.to(acc).view(shape.batch, shape.kv_heads, shape.groups, shape.head_dim)
-        scores = (qg @ keys_.transpose(-1, -2)) * shape.head_dim**-0.5  # (B, KV, G, S)
+        qg = q.to(acc).view(shape.batch, shape.kv_heads, shape.groups, 1, shape.head_dim)
+        # products and sums, not matmul: a few dozen rows, where a BLAS call hands the work
+        # to the thread pool and stalls for milliseconds when another process holds a core
+        scores = (qg * keys[:, :, None]).sum(-1) * shape.head_dim**-0.5  # (B, KV, G, S)
         m, r = self.n_exact, self.n_rungs
         if r:
             lo, hi = scores[..., m : m + r], scores[..., m + r : m + 2 * r]
@@ -212,12 +215,12 @@ class SlotDecoder(LayerDecoder):
             logits = torch.cat([scores[..., :m], rung, scores[..., m + 2 * r :]], dim=-1)
         else:
             logits = scores
-        probs = small_softmax(logits.masked_fill(~valid, float("-inf")))
+        probs = small_softmax(logits.masked_fill(~valid, float("-inf")))  # (B, KV, G, M+R+A)
         if r:  # a rung's probability spread over its two rows
             rung = probs[..., m : m + r]
             parts = [probs[..., :m], rung * (1 - self.frac), rung * self.frac, probs[..., m + r :]]
             probs = torch.cat(parts, dim=-1)  # (B, KV, G, S)
-        out = probs @ values  # (B, KV, G, D)
+        out = (probs[..., None] * values[:, :, None]).sum(-2)  # (B, KV, G, D)
         return out.view(shape.batch, shape.heads, 1, shape.head_dim).to(q.dtype)
 
 
