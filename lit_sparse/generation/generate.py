@@ -139,8 +139,9 @@ class Generation:
         self.stats = GenerationStats(prompt_tokens=length, batch=batch)
 
     def __iter__(self) -> Iterator[Tensor]:
-        model, prompt, stats = self.model, self.prompt, self.stats
+        model, prompt = self.model, self.prompt
         batch, length = prompt.shape
+        self.stats = stats = GenerationStats(prompt_tokens=length, batch=batch)
         generator = self.sampler.generator(prompt.device)
         start = time.perf_counter()
         with torch.inference_mode():
