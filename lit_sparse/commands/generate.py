@@ -76,7 +76,10 @@ def main(argv: list[str] | None = None) -> int:
         prompt_path = Path(args.prompt_file)
         if not prompt_path.is_file():
             raise ConfigError(f"prompt_file={args.prompt_file!r}: no such file")
-        prompt = prompt_path.read_text(encoding="utf-8")
+        try:
+            prompt = prompt_path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise ConfigError(f"prompt_file={args.prompt_file!r}: not UTF-8 text ({err})") from None
     else:
         prompt = args.prompt or ""
     try:
