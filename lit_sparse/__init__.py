@@ -11,6 +11,7 @@ from .attention import (
     register_attention,
 )
 from .config import ModelConfig
+from .generation import generate
 from .model import LanguageModel
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "ModelConfig",
     "SlidingWindowAttention",
     "build_attention",
+    "generate",
     "list_attention",
     "load_run",
     "register_attention",

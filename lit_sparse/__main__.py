@@ -20,6 +20,8 @@ OWN_COMMANDS = {
     "probe": "train the retrieval-probe grid (paper table 2)",
     "tasks": "LEGO and RULER variable tracking on a checkpoint",
     "matrix": "the paper's run matrix: list, run, rebuild tables",
+    "generate": "continue a prompt with a trained model (a run or an export)",
+    "export": "a run's model as safetensors + config.json + tokenizer + card",
 }
 
 

@@ -3,17 +3,25 @@
 x += Attn(RMSNorm(x)); x += FFN(RMSNorm(x)); logits = RMSNorm(x) @ embedding^T.
 Attention projects q, k, v (GQA: fewer k/v heads), rotates q and k at absolute positions
 (RoPE, rotate-half), then hands them to the layer's pattern from the attention plugin.
+With a decoding cache (``new_cache``) the prompt runs through the same path and each later
+token through the layer's decoder, which reads only the cached rows its pattern attends to.
+``save_pretrained`` / ``from_pretrained`` / ``push_to_hub`` come from huggingface_hub's
+mixin (safetensors weights and a config.json: ``lit_sparse/pretrained.py``).
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from huggingface_hub import ModelCard, PyTorchModelHubMixin
 from torch import Tensor, nn
 
+from . import pretrained
 from .attention import AttentionPattern, AttentionPlugin, build_attention
+from .attention.decoding import DecodeShape, DecodingCache, LayerDecoder
 from .config import ModelConfig
 
 
@@ -30,32 +38,48 @@ class RMSNorm(nn.Module):
 
 
 class RotaryEmbedding(nn.Module):
-    """Rotate-half RoPE; tables are built per (length, device, dtype), never saved."""
+    """Rotate-half RoPE, never saved. A sequence from position 0 slices one table per
+    (device, dtype) whose size is a power of two (a longer sequence replaces it, so lengths
+    add no entries); a decoding step computes its own position."""
 
     def __init__(self, head_dim: int, theta: float):
         super().__init__()
         inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         self._tables: dict[tuple, tuple[Tensor, Tensor]] = {}
+        self._step: tuple | None = None  # (key, cos, sin) of the last decoding position
 
     def tables(self, length: int, device: torch.device, dtype: torch.dtype):
         """cos and sin (T, D) at positions 0..T-1, at least float32."""
-        key = (length, device, dtype)
-        if key not in self._tables:
-            with torch.inference_mode(False):  # cached: must stay usable outside inference
-                self._tables[key] = self._build(length, device, dtype)
-        return self._tables[key]
+        key = (torch.device(device), dtype)
+        table = self._tables.get(key)
+        if table is None or table[0].shape[0] < length:
+            size = 1 << max(0, length - 1).bit_length()
+            table = self._tables[key] = self._build(0, size, device, dtype)
+        return table[0][:length], table[1][:length]
 
-    def _build(self, length: int, device: torch.device, dtype: torch.dtype):
-        positions = torch.arange(length, dtype=torch.float64, device=self.inv_freq.device)
-        angles = torch.outer(positions, self.inv_freq)  # (T, D/2)
-        angles = torch.cat([angles, angles], dim=-1)  # (T, D)
-        return angles.cos().to(device, dtype), angles.sin().to(device, dtype)
+    def rotation(self, start: int, length: int, device: torch.device, dtype: torch.dtype):
+        """cos and sin (T, D) at positions start..start+T-1."""
+        if start == 0:
+            return self.tables(length, device, dtype)
+        key = (start, length, torch.device(device), dtype)
+        if self._step is None or self._step[0] != key:  # one entry: shared by every layer
+            self._step = (key, *self._build(start, length, device, dtype))
+        return self._step[1], self._step[2]
 
-    def forward(self, x: Tensor) -> Tensor:
-        """x (B, heads, T, D) rotated by its absolute position 0..T-1."""
+    def _build(self, start: int, length: int, device: torch.device, dtype: torch.dtype):
+        with torch.inference_mode(False):  # cached: must stay usable outside inference
+            positions = torch.arange(
+                start, start + length, dtype=torch.float64, device=self.inv_freq.device
+            )
+            angles = torch.outer(positions, self.inv_freq)  # (T, D/2)
+            angles = torch.cat([angles, angles], dim=-1)  # (T, D)
+            return angles.cos().to(device, dtype), angles.sin().to(device, dtype)
+
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:
+        """x (B, heads, T, D) rotated by its absolute positions start..start+T-1."""
         dtype = torch.promote_types(x.dtype, torch.float32)
-        cos, sin = self.tables(x.shape[-2], x.device, dtype)
+        cos, sin = self.rotation(start, x.shape[-2], x.device, dtype)
         first, second = x.to(dtype).chunk(2, dim=-1)
         return (x * cos + torch.cat([-second, first], dim=-1) * sin).to(x.dtype)
 
@@ -77,14 +101,15 @@ class Attention(nn.Module):
         self.pattern = pattern
         self.rope = rope
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, decoder: LayerDecoder | None = None) -> Tensor:
         batch, length, _ = x.shape
         q = self.q_proj(x).view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
         # q (B, H, T, D); k, v (B, KV, T, D): KV heads stay KV heads
-        q, k = self.rope(q), self.rope(k)
-        out = self.pattern(q, k, v)  # (B, H, T, D)
+        start = 0 if decoder is None else decoder.position
+        q, k = self.rope(q, start), self.rope(k, start)
+        out = self.pattern(q, k, v) if decoder is None else decoder(q, k, v)  # (B, H, T, D)
         return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))  # (B, T, d_model)
 
 
@@ -109,12 +134,17 @@ class Block(nn.Module):
         self.ffn_norm = RMSNorm(config.d_model, config.norm_eps)
         self.ffn = FeedForward(config)
 
-    def forward(self, x: Tensor) -> Tensor:
-        x = x + self.attn(self.attn_norm(x))
+    def forward(self, x: Tensor, decoder: LayerDecoder | None = None) -> Tensor:
+        x = x + self.attn(self.attn_norm(x), decoder)
         return x + self.ffn(self.ffn_norm(x))
 
 
-class LanguageModel(nn.Module):
+class LanguageModel(
+    nn.Module,
+    PyTorchModelHubMixin,
+    library_name="lit_sparse",
+    tags=["lit_sparse", "sparse-attention", "text-generation"],
+):
     """Token ids (B, T) -> next-token logits (B, T, vocab_size), for any T."""
 
     def __init__(self, config: ModelConfig | None = None, attention: AttentionPlugin | None = None):
@@ -141,11 +171,36 @@ class LanguageModel(nn.Module):
             for residual_out in (block.attn.o_proj, block.ffn.down):
                 nn.init.normal_(residual_out.weight, std=std / math.sqrt(2 * self.config.n_layers))
 
-    def forward(self, idx: Tensor) -> Tensor:
+    def forward(self, idx: Tensor, cache: DecodingCache | None = None) -> Tensor:
+        """Logits of ``idx`` (B, T). With a ``cache`` (:meth:`new_cache`), ``idx`` continues
+        the cached sequence: the prompt first, then one token at a time."""
         x = self.embedding(idx)  # (B, T, d_model)
-        for block in self.blocks:
-            x = block(x)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, None if cache is None else cache.layers[layer])
         return F.linear(self.norm(x), self.embedding.weight)  # tied head: (B, T, vocab)
+
+    def new_cache(self, batch: int, max_length: int) -> DecodingCache:
+        """Every layer's decoder for ``batch`` sequences of up to ``max_length`` tokens, on
+        the model's device and dtype: the cache each pattern needs (a ring of its largest
+        distance + 1 rows for Fibonacci and sliding-window layers, the whole past for dense
+        and BigBird)."""
+        weight, config = self.embedding.weight, self.config
+        shape = DecodeShape(
+            batch,
+            config.n_heads,
+            config.n_kv_heads,
+            config.head_dim,
+            max_length,
+            weight.device,
+            weight.dtype,
+        )
+        return DecodingCache([pattern.decoder(shape) for pattern in self.patterns])
+
+    @property
+    def max_length(self) -> int | None:
+        """The longest sequence every layer's pattern supports (None: any length)."""
+        limits = [p.max_length for p in self.patterns if p.max_length is not None]
+        return min(limits) if limits else None
 
     @property
     def patterns(self) -> list[AttentionPattern]:
@@ -179,3 +234,15 @@ def token_nll(logits: Tensor, targets: Tensor, ignore_index: int = -100) -> Tens
     logits, flat = logits.flatten(0, 1).float(), targets.flatten()
     nll = F.cross_entropy(logits, flat, reduction="none", ignore_index=ignore_index)
     return nll.view_as(targets)
+
+    # ----------------------------------------------- huggingface_hub mixin (pretrained.py)
+    def _save_pretrained(self, save_directory: Path) -> None:
+        pretrained.save(self, save_directory)
+
+    @classmethod
+    def _from_pretrained(cls, *, model_id: str, config: dict | None = None, **kwargs):
+        kwargs.pop("attention", None)  # read from config
+        return pretrained.load(cls, model_id, config, **kwargs)
+
+    def generate_model_card(self, *args, **kwargs) -> ModelCard:
+        return ModelCard(pretrained.model_card(self))

@@ -9,8 +9,10 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from .decoding import DecodeShape, LayerDecoder, RecomputeDecoder, SlotDecoder
 from .kernels import KeySlots, sparse_attention
 from .kernels.reference import slots_attention
+from .length_cache import LengthCache
 
 
 class AttentionPattern(nn.Module, ABC):
@@ -20,6 +22,9 @@ class AttentionPattern(nn.Module, ABC):
     and RoPE live in the model, so every pattern has the same parameters as dense (a learned
     schedule adds its alpha).
     """
+
+    max_length: int | None = None
+    """The longest sequence the pattern supports; None (every built-in): any length."""
 
     def __init__(self, training_length: int):
         super().__init__()
@@ -47,30 +52,43 @@ class AttentionPattern(nn.Module, ABC):
         """The layer's spacing multiplier, where the pattern has one."""
         return None
 
+    def decoder(self, shape: DecodeShape) -> LayerDecoder:
+        """This layer's incremental decoder for sequences of up to ``shape.max_length``: the
+        cache it needs and how a new token reads it. The default reruns ``forward`` over the
+        whole past for every token (exact for a causal, prefix-consistent pattern, but
+        O(T) per token); a pattern with a cheaper exact read overrides this."""
+        return RecomputeDecoder(self, shape)
+
 
 class SlotPattern(AttentionPattern):
     """A pattern described by ``KeySlots``: one sparse kernel, one dense reference."""
 
     def __init__(self, training_length: int):
         super().__init__(training_length)
-        self._cache: dict[tuple[int, torch.device], KeySlots] = {}
+        self._cache: LengthCache[KeySlots] = LengthCache()
 
     @abstractmethod
     def build_slots(self, length: int, device: torch.device) -> KeySlots:
-        """The slots at ``length``; static patterns compute them once per (length, device)."""
+        """The slots at ``length``; computed once per (length, device), a few lengths kept."""
 
     def slots(self, length: int, device: torch.device) -> KeySlots:
-        key = (length, torch.device(device))
-        if key not in self._cache:
-            with torch.inference_mode(False):  # cached: must stay usable outside inference
-                self._cache[key] = self.build_slots(length, key[1])
-        return self._cache[key]
+        device = torch.device(device)
+        return self._cache.get((length, device), lambda: self.build_slots(length, device))
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         return sparse_attention(q, k, v, self.slots(q.shape[-2], q.device))
 
     def reference(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         return slots_attention(q, k, v, self.slots(q.shape[-2], q.device))
+
+    def decoder(self, shape: DecodeShape) -> LayerDecoder:
+        """The generic slot decoder: the slots at the total length name the rows each new
+        token reads (prefix consistency makes them valid for every shorter position). A
+        subclass whose ``reference`` is not its slots' (its math is its own) falls back to
+        rerunning its forward, unless it defines a decoder of its own."""
+        if type(self).reference is not SlotPattern.reference:
+            return super().decoder(shape)
+        return SlotDecoder(self, shape, self.slots(shape.max_length, shape.device))
 
 
 class AttentionPlugin(ABC):

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .base import AttentionPattern, AttentionPlugin
+from .decoding import DecodeShape, DenseDecoder, LayerDecoder
 from .kernels.reference import masked_attention
 from .options import check_choices
 from .registry import register_attention
@@ -89,6 +90,10 @@ class DensePattern(AttentionPattern):
 
     def distances(self, length: int) -> list[int]:
         return list(range(length))
+
+    def decoder(self, shape: DecodeShape) -> LayerDecoder:
+        """The whole past, one SDPA call per token."""
+        return DenseDecoder(self, shape)
 
 
 @register_attention("dense")

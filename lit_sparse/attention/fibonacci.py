@@ -14,6 +14,7 @@ from ..errors import ConfigError
 from . import offsets
 from .base import AttentionPlugin, SlotPattern
 from .kernels import KeySlots, exact_slots
+from .length_cache import LengthCache
 from .options import at_least, check_choices, positive, share
 from .registry import register_attention
 
@@ -59,16 +60,19 @@ class FibonacciPattern(SlotPattern):
         """
         return min(length, self.training_length) if self.new_offsets == "drop" else length
 
-    def rung_values(self, length: int, alpha: float | None = None) -> tuple[list[int], list[int]]:
+    def rung_values(
+        self, length: int, alpha_low: float | None = None
+    ) -> tuple[list[int], list[int]]:
         """The rungs at running ``length``: the base (from the training length) and those
-        that exist only beyond it (pow2 with new_offsets "use") whose distance at ``alpha``
-        (default: the layer's) fits in ``length``."""
+        that exist only beyond it (pow2 with new_offsets "use") and fit in ``length`` at
+        ``alpha_low``: the layer's alpha, or the smallest one a learned layer can have (so
+        the list holds every rung its current alpha can reach at that length)."""
         base = offsets.rung_base(self.rungs, self.training_length, self.n_rungs)
         later = offsets.new_rungs(
             self.rungs,
             self.training_length,
             self.effective_length(length),
-            self.alpha_value() if alpha is None else alpha,
+            self.alpha_value() if alpha_low is None else alpha_low,
         )
         return base, later
 
@@ -117,7 +121,7 @@ class LearnedFibonacciPattern(FibonacciPattern):
         self.alpha_min, self.alpha_max = alpha_min, alpha_max
         share = (alpha - alpha_min) / (alpha_max - alpha_min)
         self.theta = nn.Parameter(torch.tensor(math.log(share / (1 - share))))
-        self._rung_cache: dict[tuple[int, torch.device], tuple[Tensor, Tensor]] = {}
+        self._rung_cache: LengthCache[tuple[Tensor, Tensor]] = LengthCache()
 
     @property
     def alpha(self) -> Tensor:
@@ -137,17 +141,14 @@ class LearnedFibonacciPattern(FibonacciPattern):
 
     def slots(self, length: int, device: torch.device) -> KeySlots:
         window = super().slots(length, device)
-        key = (length, torch.device(device))
-        if key not in self._rung_cache:
-            with torch.inference_mode(False):
-                # every rung some alpha in range could read at this length: alpha_min's
-                # (were it alpha_max's, a rung at alpha < alpha_max would appear only at
-                # longer lengths, and a position's keys would depend on the length)
-                base, later = self.rung_values(length, self.alpha_min)
-                rungs = torch.tensor(base + later, device=device)
-                is_later = torch.arange(len(base) + len(later), device=device) >= len(base)
-                self._rung_cache[key] = (rungs, is_later)
-        rungs, is_later = self._rung_cache[key]
+
+        def rung_tensors() -> tuple[Tensor, Tensor]:
+            base, later = self.rung_values(length, self.alpha_min)
+            rungs = torch.tensor(base + later, device=device)
+            is_later = torch.arange(len(base) + len(later), device=device) >= len(base)
+            return rungs, is_later
+
+        rungs, is_later = self._rung_cache.get((length, torch.device(device)), rung_tensors)
         target = self.alpha * rungs  # (R,) t = alpha * f, carries theta's gradient
         lo = torch.floor(target)
         keep = offsets.kept_rungs(

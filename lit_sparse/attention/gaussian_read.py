@@ -11,10 +11,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .decoding import DecodeShape, LayerDecoder
 from .fibonacci import LearnedFibonacciPattern, NewOffsets
 from .kernels import KeySlots
 
-__all__ = ["GaussianFibonacciPattern", "rung_width_at"]
+__all__ = ["GaussianDecoder", "GaussianFibonacciPattern", "rung_width_at"]
 
 
 def rung_width_at(progress: float, start: float, end: float, anneal: float) -> float:
@@ -102,5 +103,39 @@ class GaussianFibonacciPattern(LearnedFibonacciPattern):
     def reference(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         return self.forward(q, k, v)
 
+    def decoder(self, shape: DecodeShape) -> LayerDecoder:
+        """Each token's row of :meth:`forward` over the whole past (a band reaches every
+        earlier row): O(T) memory and O(T * rungs) time per token."""
+        return GaussianDecoder(self, shape)
+
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, rung_read=gaussian, width={float(self.rung_width):.3g}"
+
+
+class GaussianDecoder(LayerDecoder):
+    """One query row of :meth:`GaussianFibonacciPattern.forward`: window scores, each rung's
+    band over the rows j <= t, one softmax; keys and values of the whole past."""
+
+    def __init__(self, pattern: GaussianFibonacciPattern, shape: DecodeShape):
+        super().__init__(pattern, shape, shape.max_length)
+        self.slots = pattern.slots(shape.max_length, shape.device)
+
+    def step(self, q: Tensor, k: Tensor, v: Tensor, position: int) -> Tensor:
+        self.cache.write(position, k, v)
+        shape, slots, end = self.shape, self.slots, position + 1
+        keys, values = self.cache.k[:, :, :end], self.cache.v[:, :, :end]  # (B, KV, t + 1, D)
+        qg = q.view(shape.batch, shape.kv_heads, shape.groups, shape.head_dim)  # (B, KV, G, D)
+        scores = (qg @ keys.transpose(-1, -2)) * shape.head_dim**-0.5  # (B, KV, G, t + 1)
+        rel = position - torch.arange(end, device=q.device)  # (t + 1,) distance of each row
+        near = torch.isin(rel, slots.distances)
+        centre = slots.rung_lo.to(slots.rung_frac.dtype) + slots.rung_frac.detach()  # (R,)
+        width = self.pattern.rung_width.to(centre.dtype)
+        logw = -((rel[None].to(centre.dtype) - centre[:, None]) ** 2) / (2 * width**2)
+        band = torch.softmax(logw, dim=-1).to(q.dtype)  # (R, t + 1) over the rows j <= t
+        valid = slots.rung_valid & (position >= slots.rung_lo)  # (R,)
+        rung_logits = (scores @ band.T).masked_fill(~valid, float("-inf"))  # (B, KV, G, R)
+        logits = torch.cat([scores.masked_fill(~near, float("-inf")), rung_logits], dim=-1)
+        probs = torch.softmax(logits, dim=-1)
+        mix = probs[..., :end] + probs[..., end:] @ band  # (B, KV, G, t + 1)
+        out = mix @ values  # (B, KV, G, D)
+        return out.view(shape.batch, shape.heads, 1, shape.head_dim)

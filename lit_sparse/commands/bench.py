@@ -1,5 +1,9 @@
 """Benchmarks of the attention op and of whole training steps, against dense SDPA.
 
+``python -m lit_sparse bench decode`` (``lit_sparse.generation.decode_bench``, whose
+docstring says how it measures) times one decoding step of the paper's model after
+contexts of 1k to 64k tokens and reports each plugin's KV-cache size.
+
 ``python -m lit_sparse bench attention`` times forward + backward of one attention call
 (B=1, 8 query heads, 2 KV heads, head dim 64 by default) for every registered plugin,
 built-in or from an installed package, in the configurations its ``bench_cases`` hook gives
@@ -51,6 +55,8 @@ import subprocess
 import sys
 import time
 from typing import Any
+
+from lit_sparse.commands import reports_errors
 
 DEFAULT_LENGTHS = (1024, 4096, 16384)
 LEARNED = "fibonacci_learned"
@@ -565,7 +571,49 @@ def _parser() -> argparse.ArgumentParser:
     attention.add_argument("--head-dim", type=int, default=64)
     train.add_argument("--tokens-per-step", type=int, default=8192, help="batch = this // T")
     train.set_defaults(batch=1)
+    _decode_parser(sub)
     return parser
+
+
+def _decode_parser(sub) -> None:
+    from lit_sparse.generation.decode_bench import CONTEXTS, PLUGINS, DecodeBenchSpec
+
+    defaults = DecodeBenchSpec()
+    decode = sub.add_parser(
+        "decode", help="per-token decoding latency and KV-cache size after long contexts"
+    )
+    decode.add_argument("--contexts", type=int, nargs="+", default=list(CONTEXTS))
+    decode.add_argument("--plugins", nargs="+", choices=PLUGINS, default=list(PLUGINS))
+    decode.add_argument("--tokens", type=int, default=defaults.tokens, help="timed per row")
+    decode.add_argument("--window", type=int, default=defaults.window, help="fibonacci W")
+    for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "vocab_size", "training_length"):
+        flag = "--" + name.replace("_", "-")
+        decode.add_argument(flag, type=int, default=getattr(defaults, name), dest=name)
+    decode.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    decode.add_argument(
+        "--rss-tokens",
+        type=int,
+        default=defaults.rss_tokens,
+        help="tokens the RSS check decodes with fibonacci (0: no check)",
+    )
+    decode.add_argument("--rss-context", type=int, default=defaults.rss_context)
+    decode.add_argument("--rss-after", type=int, default=defaults.rss_after)
+    decode.add_argument("--json", default=None, help="write the rows to this file")
+
+
+@reports_errors
+def _decode(args: argparse.Namespace) -> int:
+    from lit_sparse.generation.decode_bench import DecodeBenchSpec, format_rows, run_decode_bench
+
+    options = {k: v for k, v in vars(args).items() if k not in ("command", "json")}
+    spec = DecodeBenchSpec(**options)
+    rows = run_decode_bench(spec, progress=_progress)
+    print(format_rows(rows))
+    if args.json:
+        from lit_sparse.atomic_files import write_json
+
+        write_json(args.json, rows)
+    return 1 if any("error" in row for row in rows) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -574,6 +622,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(_measure(json.loads(argv[1]))))
         return 0
     args = _parser().parse_args(argv)
+    if args.command == "decode":
+        return _decode(args)
     if args.lengths is None:
         args.lengths = list(DEFAULT_LENGTHS if args.command == "attention" else (1024, 4096))
     known = {*_plugin_names(args.window), NATTEN, FLEX}

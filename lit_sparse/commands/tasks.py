@@ -16,22 +16,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from lit_sparse.commands import reports_errors
+from lit_sparse.data.tokenizer import run_tokenizer
 from lit_sparse.errors import ConfigError
 
 __all__ = ["main", "run_tokenizer"]
-
-
-def run_tokenizer(config: dict[str, Any]) -> str:
-    """The tokenizer a run's config names (``embedded`` when it names none)."""
-    data = config.get("data")
-    if isinstance(data, dict):
-        init_args = data.get("init_args") or {}
-        if init_args.get("tokenizer"):
-            return str(init_args["tokenizer"])
-    return "embedded"
 
 
 def _parser() -> argparse.ArgumentParser:

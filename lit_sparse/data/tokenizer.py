@@ -16,7 +16,14 @@ from lit_sparse.data.embedded import TOKENIZER_PATH
 from lit_sparse.data.hub import OFFLINE_HINT, DataSourceUnavailable, is_network_error, require_hub
 from lit_sparse.errors import ConfigError
 
-__all__ = ["EOS_CANDIDATES", "LoadedTokenizer", "load_tokenizer", "resolve_vocab_size", "round_up"]
+__all__ = [
+    "EOS_CANDIDATES",
+    "LoadedTokenizer",
+    "load_tokenizer",
+    "resolve_vocab_size",
+    "round_up",
+    "run_tokenizer",
+]
 
 # Document separator, first match wins (GPT-2/our BPE, Llama/T5, Llama-3, Gemma).
 EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<|eos|>")
@@ -112,6 +119,17 @@ def load_tokenizer(spec: str) -> LoadedTokenizer:
         )
     sha = hashlib.sha256(tok.to_str().encode("utf-8")).hexdigest()
     return LoadedTokenizer(tok, source, sha, size, eos, vocab[eos])
+
+
+def run_tokenizer(config: dict) -> str:
+    """The tokenizer a run's config.yaml names (``data.init_args.tokenizer``; ``embedded``
+    when it names none)."""
+    data = config.get("data")
+    if isinstance(data, dict):
+        init_args = data.get("init_args") or {}
+        if init_args.get("tokenizer"):
+            return str(init_args["tokenizer"])
+    return "embedded"
 
 
 def resolve_vocab_size(requested: int | None, tokenizer_size: int) -> int:

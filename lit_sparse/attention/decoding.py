@@ -1,0 +1,316 @@
+"""Incremental decoding: each layer's cache of past keys and values, and how a new token reads it.
+
+A pattern states the cache it needs and how it reads it by returning a :class:`LayerDecoder`
+from :meth:`AttentionPattern.decoder`. The prompt runs through the pattern's training path
+(prefill) and fills the cache; every later token is one :meth:`LayerDecoder.step` that reads
+only the rows the pattern attends to. Decoders exist for:
+
+- a slot pattern (:class:`SlotDecoder`): the slots at the total length say which rows a
+  position reads (exact distances, both taps of each interpolated rung, absolute keys), so
+  one generic step serves every plugin described by slots. Its cache is a ring of the
+  largest distance + 1 rows (a learned rung's upper tap included); with absolute keys
+  (BigBird's global and random keys) it keeps the whole past;
+- dense attention (:class:`DenseDecoder`): the whole past, one SDPA call per token;
+- any other pattern (:class:`RecomputeDecoder`, the fallback): the whole past of queries,
+  keys and values, and the pattern's own forward rerun over it for the last row: exact for
+  a causal, prefix-consistent pattern, O(T) memory and O(T * keys) time per token.
+
+Decoding is well defined because every pattern is prefix-consistent: a position's keys never
+depend on how long the sequence is, so the slots at the total length serve every position.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .kernels.slots import KeySlots
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "DecodeShape",
+    "DecodingCache",
+    "DenseDecoder",
+    "KVCache",
+    "LayerDecoder",
+    "RecomputeDecoder",
+    "SlotDecoder",
+]
+
+
+@dataclass(frozen=True)
+class DecodeShape:
+    """What a layer's decoder is built for: the batch, the heads and the longest sequence."""
+
+    batch: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    max_length: int
+    """Positions the cache must serve: the prompt plus every token to generate."""
+    device: torch.device
+    dtype: torch.dtype
+
+    @property
+    def groups(self) -> int:
+        return self.heads // self.kv_heads
+
+
+class KVCache:
+    """One layer's keys and values by absolute position in a ring of ``capacity`` rows:
+    position p lives in row p % capacity, so the last ``capacity`` positions are kept. With a
+    capacity of at least the total length it holds the whole past, in order."""
+
+    def __init__(self, shape: DecodeShape, capacity: int, heads: int | None = None):
+        heads = shape.kv_heads if heads is None else heads
+        size = (shape.batch, heads, capacity, shape.head_dim)
+        self.k = torch.zeros(size, device=shape.device, dtype=shape.dtype)
+        self.v = torch.zeros_like(self.k)
+        self.capacity = capacity
+
+    def write(self, start: int, k: Tensor, v: Tensor) -> None:
+        """Store k, v (B, heads, n, D) at positions start .. start + n - 1 (the last
+        ``capacity`` of them)."""
+        n = k.shape[-2]
+        if n == 1:
+            row = start % self.capacity
+            self.k[:, :, row] = k[:, :, 0]
+            self.v[:, :, row] = v[:, :, 0]
+            return
+        keep = min(n, self.capacity)
+        first = start + n - keep
+        rows = torch.arange(first, first + keep, device=self.k.device) % self.capacity
+        self.k.index_copy_(2, rows, k[:, :, n - keep :].to(self.k.dtype))
+        self.v.index_copy_(2, rows, v[:, :, n - keep :].to(self.v.dtype))
+
+    def rows(self, positions: Tensor) -> Tensor:
+        """The ring rows of absolute ``positions``."""
+        return positions % self.capacity
+
+    def fill_random(self, generator: torch.Generator, scale: float = 1.0) -> None:
+        """Random keys and values in every row (benchmarks time a step after a long context
+        without computing one)."""
+        for buffer in (self.k, self.v):
+            noise = torch.randn(buffer.shape, generator=generator, dtype=buffer.dtype)
+            buffer.copy_(noise.mul_(scale))
+
+    @property
+    def nbytes(self) -> int:
+        return self.k.nbytes + self.v.nbytes
+
+
+def small_softmax(x: Tensor) -> Tensor:
+    """Softmax over the last dim of a small tensor (one token's slots) in elementwise ops:
+    ``torch.softmax`` hands even a few dozen values to the thread pool, which stalls for
+    milliseconds when another process holds a core."""
+    e = (x - x.amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+class LayerDecoder:
+    """One layer's decoding state for one batch of sequences: the prompt through the
+    pattern's training path, then one token per :meth:`step`, up to ``shape.max_length``."""
+
+    def __init__(self, pattern, shape: DecodeShape, capacity: int):
+        self.pattern, self.shape = pattern, shape
+        self.cache = KVCache(shape, min(capacity, shape.max_length))
+        self.position = 0
+
+    def __call__(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """Attention output (B, H, n, D) of the n new positions (RoPE'd q, k; v)."""
+        n = q.shape[-2]
+        if self.position + n > self.shape.max_length:
+            raise ValueError(
+                f"decoding past max_length={self.shape.max_length} (position {self.position} "
+                f"+ {n}): build the cache for the longest sequence"
+            )
+        if self.position == 0:
+            out = self.prefill(q, k, v)
+        elif n == 1:
+            out = self.step(q, k, v, self.position)
+        else:
+            raise ValueError("after the prompt, decode one token at a time")
+        self.position += n
+        return out
+
+    def prefill(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """The prompt: the training path, and its keys and values into the cache."""
+        self.cache.write(0, k, v)
+        return self.pattern(q, k, v)
+
+    def step(self, q: Tensor, k: Tensor, v: Tensor, position: int) -> Tensor:
+        """One new token at absolute ``position``: q (B, H, 1, D), k, v (B, KV, 1, D)."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """The cache in words, e.g. ``ring of 988 rows``."""
+        rows = self.cache.capacity
+        if rows >= self.shape.max_length:
+            return f"whole past ({rows} rows)"
+        return f"ring of {rows} rows"
+
+    @property
+    def nbytes(self) -> int:
+        return self.cache.nbytes
+
+    def fill_random(self, length: int, generator: torch.Generator) -> None:
+        """Pretend ``length`` positions were decoded, with random keys and values (for
+        timing a step after a long context)."""
+        self.cache.fill_random(generator)
+        self.position = length
+
+
+class SlotDecoder(LayerDecoder):
+    """The generic step of a slot pattern: the rows its slots name, from a ring of the
+    largest distance + 1 rows (the whole past when it has absolute keys)."""
+
+    def __init__(self, pattern, shape: DecodeShape, slots: KeySlots):
+        exact = slots.distances
+        back, first = [exact], [exact]
+        if slots.n_rungs:
+            lo, valid = slots.rung_lo.detach(), slots.rung_valid.detach()
+            back += [lo, lo + 1]  # lower tap t - lo, upper tap max(t - lo - 1, 0)
+            first.append(torch.where(valid, lo, torch.iinfo(torch.long).max))
+            self.frac = slots.rung_frac.detach().to(torch.promote_types(shape.dtype, torch.float32))
+            reach = int((lo[valid] + 2).max()) if bool(valid.any()) else 0
+        else:
+            self.frac, reach = None, 0
+        self.back = torch.cat(back)  # (M + 2R,) how far back each relative row is
+        self.first = torch.cat(first)  # (M + R,) the first position each slot is valid at
+        self.n_exact, self.n_rungs = int(exact.numel()), slots.n_rungs
+        self.block_keys = slots.block_keys
+        self.block_size, self.min_abs_distance = slots.block_size, slots.min_abs_distance
+        reach = max(reach, int(exact.max()) + 1)
+        if slots.n_absolute:  # absolute keys can be any earlier position
+            reach = shape.max_length
+        super().__init__(pattern, shape, reach)
+
+    def step(self, q: Tensor, k: Tensor, v: Tensor, position: int) -> Tensor:
+        self.cache.write(position, k, v)
+        shape = self.shape
+        acc = torch.promote_types(q.dtype, torch.float32)
+        rows = (position - self.back).clamp_(min=0)  # (M + 2R,) absolute rows
+        valid = position >= self.first  # (M + R,)
+        if self.block_keys is not None:
+            absolute = self.block_keys[position // self.block_size]  # (A,) -1: none
+            rows = torch.cat([rows, absolute.clamp(min=0)])
+            far = position - absolute >= self.min_abs_distance
+            valid = torch.cat([valid, (absolute >= 0) & far])
+        index = self.cache.rows(rows)  # (S,) ring rows
+        keys = self.cache.k.index_select(2, index).to(acc)  # (B, KV, S, D)
+        values = self.cache.v.index_select(2, index).to(acc)
+        qg = q.to(acc).view(shape.batch, shape.kv_heads, shape.groups, 1, shape.head_dim)
+        # products and sums, not matmul: a few dozen rows, where a BLAS call hands the work
+        # to the thread pool and stalls for milliseconds when another process holds a core
+        scores = (qg * keys[:, :, None]).sum(-1) * shape.head_dim**-0.5  # (B, KV, G, S)
+        m, r = self.n_exact, self.n_rungs
+        if r:
+            lo, hi = scores[..., m : m + r], scores[..., m + r : m + 2 * r]
+            rung = lo + self.frac * (hi - lo)  # the interpolated key's score
+            logits = torch.cat([scores[..., :m], rung, scores[..., m + 2 * r :]], dim=-1)
+        else:
+            logits = scores
+        probs = small_softmax(logits.masked_fill(~valid, float("-inf")))  # (B, KV, G, M+R+A)
+        if r:  # a rung's probability spread over its two rows
+            rung = probs[..., m : m + r]
+            parts = [probs[..., :m], rung * (1 - self.frac), rung * self.frac, probs[..., m + r :]]
+            probs = torch.cat(parts, dim=-1)  # (B, KV, G, S)
+        out = (probs[..., None] * values[:, :, None]).sum(-2)  # (B, KV, G, D)
+        return out.view(shape.batch, shape.heads, 1, shape.head_dim).to(q.dtype)
+
+
+class DenseDecoder(LayerDecoder):
+    """Every earlier key: the whole past, one SDPA call per token."""
+
+    def __init__(self, pattern, shape: DecodeShape):
+        super().__init__(pattern, shape, shape.max_length)
+
+    def step(self, q: Tensor, k: Tensor, v: Tensor, position: int) -> Tensor:
+        self.cache.write(position, k, v)
+        keys = self.cache.k[:, :, : position + 1]  # (B, KV, t + 1, D)
+        values = self.cache.v[:, :, : position + 1]
+        groups = self.shape.groups
+        return F.scaled_dot_product_attention(q, keys, values, enable_gqa=groups > 1)
+
+
+_announced: set[str] = set()
+
+
+class RecomputeDecoder(LayerDecoder):
+    """The fallback for a pattern with neither slots nor a decoder of its own: keeps every
+    query, key and value and reruns the pattern's forward over them for each new token (its
+    last row). Exact for a causal, prefix-consistent pattern; O(T) memory, and each token
+    costs a forward over the whole sequence."""
+
+    def __init__(self, pattern, shape: DecodeShape):
+        super().__init__(pattern, shape, shape.max_length)
+        self.queries = KVCache(shape, shape.max_length, heads=shape.heads)
+        name = type(pattern).__qualname__
+        if name not in _announced:
+            _announced.add(name)
+            log.info("%s has no incremental decoder: each token reruns its forward", name)
+
+    def prefill(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        self.queries.write(0, q, q)
+        return super().prefill(q, k, v)
+
+    def step(self, q: Tensor, k: Tensor, v: Tensor, position: int) -> Tensor:
+        self.cache.write(position, k, v)
+        self.queries.write(position, q, q)
+        end = position + 1
+        out = self.pattern(
+            self.queries.k[:, :, :end], self.cache.k[:, :, :end], self.cache.v[:, :, :end]
+        )
+        return out[:, :, -1:]
+
+    def describe(self) -> str:
+        return f"whole past, queries too ({self.cache.capacity} rows; recomputed per token)"
+
+    @property
+    def nbytes(self) -> int:
+        return self.cache.nbytes + self.queries.k.nbytes
+
+    def fill_random(self, length: int, generator: torch.Generator) -> None:
+        super().fill_random(length, generator)
+        self.queries.fill_random(generator)
+
+
+@dataclass
+class DecodingCache:
+    """Every layer's decoder for one batch of sequences (``LanguageModel.new_cache``)."""
+
+    layers: list[LayerDecoder]
+
+    @property
+    def position(self) -> int:
+        """Positions decoded so far (the next token's position)."""
+        return self.layers[0].position
+
+    @property
+    def max_length(self) -> int:
+        return self.layers[0].shape.max_length
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every layer's cache buffers."""
+        return sum(layer.nbytes for layer in self.layers)
+
+    def describe(self) -> str:
+        """The caches in words: identical layers once, e.g. ``5 layers: ring of 988 rows``."""
+        words = [layer.describe() for layer in self.layers]
+        if len(set(words)) == 1:
+            return f"{len(words)} layers: {words[0]}"
+        return "; ".join(f"layer {i}: {w}" for i, w in enumerate(words))
+
+    def fill_random(self, length: int, seed: int = 0) -> None:
+        """Every layer as if ``length`` positions were decoded, with random keys and values."""
+        if not 0 < length < self.max_length:
+            raise ValueError(f"length={length}: must be in [1, max_length={self.max_length})")
+        generator = torch.Generator().manual_seed(seed)
+        for layer in self.layers:
+            layer.fill_random(length, generator)

@@ -1,0 +1,44 @@
+"""A small least-recently-used cache of what a pattern builds per (length, device).
+
+Training at one length keeps one entry and an evaluation at a few lengths a few; a stream of
+new lengths (an evaluation sweep, many prompt lengths) evicts the oldest instead of growing.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+import torch
+
+V = TypeVar("V")
+
+DEFAULT_ENTRIES = 8
+
+
+class LengthCache(Generic[V]):
+    """At most ``entries`` values, the least recently used evicted first."""
+
+    def __init__(self, entries: int = DEFAULT_ENTRIES):
+        self.entries = entries
+        self._values: OrderedDict[Hashable, V] = OrderedDict()
+
+    def get(self, key: Hashable, build: Callable[[], V]) -> V:
+        """The value for ``key``, built (outside inference mode, so it stays usable in
+        training) when it is not cached."""
+        if key in self._values:
+            self._values.move_to_end(key)
+            return self._values[key]
+        with torch.inference_mode(False):
+            value = build()
+        self._values[key] = value
+        while len(self._values) > self.entries:
+            self._values.popitem(last=False)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def clear(self) -> None:
+        self._values.clear()

@@ -1,0 +1,44 @@
+"""``python -m lit_sparse export``: a trained model out of its run folder, weights only.
+
+Writes model.safetensors (no optimizer state), config.json (the model's shape and the
+attention plugin's config), the run's tokenizer.json and a model card (README.md: variant,
+steps, held-out perplexities, length extrapolation). The folder loads with
+``lit_sparse.LanguageModel.from_pretrained(DIR)``, generates with ``python -m lit_sparse
+generate DIR`` and can be uploaded with the model's ``push_to_hub``.
+
+    python -m lit_sparse export runs/quickstart/coprime --out exported/quickstart-coprime
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lit_sparse.commands import reports_errors
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m lit_sparse export", description=__doc__.split("\n\n")[1]
+    )
+    parser.add_argument("path", help="a run folder, an experiment folder or a .ckpt file of a run")
+    parser.add_argument(
+        "--out", required=True, help="the folder to write (new, empty or an earlier export)"
+    )
+    parser.add_argument("--tokenizer", default=None, help="default: the run's own")
+    return parser
+
+
+@reports_errors
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    from lit_sparse.export import export_run
+
+    print(export_run(args.path, args.out, args.tokenizer).to_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

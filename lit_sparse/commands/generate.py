@@ -1,0 +1,122 @@
+"""``python -m lit_sparse generate``: continue a prompt with a trained model, streaming text.
+
+Takes a run folder (its newest checkpoint), an experiment folder (its newest run), a
+checkpoint file of a run, or an exported folder (``python -m lit_sparse export``), and uses
+the run's own tokenizer. The prompt runs through the training path; each new token reads
+only the cached keys its attention pattern attends to (a ring of the largest distance + 1
+rows for Fibonacci layers). Generation stops at the tokenizer's end-of-text token.
+
+    python -m lit_sparse generate runs/quickstart/coprime --prompt "ROMEO:" --max_new_tokens 60
+    python -m lit_sparse generate exported/ --prompt_file prompt.txt --temperature 0 --stats
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from lit_sparse.commands import reports_errors
+from lit_sparse.errors import ConfigError
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m lit_sparse generate", description=__doc__.split("\n\n")[1]
+    )
+    parser.add_argument("path", help="a run folder, a .ckpt file of a run or an exported folder")
+    prompt = parser.add_mutually_exclusive_group()
+    prompt.add_argument(
+        "--prompt", default=None, help="the text to continue (default: start a new document)"
+    )
+    prompt.add_argument("--prompt_file", "--prompt-file", default=None, help="read it from a file")
+    parser.add_argument(
+        "--max_new_tokens", "--max-new-tokens", type=int, default=100, help="tokens to generate"
+    )
+    parser.add_argument(
+        "--temperature", type=float, default=1.0, help="0: greedy (deterministic); default 1"
+    )
+    parser.add_argument("--top_k", "--top-k", type=int, default=None, help="sample among k tokens")
+    parser.add_argument(
+        "--top_p", "--top-p", type=float, default=None, help="nucleus sampling, in (0, 1]"
+    )
+    parser.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
+    parser.add_argument(
+        "--ignore_eos",
+        "--ignore-eos",
+        action="store_true",
+        help="keep going past the end-of-text token",
+    )
+    parser.add_argument("--tokenizer", default=None, help="default: the run's own")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
+    parser.add_argument(
+        "--stats",
+        action="store_true",
+        help="print tokens/s and the KV-cache size at the end (on stderr)",
+    )
+    return parser
+
+
+@reports_errors
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    import torch
+
+    from lit_sparse.generation import Generation, Sampler
+    from lit_sparse.generation.sources import load_source
+    from lit_sparse.generation.text import TextStream
+
+    # every cheap check before the model is loaded
+    if args.max_new_tokens < 1:
+        raise ConfigError(f"max_new_tokens={args.max_new_tokens}: must be >= 1")
+    Sampler(args.temperature, args.top_k, args.top_p, args.seed)
+    if args.prompt_file is not None:
+        prompt_path = Path(args.prompt_file)
+        if not prompt_path.is_file():
+            raise ConfigError(f"prompt_file={args.prompt_file!r}: no such file")
+        try:
+            prompt = prompt_path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise ConfigError(f"prompt_file={args.prompt_file!r}: not UTF-8 text ({err})") from None
+    else:
+        prompt = args.prompt or ""
+    try:
+        device = torch.device(args.device)
+    except RuntimeError as err:
+        raise ConfigError(f"device={args.device!r}: {err}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device={args.device!r}: CUDA is not available here")
+
+    source = load_source(args.path, args.tokenizer)
+    tokenizer = source.tokenizer
+    ids = tokenizer.tokenizer.encode(prompt).ids if prompt else []
+    ids = ids or [tokenizer.eos_id]  # an empty prompt starts a new document
+    generation = Generation(
+        source.model.to(device),
+        [ids],
+        args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        eos_id=None if args.ignore_eos else tokenizer.eos_id,
+    )
+    stream = TextStream(tokenizer.tokenizer)
+    sys.stdout.write(prompt)
+    sys.stdout.flush()
+    for tokens in generation:
+        text = stream.push(int(tokens[0]))
+        if text:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    sys.stdout.write(stream.flush() + "\n")
+    sys.stdout.flush()
+    if args.stats:
+        print(f"{source.description}: {generation.stats.to_text()}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

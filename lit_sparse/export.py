@@ -1,0 +1,128 @@
+"""A trained model leaves its run folder: weights only (safetensors), config.json, the
+tokenizer and a model card with the run's results (``python -m lit_sparse export``).
+
+The folder loads back with ``lit_sparse.LanguageModel.from_pretrained(folder)``, generates
+with ``python -m lit_sparse generate folder`` and can be pushed with ``push_to_hub``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from .atomic_files import write_text
+from .errors import ConfigError
+from .pretrained import CONFIG_FILE, model_card
+from .tables import markdown_table
+
+__all__ = ["ExportResult", "export_run", "run_card"]
+
+TOKENIZER_FILE = "tokenizer.json"
+CARD_FILE = "README.md"
+
+
+@dataclass
+class ExportResult:
+    """The exported folder, its files and the checkpoint it came from."""
+
+    folder: Path
+    checkpoint: Path
+    step: int | None
+    files: dict[str, int]
+    """file name -> bytes."""
+    checkpoint_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.files.values())
+
+    def to_text(self) -> str:
+        lines = [f"exported {self.checkpoint} (step {self.step}) to {self.folder}:"]
+        lines += [f"  {name:<20}{size / 2**20:9.2f} MB" for name, size in self.files.items()]
+        share = self.total_bytes / self.checkpoint_bytes if self.checkpoint_bytes else math.nan
+        lines.append(
+            f"  {'total':<20}{self.total_bytes / 2**20:9.2f} MB ({share:.0%} of the checkpoint's "
+            f"{self.checkpoint_bytes / 2**20:.2f} MB)"
+        )
+        return "\n".join(lines)
+
+
+def _check_out(out: Path) -> None:
+    """Refuse to write into anything but a new or empty folder or an earlier export."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"out={str(out)!r}: exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / CONFIG_FILE).is_file():
+        raise ConfigError(
+            f"out={str(out)!r}: a folder with other files in it (not an earlier export); "
+            "choose a new or empty folder"
+        )
+
+
+def run_card(run, model) -> str:
+    """The model card of a run: the model, the run (variant, steps), its held-out
+    perplexities and its length-extrapolation table (from extrapolation.json)."""
+    variant = run.path.parent.name
+    lines = [
+        "## Training",
+        "",
+        f"- run: `{run.name}`, checkpoint at optimizer step {run.step}",
+        f"- trained at {model.config.context_length} tokens per sequence",
+        "",
+    ]
+    result = run.extrapolation
+    if result is None:
+        lines.append(
+            "The run folder has no extrapolation.json (the LengthExtrapolation callback did "
+            "not run): no held-out perplexities were recorded for these weights."
+        )
+    else:
+        result = dataclasses.replace(result, checkpoint=None)  # no local paths in a card
+        length = result.reference_length
+        rows = [[name, f"{result.ppl(name, length):.2f}"] for name in result.sets]
+        lines += [
+            "## Held-out perplexity",
+            "",
+            f"The final weights on each held-out set at {length} tokens (step {result.step}):",
+            "",
+            markdown_table(["set", "perplexity"], rows),
+            "",
+            result.to_markdown(),
+        ]
+    return model_card(model, f"lit_sparse {variant}", "\n".join(lines))
+
+
+def export_run(path: str | Path, out: str | Path, tokenizer: str | None = None) -> ExportResult:
+    """Export a run folder's newest checkpoint (or a ``.ckpt`` file of a run) to ``out``:
+    model.safetensors, config.json, tokenizer.json and README.md (each written atomically).
+
+    Args:
+        path: a run folder, an experiment folder (its newest run) or a checkpoint file.
+        out: a new or empty folder, or an earlier export (overwritten).
+        tokenizer: the tokenizer to ship (default: the one the run's config.yaml names).
+    """
+    import lit_sparse
+    from lit_sparse.data.tokenizer import load_tokenizer, run_tokenizer
+
+    source, out = Path(path).expanduser(), Path(out).expanduser()
+    if not source.exists():
+        raise ConfigError(f"path={str(path)!r}: no such run folder or checkpoint")
+    _check_out(out)
+    run = lit_sparse.load_run(source)
+    if run.module is None:
+        raise ConfigError(f"path={str(path)!r}: no checkpoint found ({run.path}/checkpoints)")
+    model = run.module.model
+    loaded = load_tokenizer(tokenizer or run_tokenizer(run.config))
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / TOKENIZER_FILE, loaded.tokenizer.to_str(pretty=True))
+    write_text(out / CARD_FILE, run_card(run, model))
+    model.save_pretrained(out)  # model.safetensors + config.json; keeps the card above
+    names = ["model.safetensors", CONFIG_FILE, TOKENIZER_FILE, CARD_FILE]
+    return ExportResult(
+        folder=out,
+        checkpoint=Path(run.checkpoint),
+        step=run.step,
+        files={name: (out / name).stat().st_size for name in names},
+        checkpoint_bytes=Path(run.checkpoint).stat().st_size,
+    )

@@ -1,0 +1,213 @@
+"""Generation: the prompt through the training path (prefill), then one token at a time
+through each layer's decoder (``LanguageModel.new_cache``), yielding tokens as they are made.
+
+    for tokens in lit_sparse.generate(model, prompt_ids, 50, temperature=0.8, seed=0):
+        ...  # tokens: (B,) the next id of every prompt
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from lit_sparse.errors import ConfigError
+
+from .sampling import Sampler
+
+__all__ = ["Generation", "GenerationStats", "generate"]
+
+
+@dataclass
+class GenerationStats:
+    """What one generation cost (filled in as it runs)."""
+
+    prompt_tokens: int = 0
+    """Tokens per prompt."""
+    batch: int = 0
+    new_tokens: int = 0
+    """Tokens generated per prompt so far."""
+    prefill_s: float = 0.0
+    """Seconds in the prompt's forward (its first token's sampling included)."""
+    decode_s: float = 0.0
+    """Seconds in the later tokens' forwards and sampling (not the caller's time between)."""
+    cache_bytes: int = 0
+    cache: str = ""
+    """The caches in words (``LanguageModel.new_cache``)."""
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """New tokens per second after the first (each is one decoding step per prompt)."""
+        steps = max(0, self.new_tokens - 1) * self.batch
+        return steps / self.decode_s if self.decode_s > 0 else float("nan")
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        tokens = self.prompt_tokens * self.batch
+        return tokens / self.prefill_s if self.prefill_s > 0 else float("nan")
+
+    def to_text(self) -> str:
+        return (
+            f"prompt: {self.batch} x {self.prompt_tokens} tokens in {self.prefill_s:.3f} s "
+            f"({self.prefill_tokens_per_s:.1f} tokens/s); generated: {self.batch} x "
+            f"{self.new_tokens} tokens, {self.decode_tokens_per_s:.1f} tokens/s after the "
+            f"first; KV cache: {self.cache_bytes / 2**20:.2f} MB ({self.cache})"
+        )
+
+
+def _prompt_tensor(prompt_ids, vocab_size: int, device: torch.device) -> Tensor:
+    """(B, T) int64 on ``device`` from a tensor, a list of ids or a list of equal lists."""
+    if isinstance(prompt_ids, Tensor):
+        ids = prompt_ids
+    else:
+        rows = list(prompt_ids)
+        if rows and all(isinstance(r, Sequence) or isinstance(r, Tensor) for r in rows):
+            lengths = sorted({len(r) for r in rows})
+            if len(lengths) > 1:
+                raise ConfigError(
+                    f"prompt_ids: prompts of unequal lengths {lengths}; a batch needs prompts "
+                    "of equal length (generate them separately)"
+                )
+        try:
+            ids = torch.tensor(rows, dtype=torch.long)
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"prompt_ids: expected token ids, got {err}") from None
+    if ids.dtype.is_floating_point or ids.dtype == torch.bool or ids.is_complex():
+        raise ConfigError(f"prompt_ids: expected integer token ids, got dtype {ids.dtype}")
+    if ids.dim() == 1:
+        ids = ids[None]
+    if ids.dim() != 2 or ids.shape[0] < 1:
+        raise ConfigError(f"prompt_ids: expected (batch, length) ids, got shape {tuple(ids.shape)}")
+    if ids.shape[1] < 1:
+        raise ConfigError(
+            "prompt_ids: an empty prompt; give at least one token (e.g. the tokenizer's "
+            "end-of-text id to start a document)"
+        )
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ConfigError(f"prompt_ids: token id {bad} outside the vocabulary [0, {vocab_size})")
+    return ids.to(device=device, dtype=torch.long)
+
+
+class Generation:
+    """Iterating yields the next token of every prompt, (B,) int64, once per step, up to
+    ``max_new_tokens`` steps. With ``eos_id`` a prompt that produced it yields ``eos_id`` from
+    then on, and the iteration stops once every prompt has. Arguments are checked when the
+    object is made (one ``ConfigError`` line each), before any model work."""
+
+    def __init__(
+        self,
+        model,
+        prompt_ids,
+        max_new_tokens: int,
+        *,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        eos_id: int | None = None,
+    ):
+        vocab = model.config.vocab_size
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+            raise ConfigError(f"max_new_tokens={max_new_tokens!r}: must be an integer >= 1")
+        if max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens={max_new_tokens}: must be >= 1")
+        self.sampler = Sampler(temperature, top_k, top_p, seed)
+        if eos_id is not None and not (isinstance(eos_id, int) and 0 <= eos_id < vocab):
+            raise ConfigError(f"eos_id={eos_id!r}: must be a token id in [0, {vocab})")
+        device = next(model.parameters()).device
+        self.prompt = _prompt_tensor(prompt_ids, vocab, device)
+        batch, length = self.prompt.shape
+        limit = model.max_length
+        if limit is not None and length > limit:
+            raise ConfigError(
+                f"prompt_ids: a prompt of {length} tokens is longer than the model can take "
+                f"({limit} tokens)"
+            )
+        if limit is not None and length + max_new_tokens > limit:
+            raise ConfigError(
+                f"max_new_tokens={max_new_tokens}: the prompt ({length} tokens) plus "
+                f"max_new_tokens exceeds the {limit} tokens the model can take; use at most "
+                f"{limit - length}"
+            )
+        self.model, self.max_new_tokens, self.eos_id = model, max_new_tokens, eos_id
+        self.cache = None
+        self.stats = GenerationStats(prompt_tokens=length, batch=batch)
+
+    def __iter__(self) -> Iterator[Tensor]:
+        model, prompt = self.model, self.prompt
+        batch, length = prompt.shape
+        self.stats = stats = GenerationStats(prompt_tokens=length, batch=batch)
+        generator = self.sampler.generator(prompt.device)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            # the last token is never fed back: the cache needs one position less
+            self.cache = model.new_cache(batch, length + self.max_new_tokens - 1)
+            stats.cache_bytes, stats.cache = self.cache.nbytes, self.cache.describe()
+            logits = model(prompt, self.cache)[:, -1]  # (B, V)
+            tokens = self.sampler(logits, generator)
+        stats.prefill_s = time.perf_counter() - start
+        done = torch.zeros(batch, dtype=torch.bool, device=prompt.device)
+        for step in range(self.max_new_tokens):
+            if step:
+                start = time.perf_counter()
+                with torch.inference_mode():
+                    logits = model(tokens[:, None], self.cache)[:, -1]
+                    tokens = self.sampler(logits, generator)
+                stats.decode_s += time.perf_counter() - start
+            if self.eos_id is not None:
+                tokens = tokens.masked_fill(done, self.eos_id)
+                done |= tokens == self.eos_id
+            stats.new_tokens += 1
+            yield tokens
+            if self.eos_id is not None and bool(done.all()):
+                return
+
+    def run(self) -> Tensor:
+        """Every new token at once: (B, n), n <= max_new_tokens."""
+        return torch.stack(list(self), dim=1)
+
+
+def generate(
+    model,
+    prompt_ids,
+    max_new_tokens: int,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    eos_id: int | None = None,
+) -> Generation:
+    """Continue ``prompt_ids`` with ``model`` (a ``LanguageModel``): an iterator that yields
+    the next token of every prompt, (B,), as soon as it is made.
+
+    Args:
+        model: the language model (its device and dtype are used as they are).
+        prompt_ids: (B, T) token ids (a tensor, a list of ids, or a list of equal-length
+            lists): a batch of prompts of equal length.
+        max_new_tokens: tokens to generate per prompt (>= 1).
+        temperature: 0 is greedy (deterministic); > 0 samples from softmax(logits / T).
+        top_k: sample among the k most likely tokens only.
+        top_p: nucleus sampling: the most likely tokens whose probabilities sum to top_p,
+            in (0, 1].
+        seed: makes sampling reproducible.
+        eos_id: a prompt stops at this token; the iteration ends when every prompt has.
+
+    Each layer keeps the cache its attention pattern needs (``LanguageModel.new_cache``):
+    a token costs the same at any context for the Fibonacci and sliding-window patterns.
+    """
+    return Generation(
+        model,
+        prompt_ids,
+        max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+        eos_id=eos_id,
+    )
