@@ -56,6 +56,17 @@ class PositionLoss(pl.Callback):
         self.latest: dict[str, list[float]] = {}
         self._checkpoint_step: int | None = None
 
+    def check_data(self, datamodule: Any) -> None:
+        """ConfigError unless every bin gets a position: ``n_bins`` <= ``data.seq_len`` (the
+        CLI asks before anything runs)."""
+        seq_len = getattr(datamodule, "seq_len", None)
+        if isinstance(seq_len, int) and seq_len < self.n_bins:
+            raise ConfigError(
+                f"PositionLoss(n_bins={self.n_bins}) needs at least {self.n_bins} positions per "
+                f"window, but data.seq_len={seq_len}: lower the callback's n_bins to at most "
+                f"{seq_len} or raise data.seq_len"
+            )
+
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "history": self.history}
