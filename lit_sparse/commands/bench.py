@@ -50,6 +50,10 @@ import sys
 import time
 from typing import Any
 
+from lit_sparse.atomic_files import write_text
+from lit_sparse.commands import reports_errors
+from lit_sparse.errors import ConfigError
+
 DEFAULT_LENGTHS = (1024, 4096, 16384)
 LEARNED = "fibonacci_learned"
 NATTEN = "natten"
@@ -515,6 +519,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@reports_errors
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["_measure"]:  # the child process of one row
@@ -523,6 +528,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.lengths is None:
         args.lengths = list(DEFAULT_LENGTHS if args.command == "attention" else (1024, 4096))
+    for option, values in (("--lengths", args.lengths), ("--repeats", [args.repeats])):
+        bad = [v for v in values if v < 1]
+        if bad:
+            raise ConfigError(f"{option} {bad[0]}: must be an integer >= 1")
     known = {*_plugin_names(), NATTEN, FLEX}
     unknown = sorted(set(args.plugins or ()) - known)
     if unknown:
@@ -551,8 +560,7 @@ def main(argv: list[str] | None = None) -> int:
         columns += [("gb_per_s", "GB/s", ".1f"), ("x_floor", "x floor", ".2f")]
     print(_table(rows, columns))
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(rows, handle, indent=2)
+        write_text(args.json, json.dumps(rows, indent=2) + "\n")
     errors = [row for row in rows if "error" in row]
     for row in errors:
         print(f"T={row['T']} {row['plugin']} failed: {row['error']}", file=sys.stderr)
