@@ -22,9 +22,15 @@ from lightning.pytorch.loops.fit_loop import _FitLoop
 
 from lit_sparse.callbacks import LengthExtrapolation
 
-from .atomic_files import remove_stale_temporaries, write_text
+from .atomic_files import remove_stale_temporaries, storage_failure, write_text
 from .attention import build_attention
-from .checkpoints import FinalCheckpoint, check_tokenizer, differences, read_checkpoint
+from .checkpoints import (
+    FinalCheckpoint,
+    check_tokenizer,
+    checkpoint_tokenizer,
+    differences,
+    read_checkpoint,
+)
 from .config import ModelConfig
 from .config_files import (
     check_config_files,
@@ -42,6 +48,7 @@ from .runs import (
     allocate_folder,
     is_global_rank_zero,
     new_version,
+    release_all,
     resume_config_name,
     run_checkpoint,
 )
@@ -495,7 +502,8 @@ class LitSparseCLI(LightningCLI):
             from .data.tokenizer import load_tokenizer
 
             spec = init_args.tokenizer
-            check_tokenizer(checkpoint, load_tokenizer(spec).sha256, spec, ckpt_path)
+            trained = checkpoint_tokenizer(checkpoint)
+            check_tokenizer(trained, load_tokenizer(spec).sha256, spec, ckpt_path)
         if subcommand == "fit" and is_global_rank_zero():
             changes = changed_values(wanted.as_dict(), found)
             if changes:
@@ -530,11 +538,13 @@ def main(args: Sequence[str] | None = None) -> int:
     try:
         LitSparseCLI(args)
     except Exception as err:
-        user_error = find_user_error(err)
+        user_error = find_user_error(err) or storage_failure(err)
         if user_error is None:
             raise
         print(f"error: {user_error}", file=sys.stderr)
         return 2
+    finally:
+        release_all()  # the run folder is free for the next command of this process
     return 0
 
 

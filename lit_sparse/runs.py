@@ -39,6 +39,7 @@ __all__ = [
     "lock_holder",
     "new_eval_folder",
     "new_version",
+    "release_all",
     "resume_config_name",
     "run_checkpoint",
     "run_config",
@@ -119,6 +120,13 @@ class RunLock:
         _HELD.pop(str(self.folder.resolve()), None)
         with contextlib.suppress(OSError):
             os.close(self._fd)
+
+
+def release_all() -> None:
+    """Release every run lock this process holds (a command's end, when the process goes
+    on: a notebook, a test)."""
+    for lock in list(_HELD.values()):
+        lock.release()
 
 
 def _read_holder(fd: int) -> dict[str, Any]:
