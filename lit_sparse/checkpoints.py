@@ -156,10 +156,10 @@ def checkpoint_tokenizer(checkpoint: dict[str, Any]) -> str | None:
     return None
 
 
-def check_tokenizer(checkpoint: dict[str, Any], sha256: str, spec: str, path: Any) -> None:
-    """CheckpointError unless the checkpoint was trained with the tokenizer of digest
-    ``sha256`` (``spec`` names it in the message); a checkpoint without one passes."""
-    trained = checkpoint_tokenizer(checkpoint)
+def check_tokenizer(trained: str | None, sha256: str, spec: str, path: Any) -> None:
+    """CheckpointError unless the checkpoint at ``path``, trained with the tokenizer of digest
+    ``trained`` (:func:`checkpoint_tokenizer`; None: not recorded, passes), matches the
+    tokenizer of digest ``sha256`` (``spec`` names it in the message)."""
     if trained is not None and trained != sha256:
         raise CheckpointError(
             f"ckpt_path={str(path)!r} was trained with another tokenizer than "
