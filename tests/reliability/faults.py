@@ -90,3 +90,15 @@ class RaiseAtStep(pl.Callback):
 
 class Crash(RuntimeError):
     """The exception RaiseAtStep stops training with."""
+
+
+class SleepAtTrainStart(pl.Callback):
+    """Hold the run for ``seconds`` when training starts (a long-running writer)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def on_train_start(self, trainer, pl_module):
+        import time
+
+        time.sleep(self.seconds)
