@@ -53,23 +53,32 @@ class KillInExtrapolation(pl.Callback):
         extrapolation.evaluate_lengths = killed
 
 
-class FullDiskAtStep(pl.Callback):
-    """From the first micro-batch of optimizer step ``step`` on, every fsync fails with
-    ENOSPC, as on a full disk: the next atomic write (a checkpoint, a result table) fails.
-    ``on_exception`` gives the disk its space back (the test process goes on)."""
+class FullDisk(pl.Callback):
+    """From the first micro-batch of optimizer step ``step`` on (None: from the end of
+    training on, after the final checkpoint, before the result tables), every fsync fails
+    with ENOSPC, as on a full disk: the next atomic write fails. ``on_exception`` gives the
+    disk its space back (the test process goes on)."""
 
-    def __init__(self, step: int):
+    def __init__(self, step: int | None = None):
         self.step = step
         self._fsync = None
 
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        if trainer.global_step == self.step and self._fsync is None:
+    def _fill(self) -> None:
+        if self._fsync is None:
             self._fsync = os.fsync
 
             def full(fd):
                 raise OSError(errno.ENOSPC, "No space left on device")
 
             os.fsync = full
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.step:
+            self._fill()
+
+    def on_train_end(self, trainer, pl_module):
+        if self.step is None:
+            self._fill()
 
     def on_exception(self, trainer, pl_module, exception):
         if self._fsync is not None:
