@@ -4,25 +4,47 @@ guesses that a run with other values is meant."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 import yaml
 
+from lit_sparse.cli import main
 from lit_sparse.module import warmup_cosine
 
-from .cli_runs import checkpoint_every, config_args, errors, fault, run_cli, write_callbacks
+from .cli_runs import (
+    ROOT,
+    checkpoint_every,
+    config_args,
+    copy_run,
+    errors,
+    fault,
+    run_cli,
+    write_callbacks,
+)
+
+
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory):
+    """fixed.yaml + tiny.yaml (4 steps, lr 3e-4, warmup 2), crashed before step 3 with a
+    checkpoint at step 2: its experiment folder (tests copy it)."""
+    workdir = tmp_path_factory.mktemp("crashed")
+    crash = write_callbacks(
+        workdir / "crash.yaml", checkpoint_every(2), fault("RaiseAtStep", step=3)
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(workdir)
+        patch.setattr(sys, "argv", ["lit_sparse"])
+        patch.syspath_prepend(str(ROOT))
+        with pytest.raises(Exception, match="crash before step 3"):
+            main(["fit", *config_args("fixed.yaml", crash)])
+    return workdir / "runs/fixed/version_0"
 
 
 @pytest.fixture
-def crashed_run(in_workdir, capsys):
-    """fixed.yaml + tiny.yaml (4 steps, lr 3e-4, warmup 2), crashed before step 3 with a
-    checkpoint at step 2."""
-    crash = write_callbacks(
-        in_workdir / "crash.yaml", checkpoint_every(2), fault("RaiseAtStep", step=3)
-    )
-    with pytest.raises(Exception, match="crash before step 3"):
-        run_cli(["fit", *config_args("fixed.yaml", crash)], capsys)
-    return in_workdir / "runs/fixed/version_0"
+def crashed_run(crashed, in_workdir):
+    return copy_run(crashed, in_workdir)
 
 
 def test_a_lower_lr_on_resume_applies_from_the_resume_step(crashed_run, in_workdir, capsys):
