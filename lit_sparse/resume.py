@@ -131,11 +131,16 @@ def choose_run(
     choice is the user's. ``use_locks=False`` (a process its job's first process launched)
     does not leave out the run the first process has locked."""
     experiment = Path(experiment)
+    if command.get("seed_everything") is True:  # a random seed: the run's saved one counts
+        command = {**command, "seed_everything": None}
     candidates = []
     for run in experiment_runs(experiment):
         checkpoint = run_checkpoint(run)
         if checkpoint is not None:
-            candidates.append(_Candidate(run, checkpoint, run_config(run)))
+            saved = run_config(run)
+            if saved is not None and command.get("seed_everything") is None:
+                saved = {**saved, "seed_everything": None}
+            candidates.append(_Candidate(run, checkpoint, saved))
     if not candidates:
         print(f"no last.ckpt under {experiment}: starting a new run", file=sys.stderr)
         return None
