@@ -20,7 +20,7 @@ import lightning.pytorch as pl
 import numpy as np
 from lightning.pytorch.loggers import TensorBoardLogger
 from lit_sparse.callbacks.images import heatmap_image, log_image
-from lit_sparse.callbacks.run_dir import run_dir, write_json
+from lit_sparse.callbacks.run_dir import purge_step, run_dir, write_json
 
 from lit_sparse.errors import ConfigError
 
@@ -134,9 +134,12 @@ class AlphaTrajectory(pl.Callback):
                 # resumed into a new log folder: the curves there start from step 0 too
                 self._log_points(trainer, points)
             else:
-                # resumed in place: the CLI purges events from the checkpoint's step on
-                # (TensorBoard purge_step), so the points recorded there are written again
-                self._log_points(trainer, [p for p in points if p[0] >= trainer.global_step])
+                # resumed in place: the CLI purges events from the checkpoint's step on (one
+                # later at a finished run's end; TensorBoard purge_step), so the points
+                # recorded there are written again
+                purged = purge_step(trainer)
+                if purged is not None:
+                    self._log_points(trainer, [p for p in points if p[0] >= purged])
             self._logged_dir = here
         self._record(trainer, pl_module, trainer.global_step)
 

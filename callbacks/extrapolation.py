@@ -9,6 +9,7 @@ windows; NLL sums and counts are added across processes in one reduction.
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 import lightning.pytorch as pl
@@ -80,8 +81,29 @@ class LengthExtrapolation(pl.Callback):
         return extrapolation_lengths(training_length, self.multiples, self.lengths)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if "fit" in self.stages:
+        if "fit" in self.stages and not self._done_at(trainer):
             self.run(trainer, pl_module)
+
+    def _done_at(self, trainer: pl.Trainer) -> bool:
+        """Whether the run folder already holds this evaluation at this step (a run resumed
+        at its final step only completes what is missing). Every process gets rank 0's
+        answer."""
+        done = False
+        if trainer.is_global_zero and self.filename:
+            folder = run_dir(trainer)
+            try:
+                saved = json.loads((folder / f"{self.filename}.json").read_text())
+                done = (
+                    isinstance(saved, dict)
+                    and saved.get("step") == trainer.global_step
+                    and saved.get("checkpoint") is None
+                    and saved.get("lengths")
+                    == self.evaluation_lengths(trainer.lightning_module.config.context_length)
+                    and (folder / f"{self.filename}.md").is_file()
+                )
+            except (OSError, ValueError):
+                done = False
+        return bool(trainer.strategy.broadcast(done))
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if "validate" in self.stages and trainer.state.fn == TrainerFn.VALIDATING:

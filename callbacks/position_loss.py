@@ -13,6 +13,7 @@ directory; the latest values are also the callback's ``latest`` attribute.
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
 from lit_sparse.callbacks.images import lines_image, log_image
-from lit_sparse.callbacks.run_dir import run_dir, write_json
+from lit_sparse.callbacks.run_dir import purge_step, run_dir, write_json
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.position_loss import PositionBinnedNLL, bin_edges
@@ -56,6 +57,17 @@ class PositionLoss(pl.Callback):
         self.latest: dict[str, list[float]] = {}
         self._checkpoint_step: int | None = None
 
+    def check_data(self, datamodule: Any) -> None:
+        """ConfigError unless every bin gets a position: ``n_bins`` <= ``data.seq_len`` (the
+        CLI asks before anything runs)."""
+        seq_len = getattr(datamodule, "seq_len", None)
+        if isinstance(seq_len, int) and seq_len < self.n_bins:
+            raise ConfigError(
+                f"PositionLoss(n_bins={self.n_bins}) needs at least {self.n_bins} positions per "
+                f"window, but data.seq_len={seq_len}: lower the callback's n_bins to at most "
+                f"{seq_len} or raise data.seq_len"
+            )
+
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "history": self.history}
@@ -88,6 +100,41 @@ class PositionLoss(pl.Callback):
         return list(pl_module.val_set_names())
 
     # ------------------------------------------------------------------ hooks
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Resumed in place: a periodic checkpoint is saved before the validation at its
+        step, so that validation is neither in the checkpoint's history nor run again. Take
+        it back from the run's position_loss.json and write the entries the resume's purge
+        hides (from the purge step on) to TensorBoard again."""
+        purged = purge_step(trainer)
+        if purged is None or not trainer.is_global_zero:
+            return
+        known = {entry["step"] for entry in self.history}
+        saved = self._saved_history(trainer)
+        missed = [
+            e for e in saved if e.get("step") not in known and e["step"] <= trainer.global_step
+        ]
+        self.history = sorted(self.history + missed, key=lambda entry: entry["step"])
+        for entry in self.history:
+            if entry["step"] >= purged:
+                metrics = {
+                    f"{self.prefix}/{name}/b{k}": value
+                    for name, bins in entry["sets"].items()
+                    for k, value in enumerate(bins)
+                    if value is not None
+                }
+                for logger in trainer.loggers:
+                    logger.log_metrics(metrics, step=entry["step"])
+
+    def _saved_history(self, trainer: pl.Trainer) -> list[dict[str, Any]]:
+        if not self.filename:
+            return []
+        try:
+            saved = json.loads((run_dir(trainer) / self.filename).read_text())
+            history = saved["history"]
+            return [e for e in history if isinstance(e, dict) and isinstance(e.get("step"), int)]
+        except (OSError, ValueError, KeyError, TypeError):
+            return []
+
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # every rank builds the same metrics in the same order (a rank may see no window of
         # a set: its zero states still take part in the reduction)

@@ -15,7 +15,7 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from lit_sparse.atomic_files import write_json, write_text
 
-__all__ = ["run_dir", "write_json", "write_text"]
+__all__ = ["purge_step", "run_dir", "write_json", "write_text"]
 
 
 def run_dir(trainer: pl.Trainer) -> Path:
@@ -27,3 +27,13 @@ def run_dir(trainer: pl.Trainer) -> Path:
         if logger.save_dir is not None:
             return Path(logger.save_dir)
     return Path(trainer.default_root_dir)
+
+
+def purge_step(trainer: pl.Trainer) -> int | None:
+    """The step from which a resume's TensorBoard logger hides earlier events (its
+    ``purge_step``; None: it hides none)."""
+    for logger in trainer.loggers:
+        if isinstance(logger, TensorBoardLogger):
+            step = (getattr(logger, "_kwargs", None) or {}).get("purge_step")
+            return None if step is None else int(step)
+    return None

@@ -16,11 +16,22 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-import torch
 
+from lit_sparse.checkpoints import checkpoint_tokenizer, read_checkpoint
+from lit_sparse.config_files import load_yaml
+from lit_sparse.errors import DamagedFileError
 from lit_sparse.evaluation.extrapolation import ExtrapolationResult
+from lit_sparse.runs import run_checkpoint
 
-__all__ = ["AlphaHistory", "Run", "build_module", "find_checkpoint", "load_run"]
+__all__ = [
+    "AlphaHistory",
+    "Run",
+    "build_module",
+    "find_checkpoint",
+    "load_run",
+    "read_extrapolation",
+    "read_result_json",
+]
 
 
 class AlphaHistory(NamedTuple):
@@ -50,6 +61,8 @@ class Run:
     position_loss: dict[str, Any] | None = None
     """position_loss.json: ``edges``, ``sets`` {set: [bin values]}, ``history``..."""
     extrapolation: ExtrapolationResult | None = None
+    tokenizer_sha256: str | None = None
+    """The sha256 of the tokenizer the checkpoint was trained with (None: not recorded)."""
 
     @property
     def name(self) -> str:
@@ -74,27 +87,58 @@ def _version_key(path: Path) -> tuple[int, str]:
 
 
 def resolve_run_dir(path: Path) -> Path:
-    """A run directory, or the newest ``version_N`` under an experiment folder."""
+    """A run directory, or under an experiment folder its newest ``version_N`` that has a
+    checkpoint (the newest one when none has)."""
     markers = ("checkpoints", "config.yaml", "hparams.yaml")
     if any((path / m).exists() for m in markers) or any(path.glob("*.json")):
         return path
     versions = sorted((p for p in path.glob("version_*") if p.is_dir()), key=_version_key)
-    if versions:
-        return versions[-1]
+    trained = [v for v in versions if find_checkpoint(v) is not None]
+    if trained or versions:
+        return (trained or versions)[-1]
     return path
 
 
 def find_checkpoint(run_dir: str | Path) -> Path | None:
     """``checkpoints/last.ckpt`` of a run, else its newest checkpoint, else None."""
-    folder = Path(run_dir) / "checkpoints"
-    if (folder / "last.ckpt").is_file():
-        return folder / "last.ckpt"
-    found = sorted(folder.glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
-    return found[-1] if found else None
+    return run_checkpoint(run_dir)
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    return json.loads(path.read_text()) if path.is_file() else None
+def read_result_json(path: str | Path) -> dict[str, Any] | None:
+    """A run's result file (``extrapolation.json``, ``position_loss.json``...) as a dict, None
+    if it does not exist; a truncated or invalid one is DamagedFileError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        values = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise DamagedFileError(
+            f"{path}: not a readable result file ({type(err).__name__}: {err}); it is "
+            "truncated or damaged: delete it and evaluate again (fit --ckpt_path <run folder> "
+            "completes a finished run's end-of-fit evaluation)"
+        ) from None
+    if not isinstance(values, dict):
+        raise DamagedFileError(
+            f"{path}: expected a JSON object, got {type(values).__name__}; delete it and "
+            "evaluate again"
+        )
+    return values
+
+
+def read_extrapolation(path: str | Path) -> ExtrapolationResult | None:
+    """An ``extrapolation.json`` (None if it does not exist; DamagedFileError naming it if
+    it is not one)."""
+    saved = read_result_json(path)
+    if saved is None:
+        return None
+    try:
+        return ExtrapolationResult.from_dict(saved)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise DamagedFileError(
+            f"{path}: not an extrapolation table ({type(err).__name__}: {err}); delete it and "
+            "evaluate again"
+        ) from None
 
 
 def _callback_state(checkpoint: dict[str, Any], name: str) -> dict[str, Any] | None:
@@ -145,25 +189,23 @@ def load_run(path: str | Path, load_model: bool = True) -> Run:
 
     checkpoint: dict[str, Any] = {}
     if checkpoint_path is not None:
-        checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+        checkpoint = read_checkpoint(checkpoint_path)  # verified: a damaged file is refused
     config_file = run_dir / "config.yaml"
     if config_file.is_file():
-        import yaml
-
-        config = yaml.safe_load(config_file.read_text()) or {}
+        config = load_yaml(config_file, "run config")
     else:
         config = {"model": dict(checkpoint.get("hyper_parameters") or {})}
 
     trajectory = _alpha_history(_callback_state(checkpoint, "AlphaTrajectory"))
     if trajectory is None:
-        trajectory = _alpha_history(_read_json(run_dir / "alpha_trajectory.json"))
-    position = _read_json(run_dir / "position_loss.json")
+        trajectory = _alpha_history(read_result_json(run_dir / "alpha_trajectory.json"))
+    position = read_result_json(run_dir / "position_loss.json")
     if position is None:
         state = _callback_state(checkpoint, "PositionLoss")
         if state and state.get("history"):
             latest = state["history"][-1]
             position = {"step": latest["step"], "sets": latest["sets"], "history": state["history"]}
-    extrapolation = _read_json(run_dir / "extrapolation.json")
+    extrapolation = read_extrapolation(run_dir / "extrapolation.json")
     return Run(
         path=run_dir,
         checkpoint=checkpoint_path,
@@ -172,7 +214,6 @@ def load_run(path: str | Path, load_model: bool = True) -> Run:
         step=checkpoint.get("global_step"),
         alpha_trajectory=trajectory,
         position_loss=position,
-        extrapolation=(
-            None if extrapolation is None else ExtrapolationResult.from_dict(extrapolation)
-        ),
+        extrapolation=extrapolation,
+        tokenizer_sha256=checkpoint_tokenizer(checkpoint) if checkpoint else None,
     )

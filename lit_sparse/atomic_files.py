@@ -31,6 +31,7 @@ __all__ = [
     "fsync_dir",
     "remove_stale_temporaries",
     "storage_error",
+    "storage_failure",
     "write_bytes",
     "write_json",
     "write_text",
@@ -54,6 +55,21 @@ def storage_error(path: str | os.PathLike, err: OSError, what: str = "write") ->
         f"cannot {what} {str(path)!r}: {reason} (the previous file, if any, is unchanged; "
         "free space or fix the permissions and run the command again)"
     )
+
+
+def storage_failure(err: BaseException | None) -> StorageError | None:
+    """The full disk, read-only file system or missing permission behind ``err`` (a write
+    of Lightning's, TensorBoard's or the YAML writer's, wrapped or not), as one
+    :class:`StorageError` line naming the path; None if there is none."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, StorageError):
+            return err
+        if isinstance(err, OSError) and err.errno in _STORAGE_ERRNOS:
+            return storage_error(err.filename or "a file", err)
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
 
 
 def fsync_dir(path: str | os.PathLike) -> None:

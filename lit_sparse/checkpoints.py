@@ -4,15 +4,26 @@ Lightning writes a checkpoint through a temporary file in the system temp folder
 into place, which is a copy (not atomic) when the two are on different file systems, and
 never fsyncs. ``AtomicCheckpointIO`` writes next to the target, fsyncs and renames, so a
 crash leaves either the old file or the new one, never a truncated one.
+
+Every read verifies the file first: ``torch.load`` does not check the zip records' CRC-32, so
+a flipped bit in a tensor record would load silently. :func:`verify_checkpoint` checks every
+record (once per file version: the answer is cached by inode, size and mtime) and the
+checkpoint IO, :func:`read_checkpoint` and everything built on them refuse a damaged file in
+one line naming the file and the record.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
+import re
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
 import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from .atomic_files import AtomicFile, storage_error
@@ -29,28 +40,95 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning checkpoint IO whose saves are atomic on local file systems."""
+    """Lightning checkpoint IO whose saves are atomic on local file systems and whose loads
+    refuse a damaged file (:func:`verify_checkpoint`)."""
 
     def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
         if storage_options is not None or "://" in str(path):
             return super().save_checkpoint(checkpoint, path, storage_options)
         atomic_torch_save(checkpoint, path)
 
+    def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict[str, Any]:
+        if "://" not in str(path):
+            verify_checkpoint(path)
+        return super().load_checkpoint(path, map_location=map_location, weights_only=weights_only)
+
+
+_VERIFIED: dict[tuple, None] = {}
+"""Checkpoint files already verified, by (path, device, inode, size, mtime): an atomic
+rewrite is a new inode, so a changed file is verified again."""
+
+
+def _others(path: Path) -> str:
+    others = sorted(p.name for p in path.parent.glob("*.ckpt") if p != path)
+    return f"; other checkpoints there: {', '.join(others)}" if others else ""
+
+
+def _unreadable(path: Path, reason: str) -> CheckpointError:
+    return CheckpointError(
+        f"ckpt_path={str(path)!r} cannot be read as a checkpoint, so it is not used "
+        f"({reason}){_others(path)}"
+    )
+
+
+def verify_checkpoint(path: str | os.PathLike) -> Path:
+    """Check that ``path`` is a whole checkpoint: a readable zip whose every record matches
+    its CRC-32. Raises :class:`CheckpointError` naming the file and the damaged record."""
+    path = Path(path)
+    try:
+        stat = path.stat()
+    except OSError as err:
+        raise CheckpointError(
+            f"ckpt_path={str(path)!r}: {err.strerror or 'cannot be read'}"
+        ) from None
+    if not path.is_file():
+        raise CheckpointError(f"ckpt_path={str(path)!r}: not a file")
+    key = (str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key in _VERIFIED:
+        return path
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as err:
+        raise _unreadable(path, f"truncated or corrupt: {err}") from None
+    except OSError as err:
+        raise CheckpointError(
+            f"ckpt_path={str(path)!r}: {err.strerror or 'cannot be read'}"
+        ) from None
+    if damaged is not None:
+        raise CheckpointError(
+            f"ckpt_path={str(path)!r} is damaged, so it is not used: record {damaged!r} "
+            f"fails its CRC-32 check (a changed bit or a partial copy){_others(path)}"
+        )
+    _VERIFIED[key] = None
+    return path
+
+
+def _load_failure(err: Exception) -> str:
+    """Why torch.load refused a file, in one line and without its weights_only=False advice
+    (a checkpoint of ours never needs it: it holds plain values only)."""
+    text = str(err)
+    unsupported = re.search(r"Unsupported (?:global|operand)\S*(?: GLOBAL)? \S+", text)
+    if isinstance(err, pickle.UnpicklingError) or unsupported:
+        what = unsupported.group(0) if unsupported else text.splitlines()[0]
+        return (
+            "it holds objects a safe load refuses, so it was not written by lit_sparse or "
+            f"has been altered: {what}"
+        )
+    return f"truncated or corrupt: {type(err).__name__}: {text.splitlines()[0] if text else ''}"
+
 
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Load a checkpoint's dict on the CPU (memory-mapped), or say clearly why not."""
+    """Load a checkpoint's dict on the CPU (memory-mapped) after verifying every record, or
+    say clearly why not (one line naming the file)."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"ckpt_path={str(path)!r}: no such file")
+    verify_checkpoint(path)
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as err:  # truncated zip, not a checkpoint, unpicklable content
-        others = sorted(p.name for p in path.parent.glob("*.ckpt") if p != path)
-        hint = f"; other checkpoints there: {', '.join(others)}" if others else ""
-        raise CheckpointError(
-            f"ckpt_path={str(path)!r} cannot be read as a checkpoint, so it is not used "
-            f"(truncated or corrupt: {type(err).__name__}: {str(err).splitlines()[0]}){hint}"
-        ) from None
+    except Exception as err:  # not a checkpoint, unpicklable content
+        raise _unreadable(path, _load_failure(err)) from None
 
 
 def find_last_checkpoint(experiment_dir: str | os.PathLike) -> Path | None:
@@ -68,3 +146,63 @@ def differences(expected: Any, found: Any, prefix: str) -> list[str]:
             lines += differences(expected.get(key), found.get(key), f"{prefix}.{key}")
         return lines
     return [] if expected == found else [f"{prefix}: config {expected!r}, checkpoint {found!r}"]
+
+
+def checkpoint_tokenizer(checkpoint: dict[str, Any]) -> str | None:
+    """The sha256 of the tokenizer a checkpoint was trained with (None: not recorded)."""
+    for value in checkpoint.values():
+        if isinstance(value, dict) and isinstance(value.get("tokenizer_sha256"), str):
+            return value["tokenizer_sha256"]
+    return None
+
+
+def check_tokenizer(trained: str | None, sha256: str, spec: str, path: Any) -> None:
+    """CheckpointError unless the checkpoint at ``path``, trained with the tokenizer of digest
+    ``trained`` (:func:`checkpoint_tokenizer`; None: not recorded, passes), matches the
+    tokenizer of digest ``sha256`` (``spec`` names it in the message)."""
+    if trained is not None and trained != sha256:
+        raise CheckpointError(
+            f"ckpt_path={str(path)!r} was trained with another tokenizer than "
+            f"data.tokenizer={spec!r} (sha256 {trained[:12]}... in the checkpoint, "
+            f"{sha256[:12]}... here): token ids would mean other text; use the run's own "
+            "tokenizer"
+        )
+
+
+class FinalCheckpoint(Callback):
+    """Saves ``last.ckpt`` at the step training ends when no save fell on it.
+
+    ModelCheckpoint writes last.ckpt at the end only if it wrote none during the run, so with a
+    checkpoint every 100 steps and ``max_steps`` 150 the last 50 steps were never saved. This
+    runs first among ``on_train_end`` hooks (the CLI puts it first), so the final step is on
+    disk before the end-of-fit evaluation starts. A run resumed at its final step (to finish
+    its end-of-fit work) is not saved again.
+    """
+
+    def __init__(self) -> None:
+        self._loaded_step: int | None = None
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        self._loaded_step = checkpoint.get("global_step")
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        step = trainer.global_step
+        if step == 0 or trainer.fast_dev_run:
+            return
+        for callback in trainer.checkpoint_callbacks:
+            if not isinstance(callback, ModelCheckpoint) or not callback.save_last:
+                continue
+            if step == self._loaded_step and _same_file(
+                trainer.ckpt_path, callback.last_model_path
+            ):
+                # resumed at the end (to finish the end-of-fit work): last.ckpt is this step
+                callback._last_checkpoint_saved = callback.last_model_path
+            elif callback._last_global_step_saved != step:
+                callback._save_last_checkpoint(trainer, callback._monitor_candidates(trainer))
+
+
+def _same_file(a: Any, b: Any) -> bool:
+    try:
+        return bool(a) and bool(b) and os.path.samefile(a, b)
+    except OSError:
+        return False

@@ -31,6 +31,7 @@ from lit_sparse.errors import ConfigError
 __all__ = [
     "ModelSpec",
     "check_config_files",
+    "check_trainer_options",
     "checked_seq_len",
     "expand_attention_names",
     "load_yaml",
@@ -102,6 +103,38 @@ def check_config_files(args: Sequence[str]) -> None:
             load_yaml(args[i + 1])
         elif arg.startswith("--config="):
             load_yaml(arg.split("=", 1)[1])
+
+
+def check_trainer_options(trainer: Any, subcommand: str) -> None:
+    """Trainer values Lightning would fail on late (after the run folder exists) or with a
+    message about another field; ConfigError naming the field, the value and what is
+    allowed. ``trainer`` is the parsed ``trainer`` group (a Namespace or dict)."""
+    get = trainer.get
+    accumulate = get("accumulate_grad_batches")
+    if accumulate is not None and (
+        isinstance(accumulate, bool) or not isinstance(accumulate, int) or accumulate < 1
+    ):
+        raise ConfigError(
+            f"trainer.accumulate_grad_batches={accumulate!r}: must be an integer >= 1 "
+            "(micro-batches per optimizer step)"
+        )
+    interval = get("val_check_interval")
+    if isinstance(interval, (int, float)) and not isinstance(interval, bool):
+        by_batches = get("check_val_every_n_epoch") is None
+        if interval <= 0 or (by_batches and not isinstance(interval, int)):
+            raise ConfigError(
+                f"trainer.val_check_interval={interval!r}: must be an integer >= 1 "
+                "(micro-batches between validations; the training stream has no epochs, so a "
+                "fraction of one means nothing) or a duration 'DD:HH:MM:SS'"
+            )
+    max_steps = get("max_steps")
+    if subcommand == "fit" and (
+        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
+    ):
+        raise ConfigError(
+            f"trainer.max_steps={max_steps!r}: must be an integer >= 1 (the optimizer steps "
+            "to train; the learning-rate schedule ends there)"
+        )
 
 
 def checked_seq_len(seq_len: Any) -> int:

@@ -25,6 +25,14 @@ class StorageError(LitSparseError, OSError):
     names the path, and the previous file is unchanged."""
 
 
+class RunInUseError(LitSparseError):
+    """Another process is writing the run folder this command would write."""
+
+
+class DamagedFileError(LitSparseError, ValueError):
+    """A result or metadata file is truncated or not what it should be; the message names it."""
+
+
 class NonFiniteLossError(LitSparseError):
     """Training produced a NaN or infinite loss; training stops at once."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 import lightning.pytorch as pl
@@ -92,8 +93,27 @@ def _has_kernel(op: str, device: torch.device) -> bool:
         return True
 
 
+FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+
+RESUMABLE_HPARAMS = (
+    "lr",
+    "min_lr_ratio",
+    "warmup_steps",
+    "max_steps",
+    "weight_decay",
+    "betas",
+    "eps",
+)
+"""Optimizer and schedule values a resume may change; they apply from the resume step."""
+
 PAPER_MODEL = ModelConfig()
 """The paper's 60.85M-parameter shape (never mutated: a shared default)."""
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return list(a) == list(b)
+    return a == b
 
 
 class TokenNLL(Metric):
@@ -160,6 +180,7 @@ class LitLanguageModel(pl.LightningModule):
         attention = build_attention(attention)
         for name, value, ok, allowed in (
             ("lr", lr, lr > 0, "> 0"),
+            ("lr", lr, lr <= FLOAT32_MAX, f"at most {FLOAT32_MAX:.3g} (the optimizer's float32)"),
             ("min_lr_ratio", min_lr_ratio, 0 <= min_lr_ratio <= 1, "in [0, 1]"),
             ("warmup_steps", warmup_steps, warmup_steps >= 0, ">= 0"),
             ("max_steps", max_steps, max_steps > 0, "> 0"),
@@ -215,11 +236,20 @@ class LitLanguageModel(pl.LightningModule):
     def _non_finite_message(self, loss: Tensor, batch_idx: int) -> str:
         callback = self.trainer.checkpoint_callback if self._trainer else None
         last = callback and (callback.last_model_path or callback.best_model_path)
-        where = f"the last good checkpoint is {last}" if last else "no checkpoint was saved yet"
-        return (
+        stopped = (
             f"training stopped: the loss is {loss.item()} at optimizer step {self.global_step} "
-            f"(micro-batch {batch_idx}); {where}; resume from it with --ckpt_path last, "
-            "e.g. with a lower --model.lr"
+            f"(micro-batch {batch_idx})"
+        )
+        if not last:
+            return (
+                f"{stopped}; no checkpoint was saved yet: start the run again, e.g. with a "
+                "lower --model.lr"
+            )
+        path = Path(last)
+        run = path.parent.parent if path.parent.name == "checkpoints" else path
+        return (
+            f"{stopped}; the last good checkpoint is {last}; resume from it with "
+            f"--ckpt_path {run}, e.g. with a lower --model.lr (it applies from that step)"
         )
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -228,6 +258,32 @@ class LitLanguageModel(pl.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if "rng_states" in checkpoint:
             set_rng_states(checkpoint["rng_states"])
+        saved = checkpoint.get("hyper_parameters") or {}
+        self._resumed_hparams = {k: saved[k] for k in RESUMABLE_HPARAMS if k in saved}
+
+    def on_train_start(self) -> None:
+        self._apply_resumed_changes()
+
+    def _apply_resumed_changes(self) -> None:
+        """A resume with other optimizer or schedule values (RESUMABLE_HPARAMS) than the
+        checkpoint's: the restored optimizer and schedule state would keep the old ones, so
+        set the new ones from this step on (nothing is touched when nothing changed)."""
+        saved, hp = getattr(self, "_resumed_hparams", None), self.hparams
+        self._resumed_hparams = None
+        if not saved or all(_same(saved[k], hp.get(k)) for k in saved):
+            return
+        optimizer = self.trainer.optimizers[0]
+        schedule = self.trainer.lr_scheduler_configs[0].scheduler
+        groups = optimizer.param_groups
+        for i, group in enumerate(groups):
+            group["betas"], group["eps"] = tuple(hp.betas), hp.eps
+            group["weight_decay"] = hp.weight_decay if i == 0 else 0.0
+            group["initial_lr"] = hp.lr
+        schedule.base_lrs = [hp.lr for _ in groups]
+        factor = warmup_cosine(schedule.last_epoch, hp.warmup_steps, hp.max_steps, hp.min_lr_ratio)
+        for group in groups:
+            group["lr"] = hp.lr * factor
+        schedule._last_lr = [group["lr"] for group in groups]
 
     def configure_optimizers(self):
         decay = [p for p in self.parameters() if p.requires_grad and p.ndim >= 2]

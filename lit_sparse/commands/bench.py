@@ -57,6 +57,7 @@ import time
 from typing import Any
 
 from lit_sparse.commands import reports_errors
+from lit_sparse.errors import ConfigError
 
 DEFAULT_LENGTHS = (1024, 4096, 16384)
 LEARNED = "fibonacci_learned"
@@ -601,7 +602,6 @@ def _decode_parser(sub) -> None:
     decode.add_argument("--json", default=None, help="write the rows to this file")
 
 
-@reports_errors
 def _decode(args: argparse.Namespace) -> int:
     from lit_sparse.generation.decode_bench import DecodeBenchSpec, format_rows, run_decode_bench
 
@@ -616,6 +616,7 @@ def _decode(args: argparse.Namespace) -> int:
     return 1 if any("error" in row for row in rows) else 0
 
 
+@reports_errors
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["_measure"]:  # the child process of one row
@@ -626,6 +627,10 @@ def main(argv: list[str] | None = None) -> int:
         return _decode(args)
     if args.lengths is None:
         args.lengths = list(DEFAULT_LENGTHS if args.command == "attention" else (1024, 4096))
+    for option, values in (("--lengths", args.lengths), ("--repeats", [args.repeats])):
+        bad = [v for v in values if v < 1]
+        if bad:
+            raise ConfigError(f"{option} {bad[0]}: must be an integer >= 1")
     known = {*_plugin_names(args.window), NATTEN, FLEX}
     unknown = sorted(set(args.plugins or ()) - known)
     if unknown:

@@ -29,9 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from lit_sparse.commands import reports_errors
+from lit_sparse.config_files import load_yaml
 from lit_sparse.errors import ConfigError
 from lit_sparse.tables import markdown_table
 
@@ -227,32 +226,25 @@ def _last_scalars(run_dir: Path, prefix: str) -> tuple[dict[str, float], int | N
 
 def read_run(path: str | Path) -> RunRecord:
     """Read a run directory (or an experiment folder: its newest version)."""
-    import json
-
-    from lit_sparse.analysis import resolve_run_dir
-    from lit_sparse.evaluation.extrapolation import ExtrapolationResult
+    from lit_sparse.analysis import read_extrapolation, read_result_json, resolve_run_dir
 
     run_dir = resolve_run_dir(Path(path))
     if not run_dir.is_dir():
         raise ConfigError(f"RUN_DIR {path}: no such directory")
     config: dict[str, Any] = {}
     if (run_dir / "config.yaml").is_file():
-        config = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+        config = load_yaml(run_dir / "config.yaml", "run config")
     elif (run_dir / "hparams.yaml").is_file():
-        config = {"model": yaml.safe_load((run_dir / "hparams.yaml").read_text()) or {}}
+        config = {"model": load_yaml(run_dir / "hparams.yaml", "run hparams")}
     else:
         raise ConfigError(f"RUN_DIR {path}: no config.yaml or hparams.yaml (not a run directory)")
     attention = (config.get("model") or {}).get("attention")
     name, label = identify(attention)
     ppl, step = _last_scalars(run_dir, "val/ppl/")
-    extrapolation = None
-    if (run_dir / "extrapolation.json").is_file():
-        extrapolation = ExtrapolationResult.from_dict(
-            json.loads((run_dir / "extrapolation.json").read_text())
-        )
+    extrapolation = read_extrapolation(run_dir / "extrapolation.json")
     bins = {}
-    if (run_dir / "position_loss.json").is_file():
-        position = json.loads((run_dir / "position_loss.json").read_text())
+    position = read_result_json(run_dir / "position_loss.json")
+    if position is not None:
         bins = position.get("sets") or {}
         step = position.get("step", step)  # the weights' step (events carry the one before)
     if extrapolation is not None and extrapolation.step is not None:

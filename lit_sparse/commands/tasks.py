@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     import lit_sparse
     from lit_sparse.callbacks.tasks import GROUP_LABELS, encoder, task_items
+    from lit_sparse.checkpoints import check_tokenizer
     from lit_sparse.data.tokenizer import load_tokenizer
     from lit_sparse.evaluation.forced_choice import results_table, score_task
 
@@ -55,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     if run.module is None:
         raise ConfigError(f"path={args.path!r}: no checkpoint found (checkpoints/*.ckpt)")
     spec = args.tokenizer or run_tokenizer(run.config)
-    encode = encoder(load_tokenizer(spec).tokenizer)
+    tokenizer = load_tokenizer(spec)
+    check_tokenizer(run.tokenizer_sha256, tokenizer.sha256, spec, run.checkpoint)
+    encode = encoder(tokenizer.tokenizer)
     results = [
         score_task(
             task,

@@ -35,7 +35,7 @@ from lit_sparse.data.sources import SourceConfig
 from lit_sparse.data.token_cache import CachePlan, TokenFile, build_source, check_part, make_plan
 from lit_sparse.data.tokenizer import load_tokenizer, resolve_vocab_size
 from lit_sparse.data.windows import HeldOutWindows, num_windows
-from lit_sparse.errors import ConfigError
+from lit_sparse.errors import CheckpointError, ConfigError
 
 __all__ = ["TextDataModule", "default_cache_dir", "embedded_sources"]
 
@@ -381,10 +381,19 @@ class TextDataModule(pl.LightningDataModule):
             "samples_consumed": self._samples_consumed,
             "seed": self.seed,
             "batch_size": self.batch_size,
+            "tokenizer_sha256": self._tok.sha256,
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Continue the training stream where ``state_dict`` left it."""
+        """Continue the training stream where ``state_dict`` left it (refused when the
+        checkpoint was trained with another tokenizer)."""
+        trained = state_dict.get("tokenizer_sha256")
+        if trained is not None and trained != self._tok.sha256:
+            raise CheckpointError(
+                f"the checkpoint was trained with another tokenizer than "
+                f"tokenizer={self.tokenizer_spec!r} (sha256 {trained[:12]}... in the checkpoint, "
+                f"{self._tok.sha256[:12]}... here): use the run's own tokenizer"
+            )
         n = state_dict.get("samples_consumed")
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ConfigError(

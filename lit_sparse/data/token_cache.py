@@ -33,7 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from lit_sparse.atomic_files import AtomicFile, fsync_dir, remove_stale_temporaries, write_text
+from lit_sparse.atomic_files import (
+    AtomicFile,
+    fsync_dir,
+    remove_stale_temporaries,
+    storage_error,
+    write_text,
+)
 from lit_sparse.data.sources import SourceConfig, iter_text_batches
 from lit_sparse.data.tokenizer import LoadedTokenizer
 
@@ -131,6 +137,8 @@ def check_part(plan: CachePlan, part: str, verify_checksum: bool) -> TokenFile |
         return "not cached"
     except (OSError, ValueError) as err:
         return f"unreadable metadata ({err})"
+    if not isinstance(meta, dict):
+        return f"metadata is not a JSON object (a {type(meta).__name__})"
     expected = {
         "format_version": FORMAT_VERSION,
         "key": plan.key,
@@ -251,7 +259,10 @@ def build_source(plan: CachePlan, tok: LoadedTokenizer) -> dict[str, TokenFile]:
 
     src = plan.source
     t0 = time.perf_counter()
-    plan.stem.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        plan.stem.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise storage_error(plan.stem.parent, err, "create the token cache folder") from None
     remove_stale_temporaries(plan.stem.parent)  # a killed build's half-written files
     writers = {
         p: _AtomicTokenWriter(plan.bin_path(p), plan.meta_path(p), plan.dtype) for p in plan.parts

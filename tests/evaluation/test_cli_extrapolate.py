@@ -49,8 +49,10 @@ def extrapolate(run: Path, *args: str) -> dict:
             )
             == 0
         )
-    newest = max(run.parent.glob("version_*"), key=lambda p: int(p.name.split("_")[1]))
-    assert newest != run
+    # the evaluation writes under the run (evals/), never a version_N of its own
+    assert [p.name for p in run.parent.glob("version_*")] == [run.name]
+    newest = max((run / "evals").iterdir(), key=lambda p: p.stat().st_mtime_ns)
+    assert newest.name.startswith("extrapolate-step4")
     return json.loads((newest / "extrapolation.json").read_text())
 
 

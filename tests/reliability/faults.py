@@ -1,5 +1,6 @@
 """Callbacks that inject faults into a real training run (tests only)."""
 
+import errno
 import os
 import signal
 
@@ -29,3 +30,84 @@ class PoisonWeightsAtStep(pl.Callback):
         if trainer.global_step == self.step:
             with torch.no_grad():
                 pl_module.model.embedding.weight.fill_(float("nan"))
+
+
+class KillAtTrainStart(pl.Callback):
+    """SIGKILL when training starts: a resume dies in its own start-up (its config, lock and
+    TensorBoard purge marker are in place, no step is trained)."""
+
+    def on_train_start(self, trainer, pl_module):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class KillInExtrapolation(pl.Callback):
+    """SIGKILL in the middle of the end-of-fit length extrapolation (after the final
+    checkpoint, before extrapolation.json is written)."""
+
+    def setup(self, trainer, pl_module, stage):
+        from lit_sparse.callbacks import extrapolation
+
+        def killed(*args, **kwargs):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        extrapolation.evaluate_lengths = killed
+
+
+class FullDisk(pl.Callback):
+    """From the first micro-batch of optimizer step ``step`` on (None: from the end of
+    training on, after the final checkpoint, before the result tables), every fsync fails
+    with ENOSPC, as on a full disk: the next atomic write fails. ``on_exception`` gives the
+    disk its space back (the test process goes on)."""
+
+    def __init__(self, step: int | None = None):
+        self.step = step
+        self._fsync = None
+
+    def _fill(self) -> None:
+        if self._fsync is None:
+            self._fsync = os.fsync
+
+            def full(fd):
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+            os.fsync = full
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.step:
+            self._fill()
+
+    def on_train_end(self, trainer, pl_module):
+        if self.step is None:
+            self._fill()
+
+    def on_exception(self, trainer, pl_module, exception):
+        if self._fsync is not None:
+            os.fsync, self._fsync = self._fsync, None
+
+
+class RaiseAtStep(pl.Callback):
+    """Stop the process's training with an exception before optimizer step ``step`` (an
+    in-process stand-in for a crash: the checkpoints before it stay)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.step:
+            raise Crash(f"crash before step {self.step}")
+
+
+class Crash(RuntimeError):
+    """The exception RaiseAtStep stops training with."""
+
+
+class SleepAtTrainStart(pl.Callback):
+    """Hold the run for ``seconds`` when training starts (a long-running writer)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def on_train_start(self, trainer, pl_module):
+        import time
+
+        time.sleep(self.seconds)

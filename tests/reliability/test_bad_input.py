@@ -3,6 +3,7 @@
 The cases here are the README's table of bad inputs (README.md, "Guarantees").
 """
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import lit_sparse
 from lit_sparse import list_attention
 from lit_sparse.cli import main
 
@@ -39,6 +41,21 @@ BAD_INPUTS = [
     (["--data.vocab_size", "100"], "vocab_size=100 is smaller than the tokenizer's size 8192"),
     (["--model.lr", "-1"], "model.lr=-1.0: must be > 0"),
     (["--data.tokenizer", "missing/tokenizer.json"], "tokenizer='missing/tokenizer.json': file"),
+    (
+        ["--trainer.accumulate_grad_batches", "0"],
+        "trainer.accumulate_grad_batches=0: must be an integer >= 1",
+    ),
+    (["--trainer.val_check_interval", "0.5"], "trainer.val_check_interval=0.5: must be an integer"),
+    (["--trainer.max_steps", "0"], "trainer.max_steps=0: must be an integer >= 1"),
+    (
+        ["--model.attention.n_random", "3"],
+        "model.attention: lit_sparse.FibonacciAttention: Option 'n_random' is not accepted",
+    ),
+    (
+        ["--data.seq_len", "4"],
+        "PositionLoss(n_bins=8) needs at least 8 positions per window, but data.seq_len=4",
+    ),
+    (["--model.lr", "1e39"], "model.lr=1e+39: must be at most 3.4e+38"),
 ]
 
 
@@ -136,3 +153,55 @@ def test_matching_checkpoint_is_accepted(fixed_checkpoint, capsys):
     code, err = run_cli(["validate", *FIXED, "--ckpt_path", str(fixed_checkpoint)], capsys)
     assert code == 0, err
     assert torch.load(fixed_checkpoint, weights_only=True)["global_step"] == 2
+
+
+# ----------------------------------------------------------------- damaged files, other commands
+def test_a_truncated_or_invalid_result_file_is_named(finished_run, capsys, tmp_path):
+    from lit_sparse.commands.matrix import main as matrix_main
+    from lit_sparse.commands.tasks import main as tasks_main
+    from lit_sparse.errors import DamagedFileError
+
+    from .cli_runs import copy_run
+
+    run = copy_run(finished_run, tmp_path)
+    table = run / "extrapolation.json"
+    table.write_text(table.read_text()[:50])
+    with pytest.raises(DamagedFileError, match="extrapolation.json: not a readable result file"):
+        lit_sparse.load_run(run)
+    for command, args in ((matrix_main, ["--table", str(run)]), (tasks_main, [str(run)])):
+        assert command(args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"error: {table}: not a readable result file")
+    table.unlink()
+    (run / "position_loss.json").write_text("[1, 2]\n")
+    with pytest.raises(DamagedFileError, match="position_loss.json: expected a JSON object"):
+        lit_sparse.load_run(run)
+
+
+def test_token_cache_metadata_that_is_not_an_object_is_rebuilt():
+    from lit_sparse.data import TextDataModule
+    from lit_sparse.data.token_cache import check_part
+
+    module = TextDataModule(seq_len=48)  # the suite's token cache
+    module.prepare_data()
+    plan = module._plans[-1]  # math: the smaller source to rebuild
+    plan.meta_path("train").write_text("[]\n")
+    assert (
+        check_part(plan, "train", verify_checksum=False) == "metadata is not a JSON object (a list)"
+    )
+    module.prepare_data()  # rebuilt, not an AttributeError
+    assert not isinstance(check_part(plan, "train", verify_checksum=True), str)
+
+
+def test_bench_with_a_zero_length_is_one_line(capsys):
+    from lit_sparse.commands.bench import main as bench_main
+
+    assert bench_main(["attention", "--lengths", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --lengths 0: must be an integer >= 1"
+
+
+def test_result_files_get_the_users_umask(finished_run):
+    umask = os.umask(0)
+    os.umask(umask)
+    for name in ("extrapolation.json", "extrapolation.md", "position_loss.json", "config.yaml"):
+        assert (finished_run / name).stat().st_mode & 0o777 == 0o666 & ~umask, name

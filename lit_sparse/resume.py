@@ -1,0 +1,202 @@
+"""Which run ``fit --ckpt_path ...`` continues, and which values a resume may change.
+
+``--ckpt_path last`` means the run this command started: among the experiment's runs that
+have a checkpoint, the one whose config (its newest ``config.resume-<step>.yaml``, else
+``config.yaml``) has the same model, data, seed and ``trainer.max_steps`` as the command.
+When several do (the same config started more than once), a run another process is writing
+is left out, then a finished one; if that leaves more than one, or a run differs only in
+values a resume may change, the command is refused with the candidates, since only the
+user knows which one was meant. An explicit run folder (``--ckpt_path runs/x/version_3``)
+or checkpoint file always names one run.
+
+A resume may change the optimizer and schedule values (:data:`RESUMABLE`): they apply from
+the resume step (the optimizer state carries over) and the config of the resumed part,
+``config.resume-<step>.yaml``, records them. A different model or data shape is refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lit_sparse.errors import ConfigError
+from lit_sparse.module import RESUMABLE_HPARAMS as RESUMABLE
+from lit_sparse.runs import experiment_runs, lock_holder, run_checkpoint, run_config
+
+__all__ = ["RESUMABLE", "changed_values", "choose_run", "describe_changes", "signature"]
+
+_NOT_RUN_DATA = ("cache_dir", "num_workers")
+"""Data options that do not change what a run trains on."""
+
+
+def signature(config: dict[str, Any], exact: bool = True) -> dict[str, Any]:
+    """What identifies a run in a config (a saved config.yaml or the command's, both as
+    jsonargparse dumps them): the model, the data, the seed and the number of steps; with
+    ``exact=False`` without the values a resume may change."""
+    model = copy.deepcopy(dict(config.get("model") or {}))
+    model.pop("max_steps", None)  # linked from trainer.max_steps (absent from saved configs)
+    if isinstance(model.get("arch"), dict):
+        for linked in ("vocab_size", "context_length"):
+            model["arch"].pop(linked, None)
+    data = copy.deepcopy(config.get("data"))
+    if isinstance(data, dict) and isinstance(data.get("init_args"), dict):
+        for name in _NOT_RUN_DATA:
+            data["init_args"].pop(name, None)
+    found = {"model": model, "data": data, "seed_everything": config.get("seed_everything")}
+    if exact:
+        found["trainer.max_steps"] = (config.get("trainer") or {}).get("max_steps")
+    else:
+        for name in RESUMABLE:
+            model.pop(name, None)
+    return found
+
+
+def _differences(here: Any, run: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    if isinstance(here, dict) and isinstance(run, dict):
+        found = []
+        for key in sorted(set(here) | set(run), key=str):
+            name = f"{prefix}.{key}" if prefix else str(key)
+            found += _differences(here.get(key), run.get(key), name)
+        return found
+    if isinstance(here, (list, tuple)) and isinstance(run, (list, tuple)):
+        here, run = list(here), list(run)
+    return [] if here == run else [(prefix, here, run)]
+
+
+def _shown(differences: list[tuple[str, Any, Any]], limit: int = 3) -> str:
+    parts = [f"{key} (run {run!r}, here {here!r})" for key, here, run in differences[:limit]]
+    more = len(differences) - limit
+    return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+
+
+@dataclass
+class _Candidate:
+    path: Path
+    checkpoint: Path
+    config: dict[str, Any] | None
+    _peeked: dict[str, Any] | None = field(default=None, repr=False)
+
+    def _peek(self) -> dict[str, Any]:
+        """The checkpoint's step and its schedule's end (not verified: only to choose)."""
+        if self._peeked is None:
+            try:
+                saved = torch.load(
+                    self.checkpoint, map_location="cpu", weights_only=True, mmap=True
+                )
+                hparams = saved.get("hyper_parameters") or {}
+                self._peeked = {"step": saved.get("global_step"), "end": hparams.get("max_steps")}
+            except Exception:  # damaged: the chosen run's file is verified before use
+                self._peeked = {"step": None, "end": None}
+        return self._peeked
+
+    @property
+    def finished(self) -> bool:
+        peek = self._peek()
+        return peek["step"] is not None and peek["end"] is not None and peek["step"] >= peek["end"]
+
+    @property
+    def holder(self) -> str | None:
+        return lock_holder(self.path)
+
+    def describe(self) -> str:
+        step = self._peek()["step"]
+        notes = [f"step {step}" if step is not None else "unreadable checkpoint"]
+        if self.finished:
+            notes.append("finished")
+        if self.holder:
+            notes.append(f"in use by {self.holder}")
+        return f"{self.path} ({', '.join(notes)})"
+
+
+def _narrow(candidates: list[_Candidate], use_locks: bool) -> list[_Candidate]:
+    """Leave out runs another process is writing, then finished runs, while any remain."""
+    tests = [lambda c: c.holder is None] if use_locks else []
+    for keep in [*tests, lambda c: not c.finished]:
+        kept = [c for c in candidates if keep(c)]
+        if kept:
+            candidates = kept
+    return candidates
+
+
+def choose_run(
+    experiment: str | Path, command: dict[str, Any], use_locks: bool = True
+) -> Path | None:
+    """The checkpoint ``--ckpt_path last`` means for ``command`` (a config dump) in
+    ``experiment``, None to start a new run; ConfigError listing the candidates when the
+    choice is the user's. ``use_locks=False`` (a process its job's first process launched)
+    does not leave out the run the first process has locked."""
+    experiment = Path(experiment)
+    if command.get("seed_everything") is True:  # a random seed: the run's saved one counts
+        command = {**command, "seed_everything": None}
+    candidates = []
+    for run in experiment_runs(experiment):
+        checkpoint = run_checkpoint(run)
+        if checkpoint is not None:
+            saved = run_config(run)
+            if saved is not None and command.get("seed_everything") is None:
+                saved = {**saved, "seed_everything": None}
+            candidates.append(_Candidate(run, checkpoint, saved))
+    if not candidates:
+        print(f"no last.ckpt under {experiment}: starting a new run", file=sys.stderr)
+        return None
+    exact = [
+        c
+        for c in candidates
+        if c.config is not None and not _differences(signature(command), signature(c.config))
+    ]
+    if exact:
+        chosen = _narrow(exact, use_locks)
+        if len(chosen) == 1:
+            return chosen[0].checkpoint
+        raise ConfigError(
+            f"ckpt_path='last' is ambiguous: {len(chosen)} runs under {experiment} were "
+            f"started with this config: {'; '.join(c.describe() for c in chosen)}; resume one "
+            f"by its folder, e.g. --ckpt_path {chosen[-1].path}"
+        )
+    near = []
+    for c in candidates:
+        if c.config is None:
+            continue
+        if not _differences(signature(command, exact=False), signature(c.config, exact=False)):
+            near.append((c, _differences(signature(command), signature(c.config))))
+    if near:
+        listed = "; ".join(f"{c.path} differs in {_shown(d)}" for c, d in near)
+        raise ConfigError(
+            f"ckpt_path='last': no run under {experiment} was started with this exact "
+            f"config ({listed}): to resume it with this command's values give its folder, "
+            f"--ckpt_path {near[-1][0].path}; to start a new run leave out --ckpt_path"
+        )
+    print(
+        f"no run under {experiment} was started with this config: starting a new run",
+        file=sys.stderr,
+    )
+    return None
+
+
+def changed_values(
+    command_model: dict[str, Any], checkpoint_hparams: dict[str, Any]
+) -> list[tuple[str, Any, Any]]:
+    """(``model.<name>``, checkpoint's value, command's value) for each resumable value the
+    command changes."""
+    found = []
+    for name in RESUMABLE:
+        if name not in command_model or name not in checkpoint_hparams:
+            continue
+        new, old = command_model[name], checkpoint_hparams[name]
+        if isinstance(new, (list, tuple)) and isinstance(old, (list, tuple)):
+            same = list(new) == list(old)
+        else:
+            same = new == old
+        if not same:
+            found.append((f"model.{name}", old, new))
+    return found
+
+
+def describe_changes(changes: list[tuple[str, Any, Any]]) -> str:
+    """``model.lr=1e-05 (was 0.0003), ...``."""
+    return ", ".join(f"{key}={new!r} (was {old!r})" for key, old, new in changes)

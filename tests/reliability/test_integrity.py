@@ -1,0 +1,102 @@
+"""Nothing damaged is loaded: a checkpoint with one changed bit, an unpicklable one, or one
+trained with another tokenizer is refused by every reader in one line naming the file."""
+
+from __future__ import annotations
+
+import fractions
+import json
+
+import pytest
+import torch
+
+import lit_sparse
+from lit_sparse.checkpoints import read_checkpoint
+from lit_sparse.commands.tasks import main as tasks_main
+from lit_sparse.data import TextDataModule
+from lit_sparse.data.embedded import TOKENIZER_PATH
+from lit_sparse.errors import CheckpointError
+
+from .cli_runs import config_args, copy_run, errors, flip_bit, run_cli
+
+
+@pytest.fixture
+def damaged(finished_run, in_workdir):
+    """A copy of the finished run whose last.ckpt has one bit changed in a tensor record."""
+    run = copy_run(finished_run, in_workdir)
+    record = flip_bit(run / "checkpoints" / "last.ckpt")
+    return run, record
+
+
+def test_a_changed_bit_loads_silently_in_torch(damaged):
+    """The premise: torch.load itself does not notice (so every reader must verify)."""
+    run, _ = damaged
+    loaded = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert loaded["global_step"] == 4
+
+
+def test_validate_refuses_a_damaged_checkpoint(damaged, capsys):
+    run, record = damaged
+    ckpt = run / "checkpoints" / "last.ckpt"
+    code, err = run_cli(
+        ["validate", "--config", str(run / "config.yaml"), "--ckpt_path", str(ckpt)], capsys
+    )
+    assert code == 2
+    assert len(errors(err)) == 1 and err[-1] == errors(err)[0], err
+    assert str(ckpt) in err[-1] and repr(record) in err[-1] and "CRC-32" in err[-1]
+    assert not (run / "evals").exists(), "nothing ran"
+
+
+def test_resume_refuses_a_damaged_checkpoint(damaged, capsys):
+    run, record = damaged
+    code, err = run_cli(["fit", *config_args(), "--ckpt_path", str(run)], capsys)
+    assert code == 2 and err[-1].startswith("error: ") and repr(record) in err[-1], err
+    assert not list(run.glob("config.resume-*.yaml")), "nothing was written into the run"
+
+
+def test_load_run_and_tasks_refuse_a_damaged_checkpoint(damaged, capsys):
+    run, record = damaged
+    with pytest.raises(CheckpointError, match="fails its CRC-32 check"):
+        lit_sparse.load_run(run)
+    assert tasks_main([str(run), "--per-group", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and repr(record) in err[0]
+
+
+def test_an_unpicklable_checkpoint_is_refused_without_unsafe_advice(tmp_path):
+    path = tmp_path / "last.ckpt"
+    torch.save({"global_step": 1, "ratio": fractions.Fraction(1, 3)}, path)
+    with pytest.raises(CheckpointError) as caught:
+        read_checkpoint(path)
+    message = str(caught.value)
+    assert "\n" not in message and "fractions.Fraction" in message
+    assert "weights_only" not in message
+
+
+@pytest.fixture
+def other_tokenizer(tmp_path):
+    """The embedded tokenizer with two tokens' ids swapped: same size, other text per id."""
+    values = json.loads(TOKENIZER_PATH.read_text())
+    vocab = values["model"]["vocab"]
+    a, b = "the", "and"
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    path = tmp_path / "other" / "tokenizer.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(values))
+    return path
+
+
+def test_a_checkpoint_is_tied_to_its_tokenizer(finished_run, other_tokenizer, capsys, in_workdir):
+    ckpt = finished_run / "checkpoints" / "last.ckpt"
+    args = ["validate", "--config", str(finished_run / "config.yaml"), "--ckpt_path", str(ckpt)]
+    code, err = run_cli([*args, "--data.tokenizer", str(other_tokenizer)], capsys)
+    assert code == 2 and len(errors(err)) == 1, err
+    assert "another tokenizer" in err[-1] and str(other_tokenizer) in err[-1]
+    # the data module refuses it too (a Trainer used without the CLI)
+    module = TextDataModule(tokenizer=str(other_tokenizer), seq_len=48)
+    with pytest.raises(CheckpointError, match="another tokenizer"):
+        module.load_state_dict(read_checkpoint(ckpt)["TextDataModule"])
+    # and the tasks command, given that tokenizer
+    assert tasks_main([str(finished_run), "--tokenizer", str(other_tokenizer)]) == 2
+    assert "another tokenizer" in capsys.readouterr().err
+    # its own tokenizer is accepted
+    assert lit_sparse.load_run(finished_run).tokenizer_sha256 is not None

@@ -1,0 +1,213 @@
+"""Every resume continues the right run, and two processes never write one run folder.
+
+``--ckpt_path last`` means the run this command started (the same model, data, seed and
+steps); a sweep's other runs, a run another process is writing and ambiguous cases are
+never taken silently. Run folders are locked (the second process gets one line naming the
+holder) and new versions are allocated atomically (real concurrent processes).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from lit_sparse.errors import ConfigError, RunInUseError
+from lit_sparse.resume import choose_run
+from lit_sparse.runs import RunLock, lock_holder, new_version
+
+from .cli_runs import (
+    ROOT,
+    checkpoint_every,
+    config_args,
+    errors,
+    fault,
+    run_cli,
+    tracebacks,
+    write_callbacks,
+)
+
+BASE = {
+    "seed_everything": 42,
+    "trainer": {"max_steps": 6},
+    "model": {"arch": {"n_layers": 2, "d_model": 32}, "lr": 3e-4, "warmup_steps": 2},
+    "data": {"class_path": "lit_sparse.data.TextDataModule", "init_args": {"seq_len": 48}},
+}
+
+
+def config(**model) -> dict:
+    return {**BASE, "model": {**BASE["model"], **model}}
+
+
+def make_run(experiment: Path, version: int, values: dict, step: int) -> Path:
+    """A run folder as a fit leaves it: config.yaml and checkpoints/last.ckpt at ``step``."""
+    run = experiment / f"version_{version}"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.yaml").write_text(yaml.safe_dump(values))
+    hparams = {"max_steps": values["trainer"]["max_steps"]}
+    torch.save({"global_step": step, "hyper_parameters": hparams}, run / "checkpoints/last.ckpt")
+    return run
+
+
+def test_last_is_the_run_of_this_config_not_the_newest(tmp_path):
+    a = make_run(tmp_path, 0, config(lr=1e-3), step=2)
+    b = make_run(tmp_path, 1, config(lr=2e-3), step=4)  # newer, another sweep member
+    assert choose_run(tmp_path, config(lr=1e-3)) == a / "checkpoints/last.ckpt"
+    assert choose_run(tmp_path, config(lr=2e-3)) == b / "checkpoints/last.ckpt"
+
+
+def test_the_same_config_twice_prefers_the_unfinished_run(tmp_path):
+    make_run(tmp_path, 0, config(), step=6)  # finished
+    unfinished = make_run(tmp_path, 1, config(), step=2)
+    make_run(tmp_path, 2, config(lr=1.0), step=2)  # another config
+    assert choose_run(tmp_path, config()) == unfinished / "checkpoints/last.ckpt"
+
+
+def test_an_ambiguous_choice_is_refused_listing_the_candidates(tmp_path):
+    first = make_run(tmp_path, 0, config(), step=2)
+    second = make_run(tmp_path, 1, config(), step=4)
+    with pytest.raises(ConfigError) as caught:
+        choose_run(tmp_path, config())
+    message = str(caught.value)
+    assert "\n" not in message and "ambiguous" in message
+    assert f"{first} (step 2)" in message and f"{second} (step 4)" in message
+
+
+def test_a_run_that_differs_only_in_resumable_values_is_named_not_taken(tmp_path):
+    run = make_run(tmp_path, 0, config(), step=2)
+    with pytest.raises(ConfigError) as caught:
+        choose_run(tmp_path, config(lr=1e-5))
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "model.lr (run 0.0003, here 1e-05)" in message and f"--ckpt_path {run}" in message
+
+
+def test_another_model_starts_a_new_run(tmp_path, capsys):
+    make_run(tmp_path, 0, config(), step=2)
+    other = config()
+    other["model"]["arch"] = {"n_layers": 3, "d_model": 32}
+    assert choose_run(tmp_path, other) is None
+    assert "starting a new run" in capsys.readouterr().err
+
+
+def _hold(folder: str) -> subprocess.Popen:
+    """A real process that locks ``folder`` and keeps it until killed."""
+    code = (
+        "import sys, time; from lit_sparse.runs import RunLock; "
+        f"RunLock.acquire({folder!r}, 'fit'); print('locked', flush=True); time.sleep(600)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+def test_a_run_another_process_writes_is_left_out_and_its_lock_names_it(tmp_path):
+    taken = make_run(tmp_path, 0, config(), step=2)
+    free = make_run(tmp_path, 1, config(), step=2)
+    holder = _hold(str(taken))
+    try:
+        assert f"process {holder.pid}" in lock_holder(taken)
+        assert choose_run(tmp_path, config()) == free / "checkpoints/last.ckpt"
+        with pytest.raises(RunInUseError) as caught:
+            RunLock.acquire(taken)
+        assert f"in use by process {holder.pid}" in str(caught.value)
+        assert "\n" not in str(caught.value)
+    finally:
+        holder.kill()
+        holder.wait()
+    # a killed holder's lock is gone with it (no stale lock to clean up)
+    assert lock_holder(taken) is None
+    RunLock.acquire(taken).release()
+
+
+def _allocate(experiment: str, barrier, results) -> None:
+    barrier.wait()
+    results.put(new_version(experiment)[0])
+
+
+def test_new_versions_are_allocated_atomically_by_concurrent_processes(tmp_path):
+    context = multiprocessing.get_context("fork")
+    count = 8
+    barrier, results = context.Barrier(count), context.Queue()
+    workers = [
+        context.Process(target=_allocate, args=(str(tmp_path), barrier, results))
+        for _ in range(count)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    versions = sorted(results.get(timeout=10) for _ in range(count))
+    assert versions == list(range(count))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"version_{n}" for n in versions)
+
+
+def test_resuming_a_sweep_member_continues_it_not_the_newest_run(in_workdir, capsys):
+    """The issue's case: two runs of one config with different --model.lr; run A crashed,
+    run B is newer. ``--ckpt_path last`` with A's values continues A; B is untouched."""
+    crash = write_callbacks(
+        in_workdir / "crash.yaml", checkpoint_every(2), fault("RaiseAtStep", step=3)
+    )
+    plain = write_callbacks(in_workdir / "plain.yaml", checkpoint_every(2))
+    a_args = [*config_args("fixed.yaml"), "--model.lr", "1e-3"]
+    b_args = [*config_args("fixed.yaml"), "--model.lr", "2e-3"]
+    with pytest.raises(Exception, match="crash before step 3"):
+        run_cli(["fit", *a_args, "--config", str(crash)], capsys)
+    assert run_cli(["fit", *b_args, "--config", str(plain)], capsys)[0] == 0
+    a, b = in_workdir / "runs/fixed/version_0", in_workdir / "runs/fixed/version_1"
+    b_files = {p: p.stat().st_mtime_ns for p in b.rglob("*")}
+
+    code, err = run_cli(["fit", *a_args, "--config", str(plain), "--ckpt_path", "last"], capsys)
+    assert code == 0, err
+    assert torch.load(a / "checkpoints/last.ckpt", weights_only=True)["global_step"] == 4
+    assert (a / "config.resume-2.yaml").is_file()
+    assert {p: p.stat().st_mtime_ns for p in b.rglob("*")} == b_files, "B was not touched"
+
+
+@pytest.mark.slow
+def test_two_resumes_started_at_once_one_runs_the_other_gets_one_line(in_workdir, capsys):
+    """Real concurrent processes on one run folder: the loser writes nothing (no config, no
+    purge marker hiding the winner's scalars) and says who holds the run."""
+    tmp_path = in_workdir
+    crash = write_callbacks(
+        tmp_path / "crash.yaml", checkpoint_every(2), fault("RaiseAtStep", step=3)
+    )
+    with pytest.raises(Exception, match="crash before step 3"):
+        run_cli(["fit", *config_args("fixed.yaml", crash)], capsys)
+    run = tmp_path / "runs/fixed/version_0"
+    events_before = set(run.glob("events.out.tfevents.*"))
+
+    slow = write_callbacks(
+        tmp_path / "slow.yaml", checkpoint_every(2), fault("SleepAtTrainStart", seconds=15)
+    )
+    args = ["fit", *config_args("fixed.yaml", slow), "--ckpt_path", "last"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("LIT_SPARSE_RUN", None)
+    both = [
+        subprocess.Popen(
+            [sys.executable, "-m", "lit_sparse", *args],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    results = [p.communicate(timeout=600) for p in both]
+    codes = sorted(p.returncode for p in both)
+    assert codes == [0, 2], [r[1][-2000:] for r in results]
+    loser = next(r for p, r in zip(both, results, strict=True) if p.returncode == 2)
+    winner = next(p for p in both if p.returncode == 0)
+    lines = errors(loser[1].splitlines())
+    assert len(lines) == 1 and f"in use by process {winner.pid}" in lines[0]
+    assert not tracebacks(loser[1])
+    assert sorted(p.name for p in run.glob("config.resume-*.yaml")) == ["config.resume-2.yaml"]
+    assert len(set(run.glob("events.out.tfevents.*")) - events_before) == 1, "one purge marker"
+    assert torch.load(run / "checkpoints/last.ckpt", weights_only=True)["global_step"] == 4
