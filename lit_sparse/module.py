@@ -11,6 +11,7 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor, nn
 from torchmetrics import Metric
 
@@ -262,6 +263,13 @@ class LitLanguageModel(pl.LightningModule):
                 self.val_nll[name] = TokenNLL()
 
     def validation_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> dict[str, Any]:
+        return self._score(batch, dataloader_idx)
+
+    def test_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> dict[str, Any]:
+        """``test`` scores the held-out sets as ``validate`` does, logged as ``test/*``."""
+        return self._score(batch, dataloader_idx)
+
+    def _score(self, batch, dataloader_idx: int) -> dict[str, Any]:
         x, y = batch
         nll = self.token_nll(x, y)
         name = self.val_set_names()[dataloader_idx]
@@ -269,6 +277,12 @@ class LitLanguageModel(pl.LightningModule):
         return {"nll": nll.detach(), "set": name}
 
     def on_validation_epoch_end(self) -> None:
+        self._log_sets("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_sets("test")
+
+    def _log_sets(self, prefix: str) -> None:
         # every process computes every set in the same order: the sums reduce across ranks
         losses = {}
         for name in self.val_set_names():
@@ -276,9 +290,14 @@ class LitLanguageModel(pl.LightningModule):
             losses[name] = metric.compute()
             metric.reset()
         for name, loss in losses.items():
-            self.log(f"val/loss/{name}", loss)
-            self.log(f"val/ppl/{name}", loss.exp())
+            self.log(f"{prefix}/loss/{name}", loss)
+            self.log(f"{prefix}/ppl/{name}", loss.exp())
         if losses:
             stacked = torch.stack(list(losses.values()))
-            self.log("val/loss", stacked.mean(), prog_bar=True)
-            self.log("val/ppl", stacked.exp().mean(), prog_bar=True)
+            self.log(f"{prefix}/loss", stacked.mean(), prog_bar=True)
+            self.log(f"{prefix}/ppl", stacked.exp().mean(), prog_bar=True)
+        if self.trainer.state.fn == TrainerFn.FITTING:
+            # at the optimizer step of the weights, like the callbacks' tags of this
+            # validation (Lightning would log it one step earlier: it counts the step after
+            # validation); a logged "step" is the x value Lightning gives the loggers
+            self.log("step", float(self.trainer.global_step), sync_dist=True)
