@@ -120,8 +120,10 @@ class LitLanguageModel(pl.LightningModule):
     """A decoder-only language model with a pluggable attention pattern, trained on next tokens.
 
     Validation keeps one token-weighted NLL per held-out set (``val/loss/<set>``,
-    ``val/ppl/<set>``) and their means (``val/loss``, ``val/ppl``). ``validation_step``
-    returns the per-position NLL (B, T) so callbacks can bin it without recomputing.
+    ``val/ppl/<set>``) and their means (``val/loss``, ``val/ppl``), logged during fit at the
+    optimizer step of the weights; ``test`` scores the same held-out sets as ``test/*``.
+    ``validation_step`` returns the per-position NLL (B, T) so callbacks can bin it without
+    recomputing.
     """
 
     def __init__(
