@@ -303,3 +303,9 @@ class LitLanguageModel(pl.LightningModule):
             # validation (Lightning would log it one step earlier: it counts the step after
             # validation); a logged "step" is the x value Lightning gives the loggers
             self.log("step", float(self.trainer.global_step), sync_dist=True)
+
+    def on_validation_end(self) -> None:
+        # "step" served the loggers (and ModelCheckpoint at this validation); a later
+        # checkpoint must name its own step, not this one's
+        if self._trainer is not None:
+            self.trainer.callback_metrics.pop("step", None)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lit_sparse.callbacks.images import cell_edges, heatmap_image, image_path
-from tiny_runs import read_events
+from tiny_runs import STAGGERED, fit_run, read_events
 
 from lit_sparse.cli import main
 
@@ -40,6 +41,14 @@ def test_every_tag_of_a_validation_is_on_one_step(learned_run):
         else:
             steps = [event.step for event in events.Scalars(tag)]
         assert sorted(set(steps)) == [3, 6], tag
+
+
+def test_checkpoints_between_validations_name_their_own_step(tmp_path):
+    """The step the validation logged for its tags is not the later checkpoints' step."""
+    every_step = ModelCheckpoint(every_n_train_steps=1, save_top_k=-1)
+    run = fit_run(tmp_path, "steps", STAGGERED, max_steps=5, callbacks=[every_step])
+    names = sorted(p.name for p in (run.log_dir / "checkpoints").glob("*.ckpt"))
+    assert names == [f"epoch=0-step={step}.ckpt" for step in range(1, 6)]
 
 
 def test_heatmap_columns_start_at_the_first_record():
