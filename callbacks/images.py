@@ -1,23 +1,29 @@
-"""Figures as TensorBoard images: rendered off-screen with matplotlib when it is installed
-(the ``notebook`` extra), else a plain grayscale image of the data (heatmaps only)."""
+"""Figures of the observers, rendered off-screen with matplotlib (a dependency: a figure
+without axis labels, titles and a colour bar would not say what it shows), and logged to
+every logger that takes images: TensorBoard (``add_image``) and Weights & Biases
+(``log_image``). When a logger in use takes no images (CSVLogger, or no logger at all), the
+figure is saved as a PNG file in the run folder: ``images/<tag>/step_<N>.png``.
+"""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping, Sequence
-from typing import Any
+from pathlib import Path
 
 import lightning.pytorch as pl
 import numpy as np
 from lightning.pytorch.loggers import TensorBoardLogger
+from lit_sparse.callbacks.run_dir import run_dir
 
-__all__ = ["heatmap_image", "lines_image", "log_image"]
+from lit_sparse.atomic_files import write_bytes
+
+__all__ = ["cell_edges", "heatmap_image", "image_path", "lines_image", "log_image"]
 
 
 def _figure():
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        return None
+    from matplotlib.figure import Figure
+
     return Figure(figsize=(6.4, 4.0), dpi=80, layout="constrained")
 
 
@@ -29,28 +35,28 @@ def _render(fig) -> np.ndarray:
     return np.asarray(canvas.buffer_rgba())[..., :3].copy()  # (H, W, 3) uint8
 
 
+def cell_edges(x: Sequence[float]) -> np.ndarray:
+    """Column edges of a heatmap whose column i holds the value recorded at ``x[i]`` until
+    the next record: [x_0, x_1), [x_1, x_2), ..., the last as wide as the one before (unit
+    width for a single column). The axis starts at the first record (step 0 or a resume),
+    never before it."""
+    x = np.asarray(list(x), dtype=np.float64)
+    last = x[-1] + (x[-1] - x[-2] if len(x) > 1 else 1.0)
+    return np.concatenate([x, [last]])
+
+
 def heatmap_image(
     values: np.ndarray, x: Sequence[float], title: str, xlabel: str, ylabel: str
 ) -> np.ndarray:
-    """(H, W, 3) uint8 image of ``values`` (rows x columns), columns labelled by ``x``."""
-    values = np.asarray(values, dtype=np.float64)
-    fig = _figure()
-    if fig is None:
-        low, high = np.nanmin(values), np.nanmax(values)
-        scaled = (values - low) / (high - low) if high > low else np.zeros_like(values)
-        gray = np.kron(np.nan_to_num(scaled) * 255, np.ones((16, 16))).astype(np.uint8)
-        return np.repeat(gray[..., None], 3, axis=-1)
+    """(H, W, 3) uint8 image of ``values`` (rows x columns), columns at ``x`` (see
+    :func:`cell_edges`), with a colour bar."""
     from matplotlib.ticker import MaxNLocator
 
+    values = np.asarray(values, dtype=np.float64)
+    fig = _figure()
     ax = fig.add_subplot()
-    x = np.asarray(list(x), dtype=np.float64)
-    # cell edges halfway between the columns' x values (unit width for a single column)
-    middle = (x[1:] + x[:-1]) / 2
-    first = x[0] - (middle[0] - x[0] if len(x) > 1 else 0.5)
-    last = x[-1] + (x[-1] - middle[-1] if len(x) > 1 else 0.5)
-    x_edges = np.concatenate([[first], middle, [last]])
     y_edges = np.arange(values.shape[0] + 1) - 0.5
-    mesh = ax.pcolormesh(x_edges, y_edges, values, shading="flat")
+    mesh = ax.pcolormesh(cell_edges(x), y_edges, values, shading="flat")
     fig.colorbar(mesh, ax=ax)
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.invert_yaxis()
@@ -60,11 +66,9 @@ def heatmap_image(
 
 def lines_image(
     x: Sequence[float], lines: Mapping[str, Sequence[float]], title: str, xlabel: str, ylabel: str
-) -> np.ndarray | None:
-    """(H, W, 3) uint8 image of one line per entry of ``lines``; None without matplotlib."""
+) -> np.ndarray:
+    """(H, W, 3) uint8 image of one labelled line per entry of ``lines``."""
     fig = _figure()
-    if fig is None:
-        return None
     ax = fig.add_subplot()
     for label, y in lines.items():
         ax.plot(list(x), list(y), marker="o", label=label)
@@ -74,10 +78,29 @@ def lines_image(
     return _render(fig)
 
 
-def log_image(trainer: pl.Trainer, tag: str, image: Any, step: int) -> None:
-    """``image`` (H, W, 3) to every TensorBoard logger of ``trainer`` (call on rank 0)."""
-    if image is None:
-        return
+def image_path(folder: Path, tag: str, step: int) -> Path:
+    """Where a figure is saved as a file: ``<folder>/images/<tag>/step_<step>.png``."""
+    return folder / "images" / Path(*tag.split("/")) / f"step_{step:06d}.png"
+
+
+def _png(image: np.ndarray) -> bytes:
+    from matplotlib.image import imsave
+
+    buffer = io.BytesIO()
+    imsave(buffer, image, format="png")
+    return buffer.getvalue()
+
+
+def log_image(trainer: pl.Trainer, tag: str, image: np.ndarray, step: int) -> None:
+    """``image`` (H, W, 3) to every logger of ``trainer`` that takes images; a PNG file in
+    the run folder if any logger in use does not (call on rank 0)."""
+    as_file = not trainer.loggers
     for logger in trainer.loggers:
         if isinstance(logger, TensorBoardLogger):
             logger.experiment.add_image(tag, image, global_step=step, dataformats="HWC")
+        elif type(logger).__name__ == "WandbLogger":  # no import of wandb unless in use
+            logger.log_image(key=tag, images=[image], step=step)
+        else:
+            as_file = True
+    if as_file:
+        write_bytes(image_path(run_dir(trainer), tag, step), _png(image))

@@ -1,5 +1,5 @@
-"""The run directory (``trainer.log_dir``); the callbacks write into it on rank 0 only, with
-the atomic writers of :mod:`lit_sparse.atomic_files` (re-exported here).
+"""The run directory (``trainer.log_dir`` for TensorBoard and CSV); the callbacks write into
+it on rank 0 only, with the atomic writers of :mod:`lit_sparse.atomic_files` (re-exported here).
 
 ``trainer.log_dir`` broadcasts from rank 0, so every process would have to ask at the same
 moment; the callbacks only write on rank 0, so :func:`run_dir` reads the same folder
@@ -19,13 +19,24 @@ __all__ = ["purge_step", "run_dir", "write_json", "write_text"]
 
 
 def run_dir(trainer: pl.Trainer) -> Path:
-    """The folder ``trainer.log_dir`` names (the TensorBoard version folder), no broadcast."""
+    """The run's folder, no broadcast: the first logger's version folder (TensorBoard, CSV),
+    for other loggers the folder that holds the run's ``checkpoints/`` (Lightning's
+    ``save_dir/name/version``, e.g. a Weights & Biases run's id), without a logger the
+    trainer's ``default_root_dir``."""
     if trainer.loggers:
         logger = trainer.loggers[0]
         if isinstance(logger, (TensorBoardLogger, CSVLogger)):
             return Path(logger.log_dir)
         if logger.save_dir is not None:
-            return Path(logger.save_dir)
+            folder = Path(logger.save_dir)
+            if logger.name and logger.version is not None:
+                version = logger.version
+                folder = (
+                    folder
+                    / str(logger.name)
+                    / (version if isinstance(version, str) else f"version_{version}")
+                )
+            return folder
     return Path(trainer.default_root_dir)
 
 

@@ -7,6 +7,8 @@ instead sets ``pl_module.flops_per_batch`` (the attribute ThroughputMonitor read
 backward for training batches, forward only for validation batches. Samples are windows,
 items are predicted tokens, so it logs e.g. ``train/items_per_sec`` (tokens) and
 ``train/device/flops_per_sec``, and ``train/device/mfu`` where the device's peak is known.
+During fit, a validation's ``validate/*`` throughput is logged once, at the optimizer step
+of the weights (with the validation's other tags), not once per validation batch.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ThroughputMonitor
+from lightning.pytorch.trainer.states import RunningStage, TrainerFn
+from lightning.pytorch.utilities import rank_zero_only
 
 from lit_sparse.evaluation.flops import flops_per_batch
 
@@ -69,3 +73,41 @@ class SparseThroughputMonitor(ThroughputMonitor):
         dataloader_idx: int = 0,
     ) -> None:
         self._set_flops(pl_module, batch, training=False)
+
+    def on_test_batch_start(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        self._set_flops(pl_module, batch, training=False)
+
+    @rank_zero_only
+    def on_validation_batch_end(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        if trainer.state.fn != TrainerFn.FITTING:  # validate, extrapolate: per batch
+            return super().on_validation_batch_end(
+                trainer, pl_module, outputs, batch, *args, **kwargs
+            )
+        if not trainer.sanity_checking:  # measured per batch, logged at the end
+            iter_num = trainer._evaluation_loop.batch_progress.total.ready
+            self._update(trainer, pl_module, batch, iter_num)
+
+    @rank_zero_only
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking:
+            throughput = self._throughputs[RunningStage.VALIDATING]
+            stage = f"{RunningStage.VALIDATING.value}{throughput.separator}"
+            metrics = {stage + key: value for key, value in throughput.compute().items()}
+            for logger in trainer.loggers:
+                logger.log_metrics(metrics, step=trainer.global_step)
+        super().on_validation_end(trainer, pl_module)

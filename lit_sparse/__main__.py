@@ -1,6 +1,6 @@
 """``python -m lit_sparse <command>`` (or ``lit-sparse <command>``).
 
-Lightning commands (fit, validate, test, predict) go to the LightningCLI; the project's own
+Lightning commands (fit, validate, test, extrapolate) go to the LightningCLI; the project's own
 commands (e.g. ``bench``) have their own small parsers. ``python -m lit_sparse --help``
 lists both.
 """
@@ -32,8 +32,7 @@ def _usage() -> str:
         "Lightning commands (python -m lit_sparse <command> --help for options):\n"
         "  fit         train a model:  fit --config configs/coprime.yaml\n"
         "  validate    evaluate a checkpoint on the held-out sets\n"
-        "  test        run the test loop\n"
-        "  predict     run the predict loop\n"
+        "  test        a checkpoint on the held-out sets, as validate (logged as test/*)\n"
         "  extrapolate perplexity of a checkpoint at several evaluation lengths\n\n"
         f"lit_sparse commands:\n{own}\n"
     )

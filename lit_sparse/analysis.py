@@ -10,6 +10,7 @@ plain hyperparameters and the callback state the checkpoint carries.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ __all__ = [
     "load_run",
     "read_extrapolation",
     "read_result_json",
+    "resolve_run_path",
 ]
 
 
@@ -169,15 +171,32 @@ def build_module(checkpoint: dict[str, Any]):
     return module.eval()
 
 
+RUNS_VARIABLE = "LIT_SPARSE_RUNS"
+
+
+def resolve_run_path(path: str | Path) -> Path:
+    """``path`` if it exists (or is absolute); else, when ``$LIT_SPARSE_RUNS`` names a folder
+    of runs holding it, the path there; else ``path`` unchanged."""
+    path = Path(path).expanduser()
+    under = os.environ.get(RUNS_VARIABLE)
+    if path.exists() or path.is_absolute() or not under:
+        return path
+    candidate = Path(under).expanduser() / path
+    return candidate if candidate.exists() else path
+
+
 def load_run(path: str | Path, load_model: bool = True) -> Run:
     """Load a run directory (or an experiment folder: its newest version; or a checkpoint
     file: the run around it) for analysis.
 
     Args:
-        path: ``runs/<name>/version_N``, ``runs/<name>``, or a ``.ckpt`` file.
+        path: ``runs/<name>/version_N``, ``runs/<name>``, or a ``.ckpt`` file; a relative
+            path is looked up in the current folder, then under ``$LIT_SPARSE_RUNS`` (a
+            folder of runs, e.g. ``LIT_SPARSE_RUNS=~/lit_sparse/runs`` and
+            ``load_run("coprime/version_0")``).
         load_model: rebuild the model from the checkpoint (False: state and files only).
     """
-    path = Path(path).expanduser()
+    path = resolve_run_path(path)
     if path.is_file():
         checkpoint_path: Path | None = path
         run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
@@ -185,7 +204,13 @@ def load_run(path: str | Path, load_model: bool = True) -> Run:
         run_dir = resolve_run_dir(path)
         checkpoint_path = find_checkpoint(run_dir)
     else:
-        raise FileNotFoundError(f"load_run: {path} is neither a run directory nor a checkpoint")
+        under = os.environ.get(RUNS_VARIABLE)
+        searched = f"{Path.cwd()}" + (f" and ${RUNS_VARIABLE}={under}" if under else "")
+        raise FileNotFoundError(
+            f"load_run: {path} is neither a run directory nor a checkpoint (relative paths "
+            f"are looked up in {searched}; set {RUNS_VARIABLE} to a folder of runs to look "
+            "there too)"
+        )
 
     checkpoint: dict[str, Any] = {}
     if checkpoint_path is not None:

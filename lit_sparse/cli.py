@@ -7,17 +7,20 @@ import itertools
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import warnings
+from argparse import SUPPRESS
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from jsonargparse import Namespace, set_parsing_settings
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
-from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.loops.fit_loop import _FitLoop
 
 from lit_sparse.callbacks import LengthExtrapolation
@@ -41,6 +44,7 @@ from .config_files import (
 from .data import DataSourceUnavailable, TextDataModule
 from .errors import CheckpointError, ConfigError, find_user_error
 from .evaluation import ExtrapolationResult
+from .list_options import join_list_values, list_options
 from .module import LitLanguageModel
 from .resume import changed_values, choose_run, describe_changes
 from .runs import (
@@ -109,7 +113,13 @@ def condense_parse_error(message: str) -> str:
 
 
 class LitSparseArgumentParser(LightningArgumentParser):
-    """Prints a failed parse as one line (``error: <key>: <reason>``), usage on --help."""
+    """Prints a failed parse as one line (``error: <key>: <reason>``), usage on --help;
+    list options take space-separated values (``--lengths 1024 2048 4096``)."""
+
+    def parse_args(self, args=None, namespace=None, **kwargs):
+        if args is not None and not isinstance(args, (dict, Namespace)):
+            args = join_list_values(args, list_options(self))
+        return super().parse_args(args, namespace, **kwargs)
 
     def error(self, message: str, ex: Exception | None = None):
         if not self.exit_on_error:  # a programmatic parse wants the exception
@@ -118,6 +128,28 @@ class LitSparseArgumentParser(LightningArgumentParser):
             f"error: {condense_parse_error(message)}  (--help lists the options)", file=sys.stderr
         )
         raise SystemExit(2)
+
+
+OPTIMIZER_OPTIONS = ("optimizer", "lr_scheduler")
+
+
+def refuse_optimizer_option(where: str) -> None:
+    """LightningCLI's ``--optimizer`` / ``--lr_scheduler`` would replace the module's AdamW
+    and its warmup + cosine schedule: ConfigError pointing at the module's options."""
+    raise ConfigError(
+        f"{where}: not supported; lit_sparse trains with its own AdamW and warmup + cosine "
+        "schedule, set by --model.lr, --model.min_lr_ratio, --model.warmup_steps, "
+        "--model.weight_decay, --model.betas, --model.eps and --model.optimizer "
+        "(adamw | adamw8bit)"
+    )
+
+
+def check_optimizer_args(args: Sequence[str]) -> None:
+    """Refuse ``--optimizer ...`` / ``--lr_scheduler ...`` in any form on a command line."""
+    for arg in args:
+        key = arg[2:].partition("=")[0].split(".")[0] if arg.startswith("--") else None
+        if key in OPTIMIZER_OPTIONS:
+            refuse_optimizer_option(f"--{key}")
 
 
 def data_vocab_size(data: Namespace) -> int:
@@ -248,7 +280,7 @@ class RunConfigCallback(SaveConfigCallback):
 
 
 class LitSparseCLI(LightningCLI):
-    """``python -m lit_sparse fit|validate|test|predict|extrapolate --config ...``."""
+    """``python -m lit_sparse fit|validate|test|extrapolate --config ...``."""
 
     def __init__(self, args: Sequence[str] | None = None, **kwargs):
         kwargs.setdefault("trainer_defaults", TRAINER_DEFAULTS)
@@ -258,17 +290,55 @@ class LitSparseCLI(LightningCLI):
         kwargs.setdefault("parser_kwargs", {"default_env": False})
         kwargs.setdefault("trainer_class", LitSparseTrainer)
         kwargs.setdefault("parser_class", LitSparseArgumentParser)
+        # the module configures its optimizer and schedule (model.lr, model.optimizer, ...)
+        kwargs.setdefault("auto_configure_optimizers", False)
         args = expand_attention_names(sys.argv[1:] if args is None else args)
         check_config_files(args)
-        with warnings.catch_warnings():  # args came from sys.argv: not a mistake here
-            warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
-            super().__init__(LitLanguageModel, args=args, **kwargs)
+        check_optimizer_args(args)
+        self.scratch_dir: Path | None = None  # fast_dev_run's files, removed at the end
+        try:
+            with warnings.catch_warnings():  # args came from sys.argv: not a mistake here
+                warnings.filterwarnings("ignore", message="LightningCLI's args parameter")
+                super().__init__(LitLanguageModel, args=args, **kwargs)
+        finally:
+            if self.scratch_dir is not None:
+                shutil.rmtree(self.scratch_dir, ignore_errors=True)
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
-        return {**LightningCLI.subcommands(), "extrapolate": {"model", "datamodule"}}
+        """fit, validate, test (the held-out sets, as validate) and extrapolate; Lightning's
+        predict is left out (text generation is its own command)."""
+        commands = {k: v for k, v in LightningCLI.subcommands().items() if k != "predict"}
+        return {**commands, "extrapolate": {"model", "datamodule"}}
+
+    def before_instantiate_classes(self) -> None:
+        """A config's ``optimizer`` / ``lr_scheduler`` value is refused.
+
+        ``--trainer.fast_dev_run``: every file the run would write (checkpoints, the
+        callbacks' JSON) goes to a temporary folder, removed when the command ends."""
+        subcommand = self.config.get("subcommand")
+        config = self.config[subcommand] if subcommand else self.config
+        for key in OPTIMIZER_OPTIONS:
+            value = config.get(key)
+            if value is not None:
+                shown = value.get("class_path", value) if isinstance(value, Namespace) else value
+                refuse_optimizer_option(f"{key}: {shown} (in a config file)")
+        trainer = config.trainer
+        if trainer.get("fast_dev_run"):
+            self.scratch_dir = Path(tempfile.mkdtemp(prefix="lit_sparse-fast_dev_run-"))
+            trainer.default_root_dir = str(self.scratch_dir)
+
+    def instantiate_classes(self) -> None:
+        super().instantiate_classes()
+        if self.scratch_dir is not None:  # a checkpoint folder named in the config, too
+            for callback in self.trainer.checkpoint_callbacks:
+                callback.dirpath = str(self.scratch_dir / "checkpoints")
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        # the keys LightningCLI's automatic optimizer options leave in saved configs
+        # ("optimizer: null"), so earlier runs' config.yaml still load; a value is refused
+        for key in OPTIMIZER_OPTIONS:
+            parser.add_argument(f"--{key}", type=Any, default=None, help=SUPPRESS)
         parser.link_arguments(
             "data.init_args.seq_len", "model.arch.context_length", compute_fn=checked_seq_len
         )
@@ -516,15 +586,50 @@ class LitSparseCLI(LightningCLI):
                 )
 
     def after_fit(self) -> None:
+        """Print the end-of-run extrapolation table, where the logs went (naming the logger
+        in use) and where the checkpoints are."""
         trainer = self.trainer
         log_dir = trainer.log_dir  # a collective under DDP: every process asks
         if not trainer.is_global_zero:
             return
-        lines = [f"logs: {log_dir}  (tensorboard --logdir {Path(log_dir).parent})"]
+        if trainer.fast_dev_run:
+            print(
+                f"fast_dev_run: {trainer.global_step} optimizer step(s) ran; nothing was kept "
+                "(its files went to a temporary folder, now removed)"
+            )
+            return
+        for callback in trainer.callbacks:
+            if isinstance(callback, LengthExtrapolation) and callback.result is not None:
+                saved = f" ({callback.filename}.md)" if callback.filename else ""
+                print(f"\nlength extrapolation{saved}:\n{callback.result.to_markdown()}")
+        lines = [logs_hint(trainer, log_dir)]
         callback = trainer.checkpoint_callback
         if callback is not None and callback.dirpath:
             lines.append(f"checkpoints: {callback.dirpath}  (resume: fit ... --ckpt_path last)")
         print("\n".join(lines))
+
+
+def logs_hint(trainer: Trainer, log_dir: str | None) -> str:
+    """Where a run's logs went and how to look at them, for the logger in use."""
+    if not trainer.loggers:
+        return f"logs: none (no logger); files: {log_dir or trainer.default_root_dir}"
+    hints = []
+    for logger in trainer.loggers:
+        name = type(logger).__name__
+        if isinstance(logger, TensorBoardLogger):
+            hints.append(
+                f"logs: {logger.log_dir}  (tensorboard --logdir {Path(logger.log_dir).parent})"
+            )
+        elif isinstance(logger, CSVLogger):
+            hints.append(f"logs: {logger.log_dir}  (CSVLogger: metrics.csv; figures in images/)")
+        elif name == "WandbLogger":
+            hints.append(
+                f"logs: Weights & Biases run {logger.version} under {logger.save_dir}  "
+                f"(an offline run uploads with: wandb sync {logger.save_dir}/wandb/offline-run-*)"
+            )
+        else:
+            hints.append(f"logs: {log_dir}  ({name})")
+    return "\n".join(hints)
 
 
 def _resolved_arch(values: dict) -> dict:

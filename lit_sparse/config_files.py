@@ -27,6 +27,7 @@ from lit_sparse.attention import AttentionPattern, AttentionPlugin, build_attent
 from lit_sparse.attention.registry import resolve_attention
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError
+from lit_sparse.list_options import split_option_values
 
 __all__ = [
     "ModelSpec",
@@ -242,14 +243,9 @@ def read_model_config(configs: Sequence[str | Path], overrides: Sequence[str] = 
         if values.get("data") is not None:
             data = _merge_data(data, _data_section(values["data"], config))
     data_overrides: dict[str, Any] = {}
-    overrides = list(overrides)
-    i = 0
-    while i < len(overrides):
-        arg = overrides[i]
-        key, _, value = arg.partition("=")
-        if not value and i + 1 < len(overrides):
-            value, i = overrides[i + 1], i + 1
-        i += 1
+    for key, value in split_option_values(overrides):  # --key v, --key=v, --key v1 v2 ...
+        if key.startswith(("--model.", "--data.")) and not value:
+            raise ConfigError(f"{key}: expected a value")
         if key.startswith("--model."):
             model_args += [key, value]
         elif key.startswith("--data."):

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import lightning.pytorch as pl
 import numpy as np
 import torch
+from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor, nn
 from torchmetrics import Metric
 
@@ -138,8 +139,10 @@ class LitLanguageModel(pl.LightningModule):
     """A decoder-only language model with a pluggable attention pattern, trained on next tokens.
 
     Validation keeps one token-weighted NLL per held-out set (``val/loss/<set>``,
-    ``val/ppl/<set>``) and their means (``val/loss``, ``val/ppl``). ``validation_step``
-    returns the per-position NLL (B, T) so callbacks can bin it without recomputing.
+    ``val/ppl/<set>``) and their means (``val/loss``, ``val/ppl``), logged during fit at the
+    optimizer step of the weights; ``test`` scores the same held-out sets as ``test/*``.
+    ``validation_step`` returns the per-position NLL (B, T) so callbacks can bin it without
+    recomputing.
     """
 
     def __init__(
@@ -315,6 +318,13 @@ class LitLanguageModel(pl.LightningModule):
                 self.val_nll[name] = TokenNLL()
 
     def validation_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> dict[str, Any]:
+        return self._score(batch, dataloader_idx)
+
+    def test_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> dict[str, Any]:
+        """``test`` scores the held-out sets as ``validate`` does, logged as ``test/*``."""
+        return self._score(batch, dataloader_idx)
+
+    def _score(self, batch, dataloader_idx: int) -> dict[str, Any]:
         x, y = batch
         nll = self.token_nll(x, y)
         name = self.val_set_names()[dataloader_idx]
@@ -322,6 +332,12 @@ class LitLanguageModel(pl.LightningModule):
         return {"nll": nll.detach(), "set": name}
 
     def on_validation_epoch_end(self) -> None:
+        self._log_sets("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_sets("test")
+
+    def _log_sets(self, prefix: str) -> None:
         # every process computes every set in the same order: the sums reduce across ranks
         losses = {}
         for name in self.val_set_names():
@@ -329,9 +345,20 @@ class LitLanguageModel(pl.LightningModule):
             losses[name] = metric.compute()
             metric.reset()
         for name, loss in losses.items():
-            self.log(f"val/loss/{name}", loss)
-            self.log(f"val/ppl/{name}", loss.exp())
+            self.log(f"{prefix}/loss/{name}", loss)
+            self.log(f"{prefix}/ppl/{name}", loss.exp())
         if losses:
             stacked = torch.stack(list(losses.values()))
-            self.log("val/loss", stacked.mean(), prog_bar=True)
-            self.log("val/ppl", stacked.exp().mean(), prog_bar=True)
+            self.log(f"{prefix}/loss", stacked.mean(), prog_bar=True)
+            self.log(f"{prefix}/ppl", stacked.exp().mean(), prog_bar=True)
+        if self.trainer.state.fn == TrainerFn.FITTING:
+            # at the optimizer step of the weights, like the callbacks' tags of this
+            # validation (Lightning would log it one step earlier: it counts the step after
+            # validation); a logged "step" is the x value Lightning gives the loggers
+            self.log("step", float(self.trainer.global_step), sync_dist=True)
+
+    def on_validation_end(self) -> None:
+        # "step" served the loggers (and ModelCheckpoint at this validation); a later
+        # checkpoint must name its own step, not this one's
+        if self._trainer is not None:
+            self.trainer.callback_metrics.pop("step", None)

@@ -13,7 +13,7 @@ Life cycle (as Lightning drives it, DDP included):
 - ``train_dataloader``: one endless stream per rank (:mod:`lit_sparse.data.mixture`); the
   number of samples consumed is this module's state (``state_dict``), saved in checkpoints.
 - ``val_dataloader``: one loader per held-out set, fixed non-overlapping windows, each rank
-  its share without padding (:mod:`lit_sparse.data.windows`).
+  its share without padding (:mod:`lit_sparse.data.windows`); ``test_dataloader`` is the same.
 """
 
 from __future__ import annotations
@@ -361,6 +361,11 @@ class TextDataModule(pl.LightningDataModule):
     def val_dataloader(self) -> list[DataLoader]:
         """One loader per held-out set (order: ``val_set_names``), fixed windows."""
         return [self.val_windows_at(self.seq_len, name) for name in self.val_set_names]
+
+    def test_dataloader(self) -> list[DataLoader]:
+        """The held-out sets' windows, as ``val_dataloader`` (the corpus keeps one held-out
+        split per source; ``test`` reports it as ``test/*``)."""
+        return self.val_dataloader()
 
     # ------------------------------------------------------------------- resume support
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:

@@ -170,3 +170,7 @@ class ProbeDataModule(pl.LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         x, y = self.held_out()
         return DataLoader(TensorDataset(x, y), batch_size=self.val_batch_size, shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        """The held-out sequences, as ``val_dataloader``."""
+        return self.val_dataloader()

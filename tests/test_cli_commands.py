@@ -1,0 +1,127 @@
+"""The Lightning commands as a user runs them: what fit prints at the end, test on the
+held-out sets, fast_dev_run, the refused optimizer options, no predict."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from lit_sparse.cli import LitSparseCLI, main
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "configs" / "tiny.yaml"
+STAGGERED = ["--config", str(ROOT / "configs" / "staggered.yaml"), "--config", str(TINY)]
+
+
+@pytest.fixture(autouse=True)
+def plain_argv(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["lit_sparse"])
+
+
+@pytest.fixture(scope="module")
+def fit_run(tmp_path_factory) -> tuple[Path, str]:
+    """A tiny staggered fit through the CLI: its run folder and what it printed."""
+    folder = tmp_path_factory.mktemp("cli_fit")
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+        patch.chdir(folder)
+        assert main(["fit", *STAGGERED]) == 0
+    return folder / "runs" / "staggered" / "version_0", out.getvalue()
+
+
+def test_fit_ends_with_the_extrapolation_table_and_the_logs(fit_run):
+    run, printed = fit_run
+    table = (run / "extrapolation.md").read_text()
+    assert "length extrapolation (extrapolation.md):" in printed
+    assert table.strip() in printed
+    assert "| set | 48 (1x) | 96 (2x) | 192 (4x) |" in printed
+    assert "logs: runs/staggered/version_0  (tensorboard --logdir runs/staggered)" in printed
+    assert printed.rstrip().endswith("(resume: fit ... --ckpt_path last)")
+
+
+def run_cli(folder: Path, *args: str) -> LitSparseCLI:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        return LitSparseCLI(list(args))
+
+
+def test_test_scores_the_held_out_sets_as_validate_does(fit_run):
+    run, _ = fit_run
+    args = ["--config", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints/last.ckpt")]
+    tested = run_cli(run.parents[2], "test", *args).trainer.callback_metrics
+    validated = run_cli(run.parents[2], "validate", *args).trainer.callback_metrics
+    sets = [key.split("/")[-1] for key in validated if key.startswith("val/ppl/")]
+    assert sorted(sets) == ["math", "shakespeare"]
+    for name in sets:
+        assert float(tested[f"test/ppl/{name}"]) == pytest.approx(
+            float(validated[f"val/ppl/{name}"]), rel=1e-6
+        )
+    assert float(tested["test/loss"]) == pytest.approx(float(validated["val/loss"]), rel=1e-6)
+
+
+def test_predict_is_not_a_command(capsys):
+    assert "predict" not in LitSparseCLI.subcommands()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["predict", *STAGGERED])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "invalid choice: 'predict'" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_fast_dev_run_runs_cleanly_and_keeps_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    scratch = set(Path(tempfile.gettempdir()).glob("lit_sparse-fast_dev_run-*"))
+    # a checkpoint folder named in a config goes to the temporary folder too
+    named = tmp_path / "named_dirpath.yaml"
+    named.write_text(
+        "trainer:\n  callbacks:\n"
+        "    - class_path: lightning.pytorch.callbacks.ModelCheckpoint\n"
+        "      init_args: {dirpath: my_checkpoints, save_last: true}\n"
+        "    - class_path: lit_sparse.callbacks.LengthExtrapolation\n"
+    )
+    for extra in ([], ["--config", str(named)]):
+        assert main(["fit", *STAGGERED, *extra, "--trainer.fast_dev_run", "1"]) == 0
+        out = capsys.readouterr().out
+        assert "fast_dev_run: 1 optimizer step(s) ran; nothing was kept" in out
+        assert [p.name for p in tmp_path.iterdir()] == ["named_dirpath.yaml"]
+    assert set(Path(tempfile.gettempdir()).glob("lit_sparse-fast_dev_run-*")) == scratch
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--optimizer", "SGD"],
+        ["--optimizer=torch.optim.SGD"],
+        ["--lr_scheduler.class_path", "torch.optim.lr_scheduler.StepLR"],
+    ],
+)
+def test_lightning_optimizer_options_are_refused(args, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["fit", *STAGGERED, *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith(f"error: {args[0].split('=')[0].split('.')[0]}: not supported")
+    for option in ("--model.lr", "--model.warmup_steps", "--model.optimizer (adamw | adamw8bit)"):
+        assert option in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_optimizer_in_a_config_file_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    config = tmp_path / "sgd.yaml"
+    config.write_text("optimizer:\n  class_path: torch.optim.SGD\n  init_args:\n    lr: 0.1\n")
+    assert main(["fit", *STAGGERED, "--config", str(config)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "error: optimizer: torch.optim.SGD (in a config file): not supported; lit_sparse "
+        "trains with its own AdamW and warmup + cosine schedule, set by --model.lr, "
+        "--model.min_lr_ratio, --model.warmup_steps, --model.weight_decay, --model.betas, "
+        "--model.eps and --model.optimizer (adamw | adamw8bit)"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sgd.yaml"]

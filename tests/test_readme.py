@@ -1,0 +1,143 @@
+"""Every shell command in README.md's fenced blocks runs exactly as written (through bash,
+same quoting) in a copy of the repository's configs shrunk to a tiny model and a few steps,
+or is listed in SKIPPED with the reason it cannot run here. A new README command is picked
+up automatically and fails the suite until it is one or the other."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+TINY = ROOT / "tests" / "configs" / "tiny.yaml"
+
+pytestmark = pytest.mark.slow
+
+SKIPPED = {
+    "pip install torch==2.13.0": "the install: .ci/run performs it, as written, in a new venv",
+    "pip install -e .[test]": "the install: .ci/run performs it, as written, in a new venv",
+    "python -m pytest -q": "this test suite itself",
+    "python -m lit_sparse fit --config configs/coprime.yaml --trainer.devices 4 "
+    "--trainer.strategy ddp --trainer.accumulate_grad_batches 1 "
+    "--trainer.val_check_interval 500": "four DDP processes; two-process DDP runs in "
+    "tests/callbacks/test_callbacks_ddp.py and tests/data/test_ddp.py",
+    "tensorboard --logdir runs": "starts a server that runs until stopped",
+    "python -m lit_sparse probe --depths 2 4 8 --inits uniform staggered --seeds 0 1": "trains "
+    "24 probe runs (hours on a CPU); tests/commands/test_probe.py runs a shrunk depth-2 one",
+    "python -m lit_sparse matrix --run fib_linear_w12": "launches a paper-scale run (13,000 "
+    "steps); tests/commands/test_matrix.py launches shrunk ones",
+    "python -m lit_sparse matrix --table runs/fib_fixed_w8 runs/fib_linear_w8 --out tables.md": (
+        "needs two finished runs of the matrix; tests/commands/test_matrix.py builds tables"
+    ),
+    "python -m lit_sparse tasks runs/quickstart/coprime/version_0": "scores 720 LEGO and RULER "
+    "items (minutes of CPU even for a tiny model); tests/evaluation/test_tasks.py runs the "
+    "command on a tiny run with --per-group 6",
+    "python -m pytest -q -m gpu --noconftest tests/kernels tests/attention": "needs a CUDA GPU",
+    "python -m lit_sparse bench attention --device cuda --dtype bfloat16 --batch 32 --lengths "
+    "1024 4096 16384 65536 --dense-max-length 65536 --plugins fibonacci fibonacci_learned "
+    "sliding_window flex --json bench_cuda.json": "needs a CUDA GPU",
+}
+
+
+def readme_commands(text: str) -> list[str]:
+    """The commands of the fenced ``bash``/``sh``/``shell`` blocks, each as written (lines
+    ending in a backslash continue it), comment-only lines left out."""
+    commands = []
+    for block in re.findall(r"^```(?:bash|sh|shell)\n(.*?)^```", text, re.S | re.M):
+        current = ""
+        for line in block.splitlines():
+            if not current and (not line.strip() or line.lstrip().startswith("#")):
+                continue
+            current += line + "\n"
+            if not line.rstrip().endswith("\\"):
+                commands.append(current.rstrip("\n"))
+                current = ""
+    return commands
+
+
+def key(command: str) -> str:
+    """A command's words without quoting, continuation or a trailing comment."""
+    return " ".join(shlex.split(command.replace("\\\n", " "), comments=True))
+
+
+COMMANDS = readme_commands(README.read_text())
+TO_RUN = [c for c in COMMANDS if key(c) not in SKIPPED]
+
+
+def test_every_readme_command_is_run_or_skipped_with_a_reason():
+    assert len(COMMANDS) >= 15
+    assert all(reason.strip() for reason in SKIPPED.values())
+    stale = set(SKIPPED) - {key(c) for c in COMMANDS}
+    assert not stale, f"SKIPPED lists commands the README no longer has: {sorted(stale)}"
+    # what runs is the training, evaluation and experiment commands a user starts with
+    run = {key(c).split()[3] for c in TO_RUN if key(c).startswith("python -m lit_sparse")}
+    assert {"fit", "validate", "extrapolate", "test", "coverage", "flops", "matrix"} <= run
+
+
+def merged(base: dict, override: dict) -> dict:
+    out = dict(base)
+    for name, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(name), dict):
+            out[name] = merged(out[name], value)
+        else:
+            out[name] = value
+    return out
+
+
+def tiny_configs(folder: Path) -> None:
+    """configs/ as in the repository, each training config with tests/configs/tiny.yaml
+    layered in (a 2-layer model, 4 steps, the embedded corpus); its logger name kept."""
+    shutil.copytree(ROOT / "configs", folder / "configs")
+    tiny = yaml.safe_load(TINY.read_text())
+    tiny["trainer"].pop("logger")
+    for path in (folder / "configs").glob("*.yaml"):
+        values = yaml.safe_load(path.read_text())
+        if "trainer" in values:
+            path.write_text(yaml.safe_dump(merged(values, tiny), sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """Every command to run, in the README's order (fit before what reads its run)."""
+    folder = tmp_path_factory.mktemp("readme")
+    tiny_configs(folder)
+    env = {
+        **__import__("os").environ,
+        "PATH": f"{Path(sys.executable).parent}:{__import__('os').environ['PATH']}",
+    }
+    done = {}
+    for command in TO_RUN:
+        done[command] = subprocess.run(
+            ["bash", "-c", command],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    return done
+
+
+@pytest.mark.parametrize("command", TO_RUN, ids=[key(c)[:60] for c in TO_RUN])
+def test_readme_command_runs_as_written(command, results):
+    done = results[command]
+    assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert "Traceback" not in done.stderr
+    words = key(command).split()
+    expected = {
+        "fit": "length extrapolation (extrapolation.md):",
+        "extrapolate": "4096",
+        "test": "test/ppl/shakespeare",
+        "validate": "val/ppl/shakespeare",
+    }.get(words[3] if len(words) > 3 else "")
+    if expected and "--ckpt_path last" not in command:  # a finished run resumes to its end
+        assert expected in done.stdout, done.stdout[-2000:]
