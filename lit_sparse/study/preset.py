@@ -215,9 +215,10 @@ def _record(run: PresetRun, extra: Sequence[str]) -> dict[str, Any]:
 
 
 def check_record(run: PresetRun, extra: Sequence[str]) -> None:
-    """Refuse to continue a run that was started with other options or config files."""
+    """Refuse to continue a run that was started with other options or config files (a
+    record without any version folder is a start that failed before training: not binding)."""
     path = run.experiment / RECORD
-    if not path.is_file():
+    if not path.is_file() or not _versions(run.experiment):
         return
     found = load_yaml(path, "run record")
     wanted = _record(run, extra)
@@ -246,7 +247,7 @@ def write_record(run: PresetRun, extra: Sequence[str]) -> None:
     from lit_sparse.atomic_files import write_text
 
     path = run.experiment / RECORD
-    if not path.is_file():
+    if not path.is_file() or not _versions(run.experiment):
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, yaml.safe_dump(_record(run, extra), sort_keys=False))
 

@@ -197,7 +197,11 @@ def test_a_run_started_with_a_config_edited_since_is_refused(tmp_path):
     [run] = preset_runs("cpu", [0], variants=["dense"], root=tmp_path / "runs")
     extra = ["--config", str(overlay)]
     write_record(run, extra)
-    check_record(run, extra)  # the same options and files: fine
     overlay.write_text("trainer:\n  max_steps: 7\n")
+    check_record(run, extra)  # nothing was trained (no version folder): not binding
+    write_record(run, extra)
+    (run.experiment / "version_0").mkdir()
+    check_record(run, extra)  # the same options and files: fine
+    overlay.write_text("trainer:\n  max_steps: 8\n")
     with pytest.raises(ConfigError, match="config files that have changed since: .*overlay.yaml"):
         check_record(run, extra)
