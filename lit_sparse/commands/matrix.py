@@ -1,4 +1,5 @@
-"""``python -m lit_sparse matrix``: the paper's run matrix, and its tables from run directories.
+"""``python -m lit_sparse matrix``: the paper's run matrix and its tables from run directories; the
+seeded CPU-scale study (``--preset cpu``): its runs, tables over seeds and plots.
 
 The matrix (docs/paper.md section 4): W in {6, 8, 10, 12} for fib fixed, fib learned, fib
 linear, fib coprime and pow2 linear (20 runs), pow2 fixed at W=8 (21 sparse runs), and dense.
@@ -17,6 +18,13 @@ Table 3 (length extrapolation: ``extrapolation.json``) and Table 4 (position-bin
 ``position_loss.json``) as Markdown, with the paper's numbers beside a run whose attention
 is one of the matrix's runs (its "setup" column says whether the model, data and steps are
 the paper's too, i.e. whether the numbers are comparable).
+
+``--preset cpu`` works on the seeded CPU-scale study instead (:mod:`lit_sparse.study`):
+
+    python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --list    # runs and their status
+    python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --run     # skip complete, resume
+    python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --table --out study.md
+    python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --plot    # <root>/plots/*.png
 """
 
 from __future__ import annotations

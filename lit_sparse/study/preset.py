@@ -298,16 +298,13 @@ def complete_step(run_dir: Path) -> int | None:
 
 def run_status(run: PresetRun) -> RunStatus:
     """Complete (a version folder holds the end-of-fit results), interrupted (a
-    ``last.ckpt`` to resume from) or not started."""
-    from lit_sparse.checkpoints import find_last_checkpoint
-
+    ``last.ckpt`` to resume from: ``fit --ckpt_path last`` picks it) or not started."""
     versions = _versions(run.experiment)
     for version in reversed(versions):
         step = complete_step(version)
         if step is not None:
             return RunStatus(RunState.COMPLETE, version, f"step {step}", versions)
-    last = find_last_checkpoint(run.experiment) if versions else None
-    if last is not None:
-        run_dir = last.parent.parent
-        return RunStatus(RunState.INTERRUPTED, run_dir, f"resumes from {last}", versions)
+    saved = [v for v in versions if (v / "checkpoints" / "last.ckpt").is_file()]
+    if saved:
+        return RunStatus(RunState.INTERRUPTED, saved[-1], "has a last.ckpt", versions)
     return RunStatus(RunState.NEW, None, "", versions)
