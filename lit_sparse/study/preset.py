@@ -222,23 +222,20 @@ def check_record(run: PresetRun, extra: Sequence[str]) -> None:
         return
     found = load_yaml(path, "run record")
     wanted = _record(run, extra)
-    for key in ("options", "config_digests"):
-        if found.get(key) != wanted[key]:
-            what = (
-                f"options {' '.join(map(str, found.get('options') or []))!r}, now "
-                f"{' '.join(wanted['options'])!r}"
-                if key == "options"
-                else "config files that have changed since: "
-                + ", ".join(
-                    name
-                    for name in sorted(set(wanted[key]) | set(found.get(key) or {}))
-                    if (found.get(key) or {}).get(name) != wanted[key].get(name)
-                )
-            )
-            raise ConfigError(
-                f"{run.experiment} was started with {what}; finish the study with the same "
-                "options and configs, or give another --root"
-            )
+    advice = "; finish the study with the same options and configs, or give another --root"
+    if found.get("options") != wanted["options"]:
+        before = " ".join(map(str, found.get("options") or []))
+        raise ConfigError(
+            f"{run.experiment} was started with options {before!r}, now "
+            f"{' '.join(wanted['options'])!r}{advice}"
+        )
+    before, now = found.get("config_digests") or {}, wanted["config_digests"]
+    changed = [name for name in sorted(set(before) | set(now)) if before.get(name) != now.get(name)]
+    if changed:
+        raise ConfigError(
+            f"{run.experiment} was started with config files that have changed since: "
+            f"{', '.join(changed)}{advice}"
+        )
 
 
 def write_record(run: PresetRun, extra: Sequence[str]) -> None:
