@@ -374,14 +374,14 @@ def _check_options(args: argparse.Namespace, extra: list[str]) -> None:
 
 
 def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
-    from lit_sparse.study.preset import preset_runs, run_status
+    from lit_sparse.study.preset import RunState, preset_runs, run_status
 
     runs = preset_runs(args.preset, args.seeds, args.variants, args.root)
     if args.list:
         rows = []
         for run in runs:
             status = run_status(run)
-            configs = " ".join(f"configs/{run.variant.config} configs/{run.preset.config}".split())
+            configs = f"configs/{run.variant.config} configs/{run.preset.config}"
             where = status.run_dir or run.experiment
             rows.append(
                 [
@@ -402,9 +402,14 @@ def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
         )
         return 0
     if args.run is not None:
-        if args.dry_run:
+        if args.dry_run:  # what --run would do, run by run
             for run in runs:
-                print("python -m lit_sparse " + " ".join(run.fit_args(extra)))
+                status = run_status(run)
+                if status.state is RunState.COMPLETE:
+                    print(f"# {run.name}: complete ({status.run_dir}), skipped")
+                    continue
+                resume = status.state is RunState.INTERRUPTED
+                print("python -m lit_sparse " + " ".join(run.fit_args(extra, resume=resume)))
             return 0
         from lit_sparse.cli import main as lightning_main
         from lit_sparse.study.runner import run_preset

@@ -102,6 +102,9 @@ def test_a_second_run_skips_the_complete_runs(tiny_study, capsys):
     assert lit_main(preset_args(root, "--list")) == 0
     rows = table_rows(capsys.readouterr().out, "run")
     assert [row[3] for row in rows] == ["complete"] * 4
+    assert lit_main(preset_args(root, "--run", "--dry-run", "--config", str(TINY))) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 4 and all(line.endswith("/version_0), skipped") for line in lines)
 
 
 def test_other_options_for_a_started_run_are_refused(tiny_study, capsys):
@@ -240,6 +243,8 @@ def test_a_killed_study_resumes_its_interrupted_run(tmp_path, capsys):
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     assert not (experiment / "version_0" / "extrapolation.json").exists()
+    assert lit_main([*args, "--dry-run"]) == 0
+    assert capsys.readouterr().out.strip().endswith("--ckpt_path last")
 
     assert lit_main(args) == 0
     out = capsys.readouterr().out
