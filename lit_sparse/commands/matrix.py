@@ -1,4 +1,5 @@
-"""``python -m lit_sparse matrix``: the paper's run matrix, and its tables from run directories.
+"""``python -m lit_sparse matrix``: the paper's run matrix and its tables from run directories; the
+seeded CPU-scale study (``--preset cpu``): its runs, tables over seeds and plots.
 
 The matrix (docs/paper.md section 4): W in {6, 8, 10, 12} for fib fixed, fib learned, fib
 linear, fib coprime and pow2 linear (20 runs), pow2 fixed at W=8 (21 sparse runs), and dense.
@@ -17,6 +18,13 @@ Table 3 (length extrapolation: ``extrapolation.json``) and Table 4 (position-bin
 ``position_loss.json``) as Markdown, with the paper's numbers beside a run whose attention
 is one of the matrix's runs (its "setup" column says whether the model, data and steps are
 the paper's too, i.e. whether the numbers are comparable).
+
+``--preset cpu`` works on the seeded CPU-scale study instead (:mod:`lit_sparse.study`):
+
+    python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --list    # runs and their status
+    python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --run     # skip complete, resume
+    python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --table --out study.md
+    python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --plot    # <root>/plots/*.png
 """
 
 from __future__ import annotations
@@ -32,111 +40,18 @@ from typing import Any
 from lit_sparse.commands import reports_errors
 from lit_sparse.config_files import load_yaml
 from lit_sparse.errors import ConfigError
+from lit_sparse.study.paper_matrix import (
+    PAPER,
+    PAPER_ARCH,
+    PAPER_SETS,
+    RUNS,
+    MatrixRun,
+    identify,
+)
+from lit_sparse.study.preset import PRESETS
 from lit_sparse.tables import markdown_table
 
-__all__ = ["PAPER", "RUNS", "MatrixRun", "RunRecord", "main", "read_run", "tables"]
-
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
-WINDOWS = (6, 8, 10, 12)
-PAPER_SETS = ("fineweb_edu", "wikipedia", "tinystories", "math")
-
-
-@dataclass(frozen=True)
-class MatrixRun:
-    """One run of the paper's matrix."""
-
-    name: str
-    config: str
-    """Config file, relative to the repository's ``configs/``."""
-    window: int | None
-    row: str
-    """The paper's name of its schedule (``fib linear``)."""
-
-    def overrides(self) -> list[str]:
-        out = (
-            [] if self.window is None else ["--model.attention.init_args.window", str(self.window)]
-        )
-        return out + ["--trainer.logger.init_args.name", self.name]
-
-    def config_path(self, config_dir: Path = CONFIG_DIR) -> Path:
-        return Path(config_dir) / self.config
-
-    def fit_args(self, extra: Sequence[str] = (), config_dir: Path = CONFIG_DIR) -> list[str]:
-        return ["fit", "--config", str(self.config_path(config_dir)), *self.overrides(), *extra]
-
-
-def _matrix() -> list[MatrixRun]:
-    families = [
-        ("fib_fixed", "fixed.yaml", "fib fixed"),
-        ("fib_learned", "learned.yaml", "fib learned"),
-        ("fib_linear", "staggered.yaml", "fib linear"),
-        ("fib_coprime", "coprime.yaml", "fib coprime"),
-        ("pow2_linear", "pow2_staggered.yaml", "pow2 linear"),
-    ]
-    runs = [
-        MatrixRun(f"{prefix}_w{w}", config, w, row)
-        for prefix, config, row in families
-        for w in WINDOWS
-    ]
-    runs.append(MatrixRun("pow2_fixed_w8", "pow2.yaml", 8, "pow2 fixed"))
-    runs.append(MatrixRun("dense", "dense.yaml", None, "dense"))
-    return runs
-
-
-RUNS = {run.name: run for run in _matrix()}
-"""The 21 sparse runs and dense, by name."""
-
-
-def _ppl(text: str) -> tuple[float | None, ...]:
-    return tuple(float(v) for v in text.split("/"))
-
-
-PAPER: dict[str, dict[str, Any]] = {
-    **{
-        f"{prefix}_w{w}": {"ppl": dict(zip(PAPER_SETS, _ppl(cell), strict=True))}
-        for prefix, cells in {
-            "fib_fixed": "44.35/40.24/5.57/3.45 44.08/40.02/5.55/3.45 43.48/39.33/5.48/3.42 "
-            "43.12/39.05/5.44/3.39",
-            "fib_learned": "43.86/39.62/5.53/3.40 43.70/39.43/5.52/3.40 42.99/38.80/5.43/3.35 "
-            "42.85/38.60/5.40/3.35",
-            "fib_linear": "42.93/38.59/5.39/3.28 42.53/38.07/5.36/3.27 42.21/37.88/5.33/3.26 "
-            "42.02/37.59/5.30/3.25",
-            "fib_coprime": "43.10/38.70/5.40/3.29 42.58/38.27/5.37/3.28 42.28/38.00/5.33/3.27 "
-            "42.09/37.75/5.30/3.26",
-            "pow2_linear": "44.11/39.89/5.54/3.43 43.60/39.56/5.48/3.41 43.17/39.05/5.43/3.39 "
-            "42.69/38.51/5.38/3.36",
-        }.items()
-        for w, cell in zip(WINDOWS, cells.split(), strict=True)
-    },
-    "pow2_fixed_w8": {"ppl": dict(zip(PAPER_SETS, _ppl("44.78/40.89/5.67/3.55"), strict=True))},
-    "dense": {"ppl": {"fineweb_edu": 33.37, "wikipedia": 27.28}},
-}
-"""The paper's numbers (docs/paper.md section 6): held-out perplexity per set ("ppl"),
-FineWeb-Edu perplexity at 1024/2048/4096 ("extrap") and FineWeb-Edu NLL in 8 position
-bins ("bins")."""
-for _name, _values in {
-    "dense": (33.37, 49.15, 100.36),
-    "fib_linear_w12": (42.02, 41.65, 41.45),
-    "fib_coprime_w12": (42.09, 42.53, 43.25),
-    "fib_fixed_w8": (44.08, 43.74, 43.56),
-    "fib_learned_w8": (43.70, 43.34, 43.15),
-    "pow2_fixed_w8": (44.78, 44.98, 49.86),
-}.items():
-    PAPER[_name]["extrap"] = {"fineweb_edu": dict(zip((1024, 2048, 4096), _values, strict=True))}
-PAPER["fib_fixed_w8"]["bins"] = {
-    "fineweb_edu": [3.883, 3.808, 3.767, 3.770, 3.742, 3.780, 3.776, 3.763]
-}
-PAPER["fib_linear_w8"]["bins"] = {
-    "fineweb_edu": [3.861, 3.769, 3.733, 3.731, 3.709, 3.737, 3.739, 3.726]
-}
-
-PAPER_ARCH = {
-    "n_layers": 16,
-    "d_model": 512,
-    "n_heads": 8,
-    "n_kv_heads": 2,
-    "head_dim": 64,
-}
+__all__ = ["PAPER", "RUNS", "MatrixRun", "RunRecord", "identify", "main", "read_run", "tables"]
 
 
 # ------------------------------------------------------------------------ reading runs
@@ -155,33 +70,6 @@ class RunRecord:
     ppl: dict[str, float] = field(default_factory=dict)
     extrapolation: Any = None  # ExtrapolationResult
     bins: dict[str, list[float | None]] = field(default_factory=dict)
-
-
-def identify(attention: dict[str, Any] | None) -> tuple[str | None, str]:
-    """(matrix name or None, label) of an attention config {class_path, init_args}."""
-    attention = attention or {}
-    class_path = str(attention.get("class_path", "dense"))
-    args = attention.get("init_args") or {}
-    short = class_path.rsplit(".", 1)[-1]
-    if short in ("DenseAttention", "dense"):
-        return "dense", "dense"
-    if short not in ("FibonacciAttention", "fibonacci"):
-        window = f" W={args['window']}" if "window" in args else ""
-        return None, f"{short}{window}"
-    rungs, schedule = args.get("rungs", "fibonacci"), args.get("schedule", "fixed")
-    window = args.get("window", 8)
-    name = f"{'fib' if rungs == 'fibonacci' else rungs}_{schedule}_w{window}"
-    standard = (
-        args.get("n_rungs", 15) == 15
-        and args.get("alpha_min", 0.5) == 0.5
-        and args.get("alpha_max", 1.5) == 1.5
-        and args.get("alpha_init") is None
-        and args.get("rung_read", "interpolate") == "interpolate"
-        and args.get("new_offsets", "use") == "use"
-    )
-    if name in RUNS and standard:
-        return name, name
-    return None, name + ("" if standard else " (non-standard options)")
 
 
 def _setup(config: dict[str, Any], sets: Sequence[str]) -> str:
@@ -409,22 +297,154 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m lit_sparse matrix",
         description=__doc__.split("\n\n")[0],
-        epilog="With --run, options after NAME go to fit (e.g. --config configs/quickstart.yaml).",
+        epilog="With --run, further options go to fit (e.g. --config configs/quickstart.yaml). "
+        "With --preset, --list, --run, --table and --plot work on the preset's runs under "
+        "--root (see README, 'The CPU-scale study').",
     )
     group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--list", action="store_true", help="list the runs")
-    group.add_argument("--run", metavar="NAME", help="launch one run (fit, in this process)")
-    group.add_argument("--table", nargs="+", metavar="RUN_DIR", help="tables from run dirs")
-    parser.add_argument("--dry-run", action="store_true", help="with --run: print the command")
+    group.add_argument("--list", action="store_true", help="list the runs (with --preset: status)")
+    group.add_argument(
+        "--run",
+        nargs="?",
+        const="",
+        metavar="NAME",
+        help="launch one run of the paper's matrix (fit, in this process); with --preset, no "
+        "NAME: every run of the preset, skipping complete ones and resuming interrupted ones",
+    )
+    group.add_argument(
+        "--table",
+        nargs="*",
+        metavar="RUN_DIR",
+        help="tables from run dirs; with --preset, no RUN_DIR: the tables over seeds",
+    )
+    group.add_argument(
+        "--plot",
+        nargs="?",
+        const="",
+        metavar="DIR",
+        help="with --preset: write the study's PNG plots into DIR (default <root>/plots)",
+    )
+    parser.add_argument("--preset", default=None, help=f"a preset: {', '.join(PRESETS)}")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=None, help="with --preset: seeds (default 0 1 2)"
+    )
+    parser.add_argument(
+        "--variants", nargs="+", default=None, help="with --preset: only these variants"
+    )
+    parser.add_argument(
+        "--root", default=None, help="with --preset: folder of the runs (default runs/<preset>)"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="with --run: print the commands")
     parser.add_argument("--out", default=None, help="with --table: also write this .md file")
     return parser
+
+
+def _check_options(args: argparse.Namespace, extra: list[str]) -> None:
+    if extra and args.run is None:
+        raise ConfigError(f"{extra[0]}: unknown option (extra options go with --run)")
+    if args.preset is None:
+        for name in ("seeds", "variants", "root"):
+            if getattr(args, name) is not None:
+                raise ConfigError(f"--{name}: only with --preset (e.g. --preset cpu)")
+        if args.plot is not None:
+            raise ConfigError("--plot: only with --preset (e.g. --preset cpu --plot)")
+        if args.run == "":
+            raise ConfigError("--run: expected a run NAME of the matrix (or --preset cpu --run)")
+        if args.table == []:
+            raise ConfigError("--table: expected RUN_DIR... (or --preset cpu --table)")
+        return
+    if args.run:
+        raise ConfigError(
+            f"--run {args.run}: with --preset, --run takes no name (--variants and --seeds "
+            "choose the runs)"
+        )
+    if args.table:
+        raise ConfigError(
+            f"--table {args.table[0]}: with --preset, --table takes no RUN_DIR (the runs are "
+            "under --root)"
+        )
+
+
+def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
+    from lit_sparse.study.preset import RunState, preset_runs, run_status
+
+    runs = preset_runs(args.preset, args.seeds, args.variants, args.root)
+    if args.list:
+        rows = []
+        for run in runs:
+            status = run_status(run)
+            configs = f"configs/{run.variant.config} configs/{run.preset.config}"
+            where = status.run_dir or run.experiment
+            rows.append(
+                [
+                    run.name,
+                    configs,
+                    " ".join(run.variant.seed_overrides(run.seed)),
+                    status.state.value,
+                    str(where),
+                ]
+            )
+        states = [row[3] for row in rows]
+        counts = ", ".join(f"{states.count(s)} {s}" for s in dict.fromkeys(states))
+        print(markdown_table(["run", "configs", "seed options", "status", "folder"], rows))
+        print(
+            f"\n{len(runs)} runs: {counts}. Run them (skips complete runs, resumes "
+            f"interrupted ones): python -m lit_sparse matrix --preset {args.preset} --seeds "
+            f"{' '.join(str(r) for r in dict.fromkeys(run.seed for run in runs))} --run"
+        )
+        return 0
+    if args.run is not None:
+        if args.dry_run:  # what --run would do, run by run
+            for run in runs:
+                status = run_status(run)
+                if status.state is RunState.COMPLETE:
+                    print(f"# {run.name}: complete ({status.run_dir}), skipped")
+                    continue
+                resume = status.state is RunState.INTERRUPTED
+                print("python -m lit_sparse " + " ".join(run.fit_args(extra, resume=resume)))
+            return 0
+        from lit_sparse.cli import main as lightning_main
+        from lit_sparse.study.runner import run_preset
+
+        outcomes = run_preset(runs, lightning_main, extra, echo=lambda s: print(s, flush=True))
+        rows = [
+            [
+                o.run.name,
+                o.action,
+                "complete" if o.code == 0 else f"failed ({o.code})",
+                f"{o.seconds:.0f}",
+            ]
+            for o in outcomes
+        ]
+        print(markdown_table(["run", "action", "result", "seconds"], rows))
+        return 0 if all(o.code == 0 for o in outcomes) else 1
+    from lit_sparse.study.seeds import collect
+
+    results = collect(runs)
+    if args.plot is not None:
+        from lit_sparse.study.plots import write_plots
+
+        folder = Path(args.plot) if args.plot else runs[0].root / "plots"
+        for path in write_plots(results, folder):
+            print(path)
+        return 0
+    from lit_sparse.study.report import study_tables
+
+    text = study_tables(results)
+    print(text)
+    if args.out:
+        from lit_sparse.atomic_files import write_text
+
+        write_text(args.out, text + "\n")
+    return 0
 
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
     args, extra = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
-    if extra and not args.run:
-        raise ConfigError(f"{extra[0]}: unknown option (extra options go with --run)")
+    _check_options(args, extra)
+    if args.preset is not None:
+        return _preset_main(args, extra)
     if args.list:
         print(list_runs())
         return 0

@@ -1,0 +1,307 @@
+"""The seeded CPU-scale preset of the run matrix: which runs, their fit options, their folders,
+and what each folder already holds (complete, interrupted, not started).
+
+A preset run is ``fit --config configs/<variant>.yaml --config configs/study/<preset>.yaml
+[extra options] <seed options> <folder options>``:
+
+- seed options: ``--seed_everything K`` (Lightning seeds torch before the model is built: the
+  initialisation) and ``--data.init_args.seed K`` (the training windows' order); BigBird's
+  random keys are seeded with K too, so a seed changes every random choice of a run;
+- folder options: the TensorBoard logger's ``save_dir <root>/<variant>`` and ``name seed<K>``,
+  so every run is its own experiment folder ``<root>/<variant>/seed<K>/version_N`` and
+  ``--ckpt_path last`` can only find that run's checkpoint.
+
+Each experiment folder keeps a record of what started it (``preset.yaml``: the options and a
+digest of every config file), so a later invocation with other options or edited configs is
+refused instead of mixing two setups in one study.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from lit_sparse.config_files import load_yaml
+from lit_sparse.errors import ConfigError
+from lit_sparse.study.paper_matrix import CONFIG_DIR
+
+__all__ = [
+    "PRESETS",
+    "Preset",
+    "PresetRun",
+    "RunState",
+    "RunStatus",
+    "Variant",
+    "check_record",
+    "preset_runs",
+    "run_status",
+    "write_record",
+]
+
+RECORD = "preset.yaml"
+"""The file in an experiment folder naming the options that started it."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One attention variant of a preset."""
+
+    name: str
+    """``fib_linear``: the folder name under the preset's root."""
+    config: str
+    """Its config file, relative to ``configs/``."""
+    row: str
+    """The paper's name for it (``fib linear``), or ours for the non-paper variants."""
+    paper_run: str | None
+    """The paper's matrix run at the same window (``fib_linear_w8``), if the paper has it."""
+    seeded_attention: bool = False
+    """The attention has a ``seed`` of its own (BigBird's random keys): set it to the run's."""
+
+    def seed_overrides(self, seed: int) -> list[str]:
+        out = ["--seed_everything", str(seed), "--data.init_args.seed", str(seed)]
+        if self.seeded_attention:
+            out += ["--model.attention.init_args.seed", str(seed)]
+        return out
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A set of variants trained alike, each under several seeds."""
+
+    name: str
+    config: str
+    """The overlay layered on every variant's config, relative to ``configs/``."""
+    variants: tuple[Variant, ...]
+    root: str
+    """Default folder of the runs: ``<root>/<variant>/seed<K>``."""
+    default_seeds: tuple[int, ...] = (0, 1, 2)
+
+    def variant(self, name: str) -> Variant:
+        for variant in self.variants:
+            if variant.name == name:
+                return variant
+        raise ConfigError(
+            f"--variants {name}: not a variant of preset {self.name!r}; allowed: "
+            + ", ".join(v.name for v in self.variants)
+        )
+
+
+CPU = Preset(
+    name="cpu",
+    config="study/cpu.yaml",
+    root="runs/cpu",
+    variants=(
+        Variant("dense", "dense.yaml", "dense", "dense"),
+        Variant("fib_fixed", "fixed.yaml", "fib fixed", "fib_fixed_w8"),
+        Variant("fib_learned", "learned.yaml", "fib learned", "fib_learned_w8"),
+        Variant("fib_linear", "staggered.yaml", "fib linear", "fib_linear_w8"),
+        Variant("fib_coprime", "coprime.yaml", "fib coprime", "fib_coprime_w8"),
+        Variant("pow2_fixed", "pow2.yaml", "pow2 fixed", "pow2_fixed_w8"),
+        Variant("pow2_linear", "pow2_staggered.yaml", "pow2 linear", "pow2_linear_w8"),
+        Variant("bigbird", "bigbird.yaml", "bigbird", None, seeded_attention=True),
+        Variant("sliding_window", "sliding_window.yaml", "sliding window", None),
+    ),
+)
+"""Nine variants at W = 8 on the embedded corpus, 5 layers, T = 256 (configs/study/cpu.yaml)."""
+
+PRESETS = {CPU.name: CPU}
+
+
+@dataclass(frozen=True)
+class PresetRun:
+    """One (variant, seed) run of a preset, in its folder under ``root``."""
+
+    preset: Preset
+    variant: Variant
+    seed: int
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return f"{self.variant.name}/seed{self.seed}"
+
+    @property
+    def experiment(self) -> Path:
+        """``<root>/<variant>/seed<K>``: the logger's save_dir/name, holding ``version_N``."""
+        return self.root / self.variant.name / f"seed{self.seed}"
+
+    def configs(self, config_dir: Path = CONFIG_DIR) -> list[Path]:
+        return [Path(config_dir) / self.variant.config, Path(config_dir) / self.preset.config]
+
+    def options(self, extra: Sequence[str] = (), config_dir: Path = CONFIG_DIR) -> list[str]:
+        """The fit options that define the run (its folder aside): configs, extra, seed."""
+        configs = [arg for path in self.configs(config_dir) for arg in ("--config", str(path))]
+        return [*configs, *extra, *self.variant.seed_overrides(self.seed)]
+
+    def fit_args(self, extra: Sequence[str] = (), resume: bool = False) -> list[str]:
+        """``fit`` and its options; the folder options come last, so no extra option moves
+        the run out of its folder."""
+        folder = [
+            "--trainer.logger.init_args.save_dir",
+            str(self.root / self.variant.name),
+            "--trainer.logger.init_args.name",
+            f"seed{self.seed}",
+        ]
+        return ["fit", *self.options(extra), *folder, *(["--ckpt_path", "last"] if resume else [])]
+
+
+def parse_seeds(seeds: Sequence[int] | None, preset: Preset) -> list[int]:
+    """Distinct seeds >= 0, in the order given (default: the preset's)."""
+    values = list(preset.default_seeds if seeds is None else seeds)
+    if not values:
+        raise ConfigError("--seeds: expected at least one seed")
+    bad = [s for s in values if isinstance(s, bool) or not isinstance(s, int) or s < 0]
+    if bad:
+        raise ConfigError(f"--seeds {bad[0]}: a seed must be an integer >= 0")
+    repeated = sorted({s for s in values if values.count(s) > 1})
+    if repeated:
+        raise ConfigError(f"--seeds: seed {repeated[0]} is given twice; seeds must be distinct")
+    return values
+
+
+def preset_runs(
+    preset: Preset | str,
+    seeds: Sequence[int] | None = None,
+    variants: Sequence[str] | None = None,
+    root: str | Path | None = None,
+) -> list[PresetRun]:
+    """The runs of a preset, seed-major (every variant at the first seed, then the next), so
+    a study stopped part-way has whole seeds to compare."""
+    if isinstance(preset, str):
+        if preset not in PRESETS:
+            raise ConfigError(
+                f"--preset {preset}: unknown preset; allowed: {', '.join(sorted(PRESETS))}"
+            )
+        preset = PRESETS[preset]
+    chosen = list(preset.variants) if not variants else [preset.variant(name) for name in variants]
+    folder = Path(preset.root if root is None else root)
+    return [
+        PresetRun(preset, variant, seed, folder)
+        for seed in parse_seeds(seeds, preset)
+        for variant in chosen
+    ]
+
+
+# ------------------------------------------------------------------------------- records
+def _digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError as err:
+        raise ConfigError(f"--config {path}: cannot be read ({err.strerror or err})") from None
+
+
+def _record(run: PresetRun, extra: Sequence[str]) -> dict[str, Any]:
+    """What started a run: its options (repository configs as ``configs/...``) and a digest
+    of every config file they name."""
+    options = run.options(extra, config_dir=Path("configs"))
+    real = run.options(extra)
+    digests = {
+        shown: _digest(Path(path))
+        for i, (shown, path) in enumerate(zip(options, real, strict=True))
+        if i > 0 and options[i - 1] in ("--config", "-c")
+    }
+    return {
+        "preset": run.preset.name,
+        "variant": run.variant.name,
+        "seed": run.seed,
+        "options": options,
+        "config_digests": digests,
+    }
+
+
+def check_record(run: PresetRun, extra: Sequence[str]) -> None:
+    """Refuse to continue a run that was started with other options or config files (a
+    record without any version folder is a start that failed before training: not binding)."""
+    path = run.experiment / RECORD
+    if not path.is_file() or not _versions(run.experiment):
+        return
+    found = load_yaml(path, "run record")
+    wanted = _record(run, extra)
+    advice = "; finish the study with the same options and configs, or give another --root"
+    if found.get("options") != wanted["options"]:
+        before = " ".join(map(str, found.get("options") or []))
+        raise ConfigError(
+            f"{run.experiment} was started with options {before!r}, now "
+            f"{' '.join(wanted['options'])!r}{advice}"
+        )
+    before, now = found.get("config_digests") or {}, wanted["config_digests"]
+    changed = [name for name in sorted(set(before) | set(now)) if before.get(name) != now.get(name)]
+    if changed:
+        raise ConfigError(
+            f"{run.experiment} was started with config files that have changed since: "
+            f"{', '.join(changed)}{advice}"
+        )
+
+
+def write_record(run: PresetRun, extra: Sequence[str]) -> None:
+    import yaml
+
+    from lit_sparse.atomic_files import write_text
+
+    path = run.experiment / RECORD
+    if not path.is_file() or not _versions(run.experiment):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, yaml.safe_dump(_record(run, extra), sort_keys=False))
+
+
+# ------------------------------------------------------------------------------- status
+class RunState(str, Enum):
+    COMPLETE = "complete"
+    INTERRUPTED = "interrupted"
+    NEW = "not started"
+
+
+@dataclass
+class RunStatus:
+    """What a run's folder holds."""
+
+    state: RunState
+    run_dir: Path | None = None
+    """The complete version folder, or the one whose last.ckpt a resume continues."""
+    detail: str = ""
+    versions: list[Path] = field(default_factory=list)
+
+
+def _versions(experiment: Path) -> list[Path]:
+    """``version_N`` folders, oldest (lowest N) first."""
+    found = [p for p in experiment.glob("version_*") if p.is_dir()]
+    return sorted(
+        found, key=lambda p: int(m[1]) if (m := re.fullmatch(r"version_(\d+)", p.name)) else -1
+    )
+
+
+def complete_step(run_dir: Path) -> int | None:
+    """The step a version folder finished at, if it holds the end-of-fit results: an
+    ``extrapolation.json`` and a ``position_loss.json`` at its config's ``max_steps``."""
+    import json
+
+    config_file, extrap_file = run_dir / "config.yaml", run_dir / "extrapolation.json"
+    if not (config_file.is_file() and extrap_file.is_file()):
+        return None
+    if not (run_dir / "position_loss.json").is_file():
+        return None
+    max_steps = (load_yaml(config_file, "run config").get("trainer") or {}).get("max_steps")
+    try:
+        step = json.loads(extrap_file.read_text()).get("step")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return step if step is not None and step == max_steps else None
+
+
+def run_status(run: PresetRun) -> RunStatus:
+    """Complete (a version folder holds the end-of-fit results), interrupted (a
+    ``last.ckpt`` to resume from: ``fit --ckpt_path last`` picks it) or not started."""
+    versions = _versions(run.experiment)
+    for version in reversed(versions):
+        step = complete_step(version)
+        if step is not None:
+            return RunStatus(RunState.COMPLETE, version, f"step {step}", versions)
+    saved = [v for v in versions if (v / "checkpoints" / "last.ckpt").is_file()]
+    if saved:
+        return RunStatus(RunState.INTERRUPTED, saved[-1], "has a last.ckpt", versions)
+    return RunStatus(RunState.NEW, None, "", versions)

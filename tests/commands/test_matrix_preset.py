@@ -1,0 +1,258 @@
+"""``matrix --preset cpu`` end to end on tiny seeded runs: --run trains each run into its own
+folder and skips complete ones on a second call, a killed study resumes its interrupted run,
+--table reports mean and sd over seeds with the comparisons marked, --plot writes PNGs."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lit_sparse.__main__ import main as lit_main
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "configs" / "tiny_study.yaml"
+VARIANTS = ("fib_fixed", "fib_learned")
+SEEDS = (0, 1)
+
+
+@pytest.fixture(autouse=True)
+def plain_argv(monkeypatch):
+    """LightningCLI warns when it sees pytest's own arguments in sys.argv."""
+    monkeypatch.setattr(sys, "argv", ["lit_sparse"])
+
+
+def preset_args(root: Path, *action: str, seeds=SEEDS, variants=VARIANTS) -> list[str]:
+    return [
+        "matrix",
+        "--preset",
+        "cpu",
+        "--seeds",
+        *map(str, seeds),
+        "--variants",
+        *variants,
+        "--root",
+        str(root),
+        *action,
+    ]
+
+
+@pytest.fixture(scope="module")
+def tiny_study(tmp_path_factory) -> tuple[Path, str]:
+    """fib fixed and fib learned, seeds 0 and 1, 6 steps each at T = 16 (the preset's
+    callbacks and evaluation lengths), run by ``matrix --preset cpu --run``."""
+    root = tmp_path_factory.mktemp("study") / "runs" / "cpu"
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+        patch.setattr(sys, "argv", ["lit_sparse"])
+        assert lit_main(preset_args(root, "--run", "--config", str(TINY))) == 0
+    return root, out.getvalue()
+
+
+def table_rows(text: str, first: str) -> list[list[str]]:
+    return [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in text.splitlines()
+        if line.startswith("| ") and not line.startswith(f"| {first} ")
+    ]
+
+
+def section(text: str, title: str) -> str:
+    return text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+
+
+def spread_cell(cell: str) -> tuple[float, float]:
+    mean, sd = re.fullmatch(r"([-+\d.]+) ± ([\d.]+)(?: \*)?", cell).groups()
+    return float(mean), float(sd)
+
+
+def test_run_trains_each_run_into_its_own_folder(tiny_study):
+    root, out = tiny_study
+    for variant in VARIANTS:
+        for seed in SEEDS:
+            experiment = root / variant / f"seed{seed}"
+            assert [p.name for p in experiment.glob("version_*")] == ["version_0"]
+            run_dir = experiment / "version_0"
+            extrapolation = json.loads((run_dir / "extrapolation.json").read_text())
+            assert extrapolation["step"] == 6 and extrapolation["lengths"] == [16, 64, 256]
+            config = (run_dir / "config.yaml").read_text()
+            assert f"seed_everything: {seed}\n" in config
+            assert f"    seed: {seed}\n" in config  # the data module's seed
+            assert f"- --seed_everything\n- '{seed}'" in (experiment / "preset.yaml").read_text()
+    assert out.count(": starting: python -m lit_sparse fit ") == 4
+
+
+def test_a_second_run_skips_the_complete_runs(tiny_study, capsys):
+    root, _ = tiny_study
+    assert lit_main(preset_args(root, "--run", "--config", str(TINY))) == 0
+    out = capsys.readouterr().out
+    assert out.count("complete (") == 4 and out.count(", skipped") == 4
+    assert "starting" not in out and "resuming" not in out
+    assert len(list(root.glob("*/seed*/version_*"))) == 4
+    assert lit_main(preset_args(root, "--list")) == 0
+    rows = table_rows(capsys.readouterr().out, "run")
+    assert [row[3] for row in rows] == ["complete"] * 4
+    assert lit_main(preset_args(root, "--run", "--dry-run", "--config", str(TINY))) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 4 and all(line.endswith("/version_0), skipped") for line in lines)
+
+
+def test_other_options_for_a_started_run_are_refused(tiny_study, capsys):
+    root, _ = tiny_study
+    args = preset_args(root, "--run", "--config", str(TINY), "--model.lr", "0.01")
+    assert lit_main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert f"{root / 'fib_fixed' / 'seed0'} was started with options" in err[0]
+
+
+def test_table_reports_mean_and_sd_over_seeds(tiny_study, capsys, tmp_path):
+    root, _ = tiny_study
+    out_file = tmp_path / "study.md"
+    assert lit_main([*preset_args(root, "--table", seeds=(0, 1, 2)), "--out", str(out_file)]) == 0
+    text = capsys.readouterr().out
+    assert out_file.read_text() == text
+    assert "Seeds per variant: fib_fixed 2, fib_learned 2." in text
+    assert "left out: fib_fixed/seed2 (not started), fib_learned/seed2 (not started)" in text
+
+    def per_seed(variant: str) -> list[dict]:
+        return [
+            json.loads((root / variant / f"seed{s}/version_0/extrapolation.json").read_text())
+            for s in SEEDS
+        ]
+
+    rows = table_rows(section(text, "Perplexity against evaluation length"), "variant")
+    assert {(r[0], r[1]) for r in rows} == {
+        (v, s) for v in VARIANTS for s in ("shakespeare", "math")
+    }
+    for variant, set_name, seeds, *cells in rows:
+        assert seeds == "2"
+        runs = [r["sets"][set_name] for r in per_seed(variant)]
+        for cell, length in zip(cells[:3], ("16", "64", "256"), strict=True):
+            values = [r[length]["ppl"] for r in runs]
+            mean, sd = spread_cell(cell)
+            assert mean == pytest.approx(statistics.mean(values), abs=0.006)
+            assert sd == pytest.approx(statistics.stdev(values), abs=0.006)
+        for cell, length in zip(cells[3:], ("64", "256"), strict=True):
+            values = [r[length]["change_pct"] for r in runs]
+            mean, sd = spread_cell(cell)
+            assert mean == pytest.approx(statistics.mean(values), abs=0.06)
+            assert cell.endswith(" *") == (abs(statistics.mean(values)) > statistics.stdev(values))
+
+    comparisons = table_rows(section(text, "Comparisons behind the paper's claims"), "claim")
+    learned_fixed = [r for r in comparisons if r[1] == "fib_learned - fib_fixed"]
+    assert {r[3] for r in learned_fixed} == {"shakespeare", "math"}
+    for row in learned_fixed:
+        (a, sd_a), (b, sd_b) = spread_cell(row[4]), spread_cell(row[5])
+        assert float(row[6]) == pytest.approx(a - b, abs=0.011)
+        assert float(row[7]) == pytest.approx(sd_a + sd_b, abs=0.011)
+        assert row[8] == ("yes" if abs(a - b) > sd_a + sd_b else "no")
+    # only the variants that were run are compared
+    assert all("fib_linear" not in r[1] and "dense" not in r[1] for r in comparisons)
+
+    alpha = table_rows(section(text, "Learned alpha"), "variant")
+    assert [(r[0], r[1]) for r in alpha] == [("fib_learned", str(k)) for k in range(5)]
+    trajectories = [
+        json.loads((root / "fib_learned" / f"seed{s}/version_0/alpha_trajectory.json").read_text())
+        for s in SEEDS
+    ]
+    for layer, row in enumerate(alpha):
+        drifts = [t["alphas"][-1][layer] - t["alphas"][0][layer] for t in trajectories]
+        mean, sd = spread_cell(row[4])
+        assert mean == pytest.approx(statistics.mean(drifts), abs=6e-5)
+        assert sd == pytest.approx(statistics.stdev(drifts), abs=6e-5)
+        assert row[5] == (
+            "yes" if abs(statistics.mean(drifts)) > statistics.stdev(drifts) else "no"
+        )
+
+    bins = table_rows(section(text, "Position-binned NLL"), "variant")
+    position = [
+        json.loads((root / "fib_fixed" / f"seed{s}/version_0/position_loss.json").read_text())
+        for s in SEEDS
+    ]
+    row = next(r for r in bins if r[:2] == ["fib_fixed", "math"])
+    for k, cell in enumerate(row[2:10]):
+        mean, _ = spread_cell(cell)
+        assert mean == pytest.approx(
+            statistics.mean(p["sets"]["math"][k] for p in position), abs=6e-4
+        )
+
+    paper = section(text, "The paper's numbers (a different scale: qualitative reference only)")
+    paper_rows = table_rows(paper, "variant")
+    assert [r[:3] for r in paper_rows] == [
+        ["fib_fixed", "fib_fixed_w8", "44.08"],
+        ["fib_learned", "fib_learned_w8", "43.70"],
+    ]
+
+
+def test_plot_writes_the_three_figures(tiny_study, capsys, tmp_path):
+    from matplotlib.image import imread
+
+    root, _ = tiny_study
+    assert lit_main([*preset_args(root, "--plot", str(tmp_path / "plots"))]) == 0
+    written = capsys.readouterr().out.split()
+    names = ["ppl_vs_length.png", "position_nll.png", "alpha_trajectories.png"]
+    assert [Path(p).name for p in written] == names
+    for path in map(Path, written):
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        image = imread(path)
+        assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 300
+        assert len({tuple(px) for px in image.reshape(-1, image.shape[2])[::97]}) > 10
+
+
+def test_table_without_complete_runs_says_so(tmp_path, capsys):
+    assert lit_main(preset_args(tmp_path / "none", "--table")) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no complete run under" in err[0]
+
+
+def test_a_killed_study_resumes_its_interrupted_run(tmp_path, capsys):
+    """SIGKILL the study after the run's first checkpoint; the same command again resumes it
+    in its own folder (fit --ckpt_path last) instead of starting over."""
+    root = tmp_path / "runs" / "cpu"
+    longer = ["--config", str(TINY), "--trainer.max_steps", "100",
+              "--trainer.val_check_interval", "50"]  # fmt: skip
+    args = preset_args(root, "--run", *longer, seeds=(0,), variants=("fib_fixed",))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # tiny steps: one thread is quicker
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lit_sparse", *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    experiment = root / "fib_fixed" / "seed0"
+    checkpoint = experiment / "version_0" / "checkpoints" / "last.ckpt"
+    try:
+        deadline = time.monotonic() + 600
+        while not checkpoint.is_file() and process.poll() is None:
+            assert time.monotonic() < deadline, "no checkpoint within 10 minutes"
+            time.sleep(0.05)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert not (experiment / "version_0" / "extrapolation.json").exists()
+    assert lit_main([*args, "--dry-run"]) == 0
+    assert capsys.readouterr().out.strip().endswith("--ckpt_path last")
+
+    assert lit_main(args) == 0
+    out = capsys.readouterr().out
+    assert "[1/1] fib_fixed/seed0: resuming: python -m lit_sparse fit " in out
+    assert re.search(r"^\| fib_fixed/seed0 \| resumed \| complete \| \d+ \|$", out, re.M)
+    assert [p.name for p in experiment.glob("version_*")] == ["version_0"]
+    run_dir = experiment / "version_0"
+    resumed = list(run_dir.glob("config.resume-*.yaml"))
+    assert len(resumed) == 1 and int(resumed[0].stem.split("-")[-1]) % 50 == 0
+    extrapolation = json.loads((run_dir / "extrapolation.json").read_text())
+    assert extrapolation["step"] == 100 and extrapolation["lengths"] == [16, 64, 256]

@@ -1,0 +1,207 @@
+"""The CPU preset: the runs ``matrix --preset cpu`` lists are the ones it runs, every one builds
+as the variant it names at one shared shape, and a seed changes the initialisation and the
+order of the training windows."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from lit_sparse.__main__ import main as lit_main
+from lit_sparse.cli import LitSparseCLI
+from lit_sparse.study.paper_matrix import identify
+from lit_sparse.study.preset import PRESETS, preset_runs
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "configs" / "tiny_study.yaml"
+CPU = PRESETS["cpu"]
+
+
+@pytest.fixture(autouse=True)
+def plain_argv(monkeypatch):
+    """LightningCLI warns when it sees pytest's own arguments in sys.argv."""
+    monkeypatch.setattr(sys, "argv", ["lit_sparse"])
+
+
+def table_rows(text: str) -> list[list[str]]:
+    return [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in text.splitlines()
+        if line.startswith("| ") and not line.startswith("| run ")
+    ]
+
+
+def test_the_preset_has_the_issues_nine_variants():
+    assert [v.name for v in CPU.variants] == [
+        "dense",
+        "fib_fixed",
+        "fib_learned",
+        "fib_linear",
+        "fib_coprime",
+        "pow2_fixed",
+        "pow2_linear",
+        "bigbird",
+        "sliding_window",
+    ]
+
+
+def dry_run_commands(capsys, *options: str) -> list[list[str]]:
+    assert lit_main(["matrix", "--preset", "cpu", *options, "--run", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert all(line.startswith("python -m lit_sparse fit ") for line in lines)
+    return [shlex.split(line)[4:] for line in lines]  # the options after "fit"
+
+
+def test_list_and_run_name_the_same_27_runs(capsys, tmp_path):
+    root = str(tmp_path / "runs")
+    assert lit_main(["matrix", "--preset", "cpu", "--seeds", "0", "1", "2", "--root", root,
+                     "--list"]) == 0  # fmt: skip
+    listed = table_rows(capsys.readouterr().out)
+    commands = dry_run_commands(capsys, "--seeds", "0", "1", "2", "--root", root)
+    runs = preset_runs("cpu", [0, 1, 2], root=root)
+    assert len(listed) == len(commands) == len(runs) == 27
+    assert len({row[0] for row in listed}) == 27
+    for row, command, run in zip(listed, commands, runs, strict=True):
+        assert row[0] == run.name and row[3] == "not started"
+        assert command == run.fit_args()[1:]
+        assert row[1] == f"configs/{run.variant.config} configs/study/cpu.yaml"
+        # the run's own experiment folder, named by variant and seed
+        assert command[-4:] == [
+            "--trainer.logger.init_args.save_dir",
+            str(Path(root) / run.variant.name),
+            "--trainer.logger.init_args.name",
+            f"seed{run.seed}",
+        ]
+
+
+@pytest.fixture(scope="module")
+def built_runs(tmp_path_factory) -> dict[str, LitSparseCLI]:
+    """Every variant of the preset at seed 0, built (not trained) from the exact options the
+    preset lists: the real shape, data and callbacks."""
+    built = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path_factory.mktemp("build"))
+        patch.setattr(sys, "argv", ["lit_sparse"])
+        for run in preset_runs("cpu", [0]):
+            built[run.variant.name] = LitSparseCLI(run.fit_args()[1:], run=False)
+    return built
+
+
+def test_every_run_builds_as_its_variant_at_one_shape(built_runs):
+    from lit_sparse.callbacks import LengthExtrapolation
+
+    assert set(built_runs) == {v.name for v in CPU.variants}
+    shapes = {}
+    for variant in CPU.variants:
+        cli = built_runs[variant.name]
+        attention = cli.config.model.attention
+        found, _ = identify(attention.as_dict() if hasattr(attention, "as_dict") else attention)
+        if variant.paper_run is not None:
+            assert found == variant.paper_run  # the paper's run at W = 8
+        else:
+            assert type(cli.model.model.attention).name == variant.name
+            assert cli.model.model.attention.window == 8  # the same window as every variant
+        config, dm, trainer = cli.model.config, cli.datamodule, cli.trainer
+        tokens = dm.batch_size * dm.seq_len * trainer.accumulate_grad_batches
+        [extrapolation] = [c for c in trainer.callbacks if isinstance(c, LengthExtrapolation)]
+        shapes[variant.name] = (
+            config.n_layers,
+            config.d_model,
+            config.n_heads,
+            config.n_kv_heads,
+            dm.seq_len,
+            tokens,
+            trainer.max_steps,
+            tuple(extrapolation.evaluation_lengths(dm.seq_len)),
+            sum(p.numel() for n, p in cli.model.named_parameters() if "theta" not in n),
+        )
+    # 5 layers, d_model 96, 4 heads, 2 KV heads, T = 256, 2,048 tokens per step, 450 steps,
+    # evaluated at 1x, 4x and 16x; the same parameters (learned alpha's theta aside)
+    assert set(shapes.values()) == {(5, 96, 4, 2, 256, 2048, 450, (256, 1024, 4096),
+                                     shapes["dense"][-1])}  # fmt: skip
+
+
+def test_coprime_differs_from_linear_at_the_presets_depth(built_runs):
+    linear = built_runs["fib_linear"].model.model.alphas()
+    coprime = built_runs["fib_coprime"].model.model.alphas()
+    assert sorted(linear.tolist()) == pytest.approx(sorted(coprime.tolist()))
+    assert not torch.allclose(linear, coprime)  # the same values in another layer order
+
+
+def first_batch(cli: LitSparseCLI) -> torch.Tensor:
+    dm = cli.datamodule
+    dm.prepare_data()
+    dm.setup("fit")
+    x, _ = next(iter(dm.train_dataloader()))
+    return x
+
+
+def test_a_seed_changes_the_initialisation_and_the_data_order(tmp_path, monkeypatch):
+    """seed_everything alone would change only the weights: the data module's own seed
+    orders the windows, so the preset sets both."""
+    monkeypatch.chdir(tmp_path)
+    by_seed = {run.seed: run for run in preset_runs("cpu", [0, 1], variants=["fib_fixed"])}
+
+    def build(seed: int, *more: str) -> LitSparseCLI:
+        args = by_seed[seed].fit_args(["--config", str(TINY)])[1:]
+        return LitSparseCLI([*args, *more], run=False)
+
+    zero, one, zero_again = build(0), build(1), build(0)
+    weights = [cli.model.state_dict()["model.embedding.weight"] for cli in (zero, one, zero_again)]
+    batches = [first_batch(cli) for cli in (zero, one, zero_again)]
+    assert torch.equal(weights[0], weights[2]) and torch.equal(batches[0], batches[2])
+    assert not torch.equal(weights[0], weights[1])
+    assert not torch.equal(batches[0], batches[1])
+    # only seed_everything changed: new weights, the same windows in the same order
+    init_only = build(0, "--seed_everything", "1")
+    assert torch.equal(init_only.model.state_dict()["model.embedding.weight"], weights[1])
+    assert torch.equal(first_batch(init_only), batches[0])
+
+
+def test_bigbirds_random_keys_follow_the_seed():
+    [zero, one] = preset_runs("cpu", [0, 1], variants=["bigbird"])
+    assert zero.fit_args()[-6:-4] == ["--model.attention.init_args.seed", "0"]
+    assert one.fit_args()[-6:-4] == ["--model.attention.init_args.seed", "1"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--preset", "gpu", "--list"], "--preset gpu: unknown preset; allowed: cpu"),
+        (["--preset", "cpu", "--seeds", "0", "0", "--list"], "seed 0 is given twice"),
+        (["--preset", "cpu", "--seeds", "-1", "--list"], "--seeds -1: a seed must be"),
+        (["--preset", "cpu", "--variants", "fib", "--list"], "--variants fib: not a variant"),
+        (["--preset", "cpu", "--run", "dense"], "with --preset, --run takes no name"),
+        (["--preset", "cpu", "--table", "runs/x"], "with --preset, --table takes no RUN_DIR"),
+        (["--seeds", "0", "--list"], "--seeds: only with --preset"),
+        (["--plot"], "--plot: only with --preset"),
+        (["--run"], "--run: expected a run NAME"),
+    ],
+)
+def test_bad_preset_options_get_one_line(options, message, capsys):
+    assert lit_main(["matrix", *options]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+
+
+def test_a_run_started_with_a_config_edited_since_is_refused(tmp_path):
+    from lit_sparse.errors import ConfigError
+    from lit_sparse.study.preset import check_record, write_record
+
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text("trainer:\n  max_steps: 6\n")
+    [run] = preset_runs("cpu", [0], variants=["dense"], root=tmp_path / "runs")
+    extra = ["--config", str(overlay)]
+    write_record(run, extra)
+    overlay.write_text("trainer:\n  max_steps: 7\n")
+    check_record(run, extra)  # nothing was trained (no version folder): not binding
+    write_record(run, extra)
+    (run.experiment / "version_0").mkdir()
+    check_record(run, extra)  # the same options and files: fine
+    overlay.write_text("trainer:\n  max_steps: 8\n")
+    with pytest.raises(ConfigError, match="config files that have changed since: .*overlay.yaml"):
+        check_record(run, extra)
