@@ -226,15 +226,6 @@ class LanguageModel(
         total = sum(p.numel() for p in self.parameters())
         return total - self.embedding.weight.numel() if exclude_embedding else total
 
-
-def token_nll(logits: Tensor, targets: Tensor, ignore_index: int = -100) -> Tensor:
-    """Per-token negative log-likelihood (B, T) of ``targets`` (B, T) under ``logits``
-    (B, T, V), in float32 from one cross-entropy (no softmax copy); 0 where a target is
-    ``ignore_index`` (no label). Training, validation, extrapolation and the probe use it."""
-    logits, flat = logits.flatten(0, 1).float(), targets.flatten()
-    nll = F.cross_entropy(logits, flat, reduction="none", ignore_index=ignore_index)
-    return nll.view_as(targets)
-
     # ----------------------------------------------- huggingface_hub mixin (pretrained.py)
     def _save_pretrained(self, save_directory: Path) -> None:
         pretrained.save(self, save_directory)
@@ -246,3 +237,12 @@ def token_nll(logits: Tensor, targets: Tensor, ignore_index: int = -100) -> Tens
 
     def generate_model_card(self, *args, **kwargs) -> ModelCard:
         return ModelCard(pretrained.model_card(self))
+
+
+def token_nll(logits: Tensor, targets: Tensor, ignore_index: int = -100) -> Tensor:
+    """Per-token negative log-likelihood (B, T) of ``targets`` (B, T) under ``logits``
+    (B, T, V), in float32 from one cross-entropy (no softmax copy); 0 where a target is
+    ``ignore_index`` (no label). Training, validation, extrapolation and the probe use it."""
+    logits, flat = logits.flatten(0, 1).float(), targets.flatten()
+    nll = F.cross_entropy(logits, flat, reduction="none", ignore_index=ignore_index)
+    return nll.view_as(targets)
