@@ -40,6 +40,15 @@ SKIPPED = {
     "python -m lit_sparse tasks runs/quickstart/coprime/version_0": "scores 720 LEGO and RULER "
     "items (minutes of CPU even for a tiny model); tests/evaluation/test_tasks.py runs the "
     "command on a tiny run with --per-group 6",
+    "pip install -e examples/lit_sparse_dilated": "the example's install: .ci/run performs it, "
+    "as written, before the tests",
+    "python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --run": "trains the study's 27 runs "
+    "(about 2 hours); tests/study/test_preset.py runs --run on tiny seeded runs",
+    "python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --table --out runs/cpu/study.md": (
+        "needs the study's finished runs; tests/study/test_preset.py builds it from tiny ones"
+    ),
+    "python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --plot": "needs the study's finished "
+    "runs; tests/study/test_preset.py draws the plots from tiny ones",
     "python -m pytest -q -m gpu --noconftest tests/kernels tests/attention": "needs a CUDA GPU",
     "python -m lit_sparse bench attention --device cuda --dtype bfloat16 --batch 32 --lengths "
     "1024 4096 16384 65536 --dense-max-length 65536 --plugins fibonacci fibonacci_learned "
