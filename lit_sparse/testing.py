@@ -46,6 +46,7 @@ __all__ = [
     "check_causality",
     "check_checkpoint_round_trip",
     "check_config_round_trip",
+    "check_decoding",
     "check_linear_memory",
     "check_prefix_consistency",
     "check_reference",
@@ -211,6 +212,39 @@ def check_prefix_consistency(
             _assert_close(model(ids[:, :t]), full[:, :t], rtol, atol, f"{where} vs in {length}")
 
 
+def check_decoding(
+    plugin: PluginSpec,
+    training_length: int = TRAINING_LENGTH,
+    total: int | None = None,
+    prompts: Sequence[int] = (5, 250),
+    atol: float = 1e-4,
+) -> None:
+    """Incremental decoding equals the full forward: a tiny model (batch 2) prefills a
+    prompt, then decodes one token at a time to ``total`` tokens (default 4x the training
+    length) through ``LanguageModel.new_cache`` (each layer's ``pattern.decoder``), and every
+    position's logits match the full forward's within ``atol`` (fp32), for a short prompt
+    and a long one. A slot pattern passes without code of its own."""
+    plugin = build_attention(plugin)
+    total = 4 * training_length if total is None else total
+    model = _tiny_model(plugin, training_length)
+    ids = torch.randint(0, 97, (2, total), generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        full = model(ids)
+        for prompt in sorted({min(p, total - 1) for p in prompts}):
+            cache = model.new_cache(2, total)
+            logits = [model(ids[:, :prompt], cache)]
+            logits += [model(ids[:, t : t + 1], cache) for t in range(prompt, total)]
+            decoded = torch.cat(logits, dim=1)
+            worst = (decoded - full).abs().amax(dim=(0, 2))  # (T,) per position
+            bad = (worst > atol).nonzero()
+            if len(bad):
+                t = int(bad[0])
+                raise AssertionError(
+                    f"{_name(plugin)}: decoding after a {prompt}-token prompt differs from the "
+                    f"full forward from position {t} on (|diff| {float(worst[t]):.2e} > {atol})"
+                )
+
+
 def check_linear_memory(
     plugin: PluginSpec,
     lengths: tuple[int, int] = (1024, 4096),
@@ -322,6 +356,7 @@ CHECKS: tuple[Callable[..., None], ...] = (
     check_reference,
     check_causality,
     check_prefix_consistency,
+    check_decoding,
     check_linear_memory,
     check_config_round_trip,
     check_checkpoint_round_trip,

@@ -9,6 +9,7 @@ from torch import Tensor
 
 from lit_sparse import build_attention, testing
 from lit_sparse.attention import AttentionPlugin, SlotPattern
+from lit_sparse.attention.decoding import SlotDecoder
 from lit_sparse.attention.kernels import KeySlots, exact_slots
 
 
@@ -71,12 +72,28 @@ class UnsavedStatePattern(WindowPattern):
         return super().reference(q, k, v) * self.scale
 
 
+class OneShortDecoder(SlotDecoder):
+    """Reads every slot but the window's last distance once decoding starts."""
+
+    def __init__(self, pattern, shape):
+        slots = pattern.slots(shape.max_length, shape.device)
+        super().__init__(pattern, shape, exact_slots(slots.distances[:-1].tolist(), shape.device))
+
+
+class MisreadingDecoderPattern(WindowPattern):
+    """Trains right, but its decoder drops a distance (only decoding can tell)."""
+
+    def decoder(self, shape):
+        return OneShortDecoder(self, shape)
+
+
 PATTERNS = {
     "window": WindowPattern,
     "peeking": PeekingPattern,
     "short_forward": ShortForwardPattern,
     "length_dependent": LengthDependentPattern,
     "unsaved_state": UnsavedStatePattern,
+    "misreading_decoder": MisreadingDecoderPattern,
 }
 
 
@@ -115,6 +132,7 @@ def test_an_unbroken_plugin_passes(check):
         (testing.check_reference, "short_forward", "output"),
         (testing.check_prefix_consistency, "length_dependent", "alone vs in 300"),
         (testing.check_checkpoint_round_trip, "unsaved_state", "logits differ"),
+        (testing.check_decoding, "misreading_decoder", "decoding after a 5-token prompt"),
     ],
 )
 def test_a_broken_plugin_fails_its_check(check, kind, message):
