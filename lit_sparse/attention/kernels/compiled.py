@@ -78,26 +78,56 @@ def available() -> bool:
     return _extension() is not None
 
 
-def cgroup_cpus(root: Path = Path("/sys/fs/cgroup")) -> float | None:
-    """CPUs a cgroup quota allows this process (cgroup v2 ``cpu.max``, else v1's CFS quota
-    and period), None when there is no quota."""
-    candidates = [
-        (root / "cpu.max", None),
-        (root / "cpu" / "cpu.cfs_quota_us", root / "cpu" / "cpu.cfs_period_us"),
-        (root / "cpu,cpuacct" / "cpu.cfs_quota_us", root / "cpu,cpuacct" / "cpu.cfs_period_us"),
-    ]
-    for quota_file, period_file in candidates:
-        try:
-            if period_file is None:
-                quota, period = quota_file.read_text().split()[:2]
-            else:
-                quota, period = quota_file.read_text().strip(), period_file.read_text().strip()
-            if quota in ("max", "-1"):
-                return None
-            return int(quota) / int(period)
-        except (OSError, ValueError):
-            continue
-    return None
+def cgroup_cpus(
+    root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")
+) -> float | None:
+    """CPUs the cgroup quotas allow this process, None when there is none: the smallest
+    quota of the process's own cgroup and its ancestors (``membership`` says which it is),
+    cgroup v2's ``cpu.max`` or v1's CFS quota over its period."""
+    quotas = [_quota(folder, v1) for folder, v1 in _cgroup_folders(root, membership)]
+    found = [q for q in quotas if q is not None]
+    return min(found) if found else None
+
+
+def _cgroup_folders(root: Path, membership: Path) -> list[tuple[Path, bool]]:
+    """(folder, is v1) for the process's cpu cgroup and every ancestor, v2 and v1 layouts."""
+    try:
+        lines = membership.read_text().splitlines()
+    except OSError:
+        lines = []
+    v2_path, v1_path = "/", "/"
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            v2_path = path or "/"
+        elif "cpu" in controllers.split(","):
+            v1_path = path or "/"
+    folders = []
+    for base, path, v1 in (
+        (root, v2_path, False),
+        (root / "unified", v2_path, False),
+        (root / "cpu", v1_path, True),
+        (root / "cpu,cpuacct", v1_path, True),
+    ):
+        folder = base / path.strip("/")
+        while True:
+            folders.append((folder, v1))
+            if folder == base:
+                break
+            folder = folder.parent
+    return folders
+
+
+def _quota(folder: Path, v1: bool) -> float | None:
+    try:
+        if v1:
+            quota = (folder / "cpu.cfs_quota_us").read_text().strip()
+            period = (folder / "cpu.cfs_period_us").read_text().strip()
+        else:
+            quota, period = (folder / "cpu.max").read_text().split()[:2]
+        return None if quota in ("max", "-1") else int(quota) / int(period)
+    except (OSError, ValueError):
+        return None
 
 
 @functools.cache
