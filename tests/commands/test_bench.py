@@ -55,7 +55,7 @@ def test_bench_train_reports_tokens_per_second(tmp_path):
     rows = json.loads(path.read_text())
     assert [r["plugin"] for r in rows] == ["dense", "fibonacci"]
     for row in rows:
-        assert set(row) == {"T", "plugin", "ms", "tokens_per_s", "speedup_vs_dense", "peak_mb"}
+        assert set(row) == ROW_KEYS | {"tokens_per_s"}
         assert row["tokens_per_s"] == pytest.approx(2 * 32 / (row["ms"] / 1e3))
 
 
@@ -147,10 +147,11 @@ def test_a_failing_plugin_spares_the_others():
         "repeats": 2,
         "budget": 5.0,
         "plugins": ["fibonacci", "no_such_plugin", "dense"],
+        "busy_cores": [0],
     }
     measured = bench._timing(spec)
-    assert set(measured["plugins"]) == {"fibonacci", "dense"}
-    assert all(timing["runs"] == 2 for timing in measured["plugins"].values())
+    assert set(measured["busy"]["0"]) == {"fibonacci", "dense"}
+    assert all(timing["runs"] == 2 for timing in measured["busy"]["0"].values())
     assert "no_such_plugin" in measured["failed"]["no_such_plugin"]
 
 
