@@ -48,6 +48,7 @@ How it measures:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -257,6 +258,15 @@ def _attention_case(spec: dict[str, Any]):
     return case, device
 
 
+TRAIN_SHAPES = {
+    # a small model (the default): 4 layers, d_model 128
+    "small": {"vocab_size": 8192, "n_layers": 4, "d_model": 128, "n_heads": 4, "n_kv_heads": 2},
+    # the paper's (docs/paper.md section 2): 16 layers, d_model 512, 8/2 heads of 64
+    "paper": {"vocab_size": 32768, "n_layers": 16, "d_model": 512, "n_heads": 8, "n_kv_heads": 2},
+}
+"""``bench train --shape``: the model trained in each step."""
+
+
 def _train_case(spec: dict[str, Any]):
     import torch
     import torch.nn.functional as F
@@ -265,23 +275,19 @@ def _train_case(spec: dict[str, Any]):
 
     device = torch.device(spec["device"])
     gen = torch.Generator(device="cpu").manual_seed(0)
+    shape = TRAIN_SHAPES[spec["shape"]]
+    vocab = shape["vocab_size"]
 
     def case(length: int):
         config = ModelConfig(
-            vocab_size=8192,
-            context_length=length,
-            n_layers=4,
-            d_model=128,
-            n_heads=4,
-            n_kv_heads=2,
-            head_dim=32,
+            context_length=length, head_dim=shape["d_model"] // shape["n_heads"], **shape
         )
         plugin = build_plugin(spec["plugin"], spec["window"], spec["keys"])
         torch.manual_seed(0)
         model = LanguageModel(config, plugin).to(device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
         batch = spec["batch"] if length == spec["length"] else 1
-        ids = torch.randint(0, 8192, (batch, length + 1), generator=gen).to(device)
+        ids = torch.randint(0, vocab, (batch, length + 1), generator=gen).to(device)
 
         def run():
             logits = model(ids[:, :-1])
@@ -346,6 +352,26 @@ def _timing(spec: dict[str, Any]) -> dict[str, Any]:
         if plugin in failed:  # outside the handler: its traceback holds the failed frames
             run = case = None
             _release(device)
+    timed = {}
+    for busy in spec["busy_cores"]:
+        with busy_cores(busy):
+            times = _rounds(spec, runs, device, busy)
+        timed[str(busy)] = {
+            plugin: {"ms": 1e3 * sorted(ts)[len(ts) // 2], "runs": len(ts)}
+            for plugin, ts in times.items()
+        }
+    bandwidth = _copy_bandwidth(device) if spec["kind"] == "attention" else None
+    return {
+        "bandwidth": bandwidth,
+        "peaks": peaks if device.type == "cuda" else None,
+        "failed": failed,
+        "busy": timed,
+    }
+
+
+def _rounds(spec: dict[str, Any], runs: dict, device, busy: int) -> dict[str, list[float]]:
+    """Interleaved timed rounds, one call of each plugin per round: up to ``repeats``
+    rounds, fewer once ``budget`` seconds per plugin are spent."""
     times: dict[str, list[float]] = {plugin: [] for plugin in runs}
     rounds, spent = 0, 0.0
     while runs and rounds < spec["repeats"] and not (rounds and spent > spec["budget"] * len(runs)):
@@ -356,17 +382,28 @@ def _timing(spec: dict[str, Any]) -> dict[str, Any]:
             times[plugin].append(time.perf_counter() - start)
             spent += times[plugin][-1]
         rounds += 1
-        _progress(f"T={spec['length']}: round {rounds} timed")
-    bandwidth = _copy_bandwidth(device) if spec["kind"] == "attention" else None
-    return {
-        "bandwidth": bandwidth,
-        "peaks": peaks if device.type == "cuda" else None,
-        "failed": failed,
-        "plugins": {
-            plugin: {"ms": 1e3 * sorted(ts)[len(ts) // 2], "runs": len(ts)}
-            for plugin, ts in times.items()
-        },
-    }
+        load = f", {busy} busy core{'s' * (busy != 1)}" if busy else ""
+        _progress(f"T={spec['length']}: round {rounds} timed{load}")
+    return times
+
+
+SPIN = "while True: pass"
+
+
+@contextlib.contextmanager
+def busy_cores(count: int):
+    """``count`` processes that spin on a core each (an unrelated load: another job, a data
+    loader) while the block runs; stopped after it."""
+    spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(count)]
+    try:
+        if spinners:
+            time.sleep(0.5)  # started and spinning before the first timed call
+        yield spinners
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+        for spinner in spinners:
+            spinner.wait()
 
 
 def _release(device) -> None:
@@ -423,6 +460,14 @@ def _bench_rows_of(args: argparse.Namespace) -> list[str]:
     return plugins
 
 
+def _train_batch(args: argparse.Namespace, length: int) -> int:
+    """bench train's sequences per step: --tokens-per-step // T, by default 8192 tokens
+    (small shape) or one sequence (the paper's shape)."""
+    if args.tokens_per_step is None and args.shape == "paper":
+        return 1
+    return max(1, (args.tokens_per_step or 8192) // length)
+
+
 def _length_spec(args: argparse.Namespace, length: int) -> dict[str, Any]:
     """What a child process needs to measure every row at ``length``."""
     kind = args.command
@@ -433,13 +478,15 @@ def _length_spec(args: argparse.Namespace, length: int) -> dict[str, Any]:
         "window": args.window,
         "keys": fibonacci_keys(args.window, length),
         "dtype": getattr(args, "dtype", "float32"),
-        "batch": args.batch if kind == "attention" else max(1, args.tokens_per_step // length),
+        "batch": args.batch if kind == "attention" else _train_batch(args, length),
+        "shape": getattr(args, "shape", None),
         "heads": getattr(args, "heads", 8),
         "kv_heads": getattr(args, "kv_heads", 2),
         "dim": getattr(args, "head_dim", 64),
         "repeats": args.repeats,
         "budget": args.budget,
         "threads": args.threads,
+        "busy_cores": sorted(set(args.busy_cores)),
     }
 
 
@@ -462,8 +509,6 @@ def _length_rows(spec: dict[str, Any], plugins: list[str]) -> list[dict[str, Any
     measured = _run_child({**spec, "mode": "time", "plugins": plugins}) or {}
     peaks.update(measured.get("peaks") or {})
     failed = measured.get("failed") or {}
-    timing = measured.get("plugins", {})
-    dense_ms = timing.get("dense", {}).get("ms")
     floor_ms, traffic = None, floor_bytes(spec) if kind == "attention" else 0
     if measured.get("bandwidth"):
         floor_ms = 1e3 * traffic / measured["bandwidth"]
@@ -471,28 +516,38 @@ def _length_rows(spec: dict[str, Any], plugins: list[str]) -> list[dict[str, Any
             f"T={length}: copy bandwidth {measured['bandwidth'] / 1e9:.1f} GB/s, "
             f"memory-traffic floor {floor_ms:.3f} ms"
         )
+    by_load = measured.get("busy") or {}
+    idle = by_load.get("0", {})
     rows = []
-    for plugin in plugins:
-        if plugin in failed:  # the row says why, and the command exits with 1
-            rows.append({"T": length, "plugin": plugin, "ms": None, "error": failed[plugin]})
-        elif plugin in timing:
+    for busy in spec["busy_cores"]:
+        timing = by_load.get(str(busy), {})
+        dense_ms = timing.get("dense", {}).get("ms")
+        for plugin in plugins:
+            if plugin in failed:  # the row says why, and the command exits with 1
+                rows.append({"T": length, "plugin": plugin, "ms": None, "error": failed[plugin]})
+                continue
+            if plugin not in timing:
+                continue
             ms = timing[plugin]["ms"]
-            row: dict[str, Any] = {"T": length, "plugin": plugin, "ms": ms}
+            row: dict[str, Any] = {"T": length, "plugin": plugin, "busy_cores": busy, "ms": ms}
             if kind == "train":
                 row["tokens_per_s"] = spec["batch"] * length / (ms / 1e3)
             row["speedup_vs_dense"] = None if dense_ms is None else dense_ms / ms
+            row["x_idle"] = ms / idle[plugin]["ms"] if plugin in idle else None
             row["peak_mb"] = peaks.get(plugin)
             if floor_ms is not None:
                 row.update(floor_ms=floor_ms, x_floor=ms / floor_ms, gb_per_s=traffic / ms / 1e6)
             rows.append(row)
             _report_row(row, timing[plugin]["runs"])
+        failed = {}  # a failed plugin has one row
     return rows
 
 
 def _report_row(row: dict[str, Any], runs: int) -> None:
     speed, peak = row["speedup_vs_dense"], row["peak_mb"]
+    load = f" ({row['busy_cores']} busy)" if row["busy_cores"] else ""
     _progress(
-        f"T={row['T']} {row['plugin']}: {row['ms']:.1f} ms (median of {runs})"
+        f"T={row['T']} {row['plugin']}{load}: {row['ms']:.1f} ms (median of {runs})"
         + ("" if speed is None else f", x{speed:.2f} vs dense")
         + ("" if peak is None else f", peak {peak:.0f} MB")
     )
@@ -511,11 +566,18 @@ def run_bench(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def bench_table(rows: list[dict[str, Any]], kind: str) -> str:
-    """The rows as a Markdown table ("-" where a value is missing)."""
+    """The rows as a Markdown table ("-" where a value is missing); the busy cores and the
+    ratio to the idle time when any row ran with busy cores."""
     from lit_sparse.tables import markdown_table
 
     per = "ms fwd+bwd" if kind == "attention" else "ms/step"
-    columns = [("T", "T", "d"), ("plugin", "plugin", "s"), ("ms", per, ".1f")]
+    columns = [("T", "T", "d"), ("plugin", "plugin", "s")]
+    loaded = any(row.get("busy_cores") for row in rows)
+    if loaded:
+        columns.append(("busy_cores", "busy cores", "d"))
+    columns.append(("ms", per, ".1f"))
+    if loaded:
+        columns.append(("x_idle", "x idle", ".2f"))
     if kind == "train":
         columns.append(("tokens_per_s", "tokens/s", ".0f"))
     columns += [("speedup_vs_dense", "x dense", ".2f"), ("peak_mb", "peak MB", ".0f")]
@@ -555,6 +617,14 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--budget", type=float, default=15.0, help="seconds of timed calls per row")
         p.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
         p.add_argument(
+            "--busy-cores",
+            type=int,
+            nargs="+",
+            default=[0],
+            help="time every row with this many cores kept busy by spinning processes, one "
+            "pass per value (e.g. 0 1: idle and one busy core, 'x idle' their ratio)",
+        )
+        p.add_argument(
             "--dense-max-length",
             type=int,
             default=16384,
@@ -570,7 +640,19 @@ def _parser() -> argparse.ArgumentParser:
     attention.add_argument("--heads", type=int, default=8)
     attention.add_argument("--kv-heads", type=int, default=2)
     attention.add_argument("--head-dim", type=int, default=64)
-    train.add_argument("--tokens-per-step", type=int, default=8192, help="batch = this // T")
+    train.add_argument(
+        "--shape",
+        choices=tuple(TRAIN_SHAPES),
+        default="small",
+        help="small: 4 layers, d_model 128 (default); paper: 16 layers, d_model 512, 8/2 heads "
+        "of 64, vocabulary 32,768, one sequence per step",
+    )
+    train.add_argument(
+        "--tokens-per-step",
+        type=int,
+        default=None,
+        help="batch = this // T (default: 8192 tokens; --shape paper: one sequence)",
+    )
     train.set_defaults(batch=1)
     _decode_parser(sub)
     return parser
@@ -631,6 +713,13 @@ def main(argv: list[str] | None = None) -> int:
         bad = [v for v in values if v < 1]
         if bad:
             raise ConfigError(f"{option} {bad[0]}: must be an integer >= 1")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    bad = [n for n in args.busy_cores if not 0 <= n < (cores or 1)]
+    if bad:
+        raise ConfigError(
+            f"--busy-cores {bad[0]}: must be in 0..{(cores or 1) - 1} (this process may run on "
+            f"{cores} cores; keeping all of them busy would leave none for the bench)"
+        )
     known = {*_plugin_names(args.window), NATTEN, FLEX}
     unknown = sorted(set(args.plugins or ()) - known)
     if unknown:

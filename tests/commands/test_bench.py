@@ -6,6 +6,7 @@ Speed is reported by the bench, never asserted here.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -13,8 +14,12 @@ from lit_sparse import list_attention
 from lit_sparse.commands.bench import (
     FLEX,
     LEARNED,
+    TRAIN_SHAPES,
+    _length_spec,
+    _parser,
     bench_plugins,
     build_plugin,
+    busy_cores,
     fibonacci_keys,
     flex_block_mask,
     floor_bytes,
@@ -22,6 +27,7 @@ from lit_sparse.commands.bench import (
 )
 
 FLOOR_KEYS = {"floor_ms", "x_floor", "gb_per_s"}
+ROW_KEYS = {"T", "plugin", "busy_cores", "ms", "x_idle", "speedup_vs_dense", "peak_mb"}
 
 
 def test_bench_attention_writes_rows(tmp_path, capsys):
@@ -33,7 +39,7 @@ def test_bench_attention_writes_rows(tmp_path, capsys):
         (t, p) for t in (32, 48) for p in ("dense", "fibonacci", LEARNED)
     ]
     for row in rows:
-        assert set(row) == {"T", "plugin", "ms", "speedup_vs_dense", "peak_mb"} | FLOOR_KEYS
+        assert set(row) == ROW_KEYS | FLOOR_KEYS
         assert row["ms"] > 0 and row["peak_mb"] >= 0 and row["speedup_vs_dense"] > 0
     assert [r["speedup_vs_dense"] for r in rows if r["plugin"] == "dense"] == [1.0, 1.0]
     table = capsys.readouterr().out.splitlines()
@@ -49,7 +55,7 @@ def test_bench_train_reports_tokens_per_second(tmp_path):
     rows = json.loads(path.read_text())
     assert [r["plugin"] for r in rows] == ["dense", "fibonacci"]
     for row in rows:
-        assert set(row) == {"T", "plugin", "ms", "tokens_per_s", "speedup_vs_dense", "peak_mb"}
+        assert set(row) == ROW_KEYS | {"tokens_per_s"}
         assert row["tokens_per_s"] == pytest.approx(2 * 32 / (row["ms"] / 1e3))
 
 
@@ -141,10 +147,11 @@ def test_a_failing_plugin_spares_the_others():
         "repeats": 2,
         "budget": 5.0,
         "plugins": ["fibonacci", "no_such_plugin", "dense"],
+        "busy_cores": [0],
     }
     measured = bench._timing(spec)
-    assert set(measured["plugins"]) == {"fibonacci", "dense"}
-    assert all(timing["runs"] == 2 for timing in measured["plugins"].values())
+    assert set(measured["busy"]["0"]) == {"fibonacci", "dense"}
+    assert all(timing["runs"] == 2 for timing in measured["busy"]["0"].values())
     assert "no_such_plugin" in measured["failed"]["no_such_plugin"]
 
 
@@ -176,3 +183,48 @@ def test_a_failed_row_carries_its_error_and_the_exit_code_is_1(tmp_path, monkeyp
 def test_heads_must_be_a_multiple_of_kv_heads(capsys):
     assert main(["attention", "--heads", "6", "--kv-heads", "4"]) == 2
     assert "--heads 6" in capsys.readouterr().err
+
+
+def test_busy_cores_time_every_row_idle_and_loaded(tmp_path, capsys):
+    path = tmp_path / "rows.json"
+    args = ["attention", "--lengths", "32", "--plugins", "fibonacci", "--busy-cores", "0", "1"]
+    assert main([*args, "--repeats", "1", "--json", str(path)]) == 0
+    rows = json.loads(path.read_text())
+    assert [(r["plugin"], r["busy_cores"]) for r in rows] == [
+        ("dense", 0),
+        ("fibonacci", 0),
+        ("dense", 1),
+        ("fibonacci", 1),
+    ]
+    assert [r["x_idle"] for r in rows[:2]] == [1.0, 1.0]
+    for idle, loaded in zip(rows[:2], rows[2:], strict=True):
+        assert loaded["x_idle"] == pytest.approx(loaded["ms"] / idle["ms"])
+    assert "| busy cores | ms fwd+bwd | x idle |" in capsys.readouterr().out
+
+
+def test_busy_cores_spin_only_inside_the_block():
+    with busy_cores(2) as spinners:
+        assert len(spinners) == 2 and all(s.poll() is None for s in spinners)
+    assert all(s.poll() is not None for s in spinners)
+
+
+def test_busy_cores_must_leave_a_core_to_the_bench(capsys):
+    cores = len(os.sched_getaffinity(0))
+    assert main(["attention", "--busy-cores", str(cores)]) != 0
+    assert f"--busy-cores {cores}: must be in 0..{cores - 1}" in capsys.readouterr().err
+
+
+def test_train_at_the_papers_shape_runs_one_sequence_per_step():
+    args = _parser().parse_args(["train", "--shape", "paper", "--lengths", "1024", "4096"])
+    args.plugins = None
+    assert [_length_spec(args, t)["batch"] for t in (1024, 4096)] == [1, 1]
+    assert _length_spec(args, 1024)["shape"] == "paper"
+    paper = TRAIN_SHAPES["paper"]
+    assert (paper["n_layers"], paper["d_model"], paper["n_heads"], paper["n_kv_heads"]) == (
+        16,
+        512,
+        8,
+        2,
+    )
+    small = _parser().parse_args(["train", "--lengths", "1024"])
+    assert _length_spec(small, 1024)["batch"] == 8  # 8192 tokens a step
