@@ -221,9 +221,15 @@ def load_run(path: str | Path, load_model: bool = True) -> Run:
     else:
         config = {"model": dict(checkpoint.get("hyper_parameters") or {})}
 
+    # a checkpoint file's own state; for a run, the file the callback writes at the end when
+    # it goes further (the final checkpoint is saved before the run's last alphas are taken)
     trajectory = _alpha_history(_callback_state(checkpoint, "AlphaTrajectory"))
-    if trajectory is None:
-        trajectory = _alpha_history(read_result_json(run_dir / "alpha_trajectory.json"))
+    written = _alpha_history(read_result_json(run_dir / "alpha_trajectory.json"))
+    if written is not None and (
+        trajectory is None
+        or (not path.is_file() and int(written.steps[-1]) > int(trajectory.steps[-1]))
+    ):
+        trajectory = written
     position = read_result_json(run_dir / "position_loss.json")
     if position is None:
         state = _callback_state(checkpoint, "PositionLoss")
