@@ -47,6 +47,7 @@ from .evaluation import ExtrapolationResult
 from .list_options import join_list_values, list_options
 from .module import LitLanguageModel
 from .resume import changed_values, choose_run, describe_changes
+from .resumed_validation import ResumedValidation
 from .runs import (
     RunLock,
     allocate_folder,
@@ -502,6 +503,7 @@ class LitSparseCLI(LightningCLI):
     def instantiate_trainer(self, **kwargs) -> Trainer:
         trainer = super().instantiate_trainer(**kwargs)
         trainer.callbacks.insert(0, FinalCheckpoint())  # its on_train_end runs first
+        trainer.callbacks.append(ResumedValidation())
         return trainer
 
     def before_fit(self) -> None:

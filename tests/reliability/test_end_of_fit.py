@@ -92,8 +92,10 @@ def test_every_crash_stays_resumable_and_end_of_fit_work_is_completed(in_workdir
     assert extrap and all(steps[tag] == [STEPS] for tag in extrap)
     # the validation after the step-2 checkpoint is not run again, but none of it is lost
     validations = {tag: s for tag, s in steps.items() if tag.startswith("val/")}
-    assert all(s in ([2, 4], [1, 3]) for s in validations.values()), validations
-    assert steps["val/pos_nll/math/b0"] == [2, 4] and steps["val/ppl"] == [1, 3]
+    # every tag of a validation on the step of the weights it scores (Lightning's val/* too)
+    odd = {tag: s for tag, s in validations.items() if s != [2, 4]}
+    assert not odd, odd
+    assert "val/pos_nll/math/b0" in validations and "val/ppl" in validations
     history = json.loads((run / "position_loss.json").read_text())["history"]
     assert [entry["step"] for entry in history] == [2, 4]
     assert sorted(p.name for p in run.glob("config*.yaml")) == [

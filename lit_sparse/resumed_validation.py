@@ -1,0 +1,71 @@
+"""Keep the validation a resume in place does not run again.
+
+A periodic checkpoint is saved at the end of its optimizer step, before the validation due at
+that step. A run resumed from it goes on from the next batch: that validation is not run
+again, yet TensorBoard's ``purge_step`` (the checkpoint's step) hides what the killed run
+logged for it, since Lightning's ``val/*`` tags land on the step of the weights they
+score. :class:`ResumedValidation` writes those scalars again from the run's earlier event
+files. (PositionLoss rewrites its own tags from position_loss.json.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import TensorBoardLogger
+
+__all__ = ["ResumedValidation", "logged_scalars"]
+
+PREFIX = "val/"
+
+
+def logged_scalars(files: list[Path], step: int) -> dict[str, float]:
+    """Every scalar the event ``files`` hold at ``step`` (the last value of a tag wins)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.util import tensor_util
+
+    found: dict[str, float] = {}
+    for path in files:
+        for event in EventFileLoader(str(path)).Load():
+            if event.step != step or not event.HasField("summary"):
+                continue
+            for value in event.summary.value:
+                if value.HasField("simple_value"):
+                    found[value.tag] = float(value.simple_value)
+                elif value.HasField("tensor") and not value.tensor.tensor_shape.dim:
+                    found[value.tag] = float(tensor_util.make_ndarray(value.tensor))
+    return found
+
+
+class ResumedValidation(Callback):
+    """On a resume in place (a TensorBoard logger with a ``purge_step``), the ``val/*``
+    scalars the killed run logged at the checkpoint's step are logged again at that step,
+    except the tags another callback rewrites itself (its ``prefix``, e.g. PositionLoss)."""
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        logger = next((lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)), None)
+        purge = (getattr(logger, "_kwargs", None) or {}).get("purge_step")
+        if logger is None or purge is None or not trainer.is_global_zero:
+            return
+        step = trainer.global_step
+        if step != int(purge):  # a finished run completed at its end: nothing is hidden
+            return
+        own = _writer_file(logger)
+        files = [p for p in sorted(Path(logger.log_dir).glob("events.*")) if str(p) != own]
+        prefixes = [getattr(callback, "prefix", None) for callback in trainer.callbacks]
+        rewritten = tuple(f"{prefix}/" for prefix in prefixes if isinstance(prefix, str))
+        scalars = {
+            tag: value
+            for tag, value in logged_scalars(files, step).items()
+            if tag.startswith(PREFIX) and not (rewritten and tag.startswith(rewritten))
+        }
+        if scalars:
+            logger.log_metrics(scalars, step=step)
+
+
+def _writer_file(logger: TensorBoardLogger) -> str:
+    """The event file this process's writer appends to."""
+    writer = getattr(logger.experiment, "file_writer", None)
+    return str(getattr(getattr(writer, "event_writer", None), "_file_name", ""))
