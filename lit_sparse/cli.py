@@ -601,9 +601,19 @@ class LitSparseCLI(LightningCLI):
             )
             return
         for callback in trainer.callbacks:
-            if isinstance(callback, LengthExtrapolation) and callback.result is not None:
-                saved = f" ({callback.filename}.md)" if callback.filename else ""
+            if not isinstance(callback, LengthExtrapolation):
+                continue
+            saved = f" ({callback.filename}.md)" if callback.filename else ""
+            if callback.result is not None:
                 print(f"\nlength extrapolation{saved}:\n{callback.result.to_markdown()}")
+            elif (
+                callback.filename
+                and log_dir
+                and (Path(log_dir) / f"{callback.filename}.md").is_file()
+            ):
+                # a finished run resumed: its table was made when it ended
+                table = (Path(log_dir) / f"{callback.filename}.md").read_text()
+                print(f"\nlength extrapolation{saved}, from the run's end:\n{table.rstrip()}")
         lines = [logs_hint(trainer, log_dir)]
         callback = trainer.checkpoint_callback
         if callback is not None and callback.dirpath:

@@ -169,8 +169,11 @@ def test_half_precision_inputs_accumulate_in_float32():
     torch.testing.assert_close(out.float(), ref, rtol=2e-2, atol=2e-2)
 
 
-def test_sparse_attention_uses_the_csr_path_on_cpu(monkeypatch):
+def test_sparse_attention_uses_the_csr_path_on_cpu_without_the_compiled_kernel(monkeypatch):
+    """The CSR path serves the CPU when the compiled kernel is not built (no compiler, or
+    LIT_SPARSE_CPU_KERNEL=csr); tests/kernels/test_compiled.py checks the other branch."""
     calls = []
+    monkeypatch.setattr("lit_sparse.attention.kernels.compiled.available", lambda: False)
     monkeypatch.setattr(
         "lit_sparse.attention.kernels.csr_attention",
         lambda *args: calls.append(args) or slots_attention(*args),
