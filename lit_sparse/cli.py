@@ -604,16 +604,13 @@ class LitSparseCLI(LightningCLI):
             if not isinstance(callback, LengthExtrapolation):
                 continue
             saved = f" ({callback.filename}.md)" if callback.filename else ""
+            made = Path(log_dir or ".") / f"{callback.filename}.md"
             if callback.result is not None:
                 print(f"\nlength extrapolation{saved}:\n{callback.result.to_markdown()}")
-            elif (
-                callback.filename
-                and log_dir
-                and (Path(log_dir) / f"{callback.filename}.md").is_file()
-            ):
+            elif callback.filename and log_dir and made.is_file():
                 # a finished run resumed: its table was made when it ended
-                table = (Path(log_dir) / f"{callback.filename}.md").read_text()
-                print(f"\nlength extrapolation{saved}, from the run's end:\n{table.rstrip()}")
+                table = made.read_text().rstrip()
+                print(f"\nlength extrapolation{saved}, from the run's end:\n{table}")
         lines = [logs_hint(trainer, log_dir)]
         callback = trainer.checkpoint_callback
         if callback is not None and callback.dirpath:

@@ -518,14 +518,12 @@ def _length_rows(spec: dict[str, Any], plugins: list[str]) -> list[dict[str, Any
         )
     by_load = measured.get("busy") or {}
     idle = by_load.get("0", {})
-    rows = []
+    # a failed plugin has one row saying why (and the command exits with 1)
+    rows = [{"T": length, "plugin": p, "ms": None, "error": failed[p]} for p in failed]
     for busy in spec["busy_cores"]:
         timing = by_load.get(str(busy), {})
         dense_ms = timing.get("dense", {}).get("ms")
         for plugin in plugins:
-            if plugin in failed:  # the row says why, and the command exits with 1
-                rows.append({"T": length, "plugin": plugin, "ms": None, "error": failed[plugin]})
-                continue
             if plugin not in timing:
                 continue
             ms = timing[plugin]["ms"]
@@ -539,7 +537,6 @@ def _length_rows(spec: dict[str, Any], plugins: list[str]) -> list[dict[str, Any
                 row.update(floor_ms=floor_ms, x_floor=ms / floor_ms, gb_per_s=traffic / ms / 1e6)
             rows.append(row)
             _report_row(row, timing[plugin]["runs"])
-        failed = {}  # a failed plugin has one row
     return rows
 
 
