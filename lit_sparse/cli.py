@@ -182,6 +182,9 @@ class _CompletingFitLoop(_FitLoop):
             and trainer.ckpt_path is not None
             and 0 < self.max_steps <= self.epoch_loop.global_step
         ):
+            bar = trainer.progress_bar_callback
+            if bar is not None:  # its on_train_end closes the bar on_train_start opens
+                bar.on_train_start(trainer, trainer.lightning_module)
             self.on_run_end()
             return
         super().run()

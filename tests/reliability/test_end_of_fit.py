@@ -72,8 +72,11 @@ def test_every_crash_stays_resumable_and_end_of_fit_work_is_completed(in_workdir
     assert torch.load(last, weights_only=True)["global_step"] == STEPS, "the final step is saved"
     assert not (run / "extrapolation.json").exists()
 
-    # resuming the finished run completes the evaluation, without training
-    code, err = run_cli([*config("done"), "--ckpt_path", "last"], capsys)
+    # resuming the finished run completes the evaluation, without training (and with the
+    # progress bar users have on, which never started a training bar to close)
+    code, err = run_cli(
+        [*config("done"), "--ckpt_path", "last", "--trainer.enable_progress_bar", "true"], capsys
+    )
     assert code == 0, err
     table = json.loads((run / "extrapolation.json").read_text())
     assert table["step"] == STEPS and (run / "extrapolation.md").is_file()
