@@ -1,7 +1,8 @@
 """The study's figures (PNG, rendered off-screen with matplotlib's Agg canvas; no pyplot state):
 
-- ``ppl_vs_length.png``: perplexity against evaluation length per variant, one panel per
-  held-out set, a band of mean ± sd over seeds;
+- ``ppl_vs_length.png``: perplexity against evaluation length per variant, one column per
+  held-out set, a band of mean ± sd over seeds; below it, the change against 1x of the
+  variants that stay flat, zoomed;
 - ``position_nll.png``: position-binned NLL per variant, one panel per set, the same bands;
 - ``alpha_trajectories.png``: learned alpha per layer over steps, one thin line per seed and
   the mean over seeds.
@@ -19,12 +20,12 @@ from lit_sparse.study.seeds import Spread, StudyResults
 __all__ = ["write_plots"]
 
 
-def _figure(panels: int, height: float = 3.6):
+def _figure(panels: int, height: float = 3.6, rows: int = 1):
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(5.2 * panels, height), dpi=110, layout="constrained")
-    axes = fig.subplots(1, panels, squeeze=False)[0]
-    return fig, axes
+    fig = Figure(figsize=(5.2 * panels, height * rows), dpi=110, layout="constrained")
+    axes = fig.subplots(rows, panels, squeeze=False)
+    return fig, (axes[0] if rows == 1 else axes)
 
 
 def _save(fig, path: Path) -> Path:
@@ -53,23 +54,50 @@ def _colors(n: int):
     return [cmap(i % 10) for i in range(n)]
 
 
+FLAT_PCT = 10.0
+"""The zoomed row of ``ppl_vs_length.png`` shows the variants whose mean change at the
+longest evaluation length stays within this many percent of 1x."""
+
+
 def plot_ppl_vs_length(results: StudyResults, path: Path) -> Path:
+    """Top row: perplexity of every variant (log scale); bottom row: the change against 1x
+    of the variants that stay within ``FLAT_PCT``, on a scale where they differ."""
+    from matplotlib.ticker import FormatStrFormatter
+
     sets = results.sets
-    fig, axes = _figure(len(sets))
+    fig, axes = _figure(len(sets), rows=2)
     lengths = results.lengths
     colors = _colors(len(results.variants))
-    for ax, set_name in zip(axes, sets, strict=True):
+    for column, set_name in enumerate(sets):
+        top, zoom = axes[0][column], axes[1][column]
+        hidden = []
         for variant, color in zip(results.variants, colors, strict=True):
-            spreads = [variant.ppl(set_name, t) for t in lengths]
-            _band(ax, lengths, spreads, f"{variant.name} ({len(variant.runs)})", color)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xticks(lengths, [f"{t}\n({results.multiple(t)})" for t in lengths])
-        ax.axvline(results.training_length, color="gray", linestyle=":", linewidth=1)
-        ax.set_title(f"{set_name}: perplexity against evaluation length")
-        ax.set_xlabel("evaluation length (multiple of the training length)")
-        ax.set_ylabel("perplexity")
-    axes[-1].legend(fontsize=7, title="variant (seeds)", title_fontsize=7)
+            label = f"{variant.name} ({len(variant.runs)})"
+            _band(top, lengths, [variant.ppl(set_name, t) for t in lengths], label, color)
+            changes = [variant.change(set_name, t) for t in lengths]
+            if abs(changes[-1].mean) <= FLAT_PCT:
+                _band(zoom, lengths, changes, label, color)
+            else:
+                hidden.append(variant.name)
+        top.set_yscale("log")
+        for axis_format in (top.yaxis.set_major_formatter, top.yaxis.set_minor_formatter):
+            axis_format(FormatStrFormatter("%g"))
+        top.set_title(f"{set_name}: perplexity against evaluation length")
+        top.set_ylabel("perplexity")
+        zoom.axhline(0, color="gray", linewidth=0.8)
+        not_shown = f"; not shown: {', '.join(hidden)}" if hidden else ""
+        zoom.set_title(
+            f"{set_name}: change against 1x\n"
+            f"(variants within ±{FLAT_PCT:g} % at {results.multiple(lengths[-1])}{not_shown})",
+            fontsize=10,
+        )
+        zoom.set_ylabel("change against 1x (%)")
+        for ax in (top, zoom):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(lengths, [f"{t}\n({results.multiple(t)})" for t in lengths])
+            ax.axvline(results.training_length, color="gray", linestyle=":", linewidth=1)
+            ax.set_xlabel("evaluation length (multiple of the training length)")
+    axes[0][-1].legend(fontsize=7, title="variant (seeds)", title_fontsize=7)
     fig.suptitle("band: mean ± sd over seeds", fontsize=8)
     return _save(fig, path)
 
