@@ -86,8 +86,8 @@ class LengthExtrapolation(pl.Callback):
 
     def _done_at(self, trainer: pl.Trainer) -> bool:
         """Whether the run folder already holds this evaluation at this step (a run resumed
-        at its final step only completes what is missing). Every process gets rank 0's
-        answer."""
+        at its final step only completes what is missing); if so, rank 0's ``result`` is the
+        saved one. Every process gets rank 0's answer."""
         done = False
         if trainer.is_global_zero and self.filename:
             folder = run_dir(trainer)
@@ -101,7 +101,9 @@ class LengthExtrapolation(pl.Callback):
                     == self.evaluation_lengths(trainer.lightning_module.config.context_length)
                     and (folder / f"{self.filename}.md").is_file()
                 )
-            except (OSError, ValueError):
+                if done:
+                    self.result = ExtrapolationResult.from_dict(saved)
+            except (OSError, ValueError, KeyError, TypeError):
                 done = False
         return bool(trainer.strategy.broadcast(done))
 

@@ -603,17 +603,10 @@ class LitSparseCLI(LightningCLI):
                 "(its files went to a temporary folder, now removed)"
             )
             return
-        for callback in trainer.callbacks:
-            if not isinstance(callback, LengthExtrapolation):
-                continue
-            saved = f" ({callback.filename}.md)" if callback.filename else ""
-            made = Path(log_dir or ".") / f"{callback.filename}.md"
-            if callback.result is not None:
+        for callback in trainer.callbacks:  # a finished run resumed: the table it saved
+            if isinstance(callback, LengthExtrapolation) and callback.result is not None:
+                saved = f" ({callback.filename}.md)" if callback.filename else ""
                 print(f"\nlength extrapolation{saved}:\n{callback.result.to_markdown()}")
-            elif callback.filename and log_dir and made.is_file():
-                # a finished run resumed: its table was made when it ended
-                table = made.read_text().rstrip()
-                print(f"\nlength extrapolation{saved}, from the run's end:\n{table}")
         lines = [logs_hint(trainer, log_dir)]
         callback = trainer.checkpoint_callback
         if callback is not None and callback.dirpath:
