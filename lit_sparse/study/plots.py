@@ -21,11 +21,11 @@ __all__ = ["write_plots"]
 
 
 def _figure(panels: int, height: float = 3.6, rows: int = 1):
+    """A figure and its axes, always indexed [row][panel]."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(5.2 * panels, height * rows), dpi=110, layout="constrained")
-    axes = fig.subplots(rows, panels, squeeze=False)
-    return fig, (axes[0] if rows == 1 else axes)
+    return fig, fig.subplots(rows, panels, squeeze=False)
 
 
 def _save(fig, path: Path) -> Path:
@@ -106,7 +106,7 @@ def plot_position_nll(results: StudyResults, path: Path) -> Path:
     from lit_sparse.evaluation.position_loss import bin_edges
 
     sets = results.sets
-    fig, axes = _figure(len(sets))
+    fig, (axes,) = _figure(len(sets))
     colors = _colors(len(results.variants))
     for ax, set_name in zip(axes, sets, strict=True):
         for variant, color in zip(results.variants, colors, strict=True):
@@ -128,7 +128,7 @@ def plot_alpha(results: StudyResults, path: Path) -> Path | None:
     learned = [v for v in results.variants if v.learns_alpha]
     if not learned:
         return None
-    fig, axes = _figure(len(learned), height=4.0)
+    fig, (axes,) = _figure(len(learned), height=4.0)
     for ax, variant in zip(axes, learned, strict=True):
         runs = [r for r in variant.runs if r.alphas is not None and len(r.alphas)]
         n_layers = runs[0].alphas.shape[1]
