@@ -16,7 +16,7 @@ import numpy as np
 from lightning.pytorch.loggers import TensorBoardLogger
 from lit_sparse.callbacks.run_dir import run_dir
 
-from lit_sparse.atomic_files import write_bytes
+from lit_sparse.io.atomic import write_bytes
 
 __all__ = ["cell_edges", "heatmap_image", "image_path", "lines_image", "log_image"]
 

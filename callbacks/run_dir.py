@@ -1,5 +1,5 @@
 """The run directory (``trainer.log_dir`` for TensorBoard and CSV); the callbacks write into
-it on rank 0 only, with the atomic writers of :mod:`lit_sparse.atomic_files` (re-exported here).
+it on rank 0 only, with the atomic writers of :mod:`lit_sparse.io.atomic` (re-exported here).
 
 ``trainer.log_dir`` broadcasts from rank 0, so every process would have to ask at the same
 moment; the callbacks only write on rank 0, so :func:`run_dir` reads the same folder
@@ -13,7 +13,7 @@ from pathlib import Path
 import lightning.pytorch as pl
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
-from lit_sparse.atomic_files import write_json, write_text
+from lit_sparse.io.atomic import write_json, write_text
 
 __all__ = ["purge_step", "run_dir", "write_json", "write_text"]
 

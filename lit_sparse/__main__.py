@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] in OWN_COMMANDS:
         module = importlib.import_module(f"lit_sparse.commands.{argv[0]}")
         return module.main(argv[1:])
-    from .cli import main as lightning_main
+    from lit_sparse.cli import main as lightning_main
 
     return lightning_main(argv)
 

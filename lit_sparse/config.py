@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from .errors import ConfigError
+from lit_sparse.errors import ConfigError
 
 
 @dataclass

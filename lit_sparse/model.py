@@ -6,7 +6,7 @@ Attention projects q, k, v (GQA: fewer k/v heads), rotates q and k at absolute p
 With a decoding cache (``new_cache``) the prompt runs through the same path and each later
 token through the layer's decoder, which reads only the cached rows its pattern attends to.
 ``save_pretrained`` / ``from_pretrained`` / ``push_to_hub`` come from huggingface_hub's
-mixin (safetensors weights and a config.json: ``lit_sparse/pretrained.py``).
+mixin (safetensors weights and a config.json: :mod:`lit_sparse.io.pretrained`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import torch.nn.functional as F
 from huggingface_hub import ModelCard, PyTorchModelHubMixin
 from torch import Tensor, nn
 
-from . import pretrained
-from .attention import AttentionPattern, AttentionPlugin, build_attention
-from .attention.decoding import DecodeShape, DecodingCache, LayerDecoder
-from .config import ModelConfig
+from lit_sparse.attention import AttentionPattern, AttentionPlugin, build_attention
+from lit_sparse.attention.decoding import DecodeShape, DecodingCache, LayerDecoder
+from lit_sparse.config import ModelConfig
+from lit_sparse.io import pretrained
 
 
 class RMSNorm(nn.Module):
@@ -226,7 +226,13 @@ class LanguageModel(
         total = sum(p.numel() for p in self.parameters())
         return total - self.embedding.weight.numel() if exclude_embedding else total
 
-    # ----------------------------------------------- huggingface_hub mixin (pretrained.py)
+    # ------------------------------------------ huggingface_hub mixin (io/pretrained.py)
+    @classmethod
+    def from_config(cls, config: dict) -> LanguageModel:
+        """A new model (fresh weights) of a saved folder's config.json values: its ``arch``
+        (ModelConfig fields) and ``attention`` (the plugin's class path and options)."""
+        return cls(ModelConfig.from_dict(config["arch"]), build_attention(config["attention"]))
+
     def _save_pretrained(self, save_directory: Path) -> None:
         pretrained.save(self, save_directory)
 

@@ -15,10 +15,10 @@ from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor, nn
 from torchmetrics import Metric
 
-from .attention import AttentionPlugin, build_attention
-from .config import ModelConfig
-from .errors import ConfigError, NonFiniteLossError
-from .model import LanguageModel, token_nll
+from lit_sparse.attention import AttentionPlugin, build_attention
+from lit_sparse.config import ModelConfig
+from lit_sparse.errors import ConfigError, NonFiniteLossError
+from lit_sparse.model import LanguageModel, token_nll
 
 
 def rng_states() -> dict[str, Any]:

@@ -36,10 +36,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .attention import AttentionPattern, AttentionPlugin, build_attention
-from .attention.registry import all_conformance_cases, get_attention
-from .config import ModelConfig
-from .model import LanguageModel
+from lit_sparse.attention import AttentionPattern, AttentionPlugin, build_attention
+from lit_sparse.attention.registry import all_conformance_cases, get_attention
+from lit_sparse.config import ModelConfig
+from lit_sparse.model import LanguageModel
 
 __all__ = [
     "CHECKS",
@@ -290,7 +290,7 @@ def check_config_round_trip(plugin: PluginSpec) -> None:
     found by its name."""
     import yaml
 
-    from .config_files import model_parser
+    from lit_sparse.parsing.config_files import model_parser
 
     plugin = build_attention(plugin)
     config = plugin.to_config()
@@ -311,8 +311,8 @@ def check_checkpoint_round_trip(plugin: PluginSpec, steps: int = 2) -> None:
     into the same plugin, the same weights and buffers, and the same logits."""
     import lightning.pytorch as pl
 
-    from .checkpoints import AtomicCheckpointIO
-    from .module import LitLanguageModel
+    from lit_sparse.module import LitLanguageModel
+    from lit_sparse.runs.checkpoints import AtomicCheckpointIO
 
     plugin = build_attention(plugin)
     torch.manual_seed(0)

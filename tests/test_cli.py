@@ -7,7 +7,8 @@ import pytest
 import torch
 import yaml
 
-from lit_sparse.cli import LitSparseCLI, expand_attention_names, main
+from lit_sparse.attention.registry import expand_attention_names
+from lit_sparse.cli import LitSparseCLI, main
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from lit_sparse.cli import main
-from lit_sparse.config_files import read_model_config
-from lit_sparse.list_options import join_list_values, list_kind
+from lit_sparse.parsing.config_files import read_model_config
+from lit_sparse.parsing.list_options import join_list_values, list_kind
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"

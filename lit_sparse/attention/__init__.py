@@ -5,12 +5,17 @@ file with ``@register_attention``) and the ``lit_sparse.attention`` entry points
 packages. The classes imported below are re-exported for convenience only.
 """
 
-from .base import AttentionPattern, AttentionPlugin, SlotPattern
-from .bigbird import BigBirdAttention
-from .dense import DenseAttention
-from .fibonacci import FibonacciAttention
-from .registry import build_attention, get_attention, list_attention, register_attention
-from .sliding_window import SlidingWindowAttention
+from lit_sparse.attention.base import AttentionPattern, AttentionPlugin, SlotPattern
+from lit_sparse.attention.bigbird import BigBirdAttention
+from lit_sparse.attention.dense import DenseAttention
+from lit_sparse.attention.fibonacci import FibonacciAttention
+from lit_sparse.attention.registry import (
+    build_attention,
+    get_attention,
+    list_attention,
+    register_attention,
+)
+from lit_sparse.attention.sliding_window import SlidingWindowAttention
 
 __all__ = [
     "AttentionPattern",

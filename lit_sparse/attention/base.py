@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from .decoding import DecodeShape, LayerDecoder, RecomputeDecoder, SlotDecoder
-from .kernels import KeySlots, sparse_attention
-from .kernels.reference import slots_attention
-from .length_cache import LengthCache
+from lit_sparse.attention.decoding import DecodeShape, LayerDecoder, RecomputeDecoder, SlotDecoder
+from lit_sparse.attention.kernels import KeySlots, sparse_attention
+from lit_sparse.attention.kernels.reference import slots_attention
+from lit_sparse.attention.length_cache import LengthCache
 
 
 class AttentionPattern(nn.Module, ABC):

@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .base import AttentionPlugin, SlotPattern
-from .kernels import KeySlots
-from .options import at_least
-from .registry import register_attention
+from lit_sparse.attention.base import AttentionPlugin, SlotPattern
+from lit_sparse.attention.kernels import KeySlots
+from lit_sparse.attention.options import at_least
+from lit_sparse.attention.registry import register_attention
 
 _MASK64 = (1 << 64) - 1
 

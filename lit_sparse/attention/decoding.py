@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .kernels.slots import KeySlots
+from lit_sparse.attention.kernels.slots import KeySlots
 
 log = logging.getLogger(__name__)
 

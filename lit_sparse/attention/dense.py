@@ -9,11 +9,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import AttentionPattern, AttentionPlugin
-from .decoding import DecodeShape, DenseDecoder, LayerDecoder
-from .kernels.reference import masked_attention
-from .options import check_choices
-from .registry import register_attention
+from lit_sparse.attention.base import AttentionPattern, AttentionPlugin
+from lit_sparse.attention.decoding import DecodeShape, DenseDecoder, LayerDecoder
+from lit_sparse.attention.kernels.reference import masked_attention
+from lit_sparse.attention.options import check_choices
+from lit_sparse.attention.registry import register_attention
 
 log = logging.getLogger(__name__)
 

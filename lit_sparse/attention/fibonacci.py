@@ -1,4 +1,8 @@
-"""Fibonacci-offset sparse attention: a window plus rungs scaled by a per-layer alpha."""
+"""Fibonacci-offset sparse attention: a window plus rungs scaled by a per-layer alpha.
+
+The plugin (its options and schedules); the per-layer patterns it builds are in
+:mod:`lit_sparse.attention.fibonacci_patterns` and :mod:`lit_sparse.attention.gaussian_read`.
+"""
 
 from __future__ import annotations
 
@@ -7,160 +11,20 @@ import logging
 import math
 from typing import Literal
 
-import torch
-from torch import Tensor, nn
-
-from ..errors import ConfigError
-from . import offsets
-from .base import AttentionPlugin, SlotPattern
-from .kernels import KeySlots, exact_slots
-from .length_cache import LengthCache
-from .options import at_least, check_choices, positive, share
-from .registry import register_attention
+from lit_sparse.attention import offsets
+from lit_sparse.attention.base import AttentionPlugin
+from lit_sparse.attention.fibonacci_patterns import (
+    FibonacciPattern,
+    LearnedFibonacciPattern,
+    NewOffsets,
+    RungRead,
+)
+from lit_sparse.attention.gaussian_read import GaussianFibonacciPattern
+from lit_sparse.attention.options import at_least, check_choices, positive, share
+from lit_sparse.attention.registry import register_attention
+from lit_sparse.errors import ConfigError
 
 log = logging.getLogger(__name__)
-
-NewOffsets = Literal["use", "drop"]
-RungRead = Literal["interpolate", "gaussian"]
-
-
-class FibonacciPattern(SlotPattern):
-    """Distances {0..W} and round(alpha * f) for every rung f, alpha fixed per layer."""
-
-    def __init__(
-        self,
-        training_length: int,
-        window: int,
-        rungs: str,
-        n_rungs: int,
-        new_offsets: NewOffsets,
-        alpha: float,
-    ):
-        super().__init__(training_length)
-        self.window, self.rungs, self.n_rungs, self.new_offsets = (
-            window,
-            rungs,
-            n_rungs,
-            new_offsets,
-        )
-        self.initial_alpha = float(alpha)
-
-    @property
-    def alpha(self) -> Tensor:
-        return torch.tensor(self.initial_alpha)
-
-    def alpha_value(self) -> float:
-        """alpha as a Python float (exact for static schedules: rounding depends on it)."""
-        return self.initial_alpha
-
-    def effective_length(self, length: int) -> int:
-        """The length whose rungs and reach apply at running ``length``.
-
-        With new_offsets "drop", a longer sequence keeps the training length's pattern.
-        """
-        return min(length, self.training_length) if self.new_offsets == "drop" else length
-
-    def rung_values(
-        self, length: int, alpha_low: float | None = None
-    ) -> tuple[list[int], list[int]]:
-        """The rungs at running ``length``: the base (from the training length) and those
-        that exist only beyond it (pow2 with new_offsets "use") and fit in ``length`` at
-        ``alpha_low``: the layer's alpha, or the smallest one a learned layer can have (so
-        the list holds every rung its current alpha can reach at that length)."""
-        base = offsets.rung_base(self.rungs, self.training_length, self.n_rungs)
-        later = offsets.new_rungs(
-            self.rungs,
-            self.training_length,
-            self.effective_length(length),
-            self.alpha_value() if alpha_low is None else alpha_low,
-        )
-        return base, later
-
-    def distances(self, length: int) -> list[int]:
-        base, later = self.rung_values(length)
-        return offsets.layer_distances(
-            self.alpha_value(),
-            base,
-            self.window,
-            self.effective_length(length),
-            later_rungs=later,
-            later_from=self.training_length,
-        )
-
-    def build_slots(self, length: int, device: torch.device) -> KeySlots:
-        return exact_slots(self.distances(length), device)
-
-    def extra_repr(self) -> str:
-        return f"alpha={self.alpha_value():.4f}, window={self.window}, rungs={self.rungs}"
-
-
-class LearnedFibonacciPattern(FibonacciPattern):
-    """alpha = alpha_min + (alpha_max - alpha_min) * sigmoid(theta), learned from ``alpha``.
-
-    Window distances are exact; each rung reads a virtual key and value interpolated
-    between distances floor(alpha * f) and floor(alpha * f) + 1, so the gradient reaches
-    theta through the interpolation weight even where alpha * f is an integer. At the
-    rung's first row (query i = floor(alpha * f)) the upper tap's row i - lo - 1 does not
-    exist and the nearest row, 0, is read instead, as the paper's code does: that row then
-    adds no gradient to theta. Which rungs are used is :func:`offsets.kept_rungs` (the
-    paper's rule), evaluated on the device: no host sync in forward.
-    """
-
-    def __init__(
-        self,
-        training_length: int,
-        window: int,
-        rungs: str,
-        n_rungs: int,
-        new_offsets: NewOffsets,
-        alpha: float,
-        alpha_min: float,
-        alpha_max: float,
-    ):
-        super().__init__(training_length, window, rungs, n_rungs, new_offsets, alpha)
-        self.alpha_min, self.alpha_max = alpha_min, alpha_max
-        share = (alpha - alpha_min) / (alpha_max - alpha_min)
-        self.theta = nn.Parameter(torch.tensor(math.log(share / (1 - share))))
-        self._rung_cache: LengthCache[tuple[Tensor, Tensor]] = LengthCache()
-
-    @property
-    def alpha(self) -> Tensor:
-        return self.alpha_min + (self.alpha_max - self.alpha_min) * torch.sigmoid(self.theta)
-
-    def alpha_value(self) -> float:
-        return float(self.alpha.detach())
-
-    def build_slots(self, length: int, device: torch.device) -> KeySlots:
-        """The exact window and the padding reach; cached per (length, device)."""
-        base, later = self.rung_values(length, self.alpha_min)
-        reach = math.floor(self.alpha_max * max(base + later, default=0)) + 2
-        return KeySlots(
-            distances=torch.arange(min(self.window, length - 1) + 1, device=device),
-            reach=min(reach, length + 1),
-        )
-
-    def slots(self, length: int, device: torch.device) -> KeySlots:
-        window = super().slots(length, device)
-
-        def rung_tensors() -> tuple[Tensor, Tensor]:
-            base, later = self.rung_values(length, self.alpha_min)
-            rungs = torch.tensor(base + later, device=device)
-            is_later = torch.arange(len(base) + len(later), device=device) >= len(base)
-            return rungs, is_later
-
-        rungs, is_later = self._rung_cache.get((length, torch.device(device)), rung_tensors)
-        target = self.alpha * rungs  # (R,) t = alpha * f, carries theta's gradient
-        lo = torch.floor(target)
-        keep = offsets.kept_rungs(
-            lo.long(), self.window, self.effective_length(length), is_later, self.training_length
-        )
-        return KeySlots(
-            distances=window.distances,
-            reach=window.reach,
-            rung_lo=lo.long().clamp(max=window.reach - 1),
-            rung_frac=target - lo,
-            rung_valid=keep,
-        )
 
 
 @functools.cache
@@ -300,8 +164,6 @@ class FibonacciAttention(AttentionPlugin):
         if self.schedule != "learned":
             return FibonacciPattern(*common)
         if self.rung_read == "gaussian":
-            from .gaussian_read import GaussianFibonacciPattern  # the probe's dense read
-
             widths = (self.rung_width_start, self.rung_width_end, self.rung_width_anneal)
             return GaussianFibonacciPattern(*common, self.alpha_min, self.alpha_max, *widths)
         return LearnedFibonacciPattern(*common, self.alpha_min, self.alpha_max)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .decoding import DecodeShape, LayerDecoder
-from .fibonacci import LearnedFibonacciPattern, NewOffsets
-from .kernels import KeySlots
+from lit_sparse.attention.decoding import DecodeShape, LayerDecoder
+from lit_sparse.attention.fibonacci_patterns import LearnedFibonacciPattern, NewOffsets
+from lit_sparse.attention.kernels import KeySlots
 
 __all__ = ["GaussianDecoder", "GaussianFibonacciPattern", "rung_width_at"]
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ..errors import ConfigError
+from lit_sparse.errors import ConfigError
 
 RUNG_BASES = ("fibonacci", "pow2")
 SCHEDULES = ("fixed", "learned", "linear", "coprime", "custom")

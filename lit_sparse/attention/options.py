@@ -16,7 +16,7 @@ import math
 import typing
 from typing import Any, Literal
 
-from ..errors import ConfigError
+from lit_sparse.errors import ConfigError
 
 __all__ = ["at_least", "check_choices", "choices_of", "positive", "share"]
 

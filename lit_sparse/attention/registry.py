@@ -18,11 +18,12 @@ import importlib
 import importlib.metadata
 import logging
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from .base import AttentionPlugin
+from lit_sparse.attention.base import AttentionPlugin
+from lit_sparse.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -198,3 +199,29 @@ def build_attention(spec: str | Mapping[str, Any] | AttentionPlugin | None = Non
         raise ConfigError(f"attention: a dict needs 'class_path' and 'init_args', got {dict(spec)}")
     init_args = {**dict(spec.get("init_args") or {}), **overrides}
     return resolve_attention(spec["class_path"])(**init_args)
+
+
+def expand_attention_names(args: Sequence[str]) -> list[str]:
+    """Let ``--model.attention fibonacci`` (and ``--model.attention.help fibonacci``) name a
+    plugin by its registry name.
+
+    jsonargparse resolves class names and import paths; a registry name is rewritten to its
+    class path, and a bare name that is neither raises ConfigError listing the registered
+    names. Dotted paths and config files are left for jsonargparse.
+    """
+    out = list(args)
+    for i, arg in enumerate(out):
+        for flag in ("--model.attention", "--model.attention.help"):
+            if arg == flag and i + 1 < len(out):
+                out[i + 1] = _class_path(out[i + 1])
+            elif arg.startswith(flag + "="):
+                out[i] = f"{flag}={_class_path(arg[len(flag) + 1 :])}"
+    return out
+
+
+def _class_path(value: str) -> str:
+    """The class path of a registry name or class name; other values unchanged."""
+    if "." in value or value.startswith(("{", "[")) or Path(value).suffix in (".yaml", ".json"):
+        return value
+    cls = resolve_attention(value, field="model.attention")
+    return f"{cls.__module__}.{cls.__qualname__}"

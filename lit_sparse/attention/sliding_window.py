@@ -5,11 +5,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .base import AttentionPlugin, SlotPattern
-from .dense import announce_backend, flash_attention, flash_usable
-from .kernels import KeySlots, exact_slots
-from .options import at_least
-from .registry import register_attention
+from lit_sparse.attention.base import AttentionPlugin, SlotPattern
+from lit_sparse.attention.dense import announce_backend, flash_attention, flash_usable
+from lit_sparse.attention.kernels import KeySlots, exact_slots
+from lit_sparse.attention.options import at_least
+from lit_sparse.attention.registry import register_attention
 
 
 class SlidingWindowPattern(SlotPattern):

@@ -10,7 +10,7 @@ wrapped in :func:`reports_errors`.
 - :mod:`~lit_sparse.commands.tasks`: LEGO and RULER variable tracking on a checkpoint.
 
 Commands that read a model out of config files take :func:`config_parser`'s options and
-call :func:`lit_sparse.config_files.read_model_config`.
+call :func:`lit_sparse.parsing.config_files.read_model_config`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def print_report(report: Any, json_path: str | None = None) -> int:
     """Print ``report.to_text()``; also write ``report.as_dict()`` to ``json_path`` if given."""
     print(report.to_text())
     if json_path:
-        from lit_sparse.atomic_files import write_json
+        from lit_sparse.io.atomic import write_json
 
         write_json(json_path, report.as_dict())
     return 0

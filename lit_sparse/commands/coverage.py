@@ -28,9 +28,9 @@ import numpy as np
 
 from lit_sparse.attention import offsets
 from lit_sparse.commands import config_parser, print_report, reports_errors
-from lit_sparse.config_files import ModelSpec, read_model_config
 from lit_sparse.errors import ConfigError
-from lit_sparse.tables import markdown_table
+from lit_sparse.io.tables import markdown_table
+from lit_sparse.parsing.config_files import ModelSpec, read_model_config
 
 __all__ = ["Coverage", "compute_coverage", "format_ranges", "main", "two_hop"]
 

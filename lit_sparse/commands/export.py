@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    from lit_sparse.export import export_run
+    from lit_sparse.interop.export import export_run
 
     print(export_run(args.path, args.out, args.tokenizer).to_text())
     return 0

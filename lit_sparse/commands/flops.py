@@ -24,10 +24,10 @@ from typing import Any
 from lit_sparse.attention import DenseAttention
 from lit_sparse.commands import config_parser, print_report, reports_errors
 from lit_sparse.config import ModelConfig
-from lit_sparse.config_files import ModelSpec, read_model_config
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.flops import FlopsBreakdown, forward_flops_per_token, keys_per_query
-from lit_sparse.tables import markdown_table
+from lit_sparse.io.tables import markdown_table
+from lit_sparse.parsing.config_files import ModelSpec, read_model_config
 
 __all__ = ["FlopsReport", "flops_report", "main", "measured_dense_flops"]
 

@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from lit_sparse.generation import Generation, Sampler
-    from lit_sparse.generation.sources import load_source
     from lit_sparse.generation.text import TextStream
+    from lit_sparse.interop.sources import load_source
 
     # every cheap check before the model is loaded
     if args.max_new_tokens < 1:

@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from lit_sparse.commands import reports_errors
-from lit_sparse.config_files import load_yaml
 from lit_sparse.errors import ConfigError
+from lit_sparse.io.tables import markdown_table
+from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse.study.paper_matrix import (
     PAPER,
     PAPER_ARCH,
@@ -49,7 +50,6 @@ from lit_sparse.study.paper_matrix import (
     identify,
 )
 from lit_sparse.study.preset import PRESETS
-from lit_sparse.tables import markdown_table
 
 __all__ = ["PAPER", "RUNS", "MatrixRun", "RunRecord", "identify", "main", "read_run", "tables"]
 
@@ -114,7 +114,7 @@ def _last_scalars(run_dir: Path, prefix: str) -> tuple[dict[str, float], int | N
 
 def read_run(path: str | Path) -> RunRecord:
     """Read a run directory (or an experiment folder: its newest version)."""
-    from lit_sparse.analysis import read_extrapolation, read_result_json, resolve_run_dir
+    from lit_sparse.runs.analysis import read_extrapolation, read_result_json, resolve_run_dir
 
     run_dir = resolve_run_dir(Path(path))
     if not run_dir.is_dir():
@@ -433,7 +433,7 @@ def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
     text = study_tables(results)
     print(text)
     if args.out:
-        from lit_sparse.atomic_files import write_text
+        from lit_sparse.io.atomic import write_text
 
         write_text(args.out, text + "\n")
     return 0
@@ -452,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         text = tables(args.table)
         print(text)
         if args.out:
-            from lit_sparse.atomic_files import write_text
+            from lit_sparse.io.atomic import write_text
 
             write_text(args.out, text + "\n")
         return 0

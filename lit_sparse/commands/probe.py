@@ -27,7 +27,7 @@ from typing import Any
 
 from lit_sparse.commands import reports_errors
 from lit_sparse.errors import ConfigError, LitSparseError
-from lit_sparse.tables import markdown_table
+from lit_sparse.io.tables import markdown_table
 
 __all__ = ["PAPER_TABLE2", "ProbeRun", "main", "probe_parser", "run_probe"]
 
@@ -133,8 +133,8 @@ def run_probe(
     import lightning.pytorch as pl
     from lightning.pytorch.loggers import TensorBoardLogger
 
-    from lit_sparse.atomic_files import write_json
-    from lit_sparse.cli import condense_parse_error
+    from lit_sparse.io.atomic import write_json
+    from lit_sparse.parsing.parse_errors import condense_parse_error
 
     parser = probe_parser()
     args = ["--config", str(config_path(Path(config_dir), depth, init))]
@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write_tables(out: Path, runs: list[ProbeRun]) -> None:
-    from lit_sparse.atomic_files import write_json, write_text
+    from lit_sparse.io.atomic import write_json, write_text
 
     write_text(out / "probe_table.md", probe_tables(runs) + "\n")
     write_json(out / "probe_table.json", _finite([r.as_dict() for r in runs]))

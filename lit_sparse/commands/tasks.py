@@ -45,9 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     import lit_sparse
     from lit_sparse.callbacks.tasks import GROUP_LABELS, encoder, task_items
-    from lit_sparse.checkpoints import check_tokenizer
     from lit_sparse.data.tokenizer import load_tokenizer
     from lit_sparse.evaluation.forced_choice import results_table, score_task
+    from lit_sparse.runs.checkpoints import check_tokenizer
 
     path = Path(args.path)
     if not path.exists():
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{run.checkpoint} (step {run.step}), tokenizer {spec}")
     print(results_table(results))
     if args.json:
-        from lit_sparse.atomic_files import write_json
+        from lit_sparse.io.atomic import write_json
 
         write_json(
             args.json,

@@ -5,7 +5,12 @@ mixture; ``DataSourceUnavailable`` is raised (one line, naming the offline alter
 source or tokenizer needs the Hugging Face hub and the hub cannot be reached.
 """
 
-from lit_sparse.data.datamodule import TextDataModule, default_cache_dir, embedded_sources
+from lit_sparse.data.datamodule import (
+    TextDataModule,
+    checked_seq_len,
+    default_cache_dir,
+    embedded_sources,
+)
 from lit_sparse.data.hub import DataSourceUnavailable, find_unavailable
 from lit_sparse.data.sources import SourceConfig
 
@@ -13,6 +18,7 @@ __all__ = [
     "DataSourceUnavailable",
     "SourceConfig",
     "TextDataModule",
+    "checked_seq_len",
     "default_cache_dir",
     "embedded_sources",
     "find_unavailable",

@@ -37,7 +37,7 @@ from lit_sparse.data.tokenizer import load_tokenizer, resolve_vocab_size
 from lit_sparse.data.windows import HeldOutWindows, num_windows
 from lit_sparse.errors import CheckpointError, ConfigError
 
-__all__ = ["TextDataModule", "default_cache_dir", "embedded_sources"]
+__all__ = ["TextDataModule", "checked_seq_len", "default_cache_dir", "embedded_sources"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,13 @@ def embedded_sources() -> list[SourceConfig]:
         SourceConfig(name="shakespeare", path="embedded:shakespeare", weight=0.65),
         SourceConfig(name="math", path="embedded:math", weight=0.35),
     ]
+
+
+def checked_seq_len(seq_len: Any) -> int:
+    """data.seq_len, validated before it becomes the model's context length."""
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
+        raise ConfigError(f"data.seq_len={seq_len!r}: must be a positive integer")
+    return seq_len
 
 
 def _positive_int(field: str, value: Any, allow_none: bool = False, low: int = 1) -> None:

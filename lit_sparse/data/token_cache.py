@@ -33,15 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from lit_sparse.atomic_files import (
+from lit_sparse.data.sources import SourceConfig, iter_text_batches
+from lit_sparse.data.tokenizer import LoadedTokenizer
+from lit_sparse.io.atomic import (
     AtomicFile,
     fsync_dir,
     remove_stale_temporaries,
     storage_error,
     write_text,
 )
-from lit_sparse.data.sources import SourceConfig, iter_text_batches
-from lit_sparse.data.tokenizer import LoadedTokenizer
 
 __all__ = [
     "FORMAT_VERSION",

@@ -25,8 +25,8 @@ from torch import Tensor, nn
 
 from lit_sparse.attention import build_attention
 from lit_sparse.errors import ConfigError
+from lit_sparse.io.tables import markdown_table
 from lit_sparse.model import LanguageModel, token_nll
-from lit_sparse.tables import markdown_table
 
 __all__ = [
     "ExtrapolationResult",

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lit_sparse.tables import markdown_table
+from lit_sparse.io.tables import markdown_table
 
 __all__ = ["ChoiceItem", "TaskResult", "choose", "score_task"]
 

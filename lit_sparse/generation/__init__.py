@@ -5,13 +5,13 @@ run or an exported folder, and the decode benchmark.
 - :mod:`~lit_sparse.generation.generate`: ``generate`` (yields tokens as they are made).
 - :mod:`~lit_sparse.generation.sampling`: greedy, temperature, top-k, top-p, seeds.
 - :mod:`~lit_sparse.generation.text`: token ids to text as characters complete.
-- :mod:`~lit_sparse.generation.sources`: a model and tokenizer from a run, a checkpoint or an
+- :mod:`~lit_sparse.interop.sources`: a model and tokenizer from a run, a checkpoint or an
   exported folder.
-- :mod:`~lit_sparse.generation.decode_bench`: per-token latency and cache size at long
+- :mod:`~lit_sparse.bench.decode`: per-token latency and cache size at long
   contexts (``python -m lit_sparse bench decode``).
 """
 
-from .generate import Generation, GenerationStats, generate
-from .sampling import Sampler
+from lit_sparse.generation.generate import Generation, GenerationStats, generate
+from lit_sparse.generation.sampling import Sampler
 
 __all__ = ["Generation", "GenerationStats", "Sampler", "generate"]

@@ -15,8 +15,7 @@ import torch
 from torch import Tensor
 
 from lit_sparse.errors import ConfigError
-
-from .sampling import Sampler
+from lit_sparse.generation.sampling import Sampler
 
 __all__ = ["Generation", "GenerationStats", "generate"]
 

@@ -31,7 +31,7 @@ def _figure(panels: int, height: float = 3.6, rows: int = 1):
 def _save(fig, path: Path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from lit_sparse.atomic_files import write_bytes
+    from lit_sparse.io.atomic import write_bytes
 
     FigureCanvasAgg(fig)
     buffer = io.BytesIO()

@@ -26,8 +26,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from lit_sparse.config_files import load_yaml
 from lit_sparse.errors import ConfigError
+from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse.study.paper_matrix import CONFIG_DIR
 
 __all__ = [
@@ -241,7 +241,7 @@ def check_record(run: PresetRun, extra: Sequence[str]) -> None:
 def write_record(run: PresetRun, extra: Sequence[str]) -> None:
     import yaml
 
-    from lit_sparse.atomic_files import write_text
+    from lit_sparse.io.atomic import write_text
 
     path = run.experiment / RECORD
     if not path.is_file() or not _versions(run.experiment):

@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from lit_sparse.io.tables import markdown_table
 from lit_sparse.study.paper_matrix import PAPER, PAPER_ARCH
 from lit_sparse.study.seeds import Spread, StudyResults, beyond_spread
-from lit_sparse.tables import markdown_table
 
 __all__ = ["CLAIMS", "Comparison", "comparisons", "study_tables"]
 

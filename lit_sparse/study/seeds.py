@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from lit_sparse.config_files import load_yaml
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.extrapolation import ExtrapolationResult
+from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse.study.preset import Preset, PresetRun, RunState, Variant, run_status
 
 __all__ = ["SeedRun", "Spread", "StudyResults", "VariantResults", "beyond_spread", "collect"]
@@ -211,7 +211,7 @@ class StudyResults:
 
 
 def _read(run: PresetRun, run_dir: Path) -> tuple[SeedRun, dict[str, Any]]:
-    from lit_sparse.analysis import load_run
+    from lit_sparse.runs.analysis import load_run
 
     loaded = load_run(run_dir, load_model=False)
     if loaded.extrapolation is None or loaded.position_loss is None:

@@ -7,7 +7,7 @@ import torch
 
 from lit_sparse import FibonacciAttention, LanguageModel, ModelConfig
 from lit_sparse.attention import offsets
-from lit_sparse.attention.fibonacci import LearnedFibonacciPattern
+from lit_sparse.attention.fibonacci_patterns import LearnedFibonacciPattern
 
 
 def tiny(n_layers=16, context_length=1024):

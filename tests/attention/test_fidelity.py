@@ -11,7 +11,7 @@ import torch
 
 from lit_sparse import FibonacciAttention
 from lit_sparse.attention import offsets
-from lit_sparse.attention.fibonacci import LearnedFibonacciPattern
+from lit_sparse.attention.fibonacci_patterns import LearnedFibonacciPattern
 
 FIB15 = offsets.fibonacci_rungs(15)
 

@@ -63,8 +63,8 @@ def test_ddp_logs_equal_a_single_process(tmp_path):
         tiny_trainer,
     )
 
-    from lit_sparse.analysis import load_run
     from lit_sparse.evaluation import evaluate_lengths
+    from lit_sparse.runs.analysis import load_run
 
     pl.seed_everything(0, verbose=False)
     dm = tiny_datamodule()

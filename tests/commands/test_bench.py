@@ -11,20 +11,18 @@ import os
 import pytest
 
 from lit_sparse import list_attention
-from lit_sparse.commands.bench import (
+from lit_sparse.bench.attention import (
     FLEX,
     LEARNED,
-    TRAIN_SHAPES,
-    _length_spec,
-    _parser,
     bench_plugins,
     build_plugin,
-    busy_cores,
     fibonacci_keys,
     flex_block_mask,
     floor_bytes,
-    main,
 )
+from lit_sparse.bench.timing import busy_cores
+from lit_sparse.bench.train import TRAIN_SHAPES
+from lit_sparse.commands.bench import _length_spec, _parser, main
 
 FLOOR_KEYS = {"floor_ms", "x_floor", "gb_per_s"}
 ROW_KEYS = {"T", "plugin", "busy_cores", "ms", "x_idle", "speedup_vs_dense", "peak_mb"}
@@ -131,7 +129,7 @@ def test_flex_block_mask_is_fibonaccis_pattern():
 
 def test_a_failing_plugin_spares_the_others():
     """A plugin that fails in the timing process is reported; the others are timed."""
-    from lit_sparse.commands import bench
+    from lit_sparse.bench import rows as bench
 
     spec = {
         "kind": "attention",
@@ -158,18 +156,19 @@ def test_a_failing_plugin_spares_the_others():
 def test_a_failed_row_carries_its_error_and_the_exit_code_is_1(tmp_path, monkeypatch, capsys):
     """The parent's side: the bench's children run in this process (so the patched list of
     plugins reaches them), one plugin fails in them, its row holds the error."""
+    from lit_sparse.bench import rows
     from lit_sparse.commands import bench
 
-    def in_process(spec):  # as _run_child: None when the child fails
+    def in_process(spec):  # as run_child: None when the child fails
         try:
-            return json.loads(json.dumps(bench._measure(spec)))
+            return json.loads(json.dumps(rows.measure(spec)))
         except Exception:
             return None
 
     monkeypatch.setattr(
-        bench, "_plugin_names", lambda window=12: ["dense", "fibonacci", "no_such_plugin"]
+        bench, "plugin_names", lambda window=12: ["dense", "fibonacci", "no_such_plugin"]
     )
-    monkeypatch.setattr(bench, "_run_child", in_process)
+    monkeypatch.setattr(rows, "run_child", in_process)
     path = tmp_path / "rows.json"
     args = ["attention", "--lengths", "32", "--plugins", "fibonacci", "no_such_plugin"]
     assert main([*args, "--repeats", "1", "--json", str(path)]) == 1

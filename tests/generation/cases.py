@@ -11,7 +11,7 @@ import torch
 from attention.cases import plugin_cases
 
 from lit_sparse import LanguageModel, ModelConfig, build_attention
-from lit_sparse.attention.fibonacci import LearnedFibonacciPattern
+from lit_sparse.attention.fibonacci_patterns import LearnedFibonacciPattern
 
 N_LAYERS = 2
 TRAINING_LENGTH = 16

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from lit_sparse.bench.decode import PLUGINS, decode_plugin
 from lit_sparse.commands.bench import main
-from lit_sparse.generation.decode_bench import PLUGINS, decode_plugin
 
 TINY = ["--n-layers", "2", "--d-model", "32", "--n-heads", "4", "--n-kv-heads", "2"]
 TINY += ["--vocab-size", "256", "--training-length", "64", "--window", "4"]

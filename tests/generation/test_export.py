@@ -10,13 +10,13 @@ import torch
 
 from lit_sparse import LanguageModel, generate
 from lit_sparse.__main__ import main as lit_main
-from lit_sparse.analysis import build_module
 from lit_sparse.attention import AttentionPlugin
 from lit_sparse.attention.sliding_window import SlidingWindowPattern
-from lit_sparse.checkpoints import read_checkpoint
 from lit_sparse.errors import ConfigError
-from lit_sparse.export import export_run
-from lit_sparse.generation.sources import load_source
+from lit_sparse.interop.export import export_run
+from lit_sparse.interop.sources import load_source
+from lit_sparse.runs.analysis import build_module
+from lit_sparse.runs.checkpoints import read_checkpoint
 
 from .cases import VOCAB, tiny_model
 

@@ -12,7 +12,7 @@ import torch
 from attention.cases import plugin_cases
 
 from lit_sparse import build_attention
-from lit_sparse.attention.fibonacci import LearnedFibonacciPattern
+from lit_sparse.attention.fibonacci_patterns import LearnedFibonacciPattern
 from lit_sparse.attention.kernels import compiled, sparse_attention
 from lit_sparse.attention.kernels.reference import slots_attention
 

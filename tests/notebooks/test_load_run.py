@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import lit_sparse
-from lit_sparse.analysis import find_checkpoint
+from lit_sparse.runs.analysis import find_checkpoint
 
 
 def test_run_directory(learned_run):

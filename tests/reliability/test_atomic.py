@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from lit_sparse.checkpoints import AtomicCheckpointIO, atomic_torch_save, read_checkpoint
 from lit_sparse.cli import LitSparseCLI
 from lit_sparse.errors import CheckpointError
+from lit_sparse.runs.checkpoints import AtomicCheckpointIO, atomic_torch_save, read_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 

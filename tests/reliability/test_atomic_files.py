@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from lit_sparse import atomic_files
-from lit_sparse.atomic_files import AtomicFile, remove_stale_temporaries, write_json, write_text
 from lit_sparse.errors import StorageError
+from lit_sparse.io.atomic import AtomicFile, remove_stale_temporaries, write_json, write_text
 
 
 def test_files_are_created_with_the_users_umask(tmp_path):

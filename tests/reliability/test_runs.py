@@ -19,8 +19,8 @@ import torch
 import yaml
 
 from lit_sparse.errors import ConfigError, RunInUseError
-from lit_sparse.resume import choose_run
 from lit_sparse.runs import RunLock, lock_holder, new_version
+from lit_sparse.runs.resume import choose_run
 
 from .cli_runs import (
     ROOT,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lit_sparse.checkpoints import read_checkpoint
+from lit_sparse.runs.checkpoints import read_checkpoint
 
 from .cli_runs import (
     OBSERVERS,

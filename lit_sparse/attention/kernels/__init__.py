@@ -15,10 +15,10 @@ import functools
 
 from torch import Tensor
 
-from . import compiled
-from .csr import csr_attention
-from .gather import gather_attention
-from .slots import KeySlots, exact_slots
+from lit_sparse.attention.kernels import compiled
+from lit_sparse.attention.kernels.csr import csr_attention
+from lit_sparse.attention.kernels.gather import gather_attention
+from lit_sparse.attention.kernels.slots import KeySlots, exact_slots
 
 __all__ = ["KeySlots", "csr_attention", "exact_slots", "gather_attention", "sparse_attention"]
 
@@ -27,7 +27,7 @@ __all__ = ["KeySlots", "csr_attention", "exact_slots", "gather_attention", "spar
 def _triton():
     """The Triton kernel module, or None when triton is not installed (imported lazily)."""
     try:
-        from . import triton_kernel
+        from lit_sparse.attention.kernels import triton_kernel
     except ImportError:
         return None
     return triton_kernel

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from .slots import KeySlots
+from lit_sparse.attention.kernels.slots import KeySlots
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .atomic_files import write_text
-from .errors import ConfigError
-from .pretrained import CONFIG_FILE, model_card
-from .tables import markdown_table
+from lit_sparse.errors import ConfigError
+from lit_sparse.io.atomic import write_text
+from lit_sparse.io.pretrained import CONFIG_FILE, model_card
+from lit_sparse.io.tables import markdown_table
 
 __all__ = ["ExportResult", "export_run", "run_card"]
 

@@ -19,13 +19,12 @@ from typing import Any
 
 import torch
 
-from .atomic_files import write_bytes, write_text
-from .config import ModelConfig
-from .errors import ConfigError
+from lit_sparse.errors import ConfigError
+from lit_sparse.io.atomic import write_bytes, write_text
 
 __all__ = ["CONFIG_FILE", "FORMAT", "WEIGHTS_FILE", "describe_attention", "load", "model_card"]
 
-FORMAT = "lit_sparse.pretrained/1"
+FORMAT = "lit_sparse.io.pretrained/1"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 
@@ -62,8 +61,6 @@ def load(
     its weights loaded (strictly: a missing or extra tensor is an error), in eval mode."""
     from safetensors.torch import load_file
 
-    from .attention import build_attention
-
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         found = "no config.json" if config is None else "config.json is not an object"
         if isinstance(config, dict):
@@ -72,7 +69,7 @@ def load(
             f"{model_id!r}: {found}; expected a folder written by save_pretrained or "
             f"`python -m lit_sparse export` (format {FORMAT!r})"
         )
-    model = cls(ModelConfig.from_dict(config["arch"]), build_attention(config["attention"]))
+    model = cls.from_config(config)
     if os.path.isdir(model_id):
         weights = os.path.join(model_id, WEIGHTS_FILE)
         if not os.path.isfile(weights):

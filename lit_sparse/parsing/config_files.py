@@ -24,18 +24,15 @@ from typing import Any
 import yaml
 
 from lit_sparse.attention import AttentionPattern, AttentionPlugin, build_attention
-from lit_sparse.attention.registry import resolve_attention
+from lit_sparse.attention.registry import expand_attention_names
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError
-from lit_sparse.list_options import split_option_values
+from lit_sparse.io.yaml_files import load_yaml
+from lit_sparse.parsing.list_options import split_option_values
+from lit_sparse.parsing.parse_errors import condense_parse_error
 
 __all__ = [
     "ModelSpec",
-    "check_config_files",
-    "check_trainer_options",
-    "checked_seq_len",
-    "expand_attention_names",
-    "load_yaml",
     "read_model_config",
 ]
 
@@ -71,104 +68,6 @@ class ModelSpec:
             f"{key}={args[key]}" for key in ("window", "n_global", "n_random") if key in args
         )
         return f"{name} {shown}".strip()
-
-
-def load_yaml(path: str | Path, what: str = "--config") -> dict[str, Any]:
-    """A YAML file holding a mapping (empty: {}); else ConfigError naming ``what`` and the file:
-    unreadable, not valid YAML (with line and column) or not a mapping."""
-    path = Path(path)
-    try:
-        values = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{what} {path}: cannot be read ({err.strerror or err})") from None
-    except yaml.YAMLError as err:
-        where = getattr(err, "problem_mark", None)
-        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-        raise ConfigError(
-            f"{what} {path}: not valid YAML{at} ({getattr(err, 'problem', err)})"
-        ) from None
-    if values is None:
-        return {}
-    if not isinstance(values, dict):
-        raise ConfigError(
-            f"{what} {path}: expected a mapping of options, got {type(values).__name__}"
-        )
-    return values
-
-
-def check_config_files(args: Sequence[str]) -> None:
-    """Every ``--config`` file of a command line exists and is valid YAML; else one line
-    naming the file (before jsonargparse would report it inside its usage text)."""
-    for i, arg in enumerate(args):
-        if arg in ("-c", "--config") and i + 1 < len(args):
-            load_yaml(args[i + 1])
-        elif arg.startswith("--config="):
-            load_yaml(arg.split("=", 1)[1])
-
-
-def check_trainer_options(trainer: Any, subcommand: str) -> None:
-    """Trainer values Lightning would fail on late (after the run folder exists) or with a
-    message about another field; ConfigError naming the field, the value and what is
-    allowed. ``trainer`` is the parsed ``trainer`` group (a Namespace or dict)."""
-    get = trainer.get
-    accumulate = get("accumulate_grad_batches")
-    if accumulate is not None and (
-        isinstance(accumulate, bool) or not isinstance(accumulate, int) or accumulate < 1
-    ):
-        raise ConfigError(
-            f"trainer.accumulate_grad_batches={accumulate!r}: must be an integer >= 1 "
-            "(micro-batches per optimizer step)"
-        )
-    interval = get("val_check_interval")
-    if isinstance(interval, (int, float)) and not isinstance(interval, bool):
-        by_batches = get("check_val_every_n_epoch") is None
-        if interval <= 0 or (by_batches and not isinstance(interval, int)):
-            raise ConfigError(
-                f"trainer.val_check_interval={interval!r}: must be an integer >= 1 "
-                "(micro-batches between validations; the training stream has no epochs, so a "
-                "fraction of one means nothing) or a duration 'DD:HH:MM:SS'"
-            )
-    max_steps = get("max_steps")
-    if subcommand == "fit" and (
-        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
-    ):
-        raise ConfigError(
-            f"trainer.max_steps={max_steps!r}: must be an integer >= 1 (the optimizer steps "
-            "to train; the learning-rate schedule ends there)"
-        )
-
-
-def checked_seq_len(seq_len: Any) -> int:
-    """data.seq_len, validated before it becomes the model's context length."""
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
-        raise ConfigError(f"data.seq_len={seq_len!r}: must be a positive integer")
-    return seq_len
-
-
-def expand_attention_names(args: Sequence[str]) -> list[str]:
-    """Let ``--model.attention fibonacci`` (and ``--model.attention.help fibonacci``) name a
-    plugin by its registry name.
-
-    jsonargparse resolves class names and import paths; a registry name is rewritten to its
-    class path, and a bare name that is neither raises ConfigError listing the registered
-    names. Dotted paths and config files are left for jsonargparse.
-    """
-    out = list(args)
-    for i, arg in enumerate(out):
-        for flag in ("--model.attention", "--model.attention.help"):
-            if arg == flag and i + 1 < len(out):
-                out[i + 1] = _class_path(out[i + 1])
-            elif arg.startswith(flag + "="):
-                out[i] = f"{flag}={_class_path(arg[len(flag) + 1 :])}"
-    return out
-
-
-def _class_path(value: str) -> str:
-    """The class path of a registry name or class name; other values unchanged."""
-    if "." in value or value.startswith(("{", "[")) or Path(value).suffix in (".yaml", ".json"):
-        return value
-    cls = resolve_attention(value, field="model.attention")
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _data_section(value: Any, config: Path) -> dict[str, Any]:
@@ -230,7 +129,6 @@ def read_model_config(configs: Sequence[str | Path], overrides: Sequence[str] = 
             ``--model.attention.init_args.window 12``; registry names work for
             ``--model.attention``) and ``--data.<key> value`` (e.g. ``--data.seq_len 2048``).
     """
-    from lit_sparse.cli import condense_parse_error
 
     if not configs:
         raise ConfigError("--config: expected at least one config file")
@@ -268,6 +166,8 @@ def read_model_config(configs: Sequence[str | Path], overrides: Sequence[str] = 
     if data is not None:
         cls = _data_class(data["class_path"])
         init_args = data["init_args"]
+        from lit_sparse.data import checked_seq_len
+
         seq_len = checked_seq_len(init_args.get("seq_len", _default(cls, "seq_len")))
         arch_values["context_length"] = seq_len
         if hasattr(cls, "model_vocab_size"):

@@ -18,11 +18,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from lit_sparse.checkpoints import checkpoint_tokenizer, read_checkpoint
-from lit_sparse.config_files import load_yaml
 from lit_sparse.errors import DamagedFileError
 from lit_sparse.evaluation.extrapolation import ExtrapolationResult
-from lit_sparse.runs import run_checkpoint
+from lit_sparse.io.yaml_files import load_yaml
+from lit_sparse.runs.checkpoints import checkpoint_tokenizer, read_checkpoint
+from lit_sparse.runs.folders import run_checkpoint
 
 __all__ = [
     "AlphaHistory",

@@ -9,7 +9,7 @@ from typing import Any
 
 from lit_sparse.data.tokenizer import LoadedTokenizer, load_tokenizer, run_tokenizer
 from lit_sparse.errors import ConfigError
-from lit_sparse.pretrained import CONFIG_FILE
+from lit_sparse.io.pretrained import CONFIG_FILE
 
 __all__ = ["ModelSource", "is_exported", "load_source"]
 

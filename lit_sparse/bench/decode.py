@@ -26,21 +26,20 @@ How it measures:
 from __future__ import annotations
 
 import json
-import os
-import resource
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lit_sparse.bench.timing import interleaved_rounds, median, peak_rss_mb, run_child
 from lit_sparse.errors import ConfigError
-from lit_sparse.tables import markdown_table
+from lit_sparse.io.tables import markdown_table
 
 __all__ = ["DecodeBenchSpec", "PLUGINS", "decode_plugin", "format_rows", "run_decode_bench"]
 
 PLUGINS = ("dense", "fibonacci", "fibonacci_learned", "sliding_window", "bigbird")
 CONTEXTS = (1024, 4096, 16384, 65536)
+MODULE = "lit_sparse.bench.decode"  # its child processes run this module
 
 
 @dataclass
@@ -156,17 +155,13 @@ def _time_context(spec: DecodeBenchSpec, context: int) -> dict[str, Any]:
             failed[plugin] = f"{type(error).__name__}: {error}"[:300]
         if plugin in failed:
             decoders.pop(plugin, None)
-    times: dict[str, list[float]] = {plugin: [] for plugin in decoders}
-    for _ in range(spec.tokens):
-        for plugin, decoder in decoders.items():
-            start = time.perf_counter()
-            decoder.step()
-            times[plugin].append(time.perf_counter() - start)
+    steps = {plugin: decoder.step for plugin, decoder in decoders.items()}
+    times = interleaved_rounds(steps, spec.tokens)
     return {
         "failed": failed,
         "plugins": {
             plugin: {
-                "ms_per_token": 1e3 * sorted(ts)[len(ts) // 2],
+                "ms_per_token": 1e3 * median(ts),
                 "cache_mb": decoders[plugin].cache.nbytes / 2**20,
                 "cache": decoders[plugin].cache.layers[0].describe(),
             }
@@ -175,17 +170,13 @@ def _time_context(spec: DecodeBenchSpec, context: int) -> dict[str, Any]:
     }
 
 
-def _rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kB
-
-
 def _rss_check(spec: DecodeBenchSpec) -> dict[str, Any]:
     """Child process: fibonacci decodes ``rss_tokens`` tokens past ``rss_context``."""
     decoder = _Decoder(spec, "fibonacci", spec.rss_context, spec.rss_tokens)
     start = time.perf_counter()
     for _ in range(spec.rss_after):
         decoder.step()
-    after = _rss_mb()
+    after = peak_rss_mb()
     for _ in range(spec.rss_tokens - spec.rss_after):
         decoder.step()
     seconds = time.perf_counter() - start
@@ -196,8 +187,8 @@ def _rss_check(spec: DecodeBenchSpec) -> dict[str, Any]:
         "tokens": spec.rss_tokens,
         "after": spec.rss_after,
         "rss_after_first_mb": after,
-        "rss_end_mb": _rss_mb(),
-        "rss_growth_mb": _rss_mb() - after,
+        "rss_end_mb": peak_rss_mb(),
+        "rss_growth_mb": peak_rss_mb() - after,
         "ms_per_token": 1e3 * seconds / spec.rss_tokens,
         "cache_mb": decoder.cache.nbytes / 2**20,
     }
@@ -212,22 +203,15 @@ def _child(job: dict[str, Any]) -> dict[str, Any]:
     return _rss_check(spec) if job["mode"] == "rss" else _time_context(spec, job["context"])
 
 
-def _run_child(job: dict[str, Any], progress) -> dict[str, Any] | None:
-    command = [sys.executable, "-m", "lit_sparse.generation.decode_bench", json.dumps(job)]
-    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
-    if done.returncode != 0:
-        progress(f"{job['mode']} process failed (exit {done.returncode})")
-        return None
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def run_decode_bench(spec: DecodeBenchSpec, progress=print) -> list[dict[str, Any]]:
     """Rows ``context, plugin, ms_per_token, cache_mb, speedup_vs_dense`` per context and
     plugin (``error`` instead where a plugin failed), then the RSS check's row."""
     rows: list[dict[str, Any]] = []
     for context in spec.contexts:
         progress(f"context {context}: {', '.join(spec.plugins)} ...")
-        measured = _run_child({"mode": "time", "context": context, "spec": asdict(spec)}, progress)
+        measured = run_child(
+            "lit_sparse.bench.decode", {"mode": "time", "context": context, "spec": asdict(spec)}
+        )
         if measured is None:
             rows += [
                 {"context": context, "plugin": p, "error": "process failed"} for p in spec.plugins
@@ -253,7 +237,7 @@ def run_decode_bench(spec: DecodeBenchSpec, progress=print) -> list[dict[str, An
             f"RSS check: fibonacci, {spec.rss_tokens} tokens past a {spec.rss_context}-token "
             "context ..."
         )
-        result = _run_child({"mode": "rss", "spec": asdict(spec)}, progress)
+        result = run_child(MODULE, {"mode": "rss", "spec": asdict(spec)})
         rows.append(result or {"check": "rss", "error": "process failed"})
     return rows
 

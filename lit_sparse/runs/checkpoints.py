@@ -26,8 +26,8 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from .atomic_files import AtomicFile, storage_error
-from .errors import CheckpointError
+from lit_sparse.errors import CheckpointError
+from lit_sparse.io.atomic import AtomicFile, storage_error
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:

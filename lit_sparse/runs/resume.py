@@ -26,7 +26,8 @@ import torch
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.module import RESUMABLE_HPARAMS as RESUMABLE
-from lit_sparse.runs import experiment_runs, lock_holder, run_checkpoint, run_config
+from lit_sparse.runs.folders import experiment_runs, run_checkpoint, run_config
+from lit_sparse.runs.locks import lock_holder
 
 __all__ = ["RESUMABLE", "changed_values", "choose_run", "describe_changes", "signature"]
 

@@ -1,0 +1,9 @@
+"""Benchmarks, as ratios from one run (``python -m lit_sparse bench``): the library side.
+
+- :mod:`~lit_sparse.bench.timing`: how everything is measured (interleaved rounds, peaks,
+  copy bandwidth, busy cores, fresh child processes).
+- :mod:`~lit_sparse.bench.attention`: one attention call, forward + backward, per plugin.
+- :mod:`~lit_sparse.bench.train`: whole AdamW training steps of a model shape.
+- :mod:`~lit_sparse.bench.rows`: the processes and rows of those two, and their table.
+- :mod:`~lit_sparse.bench.decode`: decoding latency and KV-cache size after long contexts.
+"""

@@ -1,0 +1,168 @@
+"""The processes of ``bench attention`` and ``bench train``: one fresh process per length times
+every row (so rows share inputs and load), and on the CPU one more per row measures its peak
+memory; their rows and table.
+
+``speedup_vs_dense`` divides the dense time at the same length by the row's time, both from
+the same process. ``floor_ms`` (attention only): the time the op's unavoidable memory traffic
+(:func:`lit_sparse.bench.attention.floor_bytes`) takes at the copy bandwidth measured in the
+timing process; ``x_floor`` is ``ms / floor_ms`` and ``gb_per_s`` that traffic over ``ms``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from lit_sparse.bench import timing
+from lit_sparse.bench.attention import attention_case, floor_bytes
+from lit_sparse.bench.timing import call_peak_mb, copy_bandwidth, progress, sync, time_plugins
+from lit_sparse.bench.train import train_case
+
+__all__ = ["bench_table", "length_rows", "measure", "run_child", "run_lengths"]
+
+
+def case_for(spec: dict[str, Any], plugin: str):
+    """(case, device) of ``plugin`` for a spec of kind "attention" or "train"."""
+    spec = {**spec, "plugin": plugin}
+    return (train_case if spec["kind"] == "train" else attention_case)(spec)
+
+
+def _memory(spec: dict[str, Any]) -> dict[str, Any]:
+    """One row's peak: a small warm-up call, then the peak of one full call."""
+    case, device = case_for(spec, spec["plugin"])
+    case(min(64, spec["length"]))()  # warm-up: threads, allocator, kernels
+    sync(device)
+    return {"peak_mb": call_peak_mb(case(spec["length"]), device)}
+
+
+def _timing(spec: dict[str, Any]) -> dict[str, Any]:
+    """Every row of one length timed in interleaved rounds, and (attention) the copy
+    bandwidth of the same process."""
+    import torch
+
+    measured = time_plugins(spec, lambda plugin: case_for(spec, plugin))
+    device = torch.device(spec["device"])
+    measured["bandwidth"] = copy_bandwidth(device) if spec["kind"] == "attention" else None
+    return measured
+
+
+def measure(spec: dict[str, Any]) -> dict[str, Any]:
+    """What a child process measures: ``spec["mode"]`` "memory" (one row) or "time"."""
+    import torch
+
+    if spec.get("threads"):
+        torch.set_num_threads(spec["threads"])
+    return _memory(spec) if spec["mode"] == "memory" else _timing(spec)
+
+
+def run_child(spec: dict[str, Any]) -> dict[str, Any] | None:
+    """:func:`measure` in a fresh process (None when it fails)."""
+    return timing.run_child("lit_sparse.bench.rows", spec)
+
+
+def _peaks(spec: dict[str, Any], plugins: list[str]) -> dict[str, float | None]:
+    """CPU: each row's peak memory, each in its own fresh process (CUDA: none here, the
+    timing process reads the allocator's)."""
+    peaks: dict[str, float | None] = {}
+    for plugin in plugins if spec["device"] == "cpu" else ():
+        progress(f"T={spec['length']} {plugin}: peak memory ...")
+        result = run_child({**spec, "mode": "memory", "plugin": plugin})
+        peaks[plugin] = None if result is None else result["peak_mb"]
+    return peaks
+
+
+def length_rows(spec: dict[str, Any], plugins: list[str]) -> list[dict[str, Any]]:
+    """Every row at one length: peaks, then the interleaved timing of all of them."""
+    length, kind = spec["length"], spec["kind"]
+    peaks = _peaks(spec, plugins)
+    progress(f"T={length}: timing {', '.join(plugins)} in interleaved rounds ...")
+    measured = run_child({**spec, "mode": "time", "plugins": plugins}) or {}
+    peaks.update(measured.get("peaks") or {})
+    failed = measured.get("failed") or {}
+    floor_ms, traffic = None, floor_bytes(spec) if kind == "attention" else 0
+    if measured.get("bandwidth"):
+        floor_ms = 1e3 * traffic / measured["bandwidth"]
+        progress(
+            f"T={length}: copy bandwidth {measured['bandwidth'] / 1e9:.1f} GB/s, "
+            f"memory-traffic floor {floor_ms:.3f} ms"
+        )
+    by_load = measured.get("busy") or {}
+    idle = by_load.get("0", {})
+    # a failed plugin has one row saying why (and the command exits with 1)
+    rows = [{"T": length, "plugin": p, "ms": None, "error": failed[p]} for p in failed]
+    for busy in spec["busy_cores"]:
+        timing = by_load.get(str(busy), {})
+        dense_ms = timing.get("dense", {}).get("ms")
+        for plugin in plugins:
+            if plugin not in timing:
+                continue
+            ms = timing[plugin]["ms"]
+            row: dict[str, Any] = {"T": length, "plugin": plugin, "busy_cores": busy, "ms": ms}
+            if kind == "train":
+                row["tokens_per_s"] = spec["batch"] * length / (ms / 1e3)
+            row["speedup_vs_dense"] = None if dense_ms is None else dense_ms / ms
+            row["x_idle"] = ms / idle[plugin]["ms"] if plugin in idle else None
+            row["peak_mb"] = peaks.get(plugin)
+            if floor_ms is not None:
+                row.update(floor_ms=floor_ms, x_floor=ms / floor_ms, gb_per_s=traffic / ms / 1e6)
+            rows.append(row)
+            _report_row(row, timing[plugin]["runs"])
+    return rows
+
+
+def _report_row(row: dict[str, Any], runs: int) -> None:
+    speed, peak = row["speedup_vs_dense"], row["peak_mb"]
+    load = f" ({row['busy_cores']} busy)" if row["busy_cores"] else ""
+    progress(
+        f"T={row['T']} {row['plugin']}{load}: {row['ms']:.1f} ms (median of {runs})"
+        + ("" if speed is None else f", x{speed:.2f} vs dense")
+        + ("" if peak is None else f", peak {peak:.0f} MB")
+    )
+
+
+def run_lengths(
+    specs: list[dict[str, Any]], plugins: list[str], dense_max_length: int
+) -> list[dict[str, Any]]:
+    """Every row of ``plugins`` at the length of each spec, each length in fresh processes;
+    dense is skipped above ``dense_max_length`` (O(T^2))."""
+    rows: list[dict[str, Any]] = []
+    for spec in specs:
+        length = spec["length"]
+        here = [p for p in plugins if p != "dense" or length <= dense_max_length]
+        if len(here) < len(plugins):
+            progress(f"T={length} dense: skipped (above --dense-max-length)")
+        rows += length_rows(spec, here)
+    return rows
+
+
+def bench_table(rows: list[dict[str, Any]], kind: str) -> str:
+    """The rows as a Markdown table ("-" where a value is missing); the busy cores and the
+    ratio to the idle time when any row ran with busy cores."""
+    from lit_sparse.io.tables import markdown_table
+
+    per = "ms fwd+bwd" if kind == "attention" else "ms/step"
+    columns = [("T", "T", "d"), ("plugin", "plugin", "s")]
+    loaded = any(row.get("busy_cores") for row in rows)
+    if loaded:
+        columns.append(("busy_cores", "busy cores", "d"))
+    columns.append(("ms", per, ".1f"))
+    if loaded:
+        columns.append(("x_idle", "x idle", ".2f"))
+    if kind == "train":
+        columns.append(("tokens_per_s", "tokens/s", ".0f"))
+    columns += [("speedup_vs_dense", "x dense", ".2f"), ("peak_mb", "peak MB", ".0f")]
+    if kind == "attention":
+        columns += [("gb_per_s", "GB/s", ".1f"), ("x_floor", "x floor", ".2f")]
+
+    def cell(row, key, fmt):
+        value = row.get(key)
+        return "-" if value is None else format(value, fmt)
+
+    body = [[cell(row, key, fmt) for key, _, fmt in columns] for row in rows]
+    align = "".join("l" if fmt == "s" else "r" for _, _, fmt in columns)
+    return markdown_table([title for _, title, _ in columns], body, align=align)
+
+
+if __name__ == "__main__":  # the child process of one measurement
+    print(json.dumps(measure(json.loads(sys.argv[1]))))

@@ -1,0 +1,7 @@
+"""Leaving lit_sparse: a run's model as a folder others load, and any saved model loaded back.
+
+- :mod:`~lit_sparse.interop.export`: ``python -m lit_sparse export``: a run's weights,
+  config, tokenizer and model card.
+- :mod:`~lit_sparse.interop.sources`: a model and its tokenizer from a run folder, a
+  checkpoint or an exported folder.
+"""

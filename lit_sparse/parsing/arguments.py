@@ -1,0 +1,72 @@
+"""The Lightning commands' argument parser: a failed parse in one line, list options as
+space-separated values, and LightningCLI's own optimizer options refused."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from jsonargparse import Namespace
+from lightning.pytorch.cli import LightningArgumentParser
+
+from lit_sparse.errors import ConfigError
+from lit_sparse.parsing.list_options import join_list_values, list_options
+from lit_sparse.parsing.parse_errors import condense_parse_error
+
+__all__ = [
+    "OPTIMIZER_OPTIONS",
+    "LitSparseArgumentParser",
+    "check_optimizer_args",
+    "check_optimizer_values",
+    "refuse_optimizer_option",
+]
+
+
+class LitSparseArgumentParser(LightningArgumentParser):
+    """Prints a failed parse as one line (``error: <key>: <reason>``), usage on --help;
+    list options take space-separated values (``--lengths 1024 2048 4096``)."""
+
+    def parse_args(self, args=None, namespace=None, **kwargs):
+        if args is not None and not isinstance(args, (dict, Namespace)):
+            args = join_list_values(args, list_options(self))
+        return super().parse_args(args, namespace, **kwargs)
+
+    def error(self, message: str, ex: Exception | None = None):
+        if not self.exit_on_error:  # a programmatic parse wants the exception
+            return super().error(message, ex)
+        print(
+            f"error: {condense_parse_error(message)}  (--help lists the options)", file=sys.stderr
+        )
+        raise SystemExit(2)
+
+
+OPTIMIZER_OPTIONS = ("optimizer", "lr_scheduler")
+
+
+def refuse_optimizer_option(where: str) -> None:
+    """LightningCLI's ``--optimizer`` / ``--lr_scheduler`` would replace the module's AdamW
+    and its warmup + cosine schedule: ConfigError pointing at the module's options."""
+    raise ConfigError(
+        f"{where}: not supported; lit_sparse trains with its own AdamW and warmup + cosine "
+        "schedule, set by --model.lr, --model.min_lr_ratio, --model.warmup_steps, "
+        "--model.weight_decay, --model.betas, --model.eps and --model.optimizer "
+        "(adamw | adamw8bit)"
+    )
+
+
+def check_optimizer_args(args: Sequence[str]) -> None:
+    """Refuse ``--optimizer ...`` / ``--lr_scheduler ...`` in any form on a command line."""
+    for arg in args:
+        key = arg[2:].partition("=")[0].split(".")[0] if arg.startswith("--") else None
+        if key in OPTIMIZER_OPTIONS:
+            refuse_optimizer_option(f"--{key}")
+
+
+def check_optimizer_values(config: Namespace) -> None:
+    """A config file's ``optimizer`` / ``lr_scheduler`` value is refused (the keys stay
+    accepted: saved configs carry ``optimizer: null``)."""
+    for key in OPTIMIZER_OPTIONS:
+        value = config.get(key)
+        if value is not None:
+            shown = value.get("class_path", value) if isinstance(value, Namespace) else value
+            refuse_optimizer_option(f"{key}: {shown} (in a config file)")

@@ -1,0 +1,123 @@
+"""Run folders: allocated atomically and read back.
+
+A run is ``<save_dir>/<name>/version_N`` (the TensorBoard logger's folder). A new run's
+``version_N`` is created with ``mkdir``, which fails if another process created it first, so
+two runs started together never share a number (while a fit writes a run it holds the run's
+lock: :mod:`lit_sparse.runs.locks`). Evaluations of a run write under ``<run>/evals/``
+(never a ``version_N`` of their own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from lit_sparse.errors import ConfigError
+from lit_sparse.io.atomic import storage_error
+from lit_sparse.io.yaml_files import load_yaml
+
+__all__ = [
+    "allocate_folder",
+    "experiment_runs",
+    "new_eval_folder",
+    "new_version",
+    "resume_config_name",
+    "run_checkpoint",
+    "run_config",
+]
+
+VERSION = re.compile(r"^version_(\d+)$")
+RESUME_CONFIG = re.compile(r"^config\.resume-(\d+)(?:-(\d+))?\.yaml$")
+
+
+def allocate_folder(parent: Path, names) -> Path:
+    """Create the first folder of ``names`` (an iterable of names) that does not exist yet
+    under ``parent``; ``mkdir`` is atomic, so two processes never get the same one."""
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise storage_error(parent, err, "create the folder") from None
+    for name in names:
+        path = parent / name
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        except OSError as err:
+            raise storage_error(path, err, "create the folder") from None
+        return path
+    raise ConfigError(f"{parent}: no free folder name")  # an endless iterable never ends here
+
+
+def _version_number(path: Path) -> int:
+    match = VERSION.match(path.name)
+    return int(match.group(1)) if match else -1
+
+
+def experiment_runs(experiment: str | os.PathLike) -> list[Path]:
+    """The ``version_N`` folders of an experiment, in order of N."""
+    experiment = Path(experiment)
+    if not experiment.is_dir():
+        return []
+    found = [p for p in experiment.iterdir() if p.is_dir() and VERSION.match(p.name)]
+    return sorted(found, key=_version_number)
+
+
+def new_version(experiment: str | os.PathLike) -> tuple[int, Path]:
+    """Create the experiment's next ``version_N`` (one more than the largest there)."""
+    experiment = Path(experiment)
+    runs = experiment_runs(experiment)
+    start = _version_number(runs[-1]) + 1 if runs else 0
+    path = allocate_folder(experiment, (f"version_{n}" for n in itertools.count(start)))
+    return _version_number(path), path
+
+
+def new_eval_folder(parent: str | os.PathLike, command: str, step: int | None) -> Path:
+    """``<parent>/evals/<command>-step<k>`` (``-2``, ``-3``... when run again)."""
+    stem = command if step is None else f"{command}-step{step}"
+    names = itertools.chain([stem], (f"{stem}-{n}" for n in itertools.count(2)))
+    return allocate_folder(Path(parent) / "evals", names)
+
+
+def run_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    """``checkpoints/last.ckpt`` of a run, else its newest checkpoint, else None."""
+    folder = Path(run_dir) / "checkpoints"
+    if (folder / "last.ckpt").is_file():
+        return folder / "last.ckpt"
+    found = sorted(folder.glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def _resume_key(path: Path) -> tuple[int, int]:
+    match = RESUME_CONFIG.match(path.name)
+    return (int(match.group(1)), int(match.group(2) or 1)) if match else (-1, 0)
+
+
+def run_config(run_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """The config a run was last started with: its newest ``config.resume-<step>.yaml``,
+    else ``config.yaml`` (None: neither is readable)."""
+    run_dir = Path(run_dir)
+    resumes = sorted(
+        (p for p in run_dir.glob("config.resume-*.yaml") if RESUME_CONFIG.match(p.name)),
+        key=_resume_key,
+    )
+    for path in [*reversed(resumes), run_dir / "config.yaml"]:
+        if path.is_file():
+            with contextlib.suppress(ConfigError):
+                return load_yaml(path, "run config")
+    return None
+
+
+def resume_config_name(run_dir: str | os.PathLike, step: int) -> str:
+    """A free name for the config of a resume at ``step``: ``config.resume-<step>.yaml``, or
+    ``config.resume-<step>-<n>.yaml`` when the run was resumed from that step before (a
+    second crash before the next checkpoint)."""
+    run_dir = Path(run_dir)
+    name, n = f"config.resume-{step}.yaml", 2
+    while (run_dir / name).exists():
+        name, n = f"config.resume-{step}-{n}.yaml", n + 1
+    return name

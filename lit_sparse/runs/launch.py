@@ -1,0 +1,206 @@
+"""The run folder a Lightning command writes, chosen before anything is built.
+
+- ``fit --ckpt_path last|RUN_DIR|PATH`` resumes in the checkpoint's own run
+  (:func:`continue_run`); a new fit gets a new ``version_N`` (:func:`claim_log_dir`).
+- ``validate``/``test``/``extrapolate`` log under ``<run>/evals/<command>-step<k>``
+  (:func:`evaluation_log_dir`), never in a ``version_N`` that would look like a training run.
+- The first process of a DDP job hands its choice to the processes it launches (they run the
+  command again) through :data:`RUN_HANDOFF`, so they do not choose again.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jsonargparse import Namespace
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.cli import SaveConfigCallback
+from lightning.pytorch.loggers import TensorBoardLogger
+
+from lit_sparse.errors import CheckpointError, ConfigError
+from lit_sparse.io.atomic import remove_stale_temporaries, write_text
+from lit_sparse.runs.checkpoints import read_checkpoint
+from lit_sparse.runs.folders import allocate_folder, new_version, resume_config_name, run_checkpoint
+from lit_sparse.runs.locks import RunLock, is_global_rank_zero
+from lit_sparse.runs.resume import choose_run
+
+__all__ = [
+    "RUN_HANDOFF",
+    "RunConfigCallback",
+    "claim_log_dir",
+    "continue_run",
+    "evaluation_log_dir",
+    "tensorboard_logger",
+]
+
+RUN_HANDOFF = "LIT_SPARSE_RUN"
+"""Environment variable through which the first process of a DDP job tells the processes
+it launches which checkpoint, log folder and config name it chose."""
+
+_NAMED_CHECKPOINTS = ("last", "best", "hpc", "registry")
+
+
+class RunConfigCallback(SaveConfigCallback):
+    """Saves the command's config in its log folder (rank 0) with the atomic writer: a full
+    disk or a read-only folder is one line, and an existing config file is never replaced
+    (a resume's name is chosen free by :func:`continue_run`)."""
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if self.already_saved:
+            return
+        log_dir = trainer.log_dir  # a broadcast: every process asks
+        if trainer.is_global_zero and self.save_to_log_dir and log_dir is not None:
+            path = Path(log_dir) / self.config_filename
+            if path.exists() and not self.overwrite:
+                raise ConfigError(
+                    f"{path} exists: this log folder holds another run's config; choose "
+                    "another trainer.logger version (null: the next free one)"
+                )
+            write_text(path, self.parser.dump(self.config, skip_none=False))
+        if trainer.is_global_zero:
+            self.save_config(trainer, pl_module, stage)
+            self.already_saved = True
+        self.already_saved = trainer.strategy.broadcast(self.already_saved)
+
+
+def tensorboard_logger(config: Namespace) -> Namespace | None:
+    """The command's TensorBoardLogger group, if that is its logger."""
+    logger = config.trainer.get("logger")
+    if isinstance(logger, Namespace) and logger.class_path.endswith("TensorBoardLogger"):
+        return logger
+    return None
+
+
+def _pin_version(logger: Namespace, version: Any, purge_step: int | None) -> None:
+    logger.init_args.version = version
+    logger.dict_kwargs = {**(logger.get("dict_kwargs") or {}), "purge_step": purge_step}
+
+
+def continue_run(
+    config: Namespace, save_config_kwargs: dict[str, Any], dump: Callable[[], dict]
+) -> None:
+    """``fit --ckpt_path last|RUN_DIR|PATH``: resume in the checkpoint's own run.
+
+    "last" is the run this command started (:func:`lit_sparse.runs.resume.choose_run`, given
+    ``dump()``, the command's config as a saved config.yaml holds it); a run folder means its
+    checkpoints/last.ckpt. The run is locked (a second process gets one line naming the
+    holder), stale temporary files of a killed save are removed, the logger's version is
+    pinned to the run and its events after the checkpoint's step are purged (nothing at the
+    final step of a finished run, which is completed, not retrained), and the config of the
+    resumed part is saved beside the original as ``config.resume-<step>.yaml`` (``-2``,
+    ``-3``... after further crashes): ``save_config_kwargs["config_filename"]``.
+    """
+    handoff = os.environ.get(RUN_HANDOFF)
+    first = is_global_rank_zero()
+    logger = tensorboard_logger(config)
+    if not first and handoff:  # a process launched by the first one: reuse its choice
+        chosen = json.loads(handoff)
+        config.ckpt_path = chosen["ckpt_path"]
+        if logger is not None and chosen.get("version") is not None:
+            _pin_version(logger, chosen["version"], chosen.get("purge_step"))
+        save_config_kwargs["config_filename"] = chosen["config_filename"]
+        return
+    experiment = Path(logger.init_args.save_dir) / (logger.init_args.name or "") if logger else None
+    ckpt_path = config.get("ckpt_path")
+    if ckpt_path == "last" and experiment is not None:
+        found = choose_run(experiment, dump(), use_locks=first)
+        config.ckpt_path = None if found is None else str(found)
+    elif ckpt_path and Path(ckpt_path).is_dir():
+        found = run_checkpoint(ckpt_path)
+        if found is None:
+            raise CheckpointError(
+                f"ckpt_path={ckpt_path!r}: no checkpoint in {Path(ckpt_path) / 'checkpoints'}"
+            )
+        config.ckpt_path = str(found)
+    if not config.ckpt_path or config.ckpt_path in _NAMED_CHECKPOINTS:
+        return
+    path = Path(config.ckpt_path)
+    checkpoint = read_checkpoint(path)  # verified: a damaged file is refused here
+    step = int(checkpoint.get("global_step", 0))
+    run_dir = path.parent.parent if path.parent.name == "checkpoints" else None
+    filename = f"config.resume-{step}.yaml"
+    if (
+        logger is not None
+        and run_dir is not None
+        and run_dir.parent.resolve() == experiment.resolve()
+    ):
+        if first:
+            RunLock.acquire(run_dir, "fit")
+            for folder in (run_dir, run_dir / "checkpoints"):
+                remove_stale_temporaries(folder, idle_s=0)  # we hold the run's lock
+        # a checkpoint of a finished run (saved at its schedule's end): keep its events at
+        # that step (validation, extrapolation), none after it exist
+        hparams = checkpoint.get("hyper_parameters") or {}
+        finished = hparams.get("max_steps") is not None and step >= hparams["max_steps"]
+        _pin_version(logger, run_dir.name, step + 1 if finished else step)
+        filename = resume_config_name(run_dir, step)
+    save_config_kwargs["config_filename"] = filename
+
+
+def evaluation_log_dir(config: Namespace, subcommand: str) -> str | None:
+    """Point a validate/test/extrapolate command's logger at ``<run>/evals`` (the evaluated
+    run's folder; the experiment's when the checkpoint is not in a run); returns the stem of
+    its folder name, ``<command>-step<k>`` (None: not a TensorBoard logger)."""
+    logger = tensorboard_logger(config)
+    if logger is None:
+        return None
+    base = Path(logger.init_args.save_dir) / (logger.init_args.name or "")
+    ckpt_path, step = config.get("ckpt_path"), None
+    if ckpt_path and Path(ckpt_path).is_file():
+        step = read_checkpoint(ckpt_path).get("global_step")
+        if Path(ckpt_path).parent.name == "checkpoints":
+            base = Path(ckpt_path).parent.parent
+    logger.init_args.save_dir, logger.init_args.name = str(base), "evals"
+    logger.init_args.version = None  # a run's resume config pins its own version...
+    kwargs = dict(logger.get("dict_kwargs") or {})
+    kwargs.pop("purge_step", None)  # ... and a purge that would hide its events
+    logger.dict_kwargs = kwargs
+    return subcommand if step is None else f"{subcommand}-step{step}"
+
+
+def claim_log_dir(
+    trainer: Trainer,
+    subcommand: str,
+    ckpt_path: str | None,
+    stem: str | None,
+    config_filename: str,
+) -> None:
+    """Create the command's log folder atomically (a new ``version_N`` for a new run, the
+    evaluation's folder ``<stem>[-N]`` under ``evals/``) and lock a run's, on the first
+    process; the processes it launches take the same folder (:data:`RUN_HANDOFF`)."""
+    logger = trainer.logger
+    if not isinstance(logger, TensorBoardLogger):
+        return
+    if not is_global_rank_zero():
+        handoff = json.loads(os.environ.get(RUN_HANDOFF) or "{}")
+        if handoff.get("version") is not None:
+            logger._version = handoff["version"]
+        return
+    if subcommand != "fit" and stem is not None:
+        names = itertools.chain([stem], (f"{stem}-{n}" for n in itertools.count(2)))
+        logger._version = allocate_folder(Path(logger.root_dir), names).name
+    elif subcommand == "fit" and logger._version is None:
+        logger._version, folder = new_version(logger.root_dir)
+        RunLock.acquire(folder, "fit")
+    elif subcommand == "fit":
+        folder = Path(logger.log_dir)
+        if ckpt_path is None and (folder / "config.yaml").exists():
+            raise ConfigError(
+                f"trainer.logger.init_args.version={logger.version!r}: {folder} already holds "
+                f"a run; resume it with --ckpt_path {folder}, or leave the version unset for a "
+                "new run"
+            )
+        RunLock.acquire(folder, "fit")
+    os.environ[RUN_HANDOFF] = json.dumps(
+        {
+            "version": logger.version,
+            "ckpt_path": ckpt_path,
+            "purge_step": (getattr(logger, "_kwargs", None) or {}).get("purge_step"),
+            "config_filename": config_filename,
+        }
+    )

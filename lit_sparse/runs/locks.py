@@ -1,0 +1,141 @@
+"""Run locks: a fit holds an exclusive ``flock`` on its run's ``.lock`` file for as long as it
+lives (the kernel drops it when the process ends, SIGKILL included, so a lock never outlives
+its holder), and the file names the holder for the one-line refusal a second process gets."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from lit_sparse.errors import RunInUseError
+from lit_sparse.io.atomic import storage_error
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: runs are not locked
+    fcntl = None
+
+__all__ = [
+    "LOCK_NAME",
+    "RunLock",
+    "holds_lock",
+    "is_global_rank_zero",
+    "lock_holder",
+    "release_all",
+]
+
+LOCK_NAME = ".lock"
+
+_HELD: dict[str, RunLock] = {}
+"""Locks this process holds, by resolved folder."""
+
+
+def is_global_rank_zero() -> bool:
+    """Whether this process is the first of its job (also before any process group exists):
+    no launcher or scheduler has given it another rank."""
+    for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):
+        if os.environ.get(key) is not None:
+            if int(os.environ[key]) != 0:
+                return False
+            break
+    return all(os.environ.get(key, "0") == "0" for key in ("NODE_RANK", "GROUP_RANK"))
+
+
+def _holder_text(info: dict[str, Any]) -> str:
+    if not info:
+        return "another process"
+    started = info.get("started", "?")
+    return (
+        f"process {info.get('pid', '?')} on {info.get('host', '?')} "
+        f"({info.get('command', '?')}, started {started})"
+    )
+
+
+class RunLock:
+    """An exclusive lock on a run folder, held until :meth:`release` or the process ends."""
+
+    def __init__(self, folder: Path, fd: int):
+        self.folder, self._fd = folder, fd
+
+    @classmethod
+    def acquire(cls, folder: str | os.PathLike, command: str = "fit") -> RunLock:
+        """Lock ``folder`` (created if missing), or raise RunInUseError naming the holder."""
+        folder = Path(folder)
+        key = str(folder.resolve())
+        if key in _HELD:
+            return _HELD[key]
+        path = folder / LOCK_NAME
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as err:
+            raise storage_error(path, err, "lock") from None
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_holder(fd)
+                os.close(fd)
+                raise RunInUseError(
+                    f"{folder} is in use by {_holder_text(holder)}: two processes must not "
+                    "write one run; wait for it to end or stop it, then run the command again"
+                ) from None
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "command": command,
+            "started": datetime.datetime.now().isoformat(timespec="seconds"),
+        }
+        with contextlib.suppress(OSError):  # the lock holds even if its note cannot be written
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+        lock = cls(folder, fd)
+        _HELD[key] = lock
+        return lock
+
+    def release(self) -> None:
+        _HELD.pop(str(self.folder.resolve()), None)
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+
+def release_all() -> None:
+    """Release every run lock this process holds (a command's end, when the process goes
+    on: a notebook, a test)."""
+    for lock in list(_HELD.values()):
+        lock.release()
+
+
+def _read_holder(fd: int) -> dict[str, Any]:
+    try:
+        return json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+    except (OSError, ValueError):
+        return {}
+
+
+def lock_holder(folder: str | os.PathLike) -> str | None:
+    """Who holds ``folder``'s lock (None: nobody, or this process)."""
+    folder = Path(folder)
+    if fcntl is None or str(folder.resolve()) in _HELD or not (folder / LOCK_NAME).is_file():
+        return None
+    try:
+        fd = os.open(folder / LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _holder_text(_read_holder(fd))
+    finally:
+        os.close(fd)
+    return None
+
+
+def holds_lock(folder: str | os.PathLike) -> bool:
+    """Whether this process holds ``folder``'s lock."""
+    return str(Path(folder).resolve()) in _HELD

@@ -1,0 +1,95 @@
+"""A checkpoint checked against the command that would use it, before anything is built.
+
+Lightning's own step would replace the command's model values with the checkpoint's
+(silently ignoring, say, a lower ``--model.lr`` on resume); here the command's values hold,
+a different model or tokenizer is refused in one line naming what differs, and a resume
+prints the optimizer and schedule values it changes.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from jsonargparse import Namespace
+
+from lit_sparse.attention import build_attention
+from lit_sparse.config import ModelConfig
+from lit_sparse.errors import CheckpointError
+from lit_sparse.runs.checkpoints import (
+    check_tokenizer,
+    checkpoint_tokenizer,
+    differences,
+    read_checkpoint,
+)
+from lit_sparse.runs.locks import is_global_rank_zero
+from lit_sparse.runs.resume import changed_values, describe_changes
+
+__all__ = ["check_checkpoint"]
+
+
+def _resolved_arch(values: dict) -> dict:
+    """Architecture values with derived fields filled in, for comparison."""
+    config = ModelConfig.from_dict(dict(values))
+    return {**config.to_dict(), "ffn_hidden": config.ffn_width, "init_std": config.std}
+
+
+def _model_differences(wanted: Namespace, found: dict[str, Any], subcommand: str) -> list[str]:
+    lines = []
+    if "arch" in found:
+        lines += differences(
+            _resolved_arch(wanted.arch.as_dict()), _resolved_arch(found["arch"]), "arch"
+        )
+    if "attention" in found:
+        config_attention = build_attention(wanted.attention.as_dict())
+        ckpt_attention = build_attention(found["attention"])
+        if type(config_attention) is not type(ckpt_attention):
+            lines.append(
+                f"attention: config {type(config_attention).name!r}, "
+                f"checkpoint {type(ckpt_attention).name!r}"
+            )
+        else:
+            lines += differences(
+                config_attention.init_args(), ckpt_attention.init_args(), "attention"
+            )
+    if subcommand == "fit" and found.get("optimizer", "adamw") != wanted.get("optimizer"):
+        lines.append(
+            f"optimizer: config {wanted.get('optimizer')!r}, checkpoint "
+            f"{found.get('optimizer', 'adamw')!r} (its state cannot carry over)"
+        )
+    return lines
+
+
+def check_checkpoint(config: Namespace, subcommand: str, config_filename: str | None) -> None:
+    """The command's checkpoint (``config.ckpt_path``, a file) is whole (every record's CRC),
+    of the config's model and of the config's tokenizer; for fit, print the optimizer and
+    schedule values the resume changes (recorded in ``config_filename``)."""
+    ckpt_path = config.get("ckpt_path")
+    checkpoint = read_checkpoint(ckpt_path)
+    found = checkpoint.get("hyper_parameters", {})
+    wanted = config.model
+    lines = _model_differences(wanted, found, subcommand)
+    if lines:
+        raise CheckpointError(
+            f"ckpt_path={ckpt_path!r} holds a different model than the config: "
+            + "; ".join(f"model.{line}" for line in lines)
+            + " (use the run's own config.yaml)"
+        )
+    data = config.get("data")
+    init_args = data.get("init_args") if isinstance(data, Namespace) else None
+    if init_args is not None and init_args.get("tokenizer"):
+        from lit_sparse.data.tokenizer import load_tokenizer
+
+        spec = init_args.tokenizer
+        check_tokenizer(
+            checkpoint_tokenizer(checkpoint), load_tokenizer(spec).sha256, spec, ckpt_path
+        )
+    if subcommand == "fit" and is_global_rank_zero():
+        changes = changed_values(wanted.as_dict(), found)
+        if changes:
+            print(
+                f"resuming from step {checkpoint.get('global_step')} with "
+                f"{describe_changes(changes)}; they apply from this step and the config of "
+                f"the resumed part records them ({config_filename})",
+                file=sys.stderr,
+            )

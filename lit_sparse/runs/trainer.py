@@ -1,0 +1,133 @@
+"""The Trainer the Lightning commands build: one more command (``extrapolate``), a fit loop that
+completes a resumed run's end-of-fit work, and the trainer options refused before any run
+folder exists."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from lightning.pytorch import LightningDataModule, LightningModule, Trainer
+from lightning.pytorch.loops.fit_loop import _FitLoop
+
+from lit_sparse.callbacks import LengthExtrapolation
+from lit_sparse.errors import ConfigError
+from lit_sparse.evaluation import ExtrapolationResult
+
+__all__ = ["LitSparseTrainer", "check_trainer_options"]
+
+
+def check_trainer_options(trainer: Any, subcommand: str) -> None:
+    """Trainer values Lightning would fail on late (after the run folder exists) or with a
+    message about another field; ConfigError naming the field, the value and what is
+    allowed. ``trainer`` is the parsed ``trainer`` group (a Namespace or dict)."""
+    get = trainer.get
+    accumulate = get("accumulate_grad_batches")
+    if accumulate is not None and (
+        isinstance(accumulate, bool) or not isinstance(accumulate, int) or accumulate < 1
+    ):
+        raise ConfigError(
+            f"trainer.accumulate_grad_batches={accumulate!r}: must be an integer >= 1 "
+            "(micro-batches per optimizer step)"
+        )
+    interval = get("val_check_interval")
+    if isinstance(interval, (int, float)) and not isinstance(interval, bool):
+        by_batches = get("check_val_every_n_epoch") is None
+        if interval <= 0 or (by_batches and not isinstance(interval, int)):
+            raise ConfigError(
+                f"trainer.val_check_interval={interval!r}: must be an integer >= 1 "
+                "(micro-batches between validations; the training stream has no epochs, so a "
+                "fraction of one means nothing) or a duration 'DD:HH:MM:SS'"
+            )
+    max_steps = get("max_steps")
+    if subcommand == "fit" and (
+        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
+    ):
+        raise ConfigError(
+            f"trainer.max_steps={max_steps!r}: must be an integer >= 1 (the optimizer steps "
+            "to train; the learning-rate schedule ends there)"
+        )
+
+
+class _CompletingFitLoop(_FitLoop):
+    """Lightning's fit loop, except that a run resumed at its final step runs the end-of-fit
+    hooks (``on_train_end``: the final checkpoint, the length extrapolation...) instead of
+    returning at once, so work a kill or a full disk interrupted there is completed."""
+
+    def run(self) -> None:
+        self.setup_data()
+        trainer = self.trainer
+        if (
+            self.skip
+            and trainer.ckpt_path is not None
+            and 0 < self.max_steps <= self.epoch_loop.global_step
+        ):
+            bar = trainer.progress_bar_callback
+            if bar is not None:  # its on_train_end closes the bar on_train_start opens
+                bar.on_train_start(trainer, trainer.lightning_module)
+            self.on_run_end()
+            return
+        super().run()
+
+
+class LitSparseTrainer(Trainer):
+    """Lightning's Trainer with one more command, ``extrapolate``, and a fit loop that
+    finishes a resumed run's end-of-fit work."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        loop = _CompletingFitLoop(
+            self, min_epochs=self.fit_loop.min_epochs, max_epochs=self.fit_loop.max_epochs
+        )
+        loop.epoch_loop = self.fit_loop.epoch_loop
+        self.fit_loop = loop
+
+    def extrapolate(
+        self,
+        model: LightningModule | None = None,
+        datamodule: LightningDataModule | None = None,
+        ckpt_path: str | None = None,
+        lengths: list[int] | None = None,
+        multiples: list[float] | None = None,
+        new_offsets: Literal["use", "drop"] | None = None,
+        batch_size: int | None = None,
+        weights_only: bool | None = None,
+    ) -> ExtrapolationResult | None:
+        """Perplexity of a checkpoint at several evaluation lengths on every held-out set.
+
+        Runs ``validate`` on the checkpoint's weights (every process its share of the
+        windows), then scores each held-out set at each length, prints the table and writes
+        it as extrapolation.json / extrapolation.md in the run directory.
+
+        Args:
+            model: the LightningModule (from the config; the checkpoint's hyperparameters
+                override it).
+            datamodule: the data (its held-out sets and windows).
+            ckpt_path: the checkpoint whose weights are evaluated.
+            lengths: evaluation lengths (default: ``multiples`` of the training length).
+            multiples: multiples of the training length (default 1, 2, 4).
+            new_offsets: "use" or "drop" distances that appear only beyond the training
+                length (FibonacciAttention); default: as trained.
+            batch_size: windows per batch (default: about the validation batch's tokens).
+            weights_only: how the checkpoint is loaded (as ``validate``; a run's saved
+                config.yaml carries fit's value).
+        """
+        callback = LengthExtrapolation(
+            multiples=multiples,
+            lengths=lengths,
+            new_offsets=new_offsets,
+            batch_size=batch_size,
+            stages=["validate"],
+            print_table=True,
+        )
+        self.callbacks.append(callback)
+        try:
+            self.validate(
+                model,
+                datamodule=datamodule,
+                ckpt_path=ckpt_path,
+                verbose=False,
+                weights_only=weights_only,
+            )
+        finally:
+            self.callbacks.remove(callback)
+        return callback.result
