@@ -1,10 +1,21 @@
-"""Suite-wide fixtures: tests never touch the user's token cache or the network."""
+"""Suite-wide fixtures: tests never touch the user's token cache or the network.
+
+Under pytest-xdist each worker (and every process it starts) computes on one thread: two
+workers with two torch threads each on a 2-core machine spend the second thread's time
+spinning, not computing (tests that check threading set their own counts).
+"""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    import torch
+
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session", autouse=True)

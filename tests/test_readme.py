@@ -25,6 +25,7 @@ SKIPPED = {
     "pip install torch==2.13.0": "the install: .ci/run performs it, as written, in a new venv",
     "pip install -e .[test]": "the install: .ci/run performs it, as written, in a new venv",
     "python -m pytest -q": "this test suite itself",
+    "python -m pytest -q -m not slow": "this test suite's fast tier",
     "python -m lit_sparse fit --config configs/coprime.yaml --trainer.devices 4 "
     "--trainer.strategy ddp --trainer.accumulate_grad_batches 1 "
     "--trainer.val_check_interval 500": "four DDP processes; two-process DDP runs in "
@@ -49,10 +50,6 @@ SKIPPED = {
     ),
     "python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --plot": "needs the study's finished "
     "runs; tests/study/test_preset.py draws the plots from tiny ones",
-    "python -m pytest -q -m gpu --noconftest tests/kernels tests/attention": "needs a CUDA GPU",
-    "python -m lit_sparse bench attention --device cuda --dtype bfloat16 --batch 32 --lengths "
-    "1024 4096 16384 65536 --dense-max-length 65536 --plugins fibonacci fibonacci_learned "
-    "sliding_window flex --json bench_cuda.json": "needs a CUDA GPU",
 }
 
 

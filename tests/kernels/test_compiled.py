@@ -190,3 +190,22 @@ def test_threads_follow_affinity_quota_and_torch(monkeypatch):
     finally:
         torch.set_num_threads(threads)
         compiled._machine_threads.cache_clear()
+
+
+def test_the_build_is_keyed_by_torch_the_python_abi_and_the_source(monkeypatch, tmp_path):
+    """Two environments (another torch, another Python) or two checkouts (another source)
+    get their own build folders instead of rebuilding over each other's."""
+    name = compiled.build_name()
+    assert name == compiled.build_name()  # stable
+    monkeypatch.setattr(compiled.torch, "__version__", "0.0.1")
+    assert compiled.build_name() != name
+    monkeypatch.undo()
+    monkeypatch.setattr(compiled.sysconfig, "get_config_var", lambda key: "cpython-399-x")
+    assert compiled.build_name() != name
+    monkeypatch.undo()
+    source = tmp_path / "slots_cpu.cpp"
+    source.write_text(compiled.SOURCE.read_text() + "\n// edited\n")
+    monkeypatch.setattr(compiled, "SOURCE", source)
+    assert compiled.build_name() != name
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    assert compiled.build_directory("x") == tmp_path / "ext" / "x"

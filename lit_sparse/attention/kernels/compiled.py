@@ -3,7 +3,9 @@ loader and cached (``$TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extension
 
 The op is plain loops over each query's slots, threads taking small work items from a shared
 counter (see the source's header). Building needs a C++ compiler and ninja (a dependency);
-it takes about a minute once per machine and torch version. Where it cannot be built, or
+it takes about a minute, once per build key: the CPU, the torch version, the Python ABI and
+the source's hash, so environments and checkouts that differ in any of them keep their own
+builds side by side instead of rebuilding over each other. Where it cannot be built, or
 with ``LIT_SPARSE_CPU_KERNEL=csr``, :func:`available` is False and the sparse-BLAS kernel
 (``csr.py``) runs instead; the reason is logged once.
 
@@ -20,6 +22,9 @@ import logging
 import math
 import os
 import platform
+import sys
+import sysconfig
+import time
 from pathlib import Path
 
 import torch
@@ -53,20 +58,54 @@ def _cpu_signature() -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:10]
 
 
+def build_name() -> str:
+    """The extension's name, which names its build folder: the CPU's signature and a hash of
+    the torch version, the Python ABI, the compiler flags and the source."""
+    abi = sysconfig.get_config_var("SOABI") or sys.implementation.cache_tag
+    parts = [torch.__version__, abi, " ".join(_FLAGS), SOURCE.read_text()]
+    digest = hashlib.sha1("\0".join(parts).encode()).hexdigest()[:12]
+    return f"lit_sparse_slots_cpu_{_cpu_signature()}_{digest}"
+
+
+def build_directory(name: str) -> Path:
+    """Where the extension ``name`` is built (``$TORCH_EXTENSIONS_DIR``, default
+    ``~/.cache/torch_extensions``)."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions"
+    return Path(root) / name
+
+
 @functools.cache
 def _extension():
-    """The built module, or None (the reason logged once)."""
+    """The built module, or None (the reason logged once). A first build says so on stderr
+    when it starts and when it is done (about a minute)."""
     if os.environ.get("LIT_SPARSE_CPU_KERNEL", "").strip().lower() == "csr":
         return None
     try:
         from torch.utils.cpp_extension import load
 
-        return load(
-            name=f"lit_sparse_slots_cpu_{_cpu_signature()}",
+        name = build_name()
+        folder = build_directory(name)
+        first = not (folder / f"{name}.so").is_file()
+        if first:
+            print(
+                "building the CPU attention kernel (once per torch install and CPU, about a "
+                f"minute) in {folder} ...",
+                file=sys.stderr,
+                flush=True,
+            )
+            start = time.perf_counter()
+        folder.mkdir(parents=True, exist_ok=True)
+        module = load(
+            name=name,
             sources=[str(SOURCE)],
             extra_cflags=_FLAGS,
+            build_directory=str(folder),
             verbose=False,
         )
+        if first:
+            seconds = time.perf_counter() - start
+            print(f"built the CPU attention kernel in {seconds:.0f} s", file=sys.stderr)
+        return module
     except Exception as err:  # no compiler, no ninja, unsupported platform
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         log.warning("compiled CPU kernel unavailable (%s); using the sparse-BLAS kernel", first)
