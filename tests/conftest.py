@@ -32,6 +32,31 @@ def isolated_token_cache(tmp_path_factory):
             os.environ[key] = value
 
 
+TRAINING_FIXTURES = {
+    "learned_run",
+    "staggered_run",
+    "finished_run",
+    "crashed",
+    "csv_run",
+    "cli_run",
+    "fit_run",
+    "fixed_checkpoint",
+    "tiny_study",
+    "two_quickstart_runs",
+    "built_runs",  # tests/study/test_preset.py: the cpu preset's nine runs, built
+    "results",  # tests/test_readme.py: every README command
+}
+"""Fixtures that train (or build whole runs) through Lightning: a test that uses one,
+directly or through another fixture, is in the slow tier."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if TRAINING_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 # The tiny training runs shared by the callbacks, evaluation and notebook tests (tests/ is
 # on sys.path as the root conftest's folder).
 from tiny_runs import learned_run, staggered_run  # noqa: E402, F401

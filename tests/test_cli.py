@@ -52,6 +52,7 @@ def test_paper_configs_share_one_recipe():
     assert all(recipe == first for recipe in recipes.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.stem)
 def test_every_config_trains_a_few_steps(config, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -77,6 +78,7 @@ def test_links_take_vocab_and_context_from_the_data(tmp_path, monkeypatch):
     assert cli.model.config.ffn_width == 86 and cli.model.config.std == pytest.approx(32**-0.5)
 
 
+@pytest.mark.slow
 def test_same_seed_builds_bit_identical_models(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = ["--config", str(ROOT / "configs" / "learned.yaml"), "--config", str(TINY)]
@@ -133,6 +135,7 @@ def test_plugin_options_are_documented_in_help(capsys):
     assert "at the training length T; longer sequences add" in " ".join(help_text.split())
 
 
+@pytest.mark.slow
 def test_an_unreachable_hub_fails_fast_with_one_line(tmp_path, monkeypatch, capsys):
     """HF_HUB_OFFLINE is set for the suite: the paper's hub tokenizer cannot load."""
     monkeypatch.chdir(tmp_path)

@@ -74,6 +74,7 @@ def test_predict_is_not_a_command(capsys):
     assert len(err.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_fast_dev_run_runs_cleanly_and_keeps_nothing(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     scratch = set(Path(tempfile.gettempdir()).glob("lit_sparse-fast_dev_run-*"))

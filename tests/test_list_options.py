@@ -66,6 +66,7 @@ def printed_config(capsys, *args: str) -> dict:
     return yaml.safe_load(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_extrapolate_takes_the_readme_form(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config = ["--config", str(ROOT / "configs" / "fixed.yaml"), "--config", str(TINY)]

@@ -43,6 +43,7 @@ def test_the_schedule_is_the_papers_step_for_step():
         assert 3e-4 * warmup_cosine(step, 300, 13000, 0.1) == pytest.approx(paper_lr(step + 1))
 
 
+@pytest.mark.slow
 def test_adamw8bit_is_bitsandbytes_with_the_same_groups_and_schedule():
     pytest.importorskip("bitsandbytes")
     from bitsandbytes.optim import AdamW8bit

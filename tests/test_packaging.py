@@ -46,6 +46,7 @@ def test_observers_import_under_the_package_namespace():
     assert observers.LengthExtrapolation.__module__ == "lit_sparse.callbacks.extrapolation"
 
 
+@pytest.mark.slow
 def test_a_local_callbacks_module_does_not_shadow_the_observers(tmp_path):
     (tmp_path / "callbacks.py").write_text("raise ImportError('a user module named callbacks')\n")
     (tmp_path / "callbacks").mkdir()  # and a folder of that name
@@ -57,6 +58,7 @@ def test_a_local_callbacks_module_does_not_shadow_the_observers(tmp_path):
     assert Path(done.stdout.strip()).parent == ROOT / "callbacks"
 
 
+@pytest.mark.slow
 def test_the_console_script_is_the_module_entry_point(tmp_path):
     script = shutil.which("lit-sparse", path=str(Path(sys.executable).parent))
     assert script, "the lit-sparse console script is not installed"

@@ -145,6 +145,7 @@ def test_a_config_that_does_not_rebuild_the_plugin_fails():
         testing.check_config_round_trip(DoublingAttention(window=3))
 
 
+@pytest.mark.slow
 def test_linear_memory_catches_a_quadratic_path():
     """The dense-mask reference of fibonacci, measured as the check measures: over the
     budget (37 MB at 512, 24x q, k, v), and 4x the length costs 14x the memory (525 MB at

@@ -17,6 +17,8 @@ import pytest
 from lit_sparse import build_attention, list_attention
 from lit_sparse.cli import main
 
+pytestmark = pytest.mark.slow  # trains, starts processes or benches
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "lit_sparse_dilated"
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"

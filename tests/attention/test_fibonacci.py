@@ -124,6 +124,7 @@ def test_theta_gradient_is_nonzero_at_alpha_one_and_matches_finite_differences()
     pattern.theta.data.fill_(0.0)
 
 
+@pytest.mark.slow
 def test_theta_gradcheck_float64():
     pattern = FibonacciAttention(schedule="learned", window=3).build(0, 1, 90).double()
     gen = torch.Generator().manual_seed(1)

@@ -8,6 +8,8 @@ import pytest
 from lit_sparse import build_attention, testing
 from lit_sparse.attention.registry import all_bench_cases, builtin_names
 
+pytestmark = pytest.mark.slow  # trains, starts processes or benches
+
 CASES = {
     case: plugin
     for case, plugin in all_bench_cases(keys=23, window=12).items()

@@ -31,6 +31,7 @@ def test_every_plugin_module_of_the_package_is_registered():
     assert set(builtin_names()) <= set(list_attention())
 
 
+@pytest.mark.slow
 def test_a_new_module_in_the_package_is_all_a_plugin_takes(tmp_path):
     """A module dropped beside the built-ins registers itself; the name then builds, is
     listed, gets conformance cases and a bench row, with no other file touched. (The

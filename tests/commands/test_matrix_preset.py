@@ -20,6 +20,8 @@ import pytest
 
 from lit_sparse.__main__ import main as lit_main
 
+pytestmark = pytest.mark.slow  # trains, starts processes or benches
+
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "configs" / "tiny_study.yaml"
 VARIANTS = ("fib_fixed", "fib_learned")

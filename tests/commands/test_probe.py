@@ -12,6 +12,8 @@ from lit_sparse.__main__ import main as lit_main
 from lit_sparse.attention.gaussian_read import rung_width_at
 from lit_sparse.commands.probe import main, probe_parser, run_probe
 
+pytestmark = pytest.mark.slow  # trains, starts processes or benches
+
 ROOT = Path(__file__).resolve().parents[2]
 PROBE_CONFIGS = ROOT / "configs" / "probe"
 

@@ -18,6 +18,7 @@ from lit_sparse.data.embedded.build import SHAKESPEARE_VAL, strip_gutenberg
 MANIFEST = json.loads((EMBEDDED_DIR / "manifest.json").read_text())
 
 
+@pytest.mark.slow
 def test_offline_end_to_end(embedded_cache, no_network):
     dm = TextDataModule(cache_dir=str(embedded_cache), seq_len=128, batch_size=4)
     assert dm.vocab_size == 8192 and dm.tokenizer_size == 8192 and dm.seq_len == 128

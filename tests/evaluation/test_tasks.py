@@ -148,6 +148,7 @@ def test_empty_candidates_are_refused(encode):
         choose(SameAnswer(), encode, [ChoiceItem("a =", ("",), 0, 1)])
 
 
+@pytest.mark.slow
 def test_callback_logs_and_writes_and_the_command_reads_the_checkpoint(tmp_path, capsys):
     from tiny_runs import LEARNED, fit_run, scalars
 

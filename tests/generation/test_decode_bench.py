@@ -10,6 +10,8 @@ import pytest
 from lit_sparse.bench.decode import PLUGINS, decode_plugin
 from lit_sparse.commands.bench import main
 
+pytestmark = pytest.mark.slow  # trains, starts processes or benches
+
 TINY = ["--n-layers", "2", "--d-model", "32", "--n-heads", "4", "--n-kv-heads", "2"]
 TINY += ["--vocab-size", "256", "--training-length", "64", "--window", "4"]
 

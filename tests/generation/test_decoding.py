@@ -83,6 +83,7 @@ def test_fibonacci_caches_are_rings_of_the_largest_distance():
         assert layer.cache.capacity == max(lows) + 2, alpha
 
 
+@pytest.mark.slow
 def test_a_fixed_fibonacci_cache_does_not_grow_past_the_largest_distance():
     """Decoding 3,000 tokens: the caches hold 988 rows a layer (largest distance 987 + 1)
     after 1,500 tokens and after 3,000, whatever the generation's length; a dense model's

@@ -123,6 +123,7 @@ def test_the_model_dispatches_cpu_tensors_to_it(monkeypatch):
     assert calls == [1]
 
 
+@pytest.mark.slow
 def test_without_the_compiled_kernel_the_sparse_blas_one_runs():
     """LIT_SPARSE_CPU_KERNEL=csr (as where no compiler exists): same results, no build."""
     code = (

@@ -150,6 +150,7 @@ def test_distances_beyond_the_length_are_never_attended():
     compare(exact_slots([0, 1, 50, 400]), length=30)
 
 
+@pytest.mark.slow
 def test_default_chunking_long_sequence_two_threads():
     """The default chunk size (2,520 positions here) and a short last chunk."""
     threads = torch.get_num_threads()

@@ -39,6 +39,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", [16, 32])
 def test_triton_kernel_matches_reference_in_the_interpreter(block):
     cases = [dict(case, seed=i, block=block) for i, case in enumerate(CASES)]

@@ -101,13 +101,18 @@ class Crash(RuntimeError):
     """The exception RaiseAtStep stops training with."""
 
 
-class SleepAtTrainStart(pl.Callback):
-    """Hold the run for ``seconds`` when training starts (a long-running writer)."""
+class WaitAtTrainStart(pl.Callback):
+    """Hold the run when training starts until the file ``release`` exists (a long-running
+    writer that the test lets go once it has seen what it waits for), at most ``timeout``
+    seconds."""
 
-    def __init__(self, seconds: float):
-        self.seconds = seconds
+    def __init__(self, release: str, timeout: float = 300.0):
+        self.release, self.timeout = release, timeout
 
     def on_train_start(self, trainer, pl_module):
         import time
+        from pathlib import Path
 
-        time.sleep(self.seconds)
+        deadline = time.monotonic() + self.timeout
+        while not Path(self.release).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)

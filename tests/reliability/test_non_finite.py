@@ -4,10 +4,13 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 
 from lit_sparse.cli import main
+
+pytestmark = pytest.mark.slow  # trains, starts processes or benches
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"

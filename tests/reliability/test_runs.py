@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,7 @@ def _hold(folder: str) -> subprocess.Popen:
     return holder
 
 
+@pytest.mark.slow
 def test_a_run_another_process_writes_is_left_out_and_its_lock_names_it(tmp_path):
     taken = make_run(tmp_path, 0, config(), step=2)
     free = make_run(tmp_path, 1, config(), step=2)
@@ -148,6 +150,7 @@ def test_new_versions_are_allocated_atomically_by_concurrent_processes(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"version_{n}" for n in versions)
 
 
+@pytest.mark.slow
 def test_resuming_a_sweep_member_continues_it_not_the_newest_run(in_workdir, capsys):
     """The issue's case: two runs of one config with different --model.lr; run A crashed,
     run B is newer. ``--ckpt_path last`` with A's values continues A; B is untouched."""
@@ -183,8 +186,11 @@ def test_two_resumes_started_at_once_one_runs_the_other_gets_one_line(in_workdir
     run = tmp_path / "runs/fixed/version_0"
     events_before = set(run.glob("events.out.tfevents.*"))
 
+    release = tmp_path / "release"  # the winner waits at train start until the loser is out
     slow = write_callbacks(
-        tmp_path / "slow.yaml", checkpoint_every(2), fault("SleepAtTrainStart", seconds=15)
+        tmp_path / "slow.yaml",
+        checkpoint_every(2),
+        fault("WaitAtTrainStart", release=str(release)),
     )
     args = ["fit", *config_args("fixed.yaml", slow), "--ckpt_path", "last"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -200,6 +206,9 @@ def test_two_resumes_started_at_once_one_runs_the_other_gets_one_line(in_workdir
         )
         for _ in range(2)
     ]
+    while all(p.poll() is None for p in both):  # one of them gets the lock and waits
+        time.sleep(0.05)
+    release.touch()
     results = [p.communicate(timeout=600) for p in both]
     codes = sorted(p.returncode for p in both)
     assert codes == [0, 2], [r[1][-2000:] for r in results]

@@ -22,6 +22,8 @@ from .cli_runs import (
     write_callbacks,
 )
 
+pytestmark = pytest.mark.slow  # trains, starts processes or benches
+
 
 @pytest.fixture(autouse=True)
 def disk_restored(monkeypatch):

@@ -91,6 +91,7 @@ def built_runs(tmp_path_factory) -> dict[str, LitSparseCLI]:
     return built
 
 
+@pytest.mark.slow
 def test_every_run_builds_as_its_variant_at_one_shape(built_runs):
     from lit_sparse.callbacks import LengthExtrapolation
 
@@ -140,6 +141,7 @@ def first_batch(cli: LitSparseCLI) -> torch.Tensor:
     return x
 
 
+@pytest.mark.slow
 def test_a_seed_changes_the_initialisation_and_the_data_order(tmp_path, monkeypatch):
     """seed_everything alone would change only the weights: the data module's own seed
     orders the windows, so the preset sets both."""
