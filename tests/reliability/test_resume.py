@@ -1,5 +1,7 @@
 """Kill a run with SIGKILL inside a gradient accumulation, resume it, get the same weights."""
 
+import contextlib
+import io
 import os
 import random
 import subprocess
@@ -10,6 +12,10 @@ import pytest
 import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from lit_sparse.cli import main
+
+from .cli_runs import _HANDOFF, run_process
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"
@@ -47,22 +53,20 @@ def run_config(tmp_path: Path, kill_at: int | None) -> Path:
     return path
 
 
-def fit(workdir: Path, *extra: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [
-        sys.executable,
-        "-m",
-        "lit_sparse",
-        "fit",
-        "--config",
-        str(ROOT / "configs" / "learned.yaml"),
-        "--config",
-        str(TINY),
-        *extra,
-    ]
-    return subprocess.run(
-        command, cwd=workdir, env=env, capture_output=True, text=True, timeout=600
-    )
+def fit(workdir: Path, *extra: str, process: bool = False) -> subprocess.CompletedProcess:
+    """learned.yaml + tiny.yaml + ``extra`` in ``workdir``: in this process, or as its own
+    process when it is to be killed (``process=True``)."""
+    args = ["fit", "--config", str(ROOT / "configs" / "learned.yaml"), "--config", str(TINY)]
+    if process:
+        return run_process(workdir, *args, *extra)
+    err = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(err):
+        patch.chdir(workdir)
+        patch.setattr(sys, "argv", ["lit_sparse"])
+        patch.syspath_prepend(str(ROOT))
+        patch.delenv(_HANDOFF, raising=False)
+        code = main([*args, *extra])
+    return subprocess.CompletedProcess(args, code, "", err.getvalue())
 
 
 def last_checkpoint(workdir: Path) -> dict:
@@ -97,7 +101,7 @@ def test_killed_run_resumes_to_bit_identical_weights(tmp_path):
 
     broken = tmp_path / "broken"
     broken.mkdir()
-    killed = fit(broken, "--config", str(run_config(tmp_path, kill_at)))
+    killed = fit(broken, "--config", str(run_config(tmp_path, kill_at)), process=True)
     assert killed.returncode == -9, f"{note} {killed.stderr[-3000:]}"
     resumed = fit(broken, "--config", str(run_config(tmp_path, None)), "--ckpt_path", "last")
     assert resumed.returncode == 0, f"{note} {resumed.stderr[-3000:]}"
