@@ -168,10 +168,13 @@ def describe_attention(attention) -> str:
     return f"{name} ({options})" if options else name
 
 
-def model_card(model, title: str | None = None, sections: str = "") -> str:
+def model_card(
+    model, title: str | None = None, sections: str = "", layout: str = "lit_sparse"
+) -> str:
     """A short model card in Markdown with huggingface_hub's metadata header: the model's
-    shape and attention, how to load it and generate from it, and ``sections`` (the run's
-    results, from ``python -m lit_sparse export``)."""
+    shape and attention, how to load it (lit_sparse and transformers, per ``layout``) and
+    generate from it, and ``sections`` (the run's results, from ``python -m lit_sparse
+    export``)."""
     config = model.config
     title = title or f"lit_sparse {type(model.attention).name or 'custom'} language model"
     shape = (
@@ -179,8 +182,14 @@ def model_card(model, title: str | None = None, sections: str = "") -> str:
         f"and {config.n_kv_heads} key/value heads of {config.head_dim}, vocabulary "
         f"{config.vocab_size}, trained at {config.context_length} tokens"
     )
-    header = "---\nlibrary_name: lit_sparse\ntags:\n- lit_sparse\n- sparse-attention\n"
+    library = "lit_sparse" if layout == "lit_sparse" else "transformers"
+    header = f"---\nlibrary_name: {library}\ntags:\n- lit_sparse\n- sparse-attention\n"
     header += "- text-generation\n---\n"
+    remote = ", trust_remote_code=True" if layout == "lit_sparse" else ""
+    stock = stock_formats.STOCK_CLASSES.get(layout)
+    loads_as = (
+        f" (a stock `{stock}`: no remote code)" if stock else " (remote code: lit_sparse[hf])"
+    )
     return (
         f"{header}\n# {title}\n\n"
         f"A decoder-only language model ({model.num_parameters():,} parameters: {shape}) "
@@ -192,5 +201,10 @@ def model_card(model, title: str | None = None, sections: str = "") -> str:
         "```\n\n"
         "```bash\n"
         'python -m lit_sparse generate THIS_FOLDER --prompt "Once upon a time"\n'
+        "```\n\n"
+        f"In Hugging Face transformers{loads_as}:\n\n"
+        "```python\n"
+        "from transformers import pipeline\n"
+        f'generator = pipeline("text-generation", model="THIS_FOLDER_OR_REPO"{remote})\n'
         "```\n" + (f"\n{sections.strip()}\n" if sections.strip() else "")
     )
