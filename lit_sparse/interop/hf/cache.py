@@ -8,8 +8,11 @@ the same at any context and the cache stops growing at the pattern's reach.
 The cache is built empty and takes its shape from the prompt: rows with the same left
 padding share one set of decoders that starts at their first token (so every row decodes as
 if it were alone: :mod:`~lit_sparse.interop.hf.padding`). Each later call continues every
-row, one token at a time through the decoders. A cache that was built for fewer positions
-than asked grows (its rows copied into a longer whole past; rings keep their size).
+row, one token at a time through the decoders. ``generate`` builds it for the prompt plus
+``max_new_tokens``; one built without a length (a hand-written loop, ``use_cache=True``)
+also keeps the token ids it has seen (8 bytes a token) and, when a call goes past the length
+it was built for, rebuilds its decoders for twice the length from them (a Fibonacci layer's
+reach, and so its ring, depends on the longest sequence it serves).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from transformers.cache_utils import Cache, CacheLayerMixin
 
 from lit_sparse.attention.decoding import DecodingCache, LayerDecoder
 from lit_sparse.errors import ConfigError
-from lit_sparse.interop.hf.decoders import grown, rows_of
+from lit_sparse.interop.hf.decoders import rows_of
 from lit_sparse.interop.hf.padding import RowLayout, check_positions, row_layout
 
 __all__ = ["LitSparseCache", "LitSparseCacheLayer"]
@@ -37,6 +40,9 @@ class RowGroup:
     """(G,) int64 indices into the batch."""
     left: int
     decoding: DecodingCache
+    tokens: list[Tensor] | None = None
+    """The rows' token ids so far, from their first token (kept only by a cache that
+    grows)."""
 
 
 class LitSparseCacheLayer(CacheLayerMixin):
@@ -111,14 +117,15 @@ class LitSparseCache(Cache):
 
     Args:
         network: the ``lit_sparse.LanguageModel``.
-        max_length: columns (padding included) to build the caches for; more grow the
-            whole-past caches (None: the first call's length).
+        max_length: columns (padding included) the cache serves; a call past them is
+            refused. None: it grows as calls come (keeping the token ids to rebuild from).
     """
 
     def __init__(self, network, max_length: int | None = None):
         layers = [LitSparseCacheLayer(self, i) for i in range(network.config.n_layers)]
         super().__init__(layers=layers)
         self.network, self.max_length = network, max_length
+        self.grows = max_length is None
         self.groups: list[RowGroup] = []
         self.seen = 0
         self.layout: RowLayout | None = None
@@ -150,6 +157,7 @@ class LitSparseCache(Cache):
         for t in range(n):  # the decoders take one token at a time after the prompt
             steps.append(self._run(input_ids[:, t : t + 1], offset=0))
             self.seen += 1
+        self._remember(input_ids, offset=0)
         return torch.cat(steps, dim=1)
 
     def _prompt(self, input_ids, attention_mask, position_ids) -> Tensor:
@@ -163,8 +171,17 @@ class LitSparseCache(Cache):
             for left, rows in layout.groups()
         ]
         logits = self._run(input_ids, offset=None)
+        self._remember(input_ids, offset=None)
         self.seen = n
         return logits
+
+    def _remember(self, input_ids: Tensor, offset: int | None) -> None:
+        if not self.grows:
+            return
+        for group in self.groups:
+            start = group.left if offset is None else 0
+            kept = input_ids[group.rows.to(input_ids.device), start:]
+            group.tokens = [*(group.tokens or []), kept]
 
     def _run(self, input_ids: Tensor, offset: int | None) -> Tensor:
         """Each group's rows through its decoders: the whole prompt from the group's first
@@ -199,12 +216,21 @@ class LitSparseCache(Cache):
             )
 
     def _ensure(self, columns: int) -> None:
-        """Grow the decoders when ``columns`` is more than they were built for."""
+        """Rebuild the decoders for twice the length when ``columns`` is more than they
+        serve (a cache built without a length), from the token ids they have seen."""
         if columns <= self.max_length:
             return
+        if not self.grows:
+            raise ConfigError(
+                f"the cache was built for {self.max_length} columns and this call goes to "
+                f"{columns}; build it longer (model.new_cache(max_length)) or without a length"
+            )
         self.max_length = total = max(columns, 2 * self.max_length)
         for group in self.groups:
-            group.decoding = grown(group.decoding, total - group.left)
+            tokens = torch.cat(group.tokens, dim=1)
+            group.decoding = self.network.new_cache(int(group.rows.numel()), total - group.left)
+            self.network(tokens, group.decoding)  # the prompt path: the same rows, exactly
+            group.tokens = [tokens]
 
     # ------------------------------------------------------------ transformers' interface
     def get_seq_length(self, layer_idx: int = 0) -> int:
@@ -223,6 +249,8 @@ class LitSparseCache(Cache):
 
     def reset(self) -> None:
         self.groups, self.seen, self.layout = [], 0, None
+        if self.grows:
+            self.max_length = None
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         self.select_rows(beam_idx)
@@ -250,7 +278,10 @@ class LitSparseCache(Cache):
             if picked:
                 places = torch.tensor([owner[int(rows[i])][1] for i in picked])
                 decoding = rows_of(group.decoding, places)
-                groups.append(RowGroup(torch.tensor(picked), group.left, decoding))
+                tokens = None
+                if group.tokens is not None:
+                    tokens = [torch.cat(group.tokens, dim=1)[places.to(group.tokens[0].device)]]
+                groups.append(RowGroup(torch.tensor(picked), group.left, decoding, tokens))
         self.groups = groups
         layout = self.layout
         self.layout = RowLayout(layout.left[rows], layout.length[rows], layout.columns)
@@ -274,7 +305,7 @@ class LitSparseCache(Cache):
         """As if ``length`` unpadded columns of ``batch`` rows were decoded, with random keys
         and values (benchmarks time a token after a long context without computing it)."""
         total = max(self.max_length or 0, length + 1)
-        self.max_length = total
+        self.max_length, self.grows = total, False
         decoding = self.network.new_cache(batch, total)
         decoding.fill_random(length, seed)
         zeros = torch.zeros(batch, dtype=torch.long)
