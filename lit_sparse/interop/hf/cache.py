@@ -207,9 +207,9 @@ class LitSparseCache(Cache):
                 f"attention_mask: expected shape {(batch, columns)} (the cached {self.seen} "
                 f"columns and {n} new), got {tuple(attention_mask.shape)}"
             )
-        seen = row_layout(attention_mask[:, : self.seen], batch, self.seen)
+        tokens = (attention_mask[:, : self.seen] != 0).sum(dim=1).cpu()  # O(columns): cheap
         new_ok = bool((attention_mask[:, self.seen :] != 0).all())
-        if not new_ok or not torch.equal(seen.left, self.layout.left):
+        if not new_ok or not torch.equal(tokens, self.seen - self.layout.left):
             raise ConfigError(
                 "attention_mask: after the prompt, the padding must stay as the prompt had it "
                 "and every new column must be a token (1)"
