@@ -106,7 +106,7 @@ def _transformers_model(name: str, network):
     fields = {
         k: v for k, v in fields.items() if k not in ("architectures", "model_type", "lit_sparse")
     }
-    config = AutoConfig.for_model(layout, **fields, eos_token_id=None, bos_token_id=None)
+    config = AutoConfig.for_model(layout, **fields)
     model = AutoModelForCausalLM.from_config(config)
     state = to_stock_names(network.state_dict(), network.config.n_layers)
     missing, unexpected = model.load_state_dict(state, strict=False)

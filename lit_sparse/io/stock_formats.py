@@ -94,6 +94,10 @@ def stock_config(layout: str, config, lit_sparse_keys: dict[str, Any]) -> dict[s
         "architectures": [STOCK_CLASSES[layout]],
         "model_type": layout,
         **shape_fields(config),
+        # no special tokens unless the export knows them (Llama's defaults are 1 and 2)
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
         "lit_sparse": lit_sparse_keys,
     }
     if layout == "mistral":

@@ -52,6 +52,7 @@ def test_every_registered_plugin_is_covered():
     assert {type(plugin).name for plugin in PLUGINS.values()} >= set(list_attention())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(PLUGINS))
 def test_greedy_generate_equals_lit_sparse_generate(case):
     """transformers' generate through the pattern's own cache gives lit_sparse.generate's
@@ -149,6 +150,7 @@ def test_padded_scoring_equals_each_row_alone(case):
                 torch.testing.assert_close(logits[i, real], alone[i], rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(PLUGINS))
 def test_left_padded_generation_equals_each_prompt_alone(case):
     """Prompts of 3, 11 and 7 tokens, left padded: greedy generate gives every row the
@@ -263,6 +265,27 @@ def test_stock_exports_load_without_remote_code_with_the_same_logits(layout, tmp
     prompt = tokens[:, :5]
     out = model.generate(prompt, max_new_tokens=40, do_sample=False)
     assert torch.equal(out[:, 5:], generate(network, prompt, 40, temperature=0).run())
+
+
+def test_beam_search_and_several_sequences_through_the_lit_sparse_cache(tmp_path):
+    """A dense model's beam search (rows reordered every step) and num_return_sequences
+    (rows repeated) through LitSparseCache give the stock Llama export's results, which
+    run through transformers' DynamicCache."""
+    network = tiny_model(build_attention("dense"))
+    ours = LitSparseForCausalLM.from_network(network)
+    pretrained.save(network, tmp_path, layout="llama")
+    stock = AutoModelForCausalLM.from_pretrained(tmp_path)
+    prompt = ids(2, 6)
+    for options in (
+        {"num_beams": 3, "num_return_sequences": 2},
+        {"do_sample": True, "num_return_sequences": 3, "top_k": 5},
+    ):
+        results = []
+        for model in (ours, stock):
+            torch.manual_seed(0)
+            results.append(model.generate(prompt, max_new_tokens=12, pad_token_id=PAD, **options))
+        assert results[0].shape == (2 * options["num_return_sequences"], 18)
+        assert torch.equal(*results), options
 
 
 def test_a_stock_layout_the_pattern_does_not_have_is_refused(tmp_path):

@@ -25,6 +25,8 @@ from lit_sparse.interop.export import choose_format, export_run  # noqa: E402
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
+pytestmark = pytest.mark.slow  # a trained run, exports, subprocesses
+
 
 @pytest.fixture(scope="module")
 def exported(learned_run, tmp_path_factory):
@@ -79,13 +81,19 @@ def test_a_dense_run_exports_as_a_stock_llama_folder_by_default(dense_run, tmp_p
         torch.testing.assert_close(LanguageModel.from_pretrained(out)(tokens), expected)
     # the same run in lit_sparse's format, on request
     again = tmp_path / "dense-lit"
-    assert lit_main(["export", str(dense_run.log_dir), "--out", str(again), "--format", "lit_sparse"]) == 0
+    assert (
+        lit_main(["export", str(dense_run.log_dir), "--out", str(again), "--format", "lit_sparse"])
+        == 0
+    )
     assert json.loads((again / "config.json").read_text())["model_type"] == "lit_sparse"
 
 
 def test_a_stock_format_the_pattern_does_not_have_is_one_line(learned_run, tmp_path, capsys):
     out = tmp_path / "x"
-    assert lit_main(["export", str(learned_run.log_dir), "--out", str(out), "--format", "mistral"]) == 2
+    assert (
+        lit_main(["export", str(learned_run.log_dir), "--out", str(out), "--format", "mistral"])
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: format='mistral': a fibonacci model has no mistral form")
     assert "--format lit_sparse" in err and "\n" not in err
