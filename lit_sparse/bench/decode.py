@@ -254,7 +254,7 @@ def run_decode_bench(spec: DecodeBenchSpec, progress=print) -> list[dict[str, An
     ``x_lit_sparse``), then the RSS check's row."""
     names = list(spec.plugins)
     if spec.transformers:
-        from lit_sparse.interop.hf.requirement import require_transformers
+        from lit_sparse.interop.extras import require_transformers
 
         require_transformers()  # one line naming the extra, before any child starts
         names += TRANSFORMERS_ROWS

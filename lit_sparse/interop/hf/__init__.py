@@ -11,9 +11,9 @@ in a process that never imported lit_sparse. Without transformers, or with one o
 the minimum, importing this package raises one line saying what to install.
 """
 
-from lit_sparse.interop.hf.requirement import (
+from lit_sparse.interop.extras import (
     MIN_TRANSFORMERS,
-    TransformersUnavailable,
+    MissingExtraError,
     require_transformers,
 )
 
@@ -35,7 +35,7 @@ __all__ = [
     "LitSparseConfig",
     "LitSparseForCausalLM",
     "LitSparsePreTrainedModel",
-    "TransformersUnavailable",
+    "MissingExtraError",
     "register",
     "require_transformers",
 ]
