@@ -221,6 +221,29 @@ def test_transformers_round_trip_and_lit_sparse_read_the_same_folder(tmp_path):
     assert not again.training and type(again) is LitSparseForCausalLM
 
 
+def test_a_folder_of_the_earlier_format_still_loads(tmp_path):
+    """A folder from before the transformers keys (format, arch, attention only) loads in
+    lit_sparse, in LitSparseForCausalLM by name, and saved again it loads with the Auto
+    classes."""
+    network = tiny_model(build_attention("fibonacci", window=2))
+    network.save_pretrained(tmp_path / "new")
+    config = json.loads((tmp_path / "new" / "config.json").read_text())
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "model.safetensors").write_bytes((tmp_path / "new" / "model.safetensors").read_bytes())
+    keys = {key: config[key] for key in ("format", "arch", "attention")}
+    (old / "config.json").write_text(json.dumps(keys))
+    tokens = ids(1, 30)
+    with torch.inference_mode():
+        expected = network(tokens)
+        assert torch.equal(LanguageModel.from_pretrained(old)(tokens), expected)
+        by_name = LitSparseForCausalLM.from_pretrained(old)
+        torch.testing.assert_close(by_name(tokens).logits, expected, rtol=0, atol=1e-6)
+        LanguageModel.from_pretrained(old).save_pretrained(tmp_path / "again")
+        again = AutoModelForCausalLM.from_pretrained(tmp_path / "again")
+        torch.testing.assert_close(again(tokens).logits, expected, rtol=0, atol=1e-6)
+
+
 def test_the_config_derives_the_standard_keys_from_lit_sparse_s_own():
     network = tiny_model(build_attention("fibonacci", window=2, schedule="linear"))
     config = LitSparseConfig.from_network(network, eos_token_id=3)
