@@ -129,6 +129,7 @@ class LitSparseCache(Cache):
         self.groups: list[RowGroup] = []
         self.seen = 0
         self.layout: RowLayout | None = None
+        self._continuation: RowLayout | None = None
 
     # ------------------------------------------------------------------ the model's calls
     def forward(
@@ -150,15 +151,24 @@ class LitSparseCache(Cache):
             )
         if attention_mask is not None:
             self._check_mask(attention_mask, batch, n)
-        left, columns = self.layout.left, self.seen + n
-        check_positions(position_ids, RowLayout(left, columns - left, columns), self.seen)
+        columns = self.seen + n
+        if position_ids is not None:  # every row's tokens go on to the last column
+            check_positions(position_ids, self._continuing(), self.seen)
         self._ensure(columns)
         steps = []
         for t in range(n):  # the decoders take one token at a time after the prompt
             steps.append(self._run(input_ids[:, t : t + 1], offset=0))
             self.seen += 1
         self._remember(input_ids, offset=0)
-        return torch.cat(steps, dim=1)
+        return steps[0] if n == 1 else torch.cat(steps, dim=1)
+
+    def _continuing(self) -> RowLayout:
+        """The layout of the rows as they continue: the prompt's left padding, then tokens
+        without end."""
+        if self._continuation is None:
+            endless = torch.full_like(self.layout.left, 1 << 62)
+            self._continuation = RowLayout(self.layout.left, endless, 1 << 62)
+        return self._continuation
 
     def _prompt(self, input_ids, attention_mask, position_ids) -> Tensor:
         batch, n = input_ids.shape
@@ -248,7 +258,7 @@ class LitSparseCache(Cache):
         return -1 if -1 in values else max(values)
 
     def reset(self) -> None:
-        self.groups, self.seen, self.layout = [], 0, None
+        self.groups, self.seen, self.layout, self._continuation = [], 0, None, None
         if self.grows:
             self.max_length = None
 
@@ -285,6 +295,7 @@ class LitSparseCache(Cache):
         self.groups = groups
         layout = self.layout
         self.layout = RowLayout(layout.left[rows], layout.length[rows], layout.columns)
+        self._continuation = None
 
     def crop(self, max_length: int) -> None:
         self.layers[0].crop(max_length)
@@ -311,4 +322,4 @@ class LitSparseCache(Cache):
         zeros = torch.zeros(batch, dtype=torch.long)
         self.groups = [RowGroup(torch.arange(batch), 0, decoding)]
         self.layout = RowLayout(zeros, torch.full((batch,), length), length)
-        self.seen = length
+        self.seen, self._continuation = length, None

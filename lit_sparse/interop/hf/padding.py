@@ -11,7 +11,7 @@ columns are 0. A mask with a hole in a row is refused.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -30,14 +30,13 @@ class RowLayout:
     length: Tensor
     """(B,) int64."""
     columns: int
+    left_padded: bool = field(init=False)
+    right_padded: bool = field(init=False)
 
-    @property
-    def right_padded(self) -> bool:
-        return bool((self.left + self.length < self.columns).any())
-
-    @property
-    def left_padded(self) -> bool:
-        return bool((self.left > 0).any())
+    def __post_init__(self):  # once, not per decoding step
+        object.__setattr__(self, "left_padded", bool((self.left > 0).any()))
+        right = bool((self.left + self.length < self.columns).any())
+        object.__setattr__(self, "right_padded", right)
 
     def groups(self) -> list[tuple[int, Tensor]]:
         """(left padding, row indices) of the rows that share it, by first row."""
@@ -81,6 +80,11 @@ def check_positions(position_ids: Tensor | None, layout: RowLayout, start: int) 
         return
     batch = layout.left.numel()
     n = position_ids.shape[-1]
+    if not layout.left_padded and not layout.right_padded and position_ids.dim() == 2:
+        # the common case, cheaply: every row at start, start + 1, ...
+        expected = torch.arange(start, start + n, device=position_ids.device)
+        if position_ids.shape[0] in (1, batch) and bool((position_ids == expected).all()):
+            return
     columns = torch.arange(start, start + n)
     expected = columns[None] - layout.left[:, None]  # (B, n)
     real = (expected >= 0) & (columns[None] < (layout.left + layout.length)[:, None])
