@@ -28,7 +28,12 @@ from lit_sparse.errors import ConfigError
 from lit_sparse.interop.hf.decoders import rows_of
 from lit_sparse.interop.hf.padding import RowLayout, check_positions, row_layout
 
-__all__ = ["LitSparseCache", "LitSparseCacheLayer"]
+__all__ = ["RIGHT_PADDED", "LitSparseCache", "LitSparseCacheLayer"]
+
+RIGHT_PADDED = (
+    "attention_mask: the prompt is padded on the right, so a row cannot continue after its "
+    "padding; pad prompts on the left to generate (tokenizer.padding_side = 'left')"
+)
 
 
 @dataclass
@@ -144,11 +149,7 @@ class LitSparseCache(Cache):
                 f"input_ids: {batch} rows, but the cache holds {self.layout.left.numel()}"
             )
         if self.layout.right_padded:
-            raise ConfigError(
-                "attention_mask: the prompt was padded on the right, so a row cannot continue "
-                "after its padding; pad prompts on the left to generate "
-                "(tokenizer.padding_side = 'left')"
-            )
+            raise ConfigError(RIGHT_PADDED)
         if attention_mask is not None:
             self._check_mask(attention_mask, batch, n)
         columns = self.seen + n

@@ -21,7 +21,7 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from lit_sparse.attention import build_attention
 from lit_sparse.errors import ConfigError
-from lit_sparse.interop.hf.cache import LitSparseCache
+from lit_sparse.interop.hf.cache import RIGHT_PADDED, LitSparseCache
 from lit_sparse.interop.hf.configuration import LitSparseConfig
 from lit_sparse.interop.hf.padding import check_positions, padded_forward, row_layout
 from lit_sparse.io.atomic import write_text
@@ -210,6 +210,10 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
             )
         if generation_config.use_cache is False:
             return None
+        mask = model_kwargs.get("attention_mask")
+        if mask is not None and mask.dim() == 2:  # refused before the prompt runs
+            if row_layout(mask, mask.shape[0], mask.shape[1]).right_padded:
+                raise ConfigError(RIGHT_PADDED)
         implementation = generation_config.cache_implementation
         if implementation not in (None, "dynamic"):
             raise ConfigError(
