@@ -239,6 +239,8 @@ class LanguageModel(
     @classmethod
     def _from_pretrained(cls, *, model_id: str, config: dict | None = None, **kwargs):
         kwargs.pop("attention", None)  # read from config
+        for unused in ("proxies", "resume_download"):  # passed by huggingface_hub < 1.0
+            kwargs.pop(unused, None)
         return pretrained.load(cls, model_id, config, **kwargs)
 
     def generate_model_card(self, *args, **kwargs) -> ModelCard:

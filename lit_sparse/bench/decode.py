@@ -20,7 +20,13 @@ How it measures:
   sliding-window layers, the whole past for dense and BigBird;
 - the RSS check decodes ``rss_tokens`` tokens past a ``rss_context`` context with
   fibonacci in its own process and reports the growth of the peak resident set size
-  (``ru_maxrss``) after the first ``rss_after`` tokens.
+  (``ru_maxrss``) after the first ``rss_after`` tokens;
+- ``--transformers`` adds transformers' own ``generate`` on the same weights
+  (:mod:`lit_sparse.bench.decode_transformers`): ``hf_fibonacci`` through lit_sparse's cache,
+  ``hf_llama_dense`` and ``hf_mistral_sliding`` through transformers' caches. The rounds are
+  then ``ROUND_TOKENS`` tokens of each row in turn (a generate call per round), and
+  ``x_lit_sparse`` is a transformers row's median over its lit_sparse row's (fibonacci,
+  dense, sliding_window) from the same rounds.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lit_sparse.bench.decode_transformers import TRANSFORMERS_ROWS, TransformersRow, source_plugin
 from lit_sparse.bench.timing import interleaved_rounds, median, peak_rss_mb, run_child
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.tables import markdown_table
@@ -40,6 +47,7 @@ __all__ = ["DecodeBenchSpec", "PLUGINS", "decode_plugin", "format_rows", "run_de
 PLUGINS = ("dense", "fibonacci", "fibonacci_learned", "sliding_window", "bigbird")
 CONTEXTS = (1024, 4096, 16384, 65536)
 MODULE = "lit_sparse.bench.decode"  # its child processes run this module
+ROUND_TOKENS = 8
 
 
 @dataclass
@@ -63,6 +71,8 @@ class DecodeBenchSpec:
     rss_context: int = 65536
     rss_after: int = 1000
     """The RSS growth counts from this many tokens on."""
+    transformers: bool = False
+    """Also time transformers' own generate (the ``hf_*`` rows; needs the ``hf`` extra)."""
 
     def __post_init__(self):
         unknown = sorted(set(self.plugins) - set(PLUGINS))
@@ -146,28 +156,63 @@ class _Decoder:
 def _time_context(spec: DecodeBenchSpec, context: int) -> dict[str, Any]:
     """Child process of one context: every plugin's cache filled, then interleaved rounds."""
     decoders, failed = {}, {}
+    rounds = -(-spec.tokens // ROUND_TOKENS) if spec.transformers else spec.tokens
+    per_round = ROUND_TOKENS if spec.transformers else 1
     for plugin in spec.plugins:
         try:
-            decoders[plugin] = _Decoder(spec, plugin, context, spec.tokens + 2)
+            decoders[plugin] = _Decoder(spec, plugin, context, rounds * per_round + 2)
             for _ in range(2):  # warm-up: allocations, threads
                 decoders[plugin].step()
         except Exception as error:  # one plugin's failure (memory) spares the others
             failed[plugin] = f"{type(error).__name__}: {error}"[:300]
         if plugin in failed:
             decoders.pop(plugin, None)
-    steps = {plugin: decoder.step for plugin, decoder in decoders.items()}
-    times = interleaved_rounds(steps, spec.tokens)
-    return {
-        "failed": failed,
-        "plugins": {
-            plugin: {
-                "ms_per_token": 1e3 * median(ts),
-                "cache_mb": decoders[plugin].cache.nbytes / 2**20,
-                "cache": decoders[plugin].cache.layers[0].describe(),
-            }
-            for plugin, ts in times.items()
-        },
-    }
+    rows = _transformers_rows(spec, context, decoders, rounds, failed)
+    if rows:
+        times = _chunked_rounds(decoders, rows, rounds)
+    else:
+        steps = {plugin: decoder.step for plugin, decoder in decoders.items()}
+        times = interleaved_rounds(steps, spec.tokens)
+    timed = {}
+    for name, ts in times.items():
+        cache = rows[name] if name in rows else decoders[name].cache
+        describe = cache.describe() if name in rows else cache.layers[0].describe()
+        nbytes = rows[name].cache_mb if name in rows else cache.nbytes / 2**20
+        timed[name] = {"ms_per_token": 1e3 * median(ts), "cache_mb": nbytes, "cache": describe}
+    return {"failed": failed, "plugins": timed}
+
+
+def _transformers_rows(spec, context, decoders, rounds, failed) -> dict[str, TransformersRow]:
+    """The ``hf_*`` rows at ``context``, on the weights of their lit_sparse rows, warmed up."""
+    rows = {}
+    if not spec.transformers:
+        return rows
+    for name in TRANSFORMERS_ROWS:
+        source = source_plugin(name)
+        try:
+            network = decoders[source].model if source in decoders else _model(spec, source)
+            rows[name] = TransformersRow(name, network, context, (rounds + 1) * (ROUND_TOKENS + 1))
+            rows[name].round(3)  # warm-up
+        except Exception as error:  # one row's failure (memory) spares the others
+            failed[name] = f"{type(error).__name__}: {error}"[:300]
+        if name in failed:
+            rows.pop(name, None)
+    return rows
+
+
+def _chunked_rounds(decoders, rows, rounds: int) -> dict[str, list[float]]:
+    """Seconds per token of every row: each round, ``ROUND_TOKENS`` steps of each lit_sparse
+    row, then one generate call of ``ROUND_TOKENS + 1`` tokens of each transformers row."""
+    times: dict[str, list[float]] = {name: [] for name in (*decoders, *rows)}
+    for _ in range(rounds):
+        for name, decoder in decoders.items():
+            for _ in range(ROUND_TOKENS):
+                start = time.perf_counter()
+                decoder.step()
+                times[name].append(time.perf_counter() - start)
+        for name, row in rows.items():
+            times[name] += row.round(ROUND_TOKENS + 1)
+    return times
 
 
 def _rss_check(spec: DecodeBenchSpec) -> dict[str, Any]:
@@ -205,21 +250,26 @@ def _child(job: dict[str, Any]) -> dict[str, Any]:
 
 def run_decode_bench(spec: DecodeBenchSpec, progress=print) -> list[dict[str, Any]]:
     """Rows ``context, plugin, ms_per_token, cache_mb, speedup_vs_dense`` per context and
-    plugin (``error`` instead where a plugin failed), then the RSS check's row."""
+    plugin (``error`` instead where a plugin failed; transformers rows add
+    ``x_lit_sparse``), then the RSS check's row."""
+    names = list(spec.plugins)
+    if spec.transformers:
+        from lit_sparse.interop.extras import require_transformers
+
+        require_transformers()  # one line naming the extra, before any child starts
+        names += TRANSFORMERS_ROWS
     rows: list[dict[str, Any]] = []
     for context in spec.contexts:
-        progress(f"context {context}: {', '.join(spec.plugins)} ...")
+        progress(f"context {context}: {', '.join(names)} ...")
         measured = run_child(
             "lit_sparse.bench.decode", {"mode": "time", "context": context, "spec": asdict(spec)}
         )
         if measured is None:
-            rows += [
-                {"context": context, "plugin": p, "error": "process failed"} for p in spec.plugins
-            ]
+            rows += [{"context": context, "plugin": p, "error": "process failed"} for p in names]
             continue
         timing = measured["plugins"]
         dense = timing.get("dense", {}).get("ms_per_token")
-        for plugin in spec.plugins:
+        for plugin in names:
             if plugin in measured["failed"]:
                 rows.append(
                     {"context": context, "plugin": plugin, "error": measured["failed"][plugin]}
@@ -227,6 +277,9 @@ def run_decode_bench(spec: DecodeBenchSpec, progress=print) -> list[dict[str, An
                 continue
             row = {"context": context, "plugin": plugin, **timing[plugin]}
             row["speedup_vs_dense"] = None if dense is None else dense / row["ms_per_token"]
+            if plugin in TRANSFORMERS_ROWS:
+                own = timing.get(source_plugin(plugin), {}).get("ms_per_token")
+                row["x_lit_sparse"] = None if own is None else row["ms_per_token"] / own
             rows.append(row)
             progress(
                 f"context {context} {plugin}: {row['ms_per_token']:.2f} ms/token, "
@@ -250,18 +303,22 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         return "-" if value is None else format(value, fmt)
 
     timed = [r for r in rows if "check" not in r]
+    hf = any(r["plugin"] in TRANSFORMERS_ROWS for r in timed)
     body = [
         [
             str(r["context"]),
             r["plugin"],
             cell(r, "ms_per_token", ".2f"),
             cell(r, "speedup_vs_dense", ".2f"),
+            *([cell(r, "x_lit_sparse", ".2f")] if hf else []),
             cell(r, "cache_mb", ".1f"),
             r.get("cache") or r.get("error", ""),
         ]
         for r in timed
     ]
     header = ["context", "plugin", "ms/token", "x dense", "cache MB", "cache"]
+    if hf:
+        header.insert(4, "x lit_sparse")
     text = markdown_table(header, body)
     for r in rows:
         if r.get("check") == "rss" and "error" not in r:

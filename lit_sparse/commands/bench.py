@@ -11,7 +11,8 @@ training steps and decoding against dense, in one run, as Markdown tables (and J
 - ``train``: AdamW training steps of the quickstart or the paper's model shape
   (:mod:`lit_sparse.bench.train`).
 - ``decode``: one decoding step of the paper's model after contexts of 1k to 64k tokens,
-  with each plugin's KV-cache size (:mod:`lit_sparse.bench.decode`).
+  with each plugin's KV-cache size (:mod:`lit_sparse.bench.decode`); ``--transformers``
+  adds transformers' own ``generate`` on the same weights.
 
 How the rows are measured (fresh processes, interleaved rounds, medians, the copy-bandwidth
 floor, busy cores) is in :mod:`lit_sparse.bench.timing` and :mod:`lit_sparse.bench.rows`.
@@ -171,6 +172,13 @@ def _decode_parser(sub) -> None:
     )
     decode.add_argument("--rss-context", type=int, default=defaults.rss_context)
     decode.add_argument("--rss-after", type=int, default=defaults.rss_after)
+    decode.add_argument(
+        "--transformers",
+        action="store_true",
+        help="also time transformers' own generate on the same weights: hf_fibonacci through "
+        "lit_sparse's cache, hf_llama_dense and hf_mistral_sliding through transformers' "
+        "DynamicCache and sliding-window cache (needs the hf extra)",
+    )
     decode.add_argument("--json", default=None, help="write the rows to this file")
 
 

@@ -1,10 +1,14 @@
 """``python -m lit_sparse export``: a trained model out of its run folder, weights only.
 
-Writes model.safetensors (no optimizer state), config.json (the model's shape and the
-attention plugin's config), the run's tokenizer.json and a model card (README.md: variant,
+Writes model.safetensors (no optimizer state), config.json (the model's shape, the
+attention plugin's config, the EOS id and the training length), the run's tokenizer.json
+with its transformers configs, generation_config.json and a model card (README.md: variant,
 steps, held-out perplexities, length extrapolation). The folder loads with
 ``lit_sparse.LanguageModel.from_pretrained(DIR)``, generates with ``python -m lit_sparse
-generate DIR`` and can be uploaded with the model's ``push_to_hub``.
+generate DIR``, can be uploaded with the model's ``push_to_hub``, and loads in Hugging Face
+transformers: ``AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True)`` in
+lit_sparse's format (any attention), with no remote code as a stock Llama (dense) or
+Mistral (sliding window) folder.
 
     python -m lit_sparse export runs/quickstart/coprime --out exported/quickstart-coprime
 """
@@ -15,6 +19,7 @@ import argparse
 import sys
 
 from lit_sparse.commands import reports_errors
+from lit_sparse.io.pretrained import LAYOUTS as FORMATS
 
 __all__ = ["main"]
 
@@ -28,6 +33,14 @@ def _parser() -> argparse.ArgumentParser:
         "--out", required=True, help="the folder to write (new, empty or an earlier export)"
     )
     parser.add_argument("--tokenizer", default=None, help="default: the run's own")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="lit_sparse: any attention, loaded by transformers through the remote-code files "
+        "it carries; llama (dense) / mistral (sliding window): transformers' stock classes, "
+        "no remote code (default: the stock format where one fits, else lit_sparse)",
+    )
     return parser
 
 
@@ -36,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     from lit_sparse.interop.export import export_run
 
-    print(export_run(args.path, args.out, args.tokenizer).to_text())
+    print(export_run(args.path, args.out, args.tokenizer, args.format).to_text())
     return 0
 
 

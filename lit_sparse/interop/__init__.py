@@ -4,4 +4,8 @@
   config, tokenizer and model card.
 - :mod:`~lit_sparse.interop.sources`: a model and its tokenizer from a run folder, a
   checkpoint or an exported folder.
+- :mod:`~lit_sparse.interop.hf`: the models in Hugging Face transformers (the ``hf`` extra):
+  ``LitSparseForCausalLM``, its bounded cache, registration with the Auto classes.
+- :mod:`~lit_sparse.interop.transformers_files`: the tokenizer and generation configs an
+  export carries for transformers; :mod:`~lit_sparse.interop.extras`: the extras' checks.
 """

@@ -2,7 +2,11 @@
 tokenizer and a model card with the run's results (``python -m lit_sparse export``).
 
 The folder loads back with ``lit_sparse.LanguageModel.from_pretrained(folder)``, generates
-with ``python -m lit_sparse generate folder`` and can be pushed with ``push_to_hub``.
+with ``python -m lit_sparse generate folder`` and can be pushed with ``push_to_hub``. It
+also loads in Hugging Face transformers: in lit_sparse's format through the remote-code
+files it carries (``trust_remote_code=True``), and a dense or sliding-window model, by
+default, as a stock ``LlamaForCausalLM`` / ``MistralForCausalLM`` folder (no remote code).
+The tokenizer and generation configs give ``AutoTokenizer`` and ``generate`` the EOS.
 """
 
 from __future__ import annotations
@@ -13,11 +17,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lit_sparse.errors import ConfigError
+from lit_sparse.interop.transformers_files import transformers_files
+from lit_sparse.io import pretrained
 from lit_sparse.io.atomic import write_text
-from lit_sparse.io.pretrained import CONFIG_FILE, model_card
+from lit_sparse.io.pretrained import CONFIG_FILE, LAYOUTS, model_card
+from lit_sparse.io.stock_formats import stock_layout_of
 from lit_sparse.io.tables import markdown_table
 
-__all__ = ["ExportResult", "export_run", "run_card"]
+__all__ = ["FORMATS", "ExportResult", "choose_format", "export_run", "run_card"]
+
+FORMATS = LAYOUTS
+"""``lit_sparse`` (any plugin; remote code for transformers), ``llama`` (dense), ``mistral``
+(sliding window)."""
 
 TOKENIZER_FILE = "tokenizer.json"
 CARD_FILE = "README.md"
@@ -33,17 +44,21 @@ class ExportResult:
     files: dict[str, int]
     """file name -> bytes."""
     checkpoint_bytes: int
+    format: str = "lit_sparse"
 
     @property
     def total_bytes(self) -> int:
         return sum(self.files.values())
 
     def to_text(self) -> str:
-        lines = [f"exported {self.checkpoint} (step {self.step}) to {self.folder}:"]
-        lines += [f"  {name:<20}{size / 2**20:9.2f} MB" for name, size in self.files.items()]
+        lines = [
+            f"exported {self.checkpoint} (step {self.step}) to {self.folder} "
+            f"({self.format} format):"
+        ]
+        lines += [f"  {name:<28}{size / 2**20:9.2f} MB" for name, size in self.files.items()]
         share = self.total_bytes / self.checkpoint_bytes if self.checkpoint_bytes else math.nan
         lines.append(
-            f"  {'total':<20}{self.total_bytes / 2**20:9.2f} MB ({share:.0%} of the checkpoint's "
+            f"  {'total':<28}{self.total_bytes / 2**20:9.2f} MB ({share:.0%} of the checkpoint's "
             f"{self.checkpoint_bytes / 2**20:.2f} MB)"
         )
         return "\n".join(lines)
@@ -60,7 +75,24 @@ def _check_out(out: Path) -> None:
         )
 
 
-def run_card(run, model) -> str:
+def choose_format(attention, requested: str | None) -> str:
+    """The export format of a model with plugin ``attention``: ``requested``, or the stock
+    one where transformers has the pattern (dense: llama, sliding window: mistral), else
+    lit_sparse's own. A stock format the pattern does not have is one ConfigError line."""
+    if requested is not None and requested not in FORMATS:
+        raise ConfigError(f"format={requested!r}: must be one of {', '.join(FORMATS)}")
+    stock = stock_layout_of(attention.to_config())
+    chosen = requested or stock or "lit_sparse"
+    if chosen != "lit_sparse" and chosen != stock:
+        name = type(attention).name or type(attention).__name__
+        raise ConfigError(
+            f"format={chosen!r}: a {name} model has no {chosen} form (only dense exports as "
+            "llama and sliding_window as mistral); use --format lit_sparse"
+        )
+    return chosen
+
+
+def run_card(run, model, format: str = "lit_sparse") -> str:
     """The model card of a run: the model, the run (variant, steps), its held-out
     perplexities and its length-extrapolation table (from extrapolation.json)."""
     variant = run.path.parent.name
@@ -90,22 +122,30 @@ def run_card(run, model) -> str:
             "",
             result.to_markdown(),
         ]
-    return model_card(model, f"lit_sparse {variant}", "\n".join(lines))
+    return model_card(model, f"lit_sparse {variant}", "\n".join(lines), layout=format)
 
 
-def export_run(path: str | Path, out: str | Path, tokenizer: str | None = None) -> ExportResult:
+def export_run(
+    path: str | Path, out: str | Path, tokenizer: str | None = None, format: str | None = None
+) -> ExportResult:
     """Export a run folder's newest checkpoint (or a ``.ckpt`` file of a run) to ``out``:
-    model.safetensors, config.json, tokenizer.json and README.md (each written atomically).
+    model.safetensors, config.json (with the EOS id and the training length), the
+    tokenizer (tokenizer.json and its transformers configs), generation_config.json,
+    README.md and, in lit_sparse's format, the remote-code files (each written atomically).
 
     Args:
         path: a run folder, an experiment folder (its newest run) or a checkpoint file.
         out: a new or empty folder, or an earlier export (overwritten).
         tokenizer: the tokenizer to ship (default: the one the run's config.yaml names).
+        format: ``lit_sparse``, ``llama`` (dense) or ``mistral`` (sliding window);
+            default: the stock format where one fits the model's attention, else lit_sparse.
     """
     import lit_sparse
     from lit_sparse.data.tokenizer import load_tokenizer, run_tokenizer
 
     source, out = Path(path).expanduser(), Path(out).expanduser()
+    if format is not None and format not in FORMATS:
+        raise ConfigError(f"format={format!r}: must be one of {', '.join(FORMATS)}")
     if not source.exists():
         raise ConfigError(f"path={str(path)!r}: no such run folder or checkpoint")
     _check_out(out)
@@ -113,16 +153,22 @@ def export_run(path: str | Path, out: str | Path, tokenizer: str | None = None) 
     if run.module is None:
         raise ConfigError(f"path={str(path)!r}: no checkpoint found ({run.path}/checkpoints)")
     model = run.module.model
+    chosen = choose_format(model.attention, format)
     loaded = load_tokenizer(tokenizer or run_tokenizer(run.config))
     out.mkdir(parents=True, exist_ok=True)
     write_text(out / TOKENIZER_FILE, loaded.tokenizer.to_str(pretty=True))
-    write_text(out / CARD_FILE, run_card(run, model))
-    model.save_pretrained(out)  # model.safetensors + config.json; keeps the card above
-    names = ["model.safetensors", CONFIG_FILE, TOKENIZER_FILE, CARD_FILE]
+    names = [TOKENIZER_FILE]
+    for name, text in transformers_files(loaded.eos_token, loaded.eos_id).items():
+        write_text(out / name, text)
+        names.append(name)
+    write_text(out / CARD_FILE, run_card(run, model, chosen))
+    ids = {"eos_token_id": loaded.eos_id, "bos_token_id": loaded.eos_id}
+    names = pretrained.save(model, out, layout=chosen, extra=ids) + names + [CARD_FILE]
     return ExportResult(
         folder=out,
         checkpoint=Path(run.checkpoint),
         step=run.step,
         files={name: (out / name).stat().st_size for name in names},
         checkpoint_bytes=Path(run.checkpoint).stat().st_size,
+        format=chosen,
     )

@@ -29,10 +29,28 @@ def exported(learned_run, tmp_path_factory):
 
 def test_the_folder_holds_weights_config_tokenizer_and_card(exported, learned_run):
     names = sorted(p.name for p in exported.folder.iterdir())
-    assert names == ["README.md", "config.json", "model.safetensors", "tokenizer.json"]
+    assert names == [
+        "README.md",
+        "config.json",
+        "configuration_lit_sparse.py",
+        "generation_config.json",
+        "model.safetensors",
+        "modeling_lit_sparse.py",
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
+    assert sorted(exported.files) == names and exported.format == "lit_sparse"
     config = json.loads((exported.folder / "config.json").read_text())
     assert config["arch"] == learned_run.module.config.to_dict()
     assert config["attention"] == learned_run.module.model.attention.to_config()
+    # what transformers and the lm-eval integration read (tests/interop has the loading)
+    assert config["model_type"] == "lit_sparse"
+    assert config["architectures"] == ["LitSparseForCausalLM"]
+    assert config["auto_map"]["AutoModelForCausalLM"] == "modeling_lit_sparse.LitSparseForCausalLM"
+    assert config["eos_token_id"] == config["bos_token_id"] == 0  # the embedded <|endoftext|>
+    length = learned_run.module.config.context_length
+    assert config["training_length"] == config["max_position_embeddings"] == length
     card = (exported.folder / "README.md").read_text()
     assert card.startswith("---\nlibrary_name: lit_sparse\n")
     assert f"optimizer step {exported.step}" in card and "## Held-out perplexity" in card

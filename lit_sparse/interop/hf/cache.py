@@ -1,0 +1,326 @@
+"""``LitSparseCache``: a transformers ``Cache`` whose layers are lit_sparse's own decoders.
+
+Each layer keeps what its attention pattern reads (``LanguageModel.new_cache``): a ring of
+the largest distance + 1 rows for Fibonacci and sliding-window layers, the whole past for
+dense and BigBird. ``LitSparseForCausalLM.generate`` uses it by default, so a token costs
+the same at any context and the cache stops growing at the pattern's reach.
+
+The cache is built empty and takes its shape from the prompt: rows with the same left
+padding share one set of decoders that starts at their first token (so every row decodes as
+if it were alone: :mod:`~lit_sparse.interop.hf.padding`). Each later call continues every
+row, one token at a time through the decoders. ``generate`` builds it for the prompt plus
+``max_new_tokens``; one built without a length (a hand-written loop, ``use_cache=True``)
+also keeps the token ids it has seen (8 bytes a token) and, when a call goes past the length
+it was built for, rebuilds its decoders for twice the length from them (a Fibonacci layer's
+reach, and so its ring, depends on the longest sequence it serves).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from transformers.cache_utils import Cache, CacheLayerMixin
+
+from lit_sparse.attention.decoding import DecodingCache, LayerDecoder
+from lit_sparse.errors import ConfigError
+from lit_sparse.interop.hf.decoders import rows_of
+from lit_sparse.interop.hf.padding import RowLayout, check_positions, row_layout
+
+__all__ = ["RIGHT_PADDED", "LitSparseCache", "LitSparseCacheLayer"]
+
+RIGHT_PADDED = (
+    "attention_mask: the prompt is padded on the right, so a row cannot continue after its "
+    "padding; pad prompts on the left to generate (tokenizer.padding_side = 'left')"
+)
+
+
+@dataclass
+class RowGroup:
+    """The batch rows that share a left padding, and their decoders (positions from the
+    rows' first token)."""
+
+    rows: Tensor
+    """(G,) int64 indices into the batch."""
+    left: int
+    decoding: DecodingCache
+    tokens: list[Tensor] | None = None
+    """The rows' token ids so far, from their first token (kept only by a cache that
+    grows)."""
+
+
+class LitSparseCacheLayer(CacheLayerMixin):
+    """One model layer's decoders (one per row group); transformers' ``update`` is not
+    used: the network's decoders write their own rows."""
+
+    is_compileable = False
+    is_croppable = False
+    is_sliding = False
+    supports_early_init = False
+
+    def __init__(self, cache: LitSparseCache, index: int):
+        super().__init__()
+        self._cache, self.index = cache, index
+
+    @property
+    def decoders(self) -> list[LayerDecoder]:
+        return [group.decoding.layers[self.index] for group in self._cache.groups]
+
+    def lazy_initialization(self, key_states: Tensor, value_states: Tensor) -> None:
+        """Nothing to do: the decoders are built from the prompt by the model."""
+
+    def update(self, key_states: Tensor, value_states: Tensor, *args, **kwargs):
+        raise NotImplementedError(
+            "a LitSparseCache is written by lit_sparse's own decoders inside "
+            "LitSparseForCausalLM.forward, not through Cache.update"
+        )
+
+    def get_seq_length(self) -> int:
+        return self._cache.seen
+
+    def get_max_length(self) -> int:
+        """The rows this layer keeps when that is fewer than the sequence (its reach: the
+        largest distance + 1), else -1 (the whole past: no bound)."""
+        decoders = self.decoders
+        if not decoders:
+            return -1
+        rows = decoders[0].cache.capacity
+        return rows if rows < decoders[0].shape.max_length else -1
+
+    def get_max_cache_shape(self) -> int:
+        """The name of :meth:`get_max_length` before transformers 5."""
+        return self.get_max_length()
+
+    def get_mask_sizes(self, query_length: int, *args) -> tuple[int, int]:
+        return self._cache.seen + query_length, 0
+
+    def reset(self) -> None:
+        self._cache.reset()
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        if self.index == 0:  # the cache reorders every layer at once
+            self._cache.select_rows(beam_idx)
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if self.index == 0:
+            self._cache.batch_repeat_interleave(repeats)
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self.index == 0:
+            self._cache.batch_select_indices(indices)
+
+    def crop(self, tokens_to_remove: int) -> None:
+        raise NotImplementedError(
+            "a LitSparseCache cannot be cropped (a ring has overwritten the rows it would "
+            "need): assisted decoding is not supported with lit_sparse models"
+        )
+
+
+class LitSparseCache(Cache):
+    """Every layer's decoders for one batch, built from the prompt.
+
+    Args:
+        network: the ``lit_sparse.LanguageModel``.
+        max_length: columns (padding included) the cache serves; a call past them is
+            refused. None: it grows as calls come (keeping the token ids to rebuild from).
+    """
+
+    def __init__(self, network, max_length: int | None = None):
+        layers = [LitSparseCacheLayer(self, i) for i in range(network.config.n_layers)]
+        super().__init__(layers=layers)
+        self.network, self.max_length = network, max_length
+        self.grows = max_length is None
+        self.groups: list[RowGroup] = []
+        self.seen = 0
+        self.layout: RowLayout | None = None
+        self._continuation: RowLayout | None = None
+
+    # ------------------------------------------------------------------ the model's calls
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None, position_ids: Tensor | None
+    ) -> Tensor:
+        """Logits (B, n, V) of the next ``n`` columns of every row; the cache moves on by n."""
+        batch, n = input_ids.shape
+        if not self.groups:
+            return self._prompt(input_ids, attention_mask, position_ids)
+        if batch != self.layout.left.numel():
+            raise ConfigError(
+                f"input_ids: {batch} rows, but the cache holds {self.layout.left.numel()}"
+            )
+        if self.layout.right_padded:
+            raise ConfigError(RIGHT_PADDED)
+        if attention_mask is not None:
+            self._check_mask(attention_mask, batch, n)
+        columns = self.seen + n
+        if position_ids is not None:  # every row's tokens go on to the last column
+            check_positions(position_ids, self._continuing(), self.seen)
+        self._ensure(columns)
+        steps = []
+        for t in range(n):  # the decoders take one token at a time after the prompt
+            steps.append(self._run(input_ids[:, t : t + 1], offset=0))
+            self.seen += 1
+        self._remember(input_ids, offset=0)
+        return steps[0] if n == 1 else torch.cat(steps, dim=1)
+
+    def _continuing(self) -> RowLayout:
+        """The layout of the rows as they continue: the prompt's left padding, then tokens
+        without end."""
+        if self._continuation is None:
+            endless = torch.full_like(self.layout.left, 1 << 62)
+            self._continuation = RowLayout(self.layout.left, endless, 1 << 62)
+        return self._continuation
+
+    def _prompt(self, input_ids, attention_mask, position_ids) -> Tensor:
+        batch, n = input_ids.shape
+        self.layout = layout = row_layout(attention_mask, batch, n)
+        check_positions(position_ids, layout, 0)
+        total = max(self.max_length or 0, n)
+        self.max_length = total
+        self.groups = [
+            RowGroup(rows, left, self.network.new_cache(int(rows.numel()), total - left))
+            for left, rows in layout.groups()
+        ]
+        logits = self._run(input_ids, offset=None)
+        self._remember(input_ids, offset=None)
+        self.seen = n
+        return logits
+
+    def _remember(self, input_ids: Tensor, offset: int | None) -> None:
+        if not self.grows:
+            return
+        for group in self.groups:
+            start = group.left if offset is None else 0
+            kept = input_ids[group.rows.to(input_ids.device), start:]
+            group.tokens = [*(group.tokens or []), kept]
+
+    def _run(self, input_ids: Tensor, offset: int | None) -> Tensor:
+        """Each group's rows through its decoders: the whole prompt from the group's first
+        token (``offset`` None), or the next column."""
+        batch, n = input_ids.shape
+        if len(self.groups) == 1 and self.groups[0].left == 0:
+            return self.network(input_ids, self.groups[0].decoding)
+        logits = None
+        for group in self.groups:
+            rows = group.rows.to(input_ids.device)
+            start = group.left if offset is None else 0
+            part = self.network(input_ids[rows, start:], group.decoding)
+            if logits is None:
+                logits = part.new_zeros(batch, n, part.shape[-1])
+            logits[rows, start:] = part
+        return logits
+
+    def _check_mask(self, attention_mask: Tensor, batch: int, n: int) -> None:
+        """A continuation's mask: the prompt's padding unchanged, every new column a token."""
+        columns = self.seen + n
+        if tuple(attention_mask.shape) != (batch, columns):
+            raise ConfigError(
+                f"attention_mask: expected shape {(batch, columns)} (the cached {self.seen} "
+                f"columns and {n} new), got {tuple(attention_mask.shape)}"
+            )
+        tokens = (attention_mask[:, : self.seen] != 0).sum(dim=1).cpu()  # O(columns): cheap
+        new_ok = bool((attention_mask[:, self.seen :] != 0).all())
+        if not new_ok or not torch.equal(tokens, self.seen - self.layout.left):
+            raise ConfigError(
+                "attention_mask: after the prompt, the padding must stay as the prompt had it "
+                "and every new column must be a token (1)"
+            )
+
+    def _ensure(self, columns: int) -> None:
+        """Rebuild the decoders for twice the length when ``columns`` is more than they
+        serve (a cache built without a length), from the token ids they have seen."""
+        if columns <= self.max_length:
+            return
+        if not self.grows:
+            raise ConfigError(
+                f"the cache was built for {self.max_length} columns and this call goes to "
+                f"{columns}; build it longer (model.new_cache(max_length)) or without a length"
+            )
+        self.max_length = total = max(columns, 2 * self.max_length)
+        for group in self.groups:
+            tokens = torch.cat(group.tokens, dim=1)
+            group.decoding = self.network.new_cache(int(group.rows.numel()), total - group.left)
+            self.network(tokens, group.decoding)  # the prompt path: the same rows, exactly
+            group.tokens = [tokens]
+
+    # ------------------------------------------------------------ transformers' interface
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.seen
+
+    def get_max_cache_shape(self, layer_idx: int = 0) -> int:
+        """The name of ``get_max_length`` before transformers 5: the largest reach."""
+        return self.get_max_length()
+
+    def get_max_length(self, layer_idx: int | None = None) -> int:
+        """The rows a layer keeps when bounded by its pattern (the ring: largest distance
+        + 1), the largest over the layers; -1 when a layer keeps the whole past."""
+        layers = self.layers if layer_idx is None else [self.layers[layer_idx]]
+        values = [layer.get_max_length() for layer in layers]
+        return -1 if -1 in values else max(values)
+
+    def reset(self) -> None:
+        self.groups, self.seen, self.layout, self._continuation = [], 0, None, None
+        if self.grows:
+            self.max_length = None
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        self.select_rows(beam_idx)
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if self.groups:
+            count = self.layout.left.numel()
+            self.select_rows(torch.arange(count).repeat_interleave(repeats))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self.select_rows(indices)
+
+    def select_rows(self, rows: Tensor) -> None:
+        """Keep batch rows ``rows`` (in that order; a row may repeat)."""
+        if not self.groups:
+            return
+        rows = rows.detach().cpu().long()
+        owner = {}
+        for group in self.groups:
+            for place, row in enumerate(group.rows.tolist()):
+                owner[row] = (group, place)
+        groups = []
+        for group in self.groups:
+            picked = [i for i, row in enumerate(rows.tolist()) if owner[row][0] is group]
+            if picked:
+                places = torch.tensor([owner[int(rows[i])][1] for i in picked])
+                decoding = rows_of(group.decoding, places)
+                tokens = None
+                if group.tokens is not None:
+                    tokens = [torch.cat(group.tokens, dim=1)[places.to(group.tokens[0].device)]]
+                groups.append(RowGroup(torch.tensor(picked), group.left, decoding, tokens))
+        self.groups = groups
+        layout = self.layout
+        self.layout = RowLayout(layout.left[rows], layout.length[rows], layout.columns)
+        self._continuation = None
+
+    def crop(self, max_length: int) -> None:
+        self.layers[0].crop(max_length)
+
+    # --------------------------------------------------------------------------- extras
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every decoder's cache buffers."""
+        return sum(group.decoding.nbytes for group in self.groups)
+
+    def describe(self) -> str:
+        """The caches in words (``LanguageModel.new_cache``'s ``describe``)."""
+        if not self.groups:
+            return "empty (built from the prompt)"
+        return self.groups[0].decoding.describe()
+
+    def fill_random(self, batch: int, length: int, seed: int = 0) -> None:
+        """As if ``length`` unpadded columns of ``batch`` rows were decoded, with random keys
+        and values (benchmarks time a token after a long context without computing it)."""
+        total = max(self.max_length or 0, length + 1)
+        self.max_length, self.grows = total, False
+        decoding = self.network.new_cache(batch, total)
+        decoding.fill_random(length, seed)
+        zeros = torch.zeros(batch, dtype=torch.long)
+        self.groups = [RowGroup(torch.arange(batch), 0, decoding)]
+        self.layout = RowLayout(zeros, torch.full((batch,), length), length)
+        self.seen, self._continuation = length, None

@@ -1,0 +1,39 @@
+"""What transformers asks of a cache that lit_sparse's decoders do not do themselves:
+another set of batch rows (beam search, ``num_return_sequences``).
+
+It works on any :class:`~lit_sparse.attention.decoding.LayerDecoder` whose batch state is
+its :class:`~lit_sparse.attention.decoding.KVCache` attributes (every built-in decoder: the
+slot ring, dense's and the recompute fallback's whole past).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+from torch import Tensor
+
+from lit_sparse.attention.decoding import DecodingCache, KVCache, LayerDecoder
+
+__all__ = ["rows_of"]
+
+
+def _kv_caches(decoder: LayerDecoder) -> dict[str, KVCache]:
+    return {name: value for name, value in vars(decoder).items() if isinstance(value, KVCache)}
+
+
+def rows_of(cache: DecodingCache, rows: Tensor) -> DecodingCache:
+    """The decoders of batch rows ``rows`` of ``cache`` (a row may repeat: beams that share
+    a parent), each its own copy."""
+    return DecodingCache([_layer_rows(layer, rows) for layer in cache.layers])
+
+
+def _layer_rows(decoder: LayerDecoder, rows: Tensor) -> LayerDecoder:
+    new = copy.copy(decoder)
+    new.shape = replace(decoder.shape, batch=int(rows.numel()))
+    for name, old in _kv_caches(decoder).items():
+        kv = copy.copy(old)
+        index = rows.to(old.k.device)
+        kv.k, kv.v = old.k.index_select(0, index), old.v.index_select(0, index)
+        setattr(new, name, kv)
+    return new

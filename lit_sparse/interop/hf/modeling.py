@@ -1,0 +1,239 @@
+"""``LitSparseForCausalLM``: lit_sparse's ``LanguageModel`` as a transformers causal LM.
+
+One implementation of the network: the model wraps a ``LanguageModel`` and holds its
+modules under their own names (``embedding``, ``blocks``, ``norm``), so its state dict is
+the ``LanguageModel``'s, key for key, and a folder saved by either loads in the other.
+``generate`` decodes through :class:`~lit_sparse.interop.hf.cache.LitSparseCache` (each
+pattern's own bounded cache) unless told not to cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+from pathlib import Path
+
+import torch
+from torch import Tensor
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+from lit_sparse.attention import build_attention
+from lit_sparse.errors import ConfigError
+from lit_sparse.interop.hf.cache import RIGHT_PADDED, LitSparseCache
+from lit_sparse.interop.hf.configuration import LitSparseConfig
+from lit_sparse.interop.hf.padding import check_positions, padded_forward, row_layout
+from lit_sparse.io.atomic import write_text
+from lit_sparse.io.pretrained import CONFIG_FILE
+from lit_sparse.io.remote_code import AUTO_MAP, REMOTE_CODE
+from lit_sparse.model import LanguageModel, RotaryEmbedding
+
+__all__ = ["CACHE_ARGUMENT", "LitSparseForCausalLM", "LitSparsePreTrainedModel"]
+
+CACHE_ARGUMENT = (
+    "cache"
+    if "cache" in inspect.signature(GenerationMixin.prepare_inputs_for_generation).parameters
+    else "past_key_values"
+)
+"""The name generate passes the cache under: ``cache`` from transformers 5.2x, before it
+``past_key_values`` (the forward takes both)."""
+_OUTPUT_CACHE = (
+    "cache"
+    if "cache" in {f.name for f in dataclasses.fields(CausalLMOutputWithPast)}
+    else "past_key_values"
+)
+
+
+class LitSparsePreTrainedModel(PreTrainedModel):
+    """transformers' loading, saving and weight initialisation for lit_sparse models."""
+
+    config_class = LitSparseConfig
+    base_model_prefix = ""
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = False
+    _no_split_modules = ["Block"]
+    _supports_cache_class = True
+    _is_stateful = False
+
+    def _init_weights(self, module) -> None:
+        """Only RoPE's table is computed here (it is never saved; transformers builds the
+        model without data first): the weights are lit_sparse's own initialisation or the
+        checkpoint's."""
+        if isinstance(module, RotaryEmbedding):
+            arch = self.config.model_config
+            with torch.device("cpu"):
+                inv_freq = RotaryEmbedding(arch.head_dim, arch.rope_theta).inv_freq
+            device = module.inv_freq.device
+            module.inv_freq = inv_freq.to("cpu" if device.type == "meta" else device)
+            module._tables.clear()
+            module._step = None
+
+
+class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
+    """A lit_sparse language model (any registered attention plugin) for transformers:
+    ``from_pretrained``, ``generate`` with the pattern's bounded cache, pipelines.
+
+    >>> model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+    >>> model.generate(input_ids, max_new_tokens=50)
+    """
+
+    def __init__(self, config: LitSparseConfig):
+        super().__init__(config)
+        network = LanguageModel(config.model_config, build_attention(config.attention))
+        # the network's modules are this model's: one state dict, one set of weights
+        self.embedding, self.blocks, self.norm = network.embedding, network.blocks, network.norm
+        self._network = (network,)  # a tuple: not registered a second time
+        self.post_init()
+
+    @property
+    def network(self) -> LanguageModel:
+        """The wrapped ``lit_sparse.LanguageModel`` (the same modules and weights)."""
+        return self._network[0]
+
+    @classmethod
+    def from_network(cls, network: LanguageModel, **config) -> LitSparseForCausalLM:
+        """A transformers model with ``network``'s weights (copied), in ``network``'s mode;
+        ``config``: extra config keys (e.g. ``eos_token_id``)."""
+        model = cls(LitSparseConfig.from_network(network, **config))
+        model.load_state_dict(network.state_dict())
+        weight = network.embedding.weight
+        return model.to(device=weight.device, dtype=weight.dtype).train(network.training)
+
+    def get_input_embeddings(self):
+        return self.embedding
+
+    def set_input_embeddings(self, value) -> None:
+        self.embedding = self.network.embedding = value
+
+    def get_output_embeddings(self):
+        return None  # the head is the embedding itself (tied), with no module of its own
+
+    def new_cache(self, max_length: int | None = None) -> LitSparseCache:
+        """An empty cache for sequences of up to ``max_length`` columns (it grows past)."""
+        return LitSparseCache(self.network, max_length)
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        past_key_values: LitSparseCache | None = None,
+        inputs_embeds: Tensor | None = None,
+        labels: Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        logits_to_keep: int | Tensor = 0,
+        cache: LitSparseCache | None = None,
+        **kwargs,
+    ) -> CausalLMOutputWithPast:
+        """Next-token logits (B, n, vocab) of ``input_ids`` (B, n).
+
+        Args:
+            attention_mask: (B, columns) 1 for tokens, 0 for padding, left or right; every
+                row is computed as if it were alone (logits at pad columns are 0).
+            position_ids: optional; if given, each row's tokens must be at 0, 1, 2, ... from
+                its first one (the only placement the model computes).
+            past_key_values: a :class:`LitSparseCache` to continue (``cache`` is the same
+                argument under transformers 5's name; generate passes one).
+            labels: (B, n) targets; the loss is the mean next-token cross-entropy of
+                ``logits[:, :-1]`` against ``labels[:, 1:]``, -100 ignored.
+            use_cache: return a new cache of this call when none is given (default: no).
+            logits_to_keep: return only the last k positions' logits (0: all).
+            kwargs: ``cache_position`` (older transformers) is checked against the cache's
+                length; loss options (``num_items_in_batch``) go to the loss.
+        """
+        cache = cache if cache is not None else past_key_values
+        if input_ids is None or inputs_embeds is not None:
+            raise ConfigError(
+                "inputs_embeds: lit_sparse models take input_ids only (their embedding is "
+                "part of the attention pattern's decoding)"
+            )
+        if output_attentions or output_hidden_states:
+            raise ConfigError(
+                "output_attentions / output_hidden_states: lit_sparse models return logits "
+                "(and a loss) only"
+            )
+        if cache is not None and not isinstance(cache, LitSparseCache):
+            raise ConfigError(
+                f"past_key_values: a {type(cache).__name__}; lit_sparse models decode with "
+                "their own cache (LitSparseCache, model.new_cache()): leave it out and "
+                "generate builds one"
+            )
+        self._check_cache_position(kwargs.pop("cache_position", None), cache)
+        if cache is None and use_cache:
+            cache = self.new_cache()
+        batch, n = input_ids.shape
+        if cache is None:
+            layout = row_layout(attention_mask, batch, n)
+            check_positions(position_ids, layout, 0)
+            logits = padded_forward(self.network, input_ids, layout)
+        else:
+            logits = cache.forward(input_ids, attention_mask, position_ids)
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(
+                logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs
+            )
+        if isinstance(logits_to_keep, int) and logits_to_keep > 0:
+            logits = logits[:, -logits_to_keep:]
+        elif isinstance(logits_to_keep, Tensor):
+            logits = logits[:, logits_to_keep]
+        output = CausalLMOutputWithPast(loss=loss, logits=logits, **{_OUTPUT_CACHE: cache})
+        return output if return_dict is not False else output.to_tuple()
+
+    @staticmethod
+    def _check_cache_position(cache_position: Tensor | None, cache: LitSparseCache | None):
+        if cache_position is None:
+            return
+        start = 0 if cache is None else cache.get_seq_length()
+        if int(cache_position.reshape(-1)[0]) != start:
+            raise ConfigError(
+                f"cache_position starts at {int(cache_position.reshape(-1)[0])}, but the cache "
+                f"holds {start} columns: a lit_sparse cache continues where it ended"
+            )
+
+    def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
+        """generate's cache: a :class:`LitSparseCache` for the whole generation (the
+        prompt plus ``max_new_tokens``), unless the caller gave one or turned caching off."""
+        given = model_kwargs.get(CACHE_ARGUMENT)
+        if given is not None:
+            if not isinstance(given, LitSparseCache):
+                raise ConfigError(
+                    f"{CACHE_ARGUMENT}: a {type(given).__name__}; lit_sparse models decode with "
+                    "their own cache (model.new_cache()), or leave it out"
+                )
+            return super()._prepare_cache_for_generation(
+                generation_config, model_kwargs, *args, **kwargs
+            )
+        if generation_config.use_cache is False:
+            return None
+        mask = model_kwargs.get("attention_mask")
+        if mask is not None and mask.dim() == 2:  # refused before the prompt runs
+            if row_layout(mask, mask.shape[0], mask.shape[1]).right_padded:
+                raise ConfigError(RIGHT_PADDED)
+        implementation = generation_config.cache_implementation
+        if implementation not in (None, "dynamic"):
+            raise ConfigError(
+                f"cache_implementation={implementation!r}: lit_sparse models decode with "
+                "their own cache (each attention pattern's); leave cache_implementation out"
+            )
+        model_kwargs[CACHE_ARGUMENT] = self.new_cache(generation_config.max_length)
+        return None
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """transformers' ``save_pretrained``, plus the remote-code files and their
+        ``auto_map``, so the folder loads with ``trust_remote_code=True`` anywhere and with
+        ``lit_sparse.LanguageModel.from_pretrained``."""
+        result = super().save_pretrained(save_directory, *args, **kwargs)
+        folder = Path(save_directory)
+        config_path = folder / CONFIG_FILE
+        if config_path.is_file():
+            config = json.loads(config_path.read_text())
+            config["auto_map"] = dict(AUTO_MAP)
+            write_text(config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
+            for name, text in REMOTE_CODE.items():
+                write_text(folder / name, text)
+        return result

@@ -1,0 +1,138 @@
+"""The config.json keys and weight names of a model folder that transformers reads.
+
+Two layouts of the same network (pre-norm RMSNorm, rotate-half RoPE, GQA, SwiGLU, no
+biases, tied head):
+
+- ``lit_sparse``: lit_sparse's own names (``blocks.0.attn.q_proj.weight``), the
+  ``format``/``arch``/``attention`` keys, and ``model_type`` ``lit_sparse`` with the
+  standard shape keys (``hidden_size``, ``num_hidden_layers``, ...) and an ``auto_map`` to
+  the remote-code files beside it, so transformers loads any attention plugin;
+- ``llama`` / ``mistral`` (stock): transformers' own names (``model.layers.0.self_attn.
+  q_proj.weight``) and config, for the two patterns transformers already has (dense and
+  sliding window), loaded with no remote code. The lit_sparse keys ride along under
+  ``lit_sparse``, so ``LanguageModel.from_pretrained`` reads these folders back too.
+
+Pure functions of plain values: no transformers import.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lit_sparse.errors import ConfigError
+
+__all__ = [
+    "LIT_SPARSE_CLASS",
+    "STOCK_CLASSES",
+    "describe_stock_layouts",
+    "from_stock_names",
+    "shape_fields",
+    "stock_config",
+    "stock_layout_of",
+    "to_stock_names",
+]
+
+LIT_SPARSE_CLASS = "LitSparseForCausalLM"
+STOCK_CLASSES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}
+_STOCK_PLUGINS = {"llama": "DenseAttention", "mistral": "SlidingWindowAttention"}
+
+_BLOCK_NAMES = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "attn.q_proj.weight": "self_attn.q_proj.weight",
+    "attn.k_proj.weight": "self_attn.k_proj.weight",
+    "attn.v_proj.weight": "self_attn.v_proj.weight",
+    "attn.o_proj.weight": "self_attn.o_proj.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "ffn.gate.weight": "mlp.gate_proj.weight",
+    "ffn.up.weight": "mlp.up_proj.weight",
+    "ffn.down.weight": "mlp.down_proj.weight",
+}
+
+
+def shape_fields(config) -> dict[str, Any]:
+    """The standard config.json keys of a ``ModelConfig`` (what transformers, lm-eval and the
+    hub's model pages read): ``training_length`` and ``max_position_embeddings`` are both
+    the training length (the model itself runs at any length)."""
+    return {
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.d_model,
+        "intermediate_size": config.ffn_width,
+        "num_hidden_layers": config.n_layers,
+        "num_attention_heads": config.n_heads,
+        "num_key_value_heads": config.n_kv_heads,
+        "head_dim": config.head_dim,
+        "hidden_act": "silu",
+        "rms_norm_eps": config.norm_eps,
+        "rope_theta": config.rope_theta,
+        "max_position_embeddings": config.context_length,
+        "training_length": config.context_length,
+        "tie_word_embeddings": True,
+        "attention_bias": False,
+        "mlp_bias": False,
+    }
+
+
+def stock_layout_of(attention_config: dict[str, Any]) -> str | None:
+    """``llama`` for a dense plugin's ``{class_path, init_args}``, ``mistral`` for a sliding
+    window, else None (no transformers class has the pattern)."""
+    name = str(attention_config.get("class_path", "")).rpartition(".")[2]
+    return next((layout for layout, cls in _STOCK_PLUGINS.items() if cls == name), None)
+
+
+def stock_config(layout: str, config, lit_sparse_keys: dict[str, Any]) -> dict[str, Any]:
+    """config.json of the stock ``layout`` (``llama`` or ``mistral``) for a ``ModelConfig``;
+    ``lit_sparse_keys`` (format, arch, attention) are kept under ``lit_sparse``. Mistral's
+    ``sliding_window`` counts the query itself: lit_sparse's window W (distances 0..W) is
+    ``sliding_window = W + 1``."""
+    attention = lit_sparse_keys["attention"]
+    if stock_layout_of(attention) != layout:
+        raise ConfigError(
+            f"format={layout!r}: the model's attention ({attention['class_path']}) has no "
+            f"{STOCK_CLASSES.get(layout, layout)} form; {describe_stock_layouts()}"
+        )
+    fields = {
+        "architectures": [STOCK_CLASSES[layout]],
+        "model_type": layout,
+        **shape_fields(config),
+        # no special tokens unless the export knows them (Llama's defaults are 1 and 2)
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
+        "lit_sparse": lit_sparse_keys,
+    }
+    if layout == "mistral":
+        fields["sliding_window"] = int(attention["init_args"]["window"]) + 1
+    return fields
+
+
+def describe_stock_layouts() -> str:
+    """Which plugins have a stock layout, in words."""
+    return "only dense exports as llama and sliding_window as mistral; use format 'lit_sparse'"
+
+
+def to_stock_names(state: dict[str, Any], n_layers: int) -> dict[str, Any]:
+    """lit_sparse's state dict renamed to transformers' Llama/Mistral names (the tied head
+    has no tensor of its own in either)."""
+    names = _names(n_layers)
+    extra = sorted(set(state) - set(names))
+    if extra:
+        raise ConfigError(
+            f"the model has tensors no Llama/Mistral layout holds ({', '.join(extra[:3])}); "
+            f"{describe_stock_layouts()}"
+        )
+    return {names[key]: tensor for key, tensor in state.items()}
+
+
+def from_stock_names(state: dict[str, Any], n_layers: int) -> dict[str, Any]:
+    """The inverse of :func:`to_stock_names`; a tensor with another name keeps it (the
+    strict load then names it)."""
+    back = {stock: ours for ours, stock in _names(n_layers).items()}
+    return {back.get(key, key): tensor for key, tensor in state.items()}
+
+
+def _names(n_layers: int) -> dict[str, str]:
+    names = {"embedding.weight": "model.embed_tokens.weight", "norm.weight": "model.norm.weight"}
+    for layer in range(n_layers):
+        for ours, stock in _BLOCK_NAMES.items():
+            names[f"blocks.{layer}.{ours}"] = f"model.layers.{layer}.{stock}"
+    return names
