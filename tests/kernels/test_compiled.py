@@ -4,6 +4,7 @@ sparse-BLAS kernel when it cannot be built."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -138,7 +139,7 @@ def test_without_the_compiled_kernel_the_sparse_blas_one_runs():
         "torch.testing.assert_close(sparse_attention(q, k, v, s), slots_attention(q, k, v, s))\n"
         "print('csr ok')\n"
     )
-    env = {**__import__("os").environ, "LIT_SPARSE_CPU_KERNEL": "csr"}
+    env = {**os.environ, "LIT_SPARSE_CPU_KERNEL": "csr"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "csr ok" in done.stdout
@@ -210,3 +211,24 @@ def test_the_build_is_keyed_by_torch_the_python_abi_and_the_source(monkeypatch, 
     assert compiled.build_name() != name
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     assert compiled.build_directory("x") == tmp_path / "ext" / "x"
+
+
+@pytest.mark.slow
+def test_a_lock_left_by_a_killed_build_does_not_hang_the_next_load(tmp_path):
+    """torch's loader waits forever on a lock file a killed process left in the build folder;
+    the next load removes it (its flock shows no live process holds the folder)."""
+    import shutil
+
+    name = compiled.build_name()
+    built = compiled.build_directory(name)
+    folder = tmp_path / "ext" / name
+    shutil.copytree(built, folder, ignore=shutil.ignore_patterns("lock", "lit_sparse.lock"))
+    (folder / "lock").touch()  # what a SIGKILL during a load leaves behind
+    code = "from lit_sparse.attention.kernels import compiled; print(compiled.available())"
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=240
+    )
+    assert done.stdout.strip() == "True", done.stderr
+    assert "stale build lock" in done.stderr
+    assert not (folder / "lock").exists()

@@ -16,6 +16,7 @@ own thread setting, whichever is smallest. ``os.cpu_count()`` alone overcounts i
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
@@ -74,6 +75,32 @@ def build_directory(name: str) -> Path:
     return Path(root) / name
 
 
+@contextlib.contextmanager
+def build_lock(folder: Path):
+    """Hold the build folder for one process at a time, and clear a lock torch left behind.
+
+    torch's loader guards each build folder with a lock *file* that it deletes when done; a
+    process killed while loading (SIGKILL, an OOM kill, a killed test run) leaves the file,
+    and every later load then waits for it forever. An ``flock`` dies with its process, so
+    while this process holds one, a torch lock file in the folder is stale and removed.
+    """
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: torch's own lock file only
+        yield
+        return
+    with open(folder / "lit_sparse.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            stale = folder / "lock"
+            if stale.exists():
+                log.warning("removing a stale build lock left by a killed process: %s", stale)
+                stale.unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 @functools.cache
 def _extension():
     """The built module, or None (the reason logged once). A first build says so on stderr
@@ -95,13 +122,14 @@ def _extension():
             )
             start = time.perf_counter()
         folder.mkdir(parents=True, exist_ok=True)
-        module = load(
-            name=name,
-            sources=[str(SOURCE)],
-            extra_cflags=_FLAGS,
-            build_directory=str(folder),
-            verbose=False,
-        )
+        with build_lock(folder):
+            module = load(
+                name=name,
+                sources=[str(SOURCE)],
+                extra_cflags=_FLAGS,
+                build_directory=str(folder),
+                verbose=False,
+            )
         if first:
             seconds = time.perf_counter() - start
             print(f"built the CPU attention kernel in {seconds:.0f} s", file=sys.stderr)
