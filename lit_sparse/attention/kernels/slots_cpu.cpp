@@ -31,6 +31,7 @@
 #define CPU_CAPABILITY DEFAULT
 #define CPU_CAPABILITY_DEFAULT
 #endif
+#include <ATen/Parallel.h>
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 #include <torch/extension.h>
@@ -525,7 +526,142 @@ std::vector<torch::Tensor> backward(torch::Tensor q, torch::Tensor k, torch::Ten
   return {dq, dk, dv, dfrac};
 }
 
+// ------------------------------------------------------------------------------ decoding
+// One new position of a batch, read from each layer's ring of cached rows (the decoder's
+// step): q (B, H, D); ring_k, ring_v (B, KV, C, D), position p in row p % C. The relative
+// rows are p - back[i] (clamped at 0): [exact (M) | rung lower taps (R) | upper taps (R)];
+// exact slot m and rung r are valid from position first[m], first[M + r] on; absolute keys
+// (BigBird) are block_keys[p / block_size] (n_blocks, A), -1 for none, valid when
+// p - key >= min_abs. Slots [exact | rungs | absolute]; a rung's key and value are
+// (1 - frac) lo + frac hi. Returns out (B, H, D).
+std::vector<torch::Tensor> decode_step(torch::Tensor q, torch::Tensor ring_k, torch::Tensor ring_v,
+                                       int64_t position, torch::Tensor back, torch::Tensor first,
+                                       torch::Tensor frac, torch::Tensor block_keys,
+                                       int64_t block_size, int64_t min_abs) {
+  TORCH_CHECK(q.dim() == 3 && ring_k.dim() == 4, "decode_step: q (B, H, D), rings (B, KV, C, D)");
+  for (auto* x : {&q, &ring_k, &ring_v}) check(*x, q, "decode_step input");
+  const int64_t B = q.size(0), H = q.size(1), D = q.size(2), KV = ring_k.size(1);
+  const int64_t C = ring_k.size(2), G = H / KV;
+  const int64_t R = frac.numel(), M = first.numel() - R, A = block_keys.numel() ? block_keys.size(1) : 0;
+  TORCH_CHECK(back.numel() == M + 2 * R, "decode_step: back must hold M + 2R distances");
+  const int64_t* back_p = back.data_ptr<int64_t>();
+  const int64_t* first_p = first.data_ptr<int64_t>();
+  const int64_t n_rows = M + 2 * R + A, n_slots = M + R + A;
+  std::vector<int64_t> rows(n_rows);
+  std::vector<char> valid(n_slots);
+  for (int64_t i = 0; i < M + 2 * R; ++i) rows[i] = std::max<int64_t>(position - back_p[i], 0) % C;
+  for (int64_t i = 0; i < M + R; ++i) valid[i] = position >= first_p[i];
+  if (A) {
+    const int64_t* keys = block_keys.data_ptr<int64_t>() + (position / block_size) * A;
+    for (int64_t a = 0; a < A; ++a) {
+      rows[M + 2 * R + a] = std::max<int64_t>(keys[a], 0) % C;
+      valid[M + R + a] = keys[a] >= 0 && position - keys[a] >= min_abs;
+    }
+  }
+  auto out = torch::empty_like(q);
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "lit_sparse_decode_step", [&] {
+    using T = scalar_t;
+    const T scale = T(1) / std::sqrt(T(D));
+    const T neg_inf = -std::numeric_limits<T>::infinity();
+    const double* frac_p = frac.numel() ? frac.data_ptr<double>() : nullptr;
+    const T* qp = q.data_ptr<T>();
+    const T* kp = ring_k.data_ptr<T>();
+    const T* vp = ring_v.data_ptr<T>();
+    T* op = out.data_ptr<T>();
+    at::parallel_for(0, B * KV, 1, [&](int64_t begin, int64_t end) {
+      std::vector<T> row_scores(G * n_rows), probs(G * n_slots), weights(G * n_rows);
+      std::vector<const T*> k_rows(n_rows), v_rows(n_rows);
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t b = item / KV, kv = item % KV;
+        for (int64_t i = 0; i < n_rows; ++i) {
+          k_rows[i] = kp + ((b * KV + kv) * C + rows[i]) * D;
+          v_rows[i] = vp + ((b * KV + kv) * C + rows[i]) * D;
+        }
+        const T* qg = qp + (b * H + kv * G) * D;  // the group's G query rows
+        for (int64_t g = 0; g < G; ++g) {
+          for (int64_t i = 0; i < n_rows; ++i) row_scores[g * n_rows + i] = dot(qg + g * D, k_rows[i], D) * scale;
+          T* p = &probs[g * n_slots];
+          const T* sc = &row_scores[g * n_rows];
+          for (int64_t m = 0; m < M; ++m) p[m] = sc[m];
+          for (int64_t r = 0; r < R; ++r) {
+            const T f = T(frac_p[r]);
+            p[M + r] = sc[M + r] + f * (sc[M + R + r] - sc[M + r]);
+          }
+          for (int64_t a = 0; a < A; ++a) p[M + R + a] = sc[M + 2 * R + a];
+          for (int64_t j = 0; j < n_slots; ++j) if (!valid[j]) p[j] = neg_inf;
+          softmax_row(p, n_slots);
+          T* w = &weights[g * n_rows];
+          for (int64_t m = 0; m < M; ++m) w[m] = p[m];
+          for (int64_t r = 0; r < R; ++r) {
+            const T f = T(frac_p[r]);
+            w[M + r] = p[M + r] * (T(1) - f);
+            w[M + R + r] = p[M + r] * f;
+          }
+          for (int64_t a = 0; a < A; ++a) w[M + 2 * R + a] = p[M + R + a];
+        }
+        T* og = op + (b * H + kv * G) * D;
+        constexpr int64_t W = Vec<T>::size();
+        for (int64_t g = 0; g < G; ++g) {
+          const T* w = &weights[g * n_rows];
+          for (int64_t i = 0; i < D; i += W) {
+            Vec<T> acc(T(0));
+            for (int64_t r = 0; r < n_rows; ++r) {
+              if (w[r] != 0) acc = at::vec::fmadd(Vec<T>(w[r]), load(v_rows[r] + i, D - i), acc);
+            }
+            acc.store(og + g * D + i, std::min(W, D - i));
+          }
+        }
+      }
+    });
+  });
+  return {out};
+}
+
+// ------------------------------------------------------------------------------ bf16 weights
+// y (M, N) = x (M, K) w (N, K)^T for float32 x and bfloat16 w, accumulated in float32: a
+// decoding step reads each weight once, and bfloat16 halves those bytes. Rows of w are
+// split between torch's threads.
+torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
+  TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), "bf16_linear: x (M, K), w (N, K)");
+  TORCH_CHECK(x.scalar_type() == torch::kFloat && w.scalar_type() == torch::kBFloat16,
+              "bf16_linear: float32 x and bfloat16 w");
+  TORCH_CHECK(x.is_contiguous() && w.is_contiguous() && x.device().is_cpu() && w.device().is_cpu(),
+              "bf16_linear: contiguous CPU tensors");
+  const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  auto y = torch::empty({M, N}, x.options());
+  const float* xp = x.data_ptr<float>();
+  const c10::BFloat16* wp = w.data_ptr<c10::BFloat16>();
+  float* yp = y.data_ptr<float>();
+  using BVec = at::vec::Vectorized<c10::BFloat16>;
+  using FVec = at::vec::Vectorized<float>;
+  constexpr int64_t L = BVec::size(), W = FVec::size();  // L = 2 W
+  constexpr int kRows = 4;  // rows of x per pass over a weight row
+  at::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const c10::BFloat16* wr = wp + n * K;
+      for (int64_t m0 = 0; m0 < M; m0 += kRows) {
+        const int64_t rows = std::min<int64_t>(kRows, M - m0);
+        FVec acc[kRows];
+        for (int r = 0; r < kRows; ++r) acc[r] = FVec(0.f);
+        for (int64_t k = 0; k < K; k += L) {
+          const int64_t left = K - k;
+          auto [w_lo, w_hi] = at::vec::convert_to_float<c10::BFloat16>(BVec::loadu(wr + k, std::min(L, left)));
+          for (int r = 0; r < rows; ++r) {
+            const float* xr = xp + (m0 + r) * K + k;
+            acc[r] = at::vec::fmadd(FVec::loadu(xr, std::min(W, left)), w_lo, acc[r]);
+            if (left > W) acc[r] = at::vec::fmadd(FVec::loadu(xr + W, std::min(W, left - W)), w_hi, acc[r]);
+          }
+        }
+        for (int r = 0; r < rows; ++r) yp[(m0 + r) * N + n] = lane_sum(acc[r]);
+      }
+    }
+  });
+  return y;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward, "sparse attention over key slots, forward (CPU)");
   m.def("backward", &backward, "sparse attention over key slots, backward (CPU)");
+  m.def("decode_step", &decode_step, "one decoding position over a ring of cached rows (CPU)");
+  m.def("bf16_linear", &bf16_linear, "float32 x times bfloat16 weights, float32 sums (CPU)");
 }
