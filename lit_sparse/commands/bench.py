@@ -149,14 +149,32 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _decode_parser(sub) -> None:
-    from lit_sparse.bench.decode import CONTEXTS, PLUGINS, DecodeBenchSpec
+    from lit_sparse.bench.decode import CONTEXTS, DTYPES, PLUGINS, DecodeBenchSpec
 
     defaults = DecodeBenchSpec()
     decode = sub.add_parser(
-        "decode", help="per-token decoding latency and KV-cache size after long contexts"
+        "decode",
+        help="decoding steps after long contexts: batched, against the weights' memory floor",
     )
     decode.add_argument("--contexts", type=int, nargs="+", default=list(CONTEXTS))
     decode.add_argument("--plugins", nargs="+", choices=PLUGINS, default=list(PLUGINS))
+    decode.add_argument(
+        "--batch", type=int, nargs="+", default=[1], help="sequences per step (e.g. 1 8 32)"
+    )
+    decode.add_argument(
+        "--dtype",
+        nargs="+",
+        choices=DTYPES,
+        default=["float32"],
+        dest="dtypes",
+        help="the weights' dtypes, timed side by side (bfloat16: half the bytes per step)",
+    )
+    decode.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    decode.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also time a step's parts: projections, attention reads, output layer, rest",
+    )
     decode.add_argument("--tokens", type=int, default=defaults.tokens, help="timed per row")
     decode.add_argument("--window", type=int, default=defaults.window, help="fibonacci W")
     for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "vocab_size", "training_length"):
