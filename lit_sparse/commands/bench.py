@@ -5,13 +5,19 @@ training steps and decoding against dense, in one run, as Markdown tables (and J
   head dim 64 by default) for every registered plugin, built-in or from an installed
   package, in the configurations its ``bench_cases`` hook gives (fibonacci adds
   ``fibonacci_learned``), dense included (causal SDPA, or flash-attn on CUDA in half
-  precision when installed: what the model runs); natten's causal neighborhood attention
-  when ``natten_mps`` is installed, and FlexAttention (``flex``) on CUDA, as peers.
-  (:mod:`lit_sparse.bench.attention`.)
+  precision when installed: what the model runs); as peers, FlexAttention with each slot
+  plugin's block mask (``flex:<plugin>``; forward only on the CPU, where it has no
+  backward) and natten's causal neighborhood attention when ``natten_mps`` is installed
+  (:mod:`lit_sparse.bench.attention`).
 - ``train``: AdamW training steps of the quickstart or the paper's model shape
   (:mod:`lit_sparse.bench.train`).
-- ``decode``: one decoding step of the paper's model after contexts of 1k to 64k tokens,
-  with each plugin's KV-cache size (:mod:`lit_sparse.bench.decode`).
+- ``decode``: decoding steps of the paper's model after contexts of 1k to 64k tokens,
+  batched, against the weights' memory floor, with each plugin's KV-cache size
+  (:mod:`lit_sparse.bench.decode`).
+- ``prefill``: a long prompt into the caches in chunks, tokens/s and peak memory
+  (:mod:`lit_sparse.bench.prefill`).
+- ``gpu``: the GPU plan (tests, attention, decoding, training steps) in one command
+  (:mod:`lit_sparse.bench.gpu`).
 
 How the rows are measured (fresh processes, interleaved rounds, medians, the copy-bandwidth
 floor, busy cores) is in :mod:`lit_sparse.bench.timing` and :mod:`lit_sparse.bench.rows`.
@@ -27,11 +33,15 @@ from typing import Any
 from lit_sparse.bench.attention import (
     DTYPES,
     FLEX,
+    FLEX_PREFIX,
     LEARNED,
     NATTEN,
     fibonacci_keys,
+    flex_peer,
+    is_flex,
     natten_available,
     plugin_names,
+    slot_plugin_names,
 )
 from lit_sparse.bench.rows import bench_table, run_lengths
 from lit_sparse.bench.timing import progress
@@ -43,19 +53,24 @@ DEFAULT_LENGTHS = (1024, 4096, 16384)
 
 
 def _bench_rows_of(args: argparse.Namespace) -> list[str]:
-    """The rows to time, dense first (the others divide by it), peers last."""
+    """The rows to time, dense first (the others divide by it), peers last: by default (and
+    with ``flex`` among the plugins) a FlexAttention row for every slot plugin listed."""
     kind = args.command
-    plugins = list(args.plugins) if args.plugins else plugin_names(args.window)
+    chosen = list(args.plugins) if args.plugins else plugin_names(args.window)
+    flex = kind == "attention" and (args.plugins is None or FLEX in chosen)
+    plugins = [p for p in chosen if p != FLEX]
     if "dense" not in plugins:
         plugins.insert(0, "dense")
-    plugins.sort(key=lambda p: p != "dense")
+    plugins.sort(key=lambda p: (p != "dense", is_flex(p)))
+    if flex:
+        slot_plugins = set(slot_plugin_names(args.window))
+        peers = [flex_peer(p) for p in plugins if p in slot_plugins]
+        plugins += [p for p in peers if p not in plugins]
     if kind == "attention" and NATTEN not in plugins and args.plugins is None:
         if natten_available():
             plugins.append(NATTEN)
         else:
             progress("natten_mps is not installed: its peer row is skipped")
-    if kind == "attention" and args.plugins is None and args.device == "cuda":
-        plugins.append(FLEX)
     return plugins
 
 
@@ -97,8 +112,9 @@ def _parser() -> argparse.ArgumentParser:
             nargs="+",
             default=None,
             help="rows: every registered plugin's bench cases (e.g. fibonacci, "
-            f"{LEARNED}, an installed package's plugin), '{NATTEN}' or '{FLEX}' (CUDA) "
-            "(default: all; flex on CUDA only); dense always runs",
+            f"{LEARNED}, an installed package's plugin), '{NATTEN}', '{FLEX}' (FlexAttention "
+            f"with the block mask of each slot plugin listed) or '{FLEX_PREFIX}NAME' (one) "
+            "(default: all, flex rows included); dense always runs",
         )
         p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
         p.add_argument("--json", type=str, default=None, help="write the rows to this file")
@@ -225,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{cores} cores; keeping all of them busy would leave none for the bench)"
         )
     known = {*plugin_names(args.window), NATTEN, FLEX}
+    known |= {flex_peer(p) for p in slot_plugin_names(args.window)}
     unknown = sorted(set(args.plugins or ()) - known)
     if unknown:
         print(f"unknown plugins {unknown}; known: {sorted(known)}", file=sys.stderr)
@@ -235,13 +252,12 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if FLEX in (args.plugins or ()) and (args.command != "attention" or args.device != "cuda"):
-        print(
-            f"--plugins {FLEX}: FlexAttention is timed on CUDA only (it has no backward on the"
-            " CPU) and in `bench attention`; use `bench attention --device cuda`",
-            file=sys.stderr,
+    flexes = [p for p in args.plugins or () if p == FLEX or is_flex(p)]
+    if flexes and args.command != "attention":
+        raise ConfigError(
+            f"--plugins {flexes[0]}: FlexAttention rows are timed by `bench attention` only "
+            "(one attention call), not by `bench train`"
         )
-        return 2
     specs = [_length_spec(args, length) for length in args.lengths]
     rows = run_lengths(specs, _bench_rows_of(args), args.dense_max_length)
     print(bench_table(rows, args.command))
