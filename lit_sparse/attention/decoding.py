@@ -161,7 +161,9 @@ class KVCache:
         step after a long context without computing one)."""
         self.reserve(length)
         for buffer in (self.k, self.v):
-            noise = torch.randn(buffer.shape, generator=generator, dtype=buffer.dtype)
+            noise = torch.randn(
+                buffer.shape, generator=generator, dtype=buffer.dtype, device=buffer.device
+            )
             buffer.copy_(noise.mul_(scale))
 
     @property
@@ -445,6 +447,6 @@ class DecodingCache:
         """Every layer as if ``length`` positions were decoded, with random keys and values."""
         if not 0 < length < self.max_length:
             raise ValueError(f"length={length}: must be in [1, max_length={self.max_length})")
-        generator = torch.Generator().manual_seed(seed)
+        generator = torch.Generator(device=self.layers[0].shape.device).manual_seed(seed)
         for layer in self.layers:
             layer.fill_random(length, generator)

@@ -30,6 +30,7 @@ __all__ = [
     "is_flex",
     "LEARNED",
     "NATTEN",
+    "SDPA",
     "attention_case",
     "bench_plugins",
     "build_plugin",
@@ -45,6 +46,7 @@ LEARNED = "fibonacci_learned"
 NATTEN = "natten"
 FLEX = "flex"
 FLEX_PREFIX = "flex:"
+SDPA = "sdpa"  # dense attention on SDPA, whatever else is installed (flash-attn: "dense")
 FLEX_BLOCK = 128  # FlexAttention's default tile
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -82,6 +84,10 @@ def natten_available() -> bool:
 
 def build_plugin(name: str, window: int, keys: int):
     """The plugin of row ``name``, configured to attend ``keys`` keys per query."""
+    if name == SDPA:
+        from lit_sparse import build_attention
+
+        return build_attention("dense", backend="sdpa")
     plugins = bench_plugins(window, keys)
     if name not in plugins:
         raise ValueError(f"no bench row {name!r}; rows: {', '.join(plugins)}")

@@ -36,6 +36,7 @@ from lit_sparse.bench.attention import (
     FLEX_PREFIX,
     LEARNED,
     NATTEN,
+    SDPA,
     fibonacci_keys,
     flex_peer,
     is_flex,
@@ -112,9 +113,10 @@ def _parser() -> argparse.ArgumentParser:
             nargs="+",
             default=None,
             help="rows: every registered plugin's bench cases (e.g. fibonacci, "
-            f"{LEARNED}, an installed package's plugin), '{NATTEN}', '{FLEX}' (FlexAttention "
-            f"with the block mask of each slot plugin listed) or '{FLEX_PREFIX}NAME' (one) "
-            "(default: all, flex rows included); dense always runs",
+            f"{LEARNED}, an installed package's plugin), '{NATTEN}', '{SDPA}' (dense on SDPA "
+            f"whatever else is installed), '{FLEX}' (FlexAttention with the block mask of each "
+            f"slot plugin listed) or '{FLEX_PREFIX}NAME' (one) (default: all, flex rows "
+            "included); dense always runs",
         )
         p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
         p.add_argument("--json", type=str, default=None, help="write the rows to this file")
@@ -161,7 +163,104 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.set_defaults(batch=1)
     _decode_parser(sub)
+    _prefill_parser(sub)
+    _gpu_parser(sub)
     return parser
+
+
+def _shape_options(parser, defaults) -> None:
+    """The model-shape options of decode and prefill (default: the paper's shape)."""
+    parser.add_argument("--window", type=int, default=defaults.window, help="fibonacci W")
+    for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "vocab_size", "training_length"):
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, type=int, default=getattr(defaults, name), dest=name)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+
+
+def _prefill_parser(sub) -> None:
+    from lit_sparse.bench.decode import PLUGINS
+    from lit_sparse.bench.prefill import PrefillBenchSpec
+
+    defaults = PrefillBenchSpec()
+    prefill = sub.add_parser(
+        "prefill", help="a long prompt into the caches, in chunks: tokens/s and peak memory"
+    )
+    prefill.add_argument("--lengths", type=int, nargs="+", default=defaults.lengths)
+    prefill.add_argument("--plugins", nargs="+", choices=PLUGINS, default=defaults.plugins)
+    prefill.add_argument(
+        "--chunk",
+        type=int,
+        nargs="+",
+        default=defaults.chunks,
+        dest="chunks",
+        help="prompt tokens per chunk, one row each (0: the whole prompt at once)",
+    )
+    _shape_options(prefill, defaults)
+    prefill.add_argument("--json", default=None, help="write the rows to this file")
+
+
+def _gpu_parser(sub) -> None:
+    from lit_sparse.bench.gpu import PLAN
+
+    gpu = sub.add_parser(
+        "gpu",
+        help="the GPU plan in one command: gpu tests, attention, decoding and training steps "
+        "on CUDA (at most 8 minutes); --dry-run checks it on any machine",
+    )
+    gpu.add_argument("--json", default=None, help="write every step's result and rows here")
+    gpu.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan and check that every piece imports and builds its inputs (CPU)",
+    )
+    gpu.add_argument(
+        "--steps",
+        nargs="+",
+        choices=[step.name for step in PLAN],
+        default=None,
+        help="run only these steps (default: all)",
+    )
+
+
+def _gpu(args: argparse.Namespace) -> int:
+    from lit_sparse.bench.gpu import BenchCli, describe, dry_run, plan, run_plan
+
+    steps = plan(args.steps)
+    print(describe(steps))
+    if args.dry_run:
+        found = dry_run(steps, BenchCli(_parser().parse_args, _length_spec), progress)
+        for name, why in found.failed.items():
+            print(f"{name}: {why}", file=sys.stderr)
+        print("dry run: " + ("every piece imports and builds" if not found.failed else "FAILED"))
+        return 1 if found.failed else 0
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            "bench gpu: no CUDA device here; `bench gpu --dry-run` checks the plan on any machine"
+        )
+    if not args.json:
+        raise ConfigError("bench gpu: --json PATH is needed (where the results go)")
+    result = run_plan(steps, progress)
+    from lit_sparse.io.atomic import write_json
+
+    write_json(args.json, result)
+    failed = [r["step"] for r in result["steps"] if r["rc"] != 0]
+    print(f"{len(steps) - len(failed)} of {len(steps)} steps passed in {result['seconds']:.0f} s")
+    return 1 if failed else 0
+
+
+def _prefill(args: argparse.Namespace) -> int:
+    from lit_sparse.bench.prefill import PrefillBenchSpec, format_rows, run_prefill_bench
+
+    options = {k: v for k, v in vars(args).items() if k not in ("command", "json")}
+    rows = run_prefill_bench(PrefillBenchSpec(**options), progress=progress)
+    print(format_rows(rows))
+    if args.json:
+        from lit_sparse.io.atomic import write_json
+
+        write_json(args.json, rows)
+    return 1 if any("error" in row for row in rows) else 0
 
 
 def _decode_parser(sub) -> None:
@@ -192,11 +291,7 @@ def _decode_parser(sub) -> None:
         help="also time a step's parts: projections, attention reads, output layer, rest",
     )
     decode.add_argument("--tokens", type=int, default=defaults.tokens, help="timed per row")
-    decode.add_argument("--window", type=int, default=defaults.window, help="fibonacci W")
-    for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "vocab_size", "training_length"):
-        flag = "--" + name.replace("_", "-")
-        decode.add_argument(flag, type=int, default=getattr(defaults, name), dest=name)
-    decode.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    _shape_options(decode, defaults)
     decode.add_argument(
         "--rss-tokens",
         type=int,
@@ -227,6 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "decode":
         return _decode(args)
+    if args.command == "prefill":
+        return _prefill(args)
+    if args.command == "gpu":
+        return _gpu(args)
     if args.lengths is None:
         args.lengths = list(DEFAULT_LENGTHS if args.command == "attention" else (1024, 4096))
     for option, values in (("--lengths", args.lengths), ("--repeats", [args.repeats])):
@@ -240,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             f"--busy-cores {bad[0]}: must be in 0..{(cores or 1) - 1} (this process may run on "
             f"{cores} cores; keeping all of them busy would leave none for the bench)"
         )
-    known = {*plugin_names(args.window), NATTEN, FLEX}
+    known = {*plugin_names(args.window), NATTEN, FLEX, SDPA}
     known |= {flex_peer(p) for p in slot_plugin_names(args.window)}
     unknown = sorted(set(args.plugins or ()) - known)
     if unknown:
