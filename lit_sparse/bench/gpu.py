@@ -100,9 +100,9 @@ PLAN = [
     Step(
         "train",
         ["lit_sparse", "bench", "train", "--device", "cuda", "--shape", "paper"]
-        + ["--lengths", "4096", "--plugins", "fibonacci", "--repeats", "20", "--budget", "60"],
+        + ["--lengths", "4096", "--plugins", "fibonacci", "--repeats", "20", "--budget", "20"],
         60,
-        "20 AdamW steps of the paper's shape at 4k, fibonacci against dense",
+        "20 AdamW steps of the paper's shape at 4k (fewer past 20 s each), fibonacci against dense",
     ),
 ]
 assert sum(step.budget_s for step in PLAN) <= BUDGET_S
