@@ -166,6 +166,22 @@ def test_the_flex_mask_gives_the_plugins_output(name, length):
     torch.testing.assert_close(got, pattern.reference(q, k, v), atol=1e-5, rtol=1e-5)
 
 
+def test_the_sdpa_row_is_dense_on_sdpa_and_a_known_row(capsys):
+    """``sdpa`` is dense pinned to SDPA (where flash-attn would serve ``dense``): its output is
+    dense's causal reference, and ``--plugins sdpa`` passes the bench's row check."""
+    import torch
+
+    pattern = build_plugin("sdpa", 12, 23).build(0, 16, 64)
+    assert pattern.backend == "sdpa"
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 8, 64, 16, generator=gen)
+    k, v = (torch.randn(1, 2, 64, 16, generator=gen) for _ in range(2))
+    torch.testing.assert_close(pattern(q, k, v), pattern.reference(q, k, v))
+    assert main(["attention", "--lengths", "32", "--plugins", "sdpa", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("unknown plugins ['nope'];")  # sdpa is known
+
+
 def test_the_block_mask_keeps_the_tiles_its_distances_touch():
     """Fibonacci's distances (0..13, 21, 34, ..., 610, 987) reach 987: a query tile keeps
     the tiles 0, 1, 2, 3, 4, 5, 7 and 8 tiles back (the tiles 6 back span distances
