@@ -21,8 +21,20 @@ from torch import Tensor, nn
 
 from lit_sparse.attention import AttentionPattern, AttentionPlugin, build_attention
 from lit_sparse.attention.decoding import DecodeShape, DecodingCache, LayerDecoder
+from lit_sparse.attention.kernels.mixed_linear import linear
 from lit_sparse.config import ModelConfig
 from lit_sparse.io import pretrained
+
+
+class Linear(nn.Linear):
+    """A bias-free projection whose weight may be stored narrower than the activations
+    (bfloat16 decoding weights): the product is computed in the activations' dtype."""
+
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__(in_features, out_features, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight)
 
 
 class RMSNorm(nn.Module):
@@ -94,10 +106,10 @@ class Attention(nn.Module):
             config.n_kv_heads,
             config.head_dim,
         )
-        self.q_proj = nn.Linear(config.d_model, config.n_heads * config.head_dim, bias=False)
-        self.k_proj = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
-        self.v_proj = nn.Linear(config.d_model, config.n_kv_heads * config.head_dim, bias=False)
-        self.o_proj = nn.Linear(config.n_heads * config.head_dim, config.d_model, bias=False)
+        self.q_proj = Linear(config.d_model, config.n_heads * config.head_dim)
+        self.k_proj = Linear(config.d_model, config.n_kv_heads * config.head_dim)
+        self.v_proj = Linear(config.d_model, config.n_kv_heads * config.head_dim)
+        self.o_proj = Linear(config.n_heads * config.head_dim, config.d_model)
         self.pattern = pattern
         self.rope = rope
 
@@ -118,9 +130,9 @@ class FeedForward(nn.Module):
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.gate = nn.Linear(config.d_model, config.ffn_width, bias=False)
-        self.up = nn.Linear(config.d_model, config.ffn_width, bias=False)
-        self.down = nn.Linear(config.ffn_width, config.d_model, bias=False)
+        self.gate = Linear(config.d_model, config.ffn_width)
+        self.up = Linear(config.d_model, config.ffn_width)
+        self.down = Linear(config.ffn_width, config.d_model)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.down(F.silu(self.gate(x)) * self.up(x))
@@ -171,20 +183,28 @@ class LanguageModel(
             for residual_out in (block.attn.o_proj, block.ffn.down):
                 nn.init.normal_(residual_out.weight, std=std / math.sqrt(2 * self.config.n_layers))
 
-    def forward(self, idx: Tensor, cache: DecodingCache | None = None) -> Tensor:
+    def forward(
+        self, idx: Tensor, cache: DecodingCache | None = None, *, logits_to_keep: int = 0
+    ) -> Tensor:
         """Logits of ``idx`` (B, T). With a ``cache`` (:meth:`new_cache`), ``idx`` continues
-        the cached sequence: the prompt first, then one token at a time."""
-        x = self.embedding(idx)  # (B, T, d_model)
+        the cached sequence: the prompt (whole or in chunks), then one token at a time.
+        ``logits_to_keep`` > 0 computes the output layer for the last that many positions
+        only (B, logits_to_keep, vocab): a prefill needs the last one, and the (T, vocab)
+        logits of a long prompt would dwarf everything else."""
+        x = self.embedding(idx).to(self.norm.weight.dtype)  # (B, T, d_model)
         for layer, block in enumerate(self.blocks):
             x = block(x, None if cache is None else cache.layers[layer])
-        return F.linear(self.norm(x), self.embedding.weight)  # tied head: (B, T, vocab)
+        if logits_to_keep > 0:
+            x = x[:, -logits_to_keep:]  # (B, n, d_model)
+        return linear(self.norm(x), self.embedding.weight)  # tied head: (B, T or n, vocab)
 
     def new_cache(self, batch: int, max_length: int) -> DecodingCache:
         """Every layer's decoder for ``batch`` sequences of up to ``max_length`` tokens, on
-        the model's device and dtype: the cache each pattern needs (a ring of its largest
-        distance + 1 rows for Fibonacci and sliding-window layers, the whole past for dense
-        and BigBird)."""
-        weight, config = self.embedding.weight, self.config
+        the model's device and in the dtype its activations have (its norms'): the cache
+        each pattern needs (a ring of its largest distance + 1 rows for Fibonacci and
+        sliding-window layers, the whole past for dense and BigBird), allocated as the
+        sequences grow."""
+        weight, config = self.norm.weight, self.config
         shape = DecodeShape(
             batch,
             config.n_heads,

@@ -3,7 +3,12 @@
 A pattern states the cache it needs and how it reads it by returning a :class:`LayerDecoder`
 from :meth:`AttentionPattern.decoder`. The prompt runs through the pattern's training path
 (prefill) and fills the cache; every later token is one :meth:`LayerDecoder.step` that reads
-only the rows the pattern attends to. Decoders exist for:
+only the rows the pattern attends to. A long prompt may come in chunks (chunked prefill):
+the first through the training path, each later one through :meth:`LayerDecoder.extend`,
+so prefill memory is bounded by the chunk and the cache, not by the prompt. Every sequence
+of a batch has its own rows in each buffer (batch first), and the buffers are allocated as
+positions arrive (doubling up to the cache's capacity), so a cache sized for a long
+generation costs only what has been decoded. Decoders exist for:
 
 - a slot pattern (:class:`SlotDecoder`): the slots at the total length say which rows a
   position reads (exact distances, both taps of each interpolated rung, absolute keys), so
@@ -28,19 +33,27 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from lit_sparse.attention.kernels import compiled
 from lit_sparse.attention.kernels.slots import KeySlots
+from lit_sparse.errors import LitSparseError
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "DecodeShape",
     "DecodingCache",
+    "DecodingMemoryError",
     "DenseDecoder",
     "KVCache",
     "LayerDecoder",
     "RecomputeDecoder",
     "SlotDecoder",
 ]
+
+
+class DecodingMemoryError(LitSparseError, MemoryError):
+    """A layer's cache could not grow to hold the next positions (the message says how many
+    rows and bytes it asked for, and what to do)."""
 
 
 @dataclass(frozen=True)
@@ -64,19 +77,62 @@ class DecodeShape:
 class KVCache:
     """One layer's keys and values by absolute position in a ring of ``capacity`` rows:
     position p lives in row p % capacity, so the last ``capacity`` positions are kept. With a
-    capacity of at least the total length it holds the whole past, in order."""
+    capacity of at least the total length it holds the whole past, in order.
+
+    Rows are allocated as positions arrive: the buffers start empty and double (up to
+    ``capacity``) when a position needs a row they do not have yet, so before the ring
+    wraps row p holds position p, and a cache built for a billion positions costs only
+    the rows written so far."""
+
+    MIN_ROWS = 16
+    """Rows of the first allocation (fewer when the capacity is smaller)."""
 
     def __init__(self, shape: DecodeShape, capacity: int, heads: int | None = None):
-        heads = shape.kv_heads if heads is None else heads
-        size = (shape.batch, heads, capacity, shape.head_dim)
-        self.k = torch.zeros(size, device=shape.device, dtype=shape.dtype)
+        self.shape, self.capacity = shape, capacity
+        self.heads = shape.kv_heads if heads is None else heads
+        self.k = self._zeros(0)
         self.v = torch.zeros_like(self.k)
-        self.capacity = capacity
+
+    def _zeros(self, rows: int) -> Tensor:
+        shape = self.shape
+        size = (shape.batch, self.heads, rows, shape.head_dim)
+        return torch.zeros(size, device=shape.device, dtype=shape.dtype)
+
+    @property
+    def allocated(self) -> int:
+        """Rows the buffers have now (at most ``capacity``)."""
+        return self.k.shape[2]
+
+    def reserve(self, positions: int) -> None:
+        """Rows for positions 0 .. positions - 1 (at most ``capacity`` of them): the buffers
+        grow to the larger of that and twice their rows, copying what they hold. A growth
+        that does not fit in memory raises :class:`DecodingMemoryError`."""
+        rows, have = min(positions, self.capacity), self.allocated
+        if rows <= have:
+            return
+        rows = min(self.capacity, max(rows, 2 * have, self.MIN_ROWS))
+        try:
+            k, v = self._zeros(rows), self._zeros(rows)
+        except (RuntimeError, MemoryError) as err:  # torch's allocators raise RuntimeError
+            if not isinstance(err, MemoryError) and "memory" not in str(err).lower():
+                raise
+            shape = self.shape
+            nbytes = 2 * rows * shape.batch * self.heads * shape.head_dim * self.k.element_size()
+            raise DecodingMemoryError(
+                f"decoding cache: a layer's keys and values for {rows:,} positions "
+                f"({nbytes / 2**30:.1f} GB) do not fit in memory (at position "
+                f"{positions - 1:,}); generate fewer tokens (max_new_tokens), use a smaller "
+                "batch, or a pattern with a bounded cache (fibonacci, sliding_window)"
+            ) from None
+        k[:, :, :have] = self.k
+        v[:, :, :have] = self.v
+        self.k, self.v = k, v
 
     def write(self, start: int, k: Tensor, v: Tensor) -> None:
         """Store k, v (B, heads, n, D) at positions start .. start + n - 1 (the last
         ``capacity`` of them)."""
         n = k.shape[-2]
+        self.reserve(start + n)
         if n == 1:
             row = start % self.capacity
             self.k[:, :, row] = k[:, :, 0]
@@ -92,15 +148,27 @@ class KVCache:
         """The ring rows of absolute ``positions``."""
         return positions % self.capacity
 
-    def fill_random(self, generator: torch.Generator, scale: float = 1.0) -> None:
-        """Random keys and values in every row (benchmarks time a step after a long context
-        without computing one)."""
+    def past(self, first: int, stop: int) -> tuple[Tensor, Tensor]:
+        """Keys and values (B, heads, stop - first, D) of positions first .. stop - 1, which
+        must still be held (stop - first <= capacity)."""
+        if stop <= self.capacity:  # not wrapped yet: row p is position p
+            return self.k[:, :, first:stop], self.v[:, :, first:stop]
+        index = self.rows(torch.arange(first, stop, device=self.k.device))
+        return self.k.index_select(2, index), self.v.index_select(2, index)
+
+    def fill_random(self, length: int, generator: torch.Generator, scale: float = 1.0) -> None:
+        """Random keys and values in the rows of ``length`` positions (benchmarks time a
+        step after a long context without computing one)."""
+        self.reserve(length)
         for buffer in (self.k, self.v):
-            noise = torch.randn(buffer.shape, generator=generator, dtype=buffer.dtype)
+            noise = torch.randn(
+                buffer.shape, generator=generator, dtype=buffer.dtype, device=buffer.device
+            )
             buffer.copy_(noise.mul_(scale))
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the buffers as allocated now."""
         return self.k.nbytes + self.v.nbytes
 
 
@@ -134,18 +202,29 @@ class LayerDecoder:
         elif n == 1:
             out = self.step(q, k, v, self.position)
         else:
-            raise ValueError("after the prompt, decode one token at a time")
+            out = self.extend(q, k, v, self.position)
         self.position += n
         return out
 
     def prefill(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-        """The prompt: the training path, and its keys and values into the cache."""
+        """The prompt (or its first chunk): the training path, and its keys and values into
+        the cache."""
         self.cache.write(0, k, v)
         return self.pattern(q, k, v)
 
     def step(self, q: Tensor, k: Tensor, v: Tensor, position: int) -> Tensor:
         """One new token at absolute ``position``: q (B, H, 1, D), k, v (B, KV, 1, D)."""
         raise NotImplementedError
+
+    def extend(self, q: Tensor, k: Tensor, v: Tensor, start: int) -> Tensor:
+        """n > 1 new positions start .. start + n - 1 after the first chunk (chunked
+        prefill). By default one :meth:`step` per position, exact for every decoder; the
+        slot and dense decoders read their cache once per chunk instead."""
+        outs = [
+            self.step(q[:, :, i : i + 1], k[:, :, i : i + 1], v[:, :, i : i + 1], start + i)
+            for i in range(q.shape[-2])
+        ]
+        return torch.cat(outs, dim=2)
 
     def describe(self) -> str:
         """The cache in words, e.g. ``ring of 988 rows``."""
@@ -161,7 +240,7 @@ class LayerDecoder:
     def fill_random(self, length: int, generator: torch.Generator) -> None:
         """Pretend ``length`` positions were decoded, with random keys and values (for
         timing a step after a long context)."""
-        self.cache.fill_random(generator)
+        self.cache.fill_random(length, generator)
         self.position = length
 
 
@@ -185,14 +264,34 @@ class SlotDecoder(LayerDecoder):
         self.n_exact, self.n_rungs = int(exact.numel()), slots.n_rungs
         self.block_keys = slots.block_keys
         self.block_size, self.min_abs_distance = slots.block_size, slots.min_abs_distance
-        reach = max(reach, int(exact.max()) + 1)
-        if slots.n_absolute:  # absolute keys can be any earlier position
-            reach = shape.max_length
-        super().__init__(pattern, shape, reach)
+        self.reach = max(reach, int(exact.max()) + 1)  # rows back a position reads, + 1
+        self.absolute = bool(slots.n_absolute)  # absolute keys can be any earlier position
+        super().__init__(pattern, shape, shape.max_length if self.absolute else self.reach)
+        self.compiled = (
+            shape.device.type == "cpu"
+            and shape.dtype in (torch.float32, torch.float64)
+            and compiled.available()
+        )
+        if self.compiled:  # the step's arguments for the compiled kernel, made once
+            frac = slots.rung_frac.detach() if slots.n_rungs else torch.zeros(0)
+            keys = self.block_keys if self.block_keys is not None else torch.zeros(0, 0)
+            self.kernel_args = (
+                self.back.to("cpu", torch.long).contiguous(),
+                self.first.to("cpu", torch.long).contiguous(),
+                frac.to("cpu", torch.float64).contiguous(),
+                keys.to("cpu", torch.long).contiguous(),
+                self.block_size,
+                self.min_abs_distance,
+            )
 
     def step(self, q: Tensor, k: Tensor, v: Tensor, position: int) -> Tensor:
         self.cache.write(position, k, v)
         shape = self.shape
+        if self.compiled and q.dtype == shape.dtype:  # one call instead of ~25 small ops
+            flat = q.reshape(shape.batch, shape.heads, shape.head_dim).contiguous()
+            ring_k, ring_v = self.cache.k, self.cache.v
+            out = compiled.decode_step(flat, ring_k, ring_v, position, *self.kernel_args)
+            return out.view(shape.batch, shape.heads, 1, shape.head_dim)
         acc = torch.promote_types(q.dtype, torch.float32)
         rows = (position - self.back).clamp_(min=0)  # (M + 2R,) absolute rows
         valid = position >= self.first  # (M + R,)
@@ -223,6 +322,21 @@ class SlotDecoder(LayerDecoder):
         out = (probs[..., None] * values[:, :, None]).sum(-2)  # (B, KV, G, D)
         return out.view(shape.batch, shape.heads, 1, shape.head_dim).to(q.dtype)
 
+    def extend(self, q: Tensor, k: Tensor, v: Tensor, start: int) -> Tensor:
+        """A chunk of n positions through the training path over the rows it reads: the
+        cached positions from ``start - reach`` on (from 0 with absolute keys), then the
+        chunk's own. The earlier positions run as zero queries whose outputs are dropped;
+        a slot pattern is prefix-consistent, so the chunk's outputs equal the whole
+        prompt's."""
+        first = 0 if self.absolute else max(0, start - self.reach)
+        past_k, past_v = self.cache.past(first, start)
+        k_rows = torch.cat([past_k, k.to(past_k.dtype)], dim=2)  # (B, KV, start - first + n, D)
+        v_rows = torch.cat([past_v, v.to(past_v.dtype)], dim=2)
+        b, h, _, d = q.shape
+        q_rows = torch.cat([q.new_zeros(b, h, start - first, d), q], dim=2)
+        self.cache.write(start, k, v)
+        return self.pattern(q_rows, k_rows, v_rows)[:, :, start - first :]
+
 
 class DenseDecoder(LayerDecoder):
     """Every earlier key: the whole past, one SDPA call per token."""
@@ -230,12 +344,34 @@ class DenseDecoder(LayerDecoder):
     def __init__(self, pattern, shape: DecodeShape):
         super().__init__(pattern, shape, shape.max_length)
 
+    MASK_ELEMENTS = 1 << 22
+    """A chunk's queries go to SDPA in groups whose causal mask has at most this many
+    elements (16 MB as float32)."""
+
     def step(self, q: Tensor, k: Tensor, v: Tensor, position: int) -> Tensor:
         self.cache.write(position, k, v)
         keys = self.cache.k[:, :, : position + 1]  # (B, KV, t + 1, D)
         values = self.cache.v[:, :, : position + 1]
         groups = self.shape.groups
         return F.scaled_dot_product_attention(q, keys, values, enable_gqa=groups > 1)
+
+    def extend(self, q: Tensor, k: Tensor, v: Tensor, start: int) -> Tensor:
+        """A chunk's queries against the whole past and the chunk's earlier positions, in
+        groups of queries (each with its own causal mask), so memory stays bounded."""
+        self.cache.write(start, k, v)
+        n, groups = q.shape[-2], self.shape.groups
+        outs = []
+        step = max(1, self.MASK_ELEMENTS // (start + n))
+        for a in range(0, n, step):
+            stop = start + min(n, a + step)  # keys 0 .. stop - 1
+            positions = torch.arange(start + a, stop, device=q.device)
+            mask = torch.arange(stop, device=q.device) <= positions[:, None]  # (m, stop)
+            keys, values = self.cache.k[:, :, :stop], self.cache.v[:, :, :stop]
+            out = F.scaled_dot_product_attention(
+                q[:, :, a : a + step], keys, values, attn_mask=mask, enable_gqa=groups > 1
+            )
+            outs.append(out)
+        return torch.cat(outs, dim=2)
 
 
 _announced: set[str] = set()
@@ -277,7 +413,7 @@ class RecomputeDecoder(LayerDecoder):
 
     def fill_random(self, length: int, generator: torch.Generator) -> None:
         super().fill_random(length, generator)
-        self.queries.fill_random(generator)
+        self.queries.fill_random(length, generator)
 
 
 @dataclass
@@ -297,7 +433,7 @@ class DecodingCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of every layer's cache buffers."""
+        """Bytes of every layer's cache buffers, as allocated now."""
         return sum(layer.nbytes for layer in self.layers)
 
     def describe(self) -> str:
@@ -311,6 +447,6 @@ class DecodingCache:
         """Every layer as if ``length`` positions were decoded, with random keys and values."""
         if not 0 < length < self.max_length:
             raise ValueError(f"length={length}: must be in [1, max_length={self.max_length})")
-        generator = torch.Generator().manual_seed(seed)
+        generator = torch.Generator(device=self.layers[0].shape.device).manual_seed(seed)
         for layer in self.layers:
             layer.fill_random(length, generator)

@@ -5,9 +5,17 @@ gets them): fibonacci's window W plus its rungs; sliding_window a window of that
 bigbird the window W plus 2 global and (keys - W - 3) random keys per block; natten (when
 ``natten_mps`` is installed) a kernel of that many keys. Inputs are laid out as the model
 hands them to attention: (B, T, heads, D) tensors viewed as (B, heads, T, D); dense and
-sparse get the same tensors. ``flex`` compiles FlexAttention (``torch.compile``) and builds
-its block mask during the warm-up, outside the timed calls; it needs CUDA (FlexAttention has
-no CPU backward). :func:`floor_bytes` is the op's unavoidable memory traffic.
+sparse get the same tensors. :func:`floor_bytes` is the op's unavoidable memory traffic.
+
+FlexAttention, torch's own way to run a custom mask, is the peer of every slot plugin: row
+``flex:<plugin>`` runs ``flex_attention`` under ``torch.compile`` with a ``BlockMask`` of the
+plugin's slots (:func:`flex_block_mask`: its 128 x 128 tiles that hold any attended key,
+and a ``mask_mod`` over a distance table inside them). On the CPU it is timed forward only
+(FlexAttention has no CPU backward in torch 2.13), on CUDA forward and backward; its
+compilation happens in the first full-size call, whose extra time is reported apart. A
+learned rung interpolates two rows into one key, which a mask cannot: its flex row attends
+both rows (the same tiles and work; the outputs equal the plugin's while the rungs sit on
+integer distances, as at the start of training).
 """
 
 from __future__ import annotations
@@ -17,8 +25,12 @@ from typing import Any
 __all__ = [
     "DTYPES",
     "FLEX",
+    "FLEX_PREFIX",
+    "flex_peer",
+    "is_flex",
     "LEARNED",
     "NATTEN",
+    "SDPA",
     "attention_case",
     "bench_plugins",
     "build_plugin",
@@ -27,11 +39,15 @@ __all__ = [
     "floor_bytes",
     "natten_available",
     "plugin_names",
+    "slot_plugin_names",
 ]
 
 LEARNED = "fibonacci_learned"
 NATTEN = "natten"
 FLEX = "flex"
+FLEX_PREFIX = "flex:"
+SDPA = "sdpa"  # dense attention on SDPA, whatever else is installed (flash-attn: "dense")
+FLEX_BLOCK = 128  # FlexAttention's default tile
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -46,6 +62,18 @@ def plugin_names(window: int = 12) -> list[str]:
     return list(bench_plugins(window, fibonacci_keys(window, 1024)))
 
 
+def slot_plugin_names(window: int = 12) -> list[str]:
+    """The rows whose pattern is described by its slots (a slot pattern with the slots'
+    own math): FlexAttention can take their masks."""
+    from lit_sparse.attention.base import SlotPattern
+
+    def by_slots(pattern) -> bool:
+        return isinstance(pattern, SlotPattern) and type(pattern).reference is SlotPattern.reference
+
+    rows = bench_plugins(window, fibonacci_keys(window, 1024))
+    return [name for name, plugin in rows.items() if by_slots(plugin.build(0, 16, 64))]
+
+
 def natten_available() -> bool:
     try:
         import natten_mps  # noqa: F401
@@ -56,26 +84,131 @@ def natten_available() -> bool:
 
 def build_plugin(name: str, window: int, keys: int):
     """The plugin of row ``name``, configured to attend ``keys`` keys per query."""
+    if name == SDPA:
+        from lit_sparse import build_attention
+
+        return build_attention("dense", backend="sdpa")
     plugins = bench_plugins(window, keys)
     if name not in plugins:
         raise ValueError(f"no bench row {name!r}; rows: {', '.join(plugins)}")
     return plugins[name]
 
 
-def flex_block_mask(distances, length: int, device):
-    """FlexAttention's block mask for causal attention at the query - key ``distances``."""
-    import torch
-    from torch.nn.attention.flex_attention import create_block_mask
+def is_flex(name: str) -> bool:
+    return name.startswith(FLEX_PREFIX)
 
-    allowed = torch.zeros(length, dtype=torch.bool, device=device)
-    allowed[distances[distances < length].to(device)] = True
+
+def flex_peer(name: str) -> str:
+    """The flex row of plugin row ``name``."""
+    return FLEX_PREFIX + name
+
+
+def _relative_table(slots, length: int, device):
+    """(T,) bool: the distances the slots read (exact ones, every used rung's lower tap, and
+    its upper tap where it has a weight), and the absolute keys' (n_blocks, T) table."""
+    import torch
+
+    from lit_sparse.attention.kernels.slots import KeySlots
+
+    if not isinstance(slots, KeySlots):  # a tensor of distances
+        slots = KeySlots(distances=slots.to(torch.long), reach=int(slots.max()) + 1)
+    allowed = torch.zeros(length, dtype=torch.bool)
+    distances = slots.distances.to("cpu", torch.long)
+    allowed[distances[distances < length]] = True
+    if slots.n_rungs:
+        valid = slots.rung_valid.to("cpu")
+        lo = slots.rung_lo.to("cpu", torch.long)[valid]
+        frac = slots.rung_frac.detach().to("cpu")[valid]
+        allowed[lo[lo < length]] = True
+        upper = lo[frac != 0] + 1
+        allowed[upper[upper < length]] = True
+    absolute = None
+    if slots.n_absolute:
+        n_blocks = -(-length // slots.block_size)
+        keys = slots.block_keys[:n_blocks].to("cpu", torch.long)
+        absolute = torch.zeros(n_blocks, length, dtype=torch.bool)
+        rows = torch.arange(n_blocks)[:, None].expand_as(keys)
+        used = (keys >= 0) & (keys < length)
+        absolute[rows[used], keys[used]] = True
+    return slots, allowed.to(device), None if absolute is None else absolute.to(device)
+
+
+def flex_block_mask(slots, length: int, device):
+    """FlexAttention's block mask for causal attention over ``slots`` (a ``KeySlots``, or a
+    tensor of distances) at ``length``, built from the distance table in O((T / 128)^2):
+    a tile is kept when a distance it spans (or an absolute key in it) is attended, full
+    when every pair in it is; ``mask_mod`` decides inside the partial tiles."""
+    import torch
+    from torch.nn.attention.flex_attention import BlockMask
+
+    slots, allowed, absolute = _relative_table(slots, length, device)
+    n = -(-length // FLEX_BLOCK)
+    table = allowed.to("cpu", torch.long)
+    sums = torch.zeros(length + 1, dtype=torch.long)
+    sums[1:] = torch.cumsum(table, 0)
+    offsets = torch.arange(n)  # q block - kv block
+    low = (offsets * FLEX_BLOCK - (FLEX_BLOCK - 1)).clamp(0, length)
+    high = (offsets * FLEX_BLOCK + FLEX_BLOCK).clamp(0, length)  # exclusive
+    hits = sums[high] - sums[low]  # attended distances each diagonal of tiles spans
+    full = (offsets > 0) & (hits == high - low) & (high - low == 2 * FLEX_BLOCK - 1)
+    q_blocks, kv_blocks = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
+    diagonal = (q_blocks - kv_blocks).clamp(min=0)
+    causal = kv_blocks <= q_blocks
+    full_tiles = causal & full[diagonal]
+    if length % FLEX_BLOCK:  # tiles of the short last block are never full
+        full_tiles[-1, :] = full_tiles[:, -1] = False
+    partial = causal & (hits[diagonal] > 0) & ~full_tiles
+    if absolute is not None:  # the tiles of the keys each block of queries drew
+        block_size = slots.block_size
+        keys = slots.block_keys[: absolute.shape[0]].to("cpu", torch.long)
+        blocks = torch.arange(keys.shape[0])[:, None].expand_as(keys)
+        used = (keys >= 0) & (keys < length)
+        keys, blocks = keys[used], blocks[used]
+        first = blocks * block_size // FLEX_BLOCK
+        last = ((blocks + 1) * block_size).clamp(max=length).sub(1) // FLEX_BLOCK
+        for shift in range(-(-block_size // FLEX_BLOCK) + 1):
+            rows = first + shift
+            inside = rows <= last
+            partial[rows[inside], keys[inside] // FLEX_BLOCK] = True
+        partial &= causal & ~full_tiles
+
+    def indices(kept):
+        counts = kept.sum(dim=1).to(torch.int32)
+        order = torch.argsort((~kept).to(torch.int8), dim=1, stable=True).to(torch.int32)
+        return counts[None, None].to(device), order[None, None].to(device)
+
+    block_size, min_abs = slots.block_size, slots.min_abs_distance
+    last = length - 1
 
     def mask_mod(batch, head, q_index, kv_index):
         distance = q_index - kv_index
-        return (distance >= 0) & allowed[distance.clamp(min=0)]
+        keep = (distance >= 0) & allowed[distance.clamp(0, last)]
+        if absolute is not None:
+            drawn = absolute[q_index // block_size, kv_index.clamp(0, last)]
+            keep = keep | (drawn & (distance >= min_abs))
+        return keep
 
-    compile_mask = torch.device(device).type == "cuda"  # the eager build is O(T^2) memory
-    return create_block_mask(mask_mod, None, None, length, length, device, _compile=compile_mask)
+    counts, order = indices(partial)
+    full_counts, full_order = indices(full_tiles)
+    return BlockMask.from_kv_blocks(
+        counts,
+        order,
+        full_counts,
+        full_order,
+        BLOCK_SIZE=FLEX_BLOCK,
+        mask_mod=mask_mod,
+        seq_lengths=(length, length),
+    )
+
+
+def block_density(mask) -> float:
+    """The fraction of the causal (lower-triangle) tiles the mask computes, partial or full:
+    1 for dense causal attention."""
+    n = mask.kv_num_blocks.shape[-1]
+    kept = int(mask.kv_num_blocks.sum())
+    if mask.full_kv_num_blocks is not None:
+        kept += int(mask.full_kv_num_blocks.sum())
+    return kept / (n * (n + 1) // 2)
 
 
 def floor_bytes(spec: dict[str, Any]) -> int:
@@ -138,21 +271,44 @@ def _natten_attend(spec: dict[str, Any]):
     return attend, []
 
 
-def _flex_attend(spec: dict[str, Any], device):
-    """FlexAttention (compiled once per length) with fibonacci's mask."""
-    import torch
+_FLEX = None  # one compiled flex_attention per process: its rows share dynamo's cache
+
+
+def _compiled_flex():
+    global _FLEX
+    if _FLEX is None:
+        import torch
+        from torch.nn.attention.flex_attention import flex_attention
+
+        for name in ("recompile_limit", "cache_size_limit"):  # a compile per length and mask
+            if hasattr(torch._dynamo.config, name):
+                setattr(torch._dynamo.config, name, max(64, getattr(torch._dynamo.config, name)))
+        _FLEX = torch.compile(flex_attention, dynamic=False)
+    return _FLEX
+
+
+def _flex_attend(spec: dict[str, Any], device, info: dict[str, Any]):
+    """FlexAttention with the block mask of the row's plugin (``flex:<plugin>``), compiled
+    once per length; below one tile (the warm-up) it runs eagerly, which needs no compile."""
+    import warnings
+
     from torch.nn.attention.flex_attention import flex_attention
 
-    flex = torch.compile(flex_attention, dynamic=False)
-    fibonacci = build_plugin("fibonacci", spec["window"], spec["keys"]).build(0, 16, spec["length"])
-    masks = {}  # per length: the warm-up call builds (and compiles) the small one
+    name = spec["plugin"][len(FLEX_PREFIX) :]
+    pattern = build_plugin(name, spec["window"], spec["keys"]).build(0, 16, spec["length"])
+    masks = {}
 
     def attend(q, k, v):
         length = q.shape[2]
         if length not in masks:
-            distances = fibonacci.slots(length, device).distances
-            masks[length] = flex_block_mask(distances, length, device)
-        return flex(q, k, v, block_mask=masks[length], enable_gqa=True)
+            masks[length] = flex_block_mask(pattern.slots(length, "cpu"), length, device)
+            if length == spec["length"]:
+                info["block_density"] = block_density(masks[length])
+        if length < FLEX_BLOCK:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # eager flex warns that it is unfused
+                return flex_attention(q, k, v, block_mask=masks[length], enable_gqa=True)
+        return _compiled_flex()(q, k, v, block_mask=masks[length], enable_gqa=True)
 
     return attend, []
 
@@ -169,23 +325,32 @@ def attention_case(spec: dict[str, Any]):
     import torch
 
     device = torch.device(spec["device"])
+    info: dict[str, Any] = {"pass": "fwd+bwd"}
     if spec["plugin"] == NATTEN:
         attend, parameters = _natten_attend(spec)
-    elif spec["plugin"] == FLEX:
-        attend, parameters = _flex_attend(spec, device)
+    elif is_flex(spec["plugin"]):
+        attend, parameters = _flex_attend(spec, device, info)
+        if device.type == "cpu":
+            info["pass"] = "fwd"  # FlexAttention has no CPU backward (torch 2.13)
     else:
         attend, parameters = _plugin_attend(spec, device)
+    backward = info["pass"] == "fwd+bwd"
 
     def case(length: int):
         q, k, v, grad = _inputs(spec, length, device)
         tensors = [q, k, v, *parameters]
+        if not backward:  # forward only: inputs that need no gradient (flex checks them)
+            q, k, v = q.detach(), k.detach(), v.detach()
 
         def run():
-            out = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
-            out.backward(grad.transpose(1, 2))
-            for t in tensors:
-                t.grad = None
+            with torch.set_grad_enabled(backward):
+                out = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+            if backward:
+                out.backward(grad.transpose(1, 2))
+                for t in tensors:
+                    t.grad = None
 
         return run
 
+    case.info = info  # what the row reports besides its time (pass, block density)
     return case, device

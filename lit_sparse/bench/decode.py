@@ -1,32 +1,45 @@
-"""Per-token decoding latency and KV-cache size after long contexts
+"""Decoding steps after long contexts, batched, against the memory floor
 (``python -m lit_sparse bench decode``).
 
 How it measures:
 
 - the model is the paper's shape by default (16 layers, d_model 512, 8 query and 2 key/value
-  heads, vocabulary 32,768, trained at 1024 tokens), random weights, fp32, batch 1;
+  heads, vocabulary 32,768, trained at 1024 tokens), random weights, float32 (``--dtype
+  bfloat16``: the matrices in bfloat16, activations and sums float32 on the CPU; on CUDA the
+  whole model in bfloat16);
 - every sparse plugin attends the same number of keys per query: fibonacci's window W plus
   its rungs (19 at W = 8); sliding_window a window of that many keys; bigbird the window W,
   2 global keys and the rest random per 64-query block; ``fibonacci_learned`` is the
   learned schedule at its start (alpha = 1);
 - a context of C tokens is not computed: every layer's cache is filled with random keys and
-  values as if C tokens had been decoded (exactness is the tests' job), then tokens are
-  decoded greedily from there, each one a full model step (embedding to logits);
-- all plugins of one context run in one fresh process and are timed in interleaved rounds,
-  one token of each per round, so a change in the machine's load hits them alike;
-  ``ms_per_token`` is the median, ``speedup_vs_dense`` dense's median over the row's;
+  values for each of the batch's B sequences as if C tokens had been decoded (exactness is
+  the tests' job), then B tokens are decoded greedily per step, each step a full model step
+  (embedding to logits) for the whole batch;
+- every (context, batch) runs in a fresh process, its plugins and dtypes timed in
+  interleaved rounds, one step of each per round, so a change in the machine's load hits
+  them alike; ``ms_per_step`` is the median, ``tokens_per_s`` B over it, ``speedup_vs_dense``
+  dense's median over the row's (same dtype);
+- the floor: a step at B = 1 reads every weight once, so it takes at least the weights'
+  bytes over the memory bandwidth, measured in the same process with one large copy
+  (:func:`lit_sparse.bench.timing.copy_bandwidth`); ``x_floor`` is ``ms_per_step`` over that
+  time (at larger B a step is compute-bound, and the ratio grows with B);
+- ``--breakdown``: after the timed rounds, a few more steps with timers on the modules say
+  where a step's time goes: ``proj_ms`` the projections (q, k, v, o and the MLP's three),
+  ``attn_ms`` the attention reads (RoPE and the cache: the attention modules less their
+  projections), ``head_ms`` the output layer (final norm, the vocabulary-wide product and the
+  argmax), ``other_ms`` the rest (norms, residuals, the MLP's activation, the embedding);
 - ``cache_mb`` is the bytes of every layer's cache buffers (keys and values) after the
   context, as allocated: a ring of the largest distance + 1 rows for Fibonacci and
   sliding-window layers, the whole past for dense and BigBird;
 - the RSS check decodes ``rss_tokens`` tokens past a ``rss_context`` context with
-  fibonacci in its own process and reports the growth of the peak resident set size
-  (``ru_maxrss``) after the first ``rss_after`` tokens;
-- ``--transformers`` adds transformers' own ``generate`` on the same weights
-  (:mod:`lit_sparse.bench.decode_transformers`): ``hf_fibonacci`` through lit_sparse's cache,
-  ``hf_llama_dense`` and ``hf_mistral_sliding`` through transformers' caches. The rounds are
-  then ``ROUND_TOKENS`` tokens of each row in turn (a generate call per round), and
-  ``x_lit_sparse`` is a transformers row's median over its lit_sparse row's (fibonacci,
-  dense, sliding_window) from the same rounds.
+  fibonacci (B = 1, float32) in its own process and reports the growth of the peak resident
+  set size (``ru_maxrss``) after the first ``rss_after`` tokens;
+- ``--transformers`` adds transformers' own ``generate`` on the same weights, at batch 1 in
+  float32 (:mod:`lit_sparse.bench.decode_transformers`): ``hf_fibonacci`` through
+  lit_sparse's cache, ``hf_llama_dense`` and ``hf_mistral_sliding`` through transformers'
+  caches. The rounds are then ``ROUND_TOKENS`` tokens of each row in turn (a generate call
+  per round), and ``x_lit_sparse`` is a transformers row's median over its lit_sparse row's
+  (fibonacci, dense, sliding_window) from the same rounds.
 """
 
 from __future__ import annotations
@@ -38,14 +51,32 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lit_sparse.bench.decode_transformers import TRANSFORMERS_ROWS, TransformersRow, source_plugin
-from lit_sparse.bench.timing import interleaved_rounds, median, peak_rss_mb, run_child
+from lit_sparse.bench.timing import (
+    copy_bandwidth,
+    interleaved_rounds,
+    median,
+    peak_rss_mb,
+    run_child,
+    sync,
+)
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.tables import markdown_table
 
-__all__ = ["DecodeBenchSpec", "PLUGINS", "decode_plugin", "format_rows", "run_decode_bench"]
+__all__ = [
+    "DTYPES",
+    "DecodeBenchSpec",
+    "PLUGINS",
+    "decode_model",
+    "decode_plugin",
+    "format_rows",
+    "run_decode_bench",
+    "step_breakdown",
+    "weight_bytes",
+]
 
 PLUGINS = ("dense", "fibonacci", "fibonacci_learned", "sliding_window", "bigbird")
 CONTEXTS = (1024, 4096, 16384, 65536)
+DTYPES = ("float32", "bfloat16")
 MODULE = "lit_sparse.bench.decode"  # its child processes run this module
 ROUND_TOKENS = 8
 
@@ -56,8 +87,12 @@ class DecodeBenchSpec:
 
     contexts: list[int] = field(default_factory=lambda: list(CONTEXTS))
     plugins: list[str] = field(default_factory=lambda: list(PLUGINS))
+    batch: list[int] = field(default_factory=lambda: [1])
+    """Sequences decoded together per step, one process per value."""
+    dtypes: list[str] = field(default_factory=lambda: ["float32"])
+    """The weights' dtypes, timed side by side."""
     tokens: int = 16
-    """Timed tokens per plugin and context (after 2 warm-up tokens)."""
+    """Timed steps per plugin and context (after 2 warm-up steps)."""
     window: int = 8
     n_layers: int = 16
     d_model: int = 512
@@ -65,25 +100,34 @@ class DecodeBenchSpec:
     n_kv_heads: int = 2
     vocab_size: int = 32768
     training_length: int = 1024
+    device: str = "cpu"
     threads: int | None = None
+    breakdown: bool = False
+    """Time the parts of a step (projections, attention reads, output layer) too."""
     rss_tokens: int = 20000
     """Tokens the RSS check decodes (0: no check)."""
     rss_context: int = 65536
     rss_after: int = 1000
     """The RSS growth counts from this many tokens on."""
     transformers: bool = False
-    """Also time transformers' own generate (the ``hf_*`` rows; needs the ``hf`` extra)."""
+    """Also time transformers' own generate (the ``hf_*`` rows, batch 1, float32; needs the
+    ``hf`` extra)."""
 
     def __post_init__(self):
         unknown = sorted(set(self.plugins) - set(PLUGINS))
         if unknown:
             raise ConfigError(f"plugins: unknown {unknown}; known: {', '.join(PLUGINS)}")
+        bad = sorted(set(self.dtypes) - set(DTYPES))
+        if bad or not self.dtypes:
+            raise ConfigError(f"dtypes={self.dtypes}: expected some of {', '.join(DTYPES)}")
         for name in ("tokens", "window", "n_layers", "d_model", "n_heads", "n_kv_heads"):
             value = getattr(self, name)
             if value < (0 if name == "window" else 1):
                 raise ConfigError(f"{name}={value}: must be >= {0 if name == 'window' else 1}")
         if not self.contexts or min(self.contexts) < 1:
             raise ConfigError(f"contexts={self.contexts}: expected positive token counts")
+        if not self.batch or min(self.batch) < 1:
+            raise ConfigError(f"batch={self.batch}: expected sequence counts >= 1")
         if self.n_heads % self.n_kv_heads or self.d_model % self.n_heads:
             raise ConfigError(
                 f"n_heads={self.n_heads} must be a multiple of n_kv_heads={self.n_kv_heads} "
@@ -94,6 +138,8 @@ class DecodeBenchSpec:
                 f"rss_tokens={self.rss_tokens}, rss_after={self.rss_after}: need 0 (no check) "
                 "or rss_tokens > rss_after"
             )
+        if self.device not in ("cpu", "cuda"):
+            raise ConfigError(f"device={self.device!r}: expected cpu or cuda")
 
 
 def decode_plugin(name: str, window: int, training_length: int):
@@ -115,10 +161,13 @@ def decode_plugin(name: str, window: int, training_length: int):
     return build_attention(name)
 
 
-def _model(spec: DecodeBenchSpec, plugin: str):
+def decode_model(spec: DecodeBenchSpec, plugin: str, dtype: str = "float32"):
+    """The benched model of ``plugin``, in eval mode on ``spec.device``, its weights in
+    ``dtype`` (CPU: the matrices only; CUDA: the whole model)."""
     import torch
 
     from lit_sparse import LanguageModel, ModelConfig
+    from lit_sparse.generation.weights import bfloat16_weights
 
     config = ModelConfig(
         vocab_size=spec.vocab_size,
@@ -130,20 +179,30 @@ def _model(spec: DecodeBenchSpec, plugin: str):
         head_dim=spec.d_model // spec.n_heads,
     )
     torch.manual_seed(0)
-    return LanguageModel(config, decode_plugin(plugin, spec.window, spec.training_length)).eval()
+    attention = decode_plugin(plugin, spec.window, spec.training_length)
+    model = LanguageModel(config, attention).eval().to(spec.device)
+    if dtype == "bfloat16":
+        model = model.to(torch.bfloat16) if spec.device == "cuda" else bfloat16_weights(model)
+    return model
+
+
+def weight_bytes(model) -> int:
+    """Bytes one decoding step at batch 1 reads at least: every parameter once (the tied
+    embedding is the output layer's matrix)."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
 class _Decoder:
-    """One plugin's model and cache at a context, stepping one greedy token at a time."""
+    """One model and a cache of ``batch`` sequences at a context, one greedy step at a time."""
 
-    def __init__(self, spec: DecodeBenchSpec, plugin: str, context: int, tokens: int):
+    def __init__(self, model, batch: int, context: int, tokens: int):
         import torch
 
-        self.model = _model(spec, plugin)
+        self.model = model
         with torch.inference_mode():
-            self.cache = self.model.new_cache(1, context + tokens + 1)
+            self.cache = model.new_cache(batch, context + tokens + 1)
             self.cache.fill_random(context)
-        self.token = torch.zeros(1, 1, dtype=torch.long)
+        self.token = torch.zeros(batch, 1, dtype=torch.long, device=model.norm.weight.device)
 
     def step(self) -> None:
         import torch
@@ -153,50 +212,130 @@ class _Decoder:
             self.token = logits[:, -1].argmax(dim=-1, keepdim=True)
 
 
-def _time_context(spec: DecodeBenchSpec, context: int) -> dict[str, Any]:
-    """Child process of one context: every plugin's cache filled, then interleaved rounds."""
+def step_breakdown(decoder: _Decoder, steps: int = 4) -> dict[str, float]:
+    """Milliseconds per step in its parts (see the module doc), from ``steps`` more steps
+    with timers on the model's modules."""
+
+    from lit_sparse.model import Attention, Block, FeedForward
+
+    model, device = decoder.model, decoder.model.norm.weight.device
+    kinds: dict[int, str] = {id(model.embedding): "embed"}
+    for module in model.modules():
+        if isinstance(module, Block):
+            kinds[id(module)] = "block"
+        elif isinstance(module, Attention):
+            kinds[id(module)] = "attn"
+            for proj in (module.q_proj, module.k_proj, module.v_proj, module.o_proj):
+                kinds[id(proj)] = "attn_proj"
+        elif isinstance(module, FeedForward):
+            for proj in (module.gate, module.up, module.down):
+                kinds[id(proj)] = "ffn_proj"
+    spent = dict.fromkeys(set(kinds.values()), 0.0)
+    starts: dict[int, float] = {}
+
+    def before(module, args):
+        sync(device)
+        starts[id(module)] = time.perf_counter()
+
+    def after(module, args, out):
+        sync(device)
+        spent[kinds[id(module)]] += time.perf_counter() - starts.pop(id(module))
+
+    timed = [m for m in model.modules() if id(m) in kinds]
+    handles = [m.register_forward_pre_hook(before) for m in timed]
+    handles += [m.register_forward_hook(after) for m in timed]
+    try:
+        sync(device)
+        start = time.perf_counter()
+        for _ in range(steps):
+            decoder.step()
+        sync(device)
+        total = time.perf_counter() - start
+    finally:
+        for handle in handles:
+            handle.remove()
+    ms = {key: 1e3 * value / steps for key, value in spent.items()}
+    total_ms = 1e3 * total / steps
+    return {
+        "proj_ms": ms["attn_proj"] + ms["ffn_proj"],
+        "attn_ms": ms["attn"] - ms["attn_proj"],
+        "head_ms": total_ms - ms["block"] - ms["embed"],
+        "other_ms": ms["block"] - ms["attn"] - ms["ffn_proj"] + ms["embed"],
+    }
+
+
+def _time_context(spec: DecodeBenchSpec, context: int, batch: int) -> dict[str, Any]:
+    """Child process of one context and batch: every plugin's and dtype's cache filled, the
+    copy bandwidth, then interleaved rounds (and the breakdown)."""
+    import torch
+
+    device = torch.device(spec.device)
     decoders, failed = {}, {}
-    rounds = -(-spec.tokens // ROUND_TOKENS) if spec.transformers else spec.tokens
-    per_round = ROUND_TOKENS if spec.transformers else 1
-    for plugin in spec.plugins:
-        try:
-            decoders[plugin] = _Decoder(spec, plugin, context, rounds * per_round + 2)
-            for _ in range(2):  # warm-up: allocations, threads
-                decoders[plugin].step()
-        except Exception as error:  # one plugin's failure (memory) spares the others
-            failed[plugin] = f"{type(error).__name__}: {error}"[:300]
-        if plugin in failed:
-            decoders.pop(plugin, None)
-    rows = _transformers_rows(spec, context, decoders, rounds, failed)
+    hf = spec.transformers and batch == 1 and "float32" in spec.dtypes
+    rounds = -(-spec.tokens // ROUND_TOKENS) if hf else spec.tokens
+    steps_per_round = ROUND_TOKENS if hf else 1
+    for dtype in spec.dtypes:
+        for plugin in spec.plugins:
+            key = f"{plugin}|{dtype}"
+            try:
+                model = decode_model(spec, plugin, dtype)
+                extra = 4 if spec.breakdown else 0  # the breakdown's steps
+                total = rounds * steps_per_round + 2 + extra
+                decoders[key] = _Decoder(model, batch, context, total)
+                for _ in range(2):  # warm-up: allocations, threads, the caches' growth
+                    decoders[key].step()
+            except Exception as error:  # one plugin's failure (memory) spares the others
+                failed[key] = f"{type(error).__name__}: {error}"[:300]
+            if key in failed:
+                decoders.pop(key, None)
+    bandwidth = copy_bandwidth(device)
+    rows = _transformers_rows(spec, context, decoders, rounds, failed) if hf else {}
     if rows:
         times = _chunked_rounds(decoders, rows, rounds)
     else:
-        steps = {plugin: decoder.step for plugin, decoder in decoders.items()}
-        times = interleaved_rounds(steps, spec.tokens)
-    timed = {}
-    for name, ts in times.items():
-        cache = rows[name] if name in rows else decoders[name].cache
-        describe = cache.describe() if name in rows else cache.layers[0].describe()
-        nbytes = rows[name].cache_mb if name in rows else cache.nbytes / 2**20
-        timed[name] = {"ms_per_token": 1e3 * median(ts), "cache_mb": nbytes, "cache": describe}
-    return {"failed": failed, "plugins": timed}
+        steps = {key: decoder.step for key, decoder in decoders.items()}
+        times = interleaved_rounds(steps, spec.tokens, device=device)
+    result = {}
+    for key, ts in times.items():
+        if key in rows:
+            row = rows[key]
+            result[key] = {
+                "ms_per_step": 1e3 * median(ts),
+                "weight_bytes": weight_bytes(row.network),
+                "cache_mb": row.cache_mb,
+                "cache": row.describe(),
+            }
+            continue
+        decoder = decoders[key]
+        result[key] = {
+            "ms_per_step": 1e3 * median(ts),
+            "weight_bytes": weight_bytes(decoder.model),
+            "cache_mb": decoder.cache.nbytes / 2**20,
+            "cache": decoder.cache.layers[0].describe(),
+        }
+        if spec.breakdown:
+            result[key].update(step_breakdown(decoder))
+    return {"failed": failed, "rows": result, "bandwidth": bandwidth}
 
 
 def _transformers_rows(spec, context, decoders, rounds, failed) -> dict[str, TransformersRow]:
-    """The ``hf_*`` rows at ``context``, on the weights of their lit_sparse rows, warmed up."""
+    """The ``hf_*`` rows at ``context`` (keys ``name|float32``), on the weights of their
+    lit_sparse rows, warmed up."""
     rows = {}
-    if not spec.transformers:
-        return rows
     for name in TRANSFORMERS_ROWS:
-        source = source_plugin(name)
+        key, source = f"{name}|float32", f"{source_plugin(name)}|float32"
         try:
-            network = decoders[source].model if source in decoders else _model(spec, source)
-            rows[name] = TransformersRow(name, network, context, (rounds + 1) * (ROUND_TOKENS + 1))
-            rows[name].round(3)  # warm-up
+            if source in decoders:
+                network = decoders[source].model
+            else:
+                network = decode_model(spec, source_plugin(name))
+            rows[key] = TransformersRow(name, network, context, (rounds + 1) * (ROUND_TOKENS + 1))
+            rows[key].network = network
+            rows[key].round(3)  # warm-up
         except Exception as error:  # one row's failure (memory) spares the others
-            failed[name] = f"{type(error).__name__}: {error}"[:300]
-        if name in failed:
-            rows.pop(name, None)
+            failed[key] = f"{type(error).__name__}: {error}"[:300]
+        if key in failed:
+            rows.pop(key, None)
     return rows
 
 
@@ -217,7 +356,7 @@ def _chunked_rounds(decoders, rows, rounds: int) -> dict[str, list[float]]:
 
 def _rss_check(spec: DecodeBenchSpec) -> dict[str, Any]:
     """Child process: fibonacci decodes ``rss_tokens`` tokens past ``rss_context``."""
-    decoder = _Decoder(spec, "fibonacci", spec.rss_context, spec.rss_tokens)
+    decoder = _Decoder(decode_model(spec, "fibonacci"), 1, spec.rss_context, spec.rss_tokens)
     start = time.perf_counter()
     for _ in range(spec.rss_after):
         decoder.step()
@@ -245,46 +384,80 @@ def _child(job: dict[str, Any]) -> dict[str, Any]:
     spec = DecodeBenchSpec(**job["spec"])
     if spec.threads:
         torch.set_num_threads(spec.threads)
-    return _rss_check(spec) if job["mode"] == "rss" else _time_context(spec, job["context"])
+    if job["mode"] == "rss":
+        return _rss_check(spec)
+    return _time_context(spec, job["context"], job["batch"])
+
+
+def _row_names(spec: DecodeBenchSpec, batch: int, dtype: str) -> list[str]:
+    """The rows of one (batch, dtype): the plugins, and the transformers rows where timed."""
+    hf = spec.transformers and batch == 1 and dtype == "float32"
+    return [*spec.plugins, *(TRANSFORMERS_ROWS if hf else ())]
+
+
+def _rows_of(spec: DecodeBenchSpec, context: int, batch: int, measured: dict) -> list[dict]:
+    rows = []
+    timing = measured["rows"]
+    bandwidth = measured.get("bandwidth")
+    for dtype in spec.dtypes:
+        dense = timing.get(f"dense|{dtype}", {}).get("ms_per_step")
+        for plugin in _row_names(spec, batch, dtype):
+            key = f"{plugin}|{dtype}"
+            row: dict[str, Any] = {
+                "context": context,
+                "batch": batch,
+                "dtype": dtype,
+                "plugin": plugin,
+            }
+            if key in measured["failed"]:
+                rows.append({**row, "error": measured["failed"][key]})
+                continue
+            row.update(timing[key])
+            ms = row["ms_per_step"]
+            row["ms_per_token"] = ms / batch
+            row["tokens_per_s"] = batch / (ms / 1e3)
+            row["speedup_vs_dense"] = None if dense is None else dense / ms
+            if plugin in TRANSFORMERS_ROWS:
+                own = timing.get(f"{source_plugin(plugin)}|{dtype}", {}).get("ms_per_step")
+                row["x_lit_sparse"] = None if own is None else ms / own
+            if bandwidth:
+                row["bandwidth_gb_s"] = bandwidth / 1e9
+                row["floor_ms"] = 1e3 * row["weight_bytes"] / bandwidth
+                row["x_floor"] = ms / row["floor_ms"]
+            rows.append(row)
+    return rows
 
 
 def run_decode_bench(spec: DecodeBenchSpec, progress=print) -> list[dict[str, Any]]:
-    """Rows ``context, plugin, ms_per_token, cache_mb, speedup_vs_dense`` per context and
-    plugin (``error`` instead where a plugin failed; transformers rows add
-    ``x_lit_sparse``), then the RSS check's row."""
-    names = list(spec.plugins)
+    """Rows ``context, batch, dtype, plugin, ms_per_step, tokens_per_s, x_floor, cache_mb,
+    speedup_vs_dense`` per context, batch, dtype and plugin (``error`` instead where one
+    failed; transformers rows add ``x_lit_sparse``), then the RSS check's row."""
     if spec.transformers:
         from lit_sparse.interop.extras import require_transformers
 
         require_transformers()  # one line naming the extra, before any child starts
-        names += TRANSFORMERS_ROWS
     rows: list[dict[str, Any]] = []
     for context in spec.contexts:
-        progress(f"context {context}: {', '.join(names)} ...")
-        measured = run_child(
-            "lit_sparse.bench.decode", {"mode": "time", "context": context, "spec": asdict(spec)}
-        )
-        if measured is None:
-            rows += [{"context": context, "plugin": p, "error": "process failed"} for p in names]
-            continue
-        timing = measured["plugins"]
-        dense = timing.get("dense", {}).get("ms_per_token")
-        for plugin in names:
-            if plugin in measured["failed"]:
-                rows.append(
-                    {"context": context, "plugin": plugin, "error": measured["failed"][plugin]}
-                )
+        for batch in spec.batch:
+            names = ", ".join(_row_names(spec, batch, "float32"))
+            progress(f"context {context}, batch {batch}: {names} ...")
+            job = {"mode": "time", "context": context, "batch": batch, "spec": asdict(spec)}
+            measured = run_child(MODULE, job)
+            if measured is None:
+                rows += [
+                    {"context": context, "batch": batch, "plugin": p, "error": "process failed"}
+                    for p in _row_names(spec, batch, "float32")
+                ]
                 continue
-            row = {"context": context, "plugin": plugin, **timing[plugin]}
-            row["speedup_vs_dense"] = None if dense is None else dense / row["ms_per_token"]
-            if plugin in TRANSFORMERS_ROWS:
-                own = timing.get(source_plugin(plugin), {}).get("ms_per_token")
-                row["x_lit_sparse"] = None if own is None else row["ms_per_token"] / own
-            rows.append(row)
-            progress(
-                f"context {context} {plugin}: {row['ms_per_token']:.2f} ms/token, "
-                f"cache {row['cache_mb']:.1f} MB ({row['cache']})"
-            )
+            progress(f"context {context}: copy bandwidth {measured['bandwidth'] / 1e9:.1f} GB/s")
+            for row in _rows_of(spec, context, batch, measured):
+                rows.append(row)
+                if "error" not in row:
+                    progress(
+                        f"context {context} batch {batch} {row['plugin']} {row['dtype']}: "
+                        f"{row['ms_per_step']:.2f} ms/step, {row['tokens_per_s']:.0f} tokens/s, "
+                        f"x{row.get('x_floor') or 0:.2f} floor, cache {row['cache_mb']:.1f} MB"
+                    )
     if spec.rss_tokens:
         progress(
             f"RSS check: fibonacci, {spec.rss_tokens} tokens past a {spec.rss_context}-token "
@@ -303,23 +476,34 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         return "-" if value is None else format(value, fmt)
 
     timed = [r for r in rows if "check" not in r]
+    dtypes = {r.get("dtype") for r in timed}
+    parts = any("proj_ms" in r for r in timed)
     hf = any(r["plugin"] in TRANSFORMERS_ROWS for r in timed)
-    body = [
-        [
-            str(r["context"]),
-            r["plugin"],
-            cell(r, "ms_per_token", ".2f"),
-            cell(r, "speedup_vs_dense", ".2f"),
-            *([cell(r, "x_lit_sparse", ".2f")] if hf else []),
-            cell(r, "cache_mb", ".1f"),
-            r.get("cache") or r.get("error", ""),
-        ]
-        for r in timed
-    ]
-    header = ["context", "plugin", "ms/token", "x dense", "cache MB", "cache"]
-    if hf:
-        header.insert(4, "x lit_sparse")
+    header = ["context", "batch"] + (["dtype"] if len(dtypes) > 1 else []) + ["plugin"]
+    header += ["ms/step", "tokens/s", "x dense", "x floor"] + (["x lit_sparse"] if hf else [])
+    header += ["proj ms", "attn ms", "head ms", "other ms"] if parts else []
+    header += ["cache MB", "cache"]
+    body = []
+    for r in timed:
+        line = [str(r["context"]), str(r.get("batch", 1))]
+        line += [r.get("dtype", "")] if len(dtypes) > 1 else []
+        line += [r["plugin"], cell(r, "ms_per_step", ".2f"), cell(r, "tokens_per_s", ".1f")]
+        line += [cell(r, "speedup_vs_dense", ".2f"), cell(r, "x_floor", ".2f")]
+        line += [cell(r, "x_lit_sparse", ".2f")] if hf else []
+        if parts:
+            line += [cell(r, key, ".2f") for key in ("proj_ms", "attn_ms", "head_ms", "other_ms")]
+        line += [cell(r, "cache_mb", ".1f"), r.get("cache") or r.get("error", "")]
+        body.append(line)
     text = markdown_table(header, body)
+    floors = {round(r["floor_ms"], 2) for r in timed if r.get("floor_ms")}
+    if floors:
+        bandwidths = sorted(r["bandwidth_gb_s"] for r in timed if r.get("bandwidth_gb_s"))
+        text += (
+            f"\n\nfloor: the weights' bytes over the copy bandwidth measured in each process "
+            f"({bandwidths[0]:.1f}-{bandwidths[-1]:.1f} GB/s): "
+            + ", ".join(f"{f:.2f}" for f in sorted(floors))
+            + " ms"
+        )
     for r in rows:
         if r.get("check") == "rss" and "error" not in r:
             text += (

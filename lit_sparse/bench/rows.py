@@ -3,9 +3,13 @@ every row (so rows share inputs and load), and on the CPU one more per row measu
 memory; their rows and table.
 
 ``speedup_vs_dense`` divides the dense time at the same length by the row's time, both from
-the same process. ``floor_ms`` (attention only): the time the op's unavoidable memory traffic
+the same process; ``speedup_vs_flex`` (attention) divides the time of the row's FlexAttention
+peer (``flex:<plugin>``, forward only on the CPU) by the row's. ``floor_ms`` (attention
+only): the time the op's unavoidable memory traffic
 (:func:`lit_sparse.bench.attention.floor_bytes`) takes at the copy bandwidth measured in the
 timing process; ``x_floor`` is ``ms / floor_ms`` and ``gb_per_s`` that traffic over ``ms``.
+A flex row also has ``block_density`` (the share of causal tiles its mask computes) and
+``compile_s`` (its first full-size call less a timed one: compilation and the mask).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import sys
 from typing import Any
 
 from lit_sparse.bench import timing
-from lit_sparse.bench.attention import attention_case, floor_bytes
+from lit_sparse.bench.attention import attention_case, flex_peer, floor_bytes, is_flex
 from lit_sparse.bench.timing import call_peak_mb, copy_bandwidth, progress, sync, time_plugins
 from lit_sparse.bench.train import train_case
 
@@ -66,6 +70,8 @@ def _peaks(spec: dict[str, Any], plugins: list[str]) -> dict[str, float | None]:
     timing process reads the allocator's)."""
     peaks: dict[str, float | None] = {}
     for plugin in plugins if spec["device"] == "cpu" else ():
+        if is_flex(plugin):  # a compile per process: its time is the point, not its memory
+            continue
         progress(f"T={spec['length']} {plugin}: peak memory ...")
         result = run_child({**spec, "mode": "memory", "plugin": plugin})
         peaks[plugin] = None if result is None else result["peak_mb"]
@@ -89,6 +95,7 @@ def length_rows(spec: dict[str, Any], plugins: list[str]) -> list[dict[str, Any]
         )
     by_load = measured.get("busy") or {}
     idle = by_load.get("0", {})
+    info = measured.get("info") or {}
     # a failed plugin has one row saying why (and the command exits with 1)
     rows = [{"T": length, "plugin": p, "ms": None, "error": failed[p]} for p in failed]
     for busy in spec["busy_cores"]:
@@ -102,9 +109,18 @@ def length_rows(spec: dict[str, Any], plugins: list[str]) -> list[dict[str, Any]
             if kind == "train":
                 row["tokens_per_s"] = spec["batch"] * length / (ms / 1e3)
             row["speedup_vs_dense"] = None if dense_ms is None else dense_ms / ms
+            if kind == "attention":
+                row["pass"] = info.get(plugin, {}).get("pass", "fwd+bwd")
+                flex = timing.get(flex_peer(plugin), {}).get("ms")
+                row["speedup_vs_flex"] = None if flex is None else flex / ms
+                if is_flex(plugin):
+                    row["block_density"] = info[plugin].get("block_density")
+                    row["compile_s"] = max(0.0, info[plugin]["first_s"] - ms / 1e3)
             row["x_idle"] = ms / idle[plugin]["ms"] if plugin in idle else None
             row["peak_mb"] = peaks.get(plugin)
-            if floor_ms is not None:
+            if row.get("pass") == "fwd":  # dense and the floor are forward + backward
+                row["speedup_vs_dense"] = None
+            elif floor_ms is not None:
                 row.update(floor_ms=floor_ms, x_floor=ms / floor_ms, gb_per_s=traffic / ms / 1e6)
             rows.append(row)
             _report_row(row, timing[plugin]["runs"])
@@ -141,8 +157,12 @@ def bench_table(rows: list[dict[str, Any]], kind: str) -> str:
     ratio to the idle time when any row ran with busy cores."""
     from lit_sparse.io.tables import markdown_table
 
-    per = "ms fwd+bwd" if kind == "attention" else "ms/step"
+    flex = any(row.get("block_density") is not None for row in rows)
+    passes = {row.get("pass") for row in rows if row.get("pass")}
+    per = "ms/step" if kind == "train" else "ms" if len(passes) > 1 else "ms fwd+bwd"
     columns = [("T", "T", "d"), ("plugin", "plugin", "s")]
+    if len(passes) > 1:
+        columns.append(("pass", "pass", "s"))
     loaded = any(row.get("busy_cores") for row in rows)
     if loaded:
         columns.append(("busy_cores", "busy cores", "d"))
@@ -151,7 +171,11 @@ def bench_table(rows: list[dict[str, Any]], kind: str) -> str:
         columns.append(("x_idle", "x idle", ".2f"))
     if kind == "train":
         columns.append(("tokens_per_s", "tokens/s", ".0f"))
-    columns += [("speedup_vs_dense", "x dense", ".2f"), ("peak_mb", "peak MB", ".0f")]
+    columns.append(("speedup_vs_dense", "x dense", ".2f"))
+    if flex:
+        columns += [("speedup_vs_flex", "x flex", ".2f"), ("block_density", "tiles kept", ".3f")]
+        columns.append(("compile_s", "compile s", ".1f"))
+    columns.append(("peak_mb", "peak MB", ".0f"))
     if kind == "attention":
         columns += [("gb_per_s", "GB/s", ".1f"), ("x_floor", "x floor", ".2f")]
 

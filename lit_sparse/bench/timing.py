@@ -169,19 +169,22 @@ def time_plugins(spec: dict[str, Any], make_case: Callable[[str], tuple[Case, An
     up, then timed in interleaved rounds, once per value of ``spec["busy_cores"]``. A plugin
     that fails (out of memory, say) is reported under ``failed``; the rest run. Returns
     ``{"peaks": {plugin: MB} (CUDA), "failed": {plugin: why}, "busy": {"N": {plugin:
-    {"ms", "runs"}}}}``."""
+    {"ms", "runs"}}}, "info": {plugin: {"first_s": the first full-size call's seconds, and
+    what the case's ``info`` dict holds}}}``."""
     import torch
 
     device = torch.device(spec["device"])
-    runs, peaks, failed = {}, {}, {}
+    runs, peaks, failed, info = {}, {}, {}, {}
     for plugin in spec["plugins"]:
         try:
             case, _ = make_case(plugin)
             case(min(64, spec["length"]))()
             sync(device)
             run = case(spec["length"])
+            start = time.perf_counter()
             run()  # the first full-size call: allocations, page faults, compilation
             sync(device)
+            info[plugin] = {**getattr(case, "info", {}), "first_s": time.perf_counter() - start}
             if device.type == "cuda":  # the allocator's peak over a steady call
                 peaks[plugin] = call_peak_mb(run, device)
             runs[plugin] = run
@@ -203,4 +206,9 @@ def time_plugins(spec: dict[str, Any], make_case: Callable[[str], tuple[Case, An
         timed[str(busy)] = {
             plugin: {"ms": 1e3 * median(ts), "runs": len(ts)} for plugin, ts in times.items()
         }
-    return {"peaks": peaks if device.type == "cuda" else None, "failed": failed, "busy": timed}
+    return {
+        "peaks": peaks if device.type == "cuda" else None,
+        "failed": failed,
+        "busy": timed,
+        "info": info,
+    }

@@ -5,14 +5,20 @@ training steps and decoding against dense, in one run, as Markdown tables (and J
   head dim 64 by default) for every registered plugin, built-in or from an installed
   package, in the configurations its ``bench_cases`` hook gives (fibonacci adds
   ``fibonacci_learned``), dense included (causal SDPA, or flash-attn on CUDA in half
-  precision when installed: what the model runs); natten's causal neighborhood attention
-  when ``natten_mps`` is installed, and FlexAttention (``flex``) on CUDA, as peers.
-  (:mod:`lit_sparse.bench.attention`.)
+  precision when installed: what the model runs); as peers, FlexAttention with each slot
+  plugin's block mask (``flex:<plugin>``; forward only on the CPU, where it has no
+  backward) and natten's causal neighborhood attention when ``natten_mps`` is installed
+  (:mod:`lit_sparse.bench.attention`).
 - ``train``: AdamW training steps of the quickstart or the paper's model shape
   (:mod:`lit_sparse.bench.train`).
-- ``decode``: one decoding step of the paper's model after contexts of 1k to 64k tokens,
-  with each plugin's KV-cache size (:mod:`lit_sparse.bench.decode`); ``--transformers``
-  adds transformers' own ``generate`` on the same weights.
+- ``decode``: decoding steps of the paper's model after contexts of 1k to 64k tokens,
+  batched, against the weights' memory floor, with each plugin's KV-cache size
+  (:mod:`lit_sparse.bench.decode`); ``--transformers`` adds transformers' own ``generate``
+  on the same weights.
+- ``prefill``: a long prompt into the caches in chunks, tokens/s and peak memory
+  (:mod:`lit_sparse.bench.prefill`).
+- ``gpu``: the GPU plan (tests, attention, decoding, training steps) in one command
+  (:mod:`lit_sparse.bench.gpu`).
 
 How the rows are measured (fresh processes, interleaved rounds, medians, the copy-bandwidth
 floor, busy cores) is in :mod:`lit_sparse.bench.timing` and :mod:`lit_sparse.bench.rows`.
@@ -28,11 +34,16 @@ from typing import Any
 from lit_sparse.bench.attention import (
     DTYPES,
     FLEX,
+    FLEX_PREFIX,
     LEARNED,
     NATTEN,
+    SDPA,
     fibonacci_keys,
+    flex_peer,
+    is_flex,
     natten_available,
     plugin_names,
+    slot_plugin_names,
 )
 from lit_sparse.bench.rows import bench_table, run_lengths
 from lit_sparse.bench.timing import progress
@@ -44,19 +55,24 @@ DEFAULT_LENGTHS = (1024, 4096, 16384)
 
 
 def _bench_rows_of(args: argparse.Namespace) -> list[str]:
-    """The rows to time, dense first (the others divide by it), peers last."""
+    """The rows to time, dense first (the others divide by it), peers last: by default (and
+    with ``flex`` among the plugins) a FlexAttention row for every slot plugin listed."""
     kind = args.command
-    plugins = list(args.plugins) if args.plugins else plugin_names(args.window)
+    chosen = list(args.plugins) if args.plugins else plugin_names(args.window)
+    flex = kind == "attention" and (args.plugins is None or FLEX in chosen)
+    plugins = [p for p in chosen if p != FLEX]
     if "dense" not in plugins:
         plugins.insert(0, "dense")
-    plugins.sort(key=lambda p: p != "dense")
+    plugins.sort(key=lambda p: (p != "dense", is_flex(p)))
+    if flex:
+        slot_plugins = set(slot_plugin_names(args.window))
+        peers = [flex_peer(p) for p in plugins if p in slot_plugins]
+        plugins += [p for p in peers if p not in plugins]
     if kind == "attention" and NATTEN not in plugins and args.plugins is None:
         if natten_available():
             plugins.append(NATTEN)
         else:
             progress("natten_mps is not installed: its peer row is skipped")
-    if kind == "attention" and args.plugins is None and args.device == "cuda":
-        plugins.append(FLEX)
     return plugins
 
 
@@ -98,8 +114,10 @@ def _parser() -> argparse.ArgumentParser:
             nargs="+",
             default=None,
             help="rows: every registered plugin's bench cases (e.g. fibonacci, "
-            f"{LEARNED}, an installed package's plugin), '{NATTEN}' or '{FLEX}' (CUDA) "
-            "(default: all; flex on CUDA only); dense always runs",
+            f"{LEARNED}, an installed package's plugin), '{NATTEN}', '{SDPA}' (dense on SDPA "
+            f"whatever else is installed), '{FLEX}' (FlexAttention with the block mask of each "
+            f"slot plugin listed) or '{FLEX_PREFIX}NAME' (one) (default: all, flex rows "
+            "included); dense always runs",
         )
         p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
         p.add_argument("--json", type=str, default=None, help="write the rows to this file")
@@ -146,24 +164,135 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.set_defaults(batch=1)
     _decode_parser(sub)
+    _prefill_parser(sub)
+    _gpu_parser(sub)
     return parser
 
 
+def _shape_options(parser, defaults) -> None:
+    """The model-shape options of decode and prefill (default: the paper's shape)."""
+    parser.add_argument("--window", type=int, default=defaults.window, help="fibonacci W")
+    for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "vocab_size", "training_length"):
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, type=int, default=getattr(defaults, name), dest=name)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+
+
+def _prefill_parser(sub) -> None:
+    from lit_sparse.bench.decode import PLUGINS
+    from lit_sparse.bench.prefill import PrefillBenchSpec
+
+    defaults = PrefillBenchSpec()
+    prefill = sub.add_parser(
+        "prefill", help="a long prompt into the caches, in chunks: tokens/s and peak memory"
+    )
+    prefill.add_argument("--lengths", type=int, nargs="+", default=defaults.lengths)
+    prefill.add_argument("--plugins", nargs="+", choices=PLUGINS, default=defaults.plugins)
+    prefill.add_argument(
+        "--chunk",
+        type=int,
+        nargs="+",
+        default=defaults.chunks,
+        dest="chunks",
+        help="prompt tokens per chunk, one row each (0: the whole prompt at once)",
+    )
+    _shape_options(prefill, defaults)
+    prefill.add_argument("--json", default=None, help="write the rows to this file")
+
+
+def _gpu_parser(sub) -> None:
+    from lit_sparse.bench.gpu import PLAN
+
+    gpu = sub.add_parser(
+        "gpu",
+        help="the GPU plan in one command: gpu tests, attention, decoding and training steps "
+        "on CUDA (at most 8 minutes); --dry-run checks it on any machine",
+    )
+    gpu.add_argument("--json", default=None, help="write every step's result and rows here")
+    gpu.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan and check that every piece imports and builds its inputs (CPU)",
+    )
+    gpu.add_argument(
+        "--steps",
+        nargs="+",
+        choices=[step.name for step in PLAN],
+        default=None,
+        help="run only these steps (default: all)",
+    )
+
+
+def _gpu(args: argparse.Namespace) -> int:
+    from lit_sparse.bench.gpu import BenchCli, describe, dry_run, plan, run_plan
+
+    steps = plan(args.steps)
+    print(describe(steps))
+    if args.dry_run:
+        found = dry_run(steps, BenchCli(_parser().parse_args, _length_spec), progress)
+        for name, why in found.failed.items():
+            print(f"{name}: {why}", file=sys.stderr)
+        print("dry run: " + ("every piece imports and builds" if not found.failed else "FAILED"))
+        return 1 if found.failed else 0
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            "bench gpu: no CUDA device here; `bench gpu --dry-run` checks the plan on any machine"
+        )
+    if not args.json:
+        raise ConfigError("bench gpu: --json PATH is needed (where the results go)")
+    result = run_plan(steps, progress)
+    from lit_sparse.io.atomic import write_json
+
+    write_json(args.json, result)
+    failed = [r["step"] for r in result["steps"] if r["rc"] != 0]
+    print(f"{len(steps) - len(failed)} of {len(steps)} steps passed in {result['seconds']:.0f} s")
+    return 1 if failed else 0
+
+
+def _prefill(args: argparse.Namespace) -> int:
+    from lit_sparse.bench.prefill import PrefillBenchSpec, format_rows, run_prefill_bench
+
+    options = {k: v for k, v in vars(args).items() if k not in ("command", "json")}
+    rows = run_prefill_bench(PrefillBenchSpec(**options), progress=progress)
+    print(format_rows(rows))
+    if args.json:
+        from lit_sparse.io.atomic import write_json
+
+        write_json(args.json, rows)
+    return 1 if any("error" in row for row in rows) else 0
+
+
 def _decode_parser(sub) -> None:
-    from lit_sparse.bench.decode import CONTEXTS, PLUGINS, DecodeBenchSpec
+    from lit_sparse.bench.decode import CONTEXTS, DTYPES, PLUGINS, DecodeBenchSpec
 
     defaults = DecodeBenchSpec()
     decode = sub.add_parser(
-        "decode", help="per-token decoding latency and KV-cache size after long contexts"
+        "decode",
+        help="decoding steps after long contexts: batched, against the weights' memory floor",
     )
     decode.add_argument("--contexts", type=int, nargs="+", default=list(CONTEXTS))
     decode.add_argument("--plugins", nargs="+", choices=PLUGINS, default=list(PLUGINS))
+    decode.add_argument(
+        "--batch", type=int, nargs="+", default=[1], help="sequences per step (e.g. 1 8 32)"
+    )
+    decode.add_argument(
+        "--dtype",
+        nargs="+",
+        choices=DTYPES,
+        default=["float32"],
+        dest="dtypes",
+        help="the weights' dtypes, timed side by side (bfloat16: half the bytes per step)",
+    )
+    decode.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    decode.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also time a step's parts: projections, attention reads, output layer, rest",
+    )
     decode.add_argument("--tokens", type=int, default=defaults.tokens, help="timed per row")
-    decode.add_argument("--window", type=int, default=defaults.window, help="fibonacci W")
-    for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "vocab_size", "training_length"):
-        flag = "--" + name.replace("_", "-")
-        decode.add_argument(flag, type=int, default=getattr(defaults, name), dest=name)
-    decode.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+    _shape_options(decode, defaults)
     decode.add_argument(
         "--rss-tokens",
         type=int,
@@ -201,6 +330,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.command == "decode":
         return _decode(args)
+    if args.command == "prefill":
+        return _prefill(args)
+    if args.command == "gpu":
+        return _gpu(args)
     if args.lengths is None:
         args.lengths = list(DEFAULT_LENGTHS if args.command == "attention" else (1024, 4096))
     for option, values in (("--lengths", args.lengths), ("--repeats", [args.repeats])):
@@ -214,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
             f"--busy-cores {bad[0]}: must be in 0..{(cores or 1) - 1} (this process may run on "
             f"{cores} cores; keeping all of them busy would leave none for the bench)"
         )
-    known = {*plugin_names(args.window), NATTEN, FLEX}
+    known = {*plugin_names(args.window), NATTEN, FLEX, SDPA}
+    known |= {flex_peer(p) for p in slot_plugin_names(args.window)}
     unknown = sorted(set(args.plugins or ()) - known)
     if unknown:
         print(f"unknown plugins {unknown}; known: {sorted(known)}", file=sys.stderr)
@@ -225,13 +359,12 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if FLEX in (args.plugins or ()) and (args.command != "attention" or args.device != "cuda"):
-        print(
-            f"--plugins {FLEX}: FlexAttention is timed on CUDA only (it has no backward on the"
-            " CPU) and in `bench attention`; use `bench attention --device cuda`",
-            file=sys.stderr,
+    flexes = [p for p in args.plugins or () if p == FLEX or is_flex(p)]
+    if flexes and args.command != "attention":
+        raise ConfigError(
+            f"--plugins {flexes[0]}: FlexAttention rows are timed by `bench attention` only "
+            "(one attention call), not by `bench train`"
         )
-        return 2
     specs = [_length_spec(args, length) for length in args.lengths]
     rows = run_lengths(specs, _bench_rows_of(args), args.dense_max_length)
     print(bench_table(rows, args.command))

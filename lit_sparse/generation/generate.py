@@ -1,5 +1,6 @@
-"""Generation: the prompt through the training path (prefill), then one token at a time
-through each layer's decoder (``LanguageModel.new_cache``), yielding tokens as they are made.
+"""Generation: the prompt through the training path in chunks (prefill: memory bounded by the
+chunk and the cache), then one token at a time through each layer's decoder
+(``LanguageModel.new_cache``), yielding tokens as they are made.
 
     for tokens in lit_sparse.generate(model, prompt_ids, 50, temperature=0.8, seed=0):
         ...  # tokens: (B,) the next id of every prompt
@@ -15,6 +16,7 @@ import torch
 from torch import Tensor
 
 from lit_sparse.errors import ConfigError
+from lit_sparse.generation.prefill import DEFAULT_CHUNK, check_chunk, prefill
 from lit_sparse.generation.sampling import Sampler
 
 __all__ = ["Generation", "GenerationStats", "generate"]
@@ -34,6 +36,7 @@ class GenerationStats:
     decode_s: float = 0.0
     """Seconds in the later tokens' forwards and sampling (not the caller's time between)."""
     cache_bytes: int = 0
+    """Bytes of the caches as allocated (they grow with the sequence)."""
     cache: str = ""
     """The caches in words (``LanguageModel.new_cache``)."""
 
@@ -109,8 +112,10 @@ class Generation:
         top_p: float | None = None,
         seed: int | None = None,
         eos_id: int | None = None,
+        prefill_chunk: int | None = DEFAULT_CHUNK,
     ):
         vocab = model.config.vocab_size
+        check_chunk(prefill_chunk)
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
             raise ConfigError(f"max_new_tokens={max_new_tokens!r}: must be an integer >= 1")
         if max_new_tokens < 1:
@@ -134,6 +139,7 @@ class Generation:
                 f"{limit - length}"
             )
         self.model, self.max_new_tokens, self.eos_id = model, max_new_tokens, eos_id
+        self.prefill_chunk = prefill_chunk
         self.cache = None
         self.stats = GenerationStats(prompt_tokens=length, batch=batch)
 
@@ -146,8 +152,7 @@ class Generation:
         with torch.inference_mode():
             # the last token is never fed back: the cache needs one position less
             self.cache = model.new_cache(batch, length + self.max_new_tokens - 1)
-            stats.cache_bytes, stats.cache = self.cache.nbytes, self.cache.describe()
-            logits = model(prompt, self.cache)[:, -1]  # (B, V)
+            logits = prefill(model, prompt, self.cache, self.prefill_chunk)  # (B, V)
             tokens = self.sampler(logits, generator)
         stats.prefill_s = time.perf_counter() - start
         done = torch.zeros(batch, dtype=torch.bool, device=prompt.device)
@@ -162,6 +167,7 @@ class Generation:
                 tokens = tokens.masked_fill(done, self.eos_id)
                 done |= tokens == self.eos_id
             stats.new_tokens += 1
+            stats.cache_bytes, stats.cache = self.cache.nbytes, self.cache.describe()
             yield tokens
             if self.eos_id is not None and bool(done.all()):
                 return
@@ -181,6 +187,7 @@ def generate(
     top_p: float | None = None,
     seed: int | None = None,
     eos_id: int | None = None,
+    prefill_chunk: int | None = DEFAULT_CHUNK,
 ) -> Generation:
     """Continue ``prompt_ids`` with ``model`` (a ``LanguageModel``): an iterator that yields
     the next token of every prompt, (B,), as soon as it is made.
@@ -196,6 +203,9 @@ def generate(
             in (0, 1].
         seed: makes sampling reproducible.
         eos_id: a prompt stops at this token; the iteration ends when every prompt has.
+        prefill_chunk: the prompt goes through the model in chunks of this many tokens
+            (None: at once); the first token's logits are the same either way, and memory
+            is bounded by the chunk and the cache instead of the prompt.
 
     Each layer keeps the cache its attention pattern needs (``LanguageModel.new_cache``):
     a token costs the same at any context for the Fibonacci and sliding-window patterns.
@@ -209,4 +219,5 @@ def generate(
         top_p=top_p,
         seed=seed,
         eos_id=eos_id,
+        prefill_chunk=prefill_chunk,
     )

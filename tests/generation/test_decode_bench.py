@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from lit_sparse.bench.decode import PLUGINS, decode_plugin
+from lit_sparse.bench.decode import PLUGINS, DecodeBenchSpec, decode_model, decode_plugin
 from lit_sparse.bench.decode_transformers import TRANSFORMERS_ROWS
 from lit_sparse.commands.bench import main
 
@@ -15,6 +15,8 @@ pytestmark = pytest.mark.slow  # trains, starts processes or benches
 
 TINY = ["--n-layers", "2", "--d-model", "32", "--n-heads", "4", "--n-kv-heads", "2"]
 TINY += ["--vocab-size", "256", "--training-length", "64", "--window", "4"]
+SPEC = {"n_layers": 2, "d_model": 32, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 256}
+SPEC.update(training_length=64, window=4, rss_tokens=0)
 
 
 def test_bench_decode_writes_rows_and_the_rss_check(tmp_path, capsys):
@@ -43,7 +45,7 @@ def test_bench_decode_writes_rows_and_the_rss_check(tmp_path, capsys):
     )
     assert rss["rss_growth_mb"] >= 0
     out = capsys.readouterr().out
-    assert "ms/token" in out and "ring of 90 rows" in out and "RSS check (fibonacci)" in out
+    assert "ms/step" in out and "ring of 90 rows" in out and "RSS check (fibonacci)" in out
 
 
 @pytest.mark.slow
@@ -95,3 +97,88 @@ def test_sparse_plugins_attend_equal_keys_per_query(name):
     slots = decode_plugin(name, 8, 1024).build(0, 16, 1024).slots(4096, "cpu")
     rungs = int(slots.rung_valid.sum()) if slots.n_rungs else 0
     assert len(slots.distances) + rungs + slots.n_absolute == 19  # fibonacci's at W = 8
+
+
+def test_batches_dtypes_the_floor_and_the_breakdown(tmp_path, capsys):
+    """One process per batch size; each row's tokens/s is its batch over its step time, its
+    floor the weights' bytes over the copy bandwidth of its process (bfloat16: half the
+    matrices' bytes), and the breakdown's parts are there."""
+    path = tmp_path / "decode.json"
+    args = ["decode", *TINY, "--contexts", "100", "--tokens", "2", "--rss-tokens", "0"]
+    args += ["--plugins", "dense", "fibonacci", "--batch", "1", "3"]
+    args += ["--dtype", "float32", "bfloat16", "--breakdown"]
+    assert main([*args, "--json", str(path)]) == 0
+    rows = json.loads(path.read_text())
+    assert [(r["batch"], r["dtype"], r["plugin"]) for r in rows] == [
+        (b, d, p) for b in (1, 3) for d in ("float32", "bfloat16") for p in ("dense", "fibonacci")
+    ]
+    model = decode_model(DecodeBenchSpec(**SPEC), "fibonacci")
+    fp32_bytes = sum(p.numel() * 4 for p in model.parameters())
+    norms = sum(p.numel() * 4 for n, p in model.named_parameters() if "norm" in n)
+    for row in rows:
+        assert row["tokens_per_s"] == pytest.approx(row["batch"] / (row["ms_per_step"] / 1e3))
+        assert row["ms_per_token"] == pytest.approx(row["ms_per_step"] / row["batch"])
+        assert row["x_floor"] == pytest.approx(row["ms_per_step"] / row["floor_ms"])
+        floor = 1e3 * row["weight_bytes"] / (row["bandwidth_gb_s"] * 1e9)
+        assert row["floor_ms"] == pytest.approx(floor)
+        half = norms + (fp32_bytes - norms) // 2
+        assert row["weight_bytes"] == (fp32_bytes if row["dtype"] == "float32" else half)
+        assert all(row[key] > 0 for key in ("proj_ms", "attn_ms", "head_ms", "other_ms"))
+    table = capsys.readouterr().out
+    assert "| context | batch | dtype | plugin | ms/step | tokens/s | x dense | x floor |" in table
+    assert "| proj ms | attn ms | head ms | other ms |" in table
+
+
+def test_a_batch_of_sequences_decodes_like_each_alone():
+    """The batched ring buffers: greedy steps of 3 sequences at once give each sequence's
+    own tokens (the batch shares nothing but the weights)."""
+    import torch
+
+    from lit_sparse.bench.decode import _Decoder
+
+    spec = DecodeBenchSpec(**SPEC)
+    model = decode_model(spec, "fibonacci")
+    together = _Decoder(model, 3, 50, 8)
+    together.token = torch.tensor([[1], [2], [3]])
+    alone = []
+    for row in range(3):
+        single = _Decoder(model, 1, 50, 8)
+        with torch.inference_mode():  # the caches are inference tensors
+            for layer, source in zip(single.cache.layers, together.cache.layers, strict=True):
+                layer.cache.k.copy_(source.cache.k[row : row + 1])
+                layer.cache.v.copy_(source.cache.v[row : row + 1])
+        single.token = together.token[row : row + 1].clone()
+        alone.append(single)
+    for _ in range(5):
+        together.step()
+        for single in alone:
+            single.step()
+        assert torch.equal(together.token, torch.cat([single.token for single in alone]))
+
+
+def test_bench_prefill_rows_whole_and_in_chunks(tmp_path, capsys):
+    """One fresh process per length, plugin and chunk: tokens/s is the length over the
+    prefill's seconds, the peak and its rise are there, and the cache filled is the
+    pattern's (dense: the whole prompt; fibonacci: its ring)."""
+    path = tmp_path / "prefill.json"
+    args = ["prefill", *TINY, "--lengths", "300", "--plugins", "fibonacci", "dense"]
+    assert main([*args, "--chunk", "64", "0", "--json", str(path)]) == 0
+    rows = json.loads(path.read_text())
+    assert [(r["T"], r["plugin"], r["chunk"]) for r in rows] == [
+        (300, "fibonacci", 64),
+        (300, "fibonacci", 0),
+        (300, "dense", 64),
+        (300, "dense", 0),
+    ]
+    row_bytes = 2 * 2 * 2 * 8 * 4 / 2**20  # 2 layers, k and v, 2 KV heads, head dim 8, fp32
+    for row in rows:
+        assert row["tokens_per_s"] == pytest.approx(300 / row["seconds"])
+        assert row["peak_rss_mb"] > row["rise_mb"] >= 0
+        # fibonacci: its ring, the farthest rung below 300 (233, W = 4) + 1; dense: the whole
+        # prompt at once allocates its 300 rows, in chunks its rows double (64, 128, 256) up
+        # to the capacity asked for, the prompt + 1
+        rows_held = {"fibonacci": 234, "dense": 300 if row["chunk"] == 0 else 301}[row["plugin"]]
+        assert row["cache_mb"] == pytest.approx(rows_held * row_bytes)
+    out = capsys.readouterr().out
+    assert "| T | plugin | chunk | s | tokens/s | peak RSS MB | rise MB | cache MB |" in out
+    assert "| 300 | dense | whole |" in out

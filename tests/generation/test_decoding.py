@@ -105,7 +105,9 @@ def test_a_fixed_fibonacci_cache_does_not_grow_past_the_largest_distance():
     shorter.run()
     assert shorter.stats.cache_bytes == ring  # the same ring whatever the generation's length
     dense = tiny_model(build_attention("dense"), n_layers=1, training_length=64)
-    assert dense.new_cache(1, 3003).nbytes == 2 * 2 * 3003 * 8 * 4 > ring
+    whole = generate(dense, prompt, 3000, temperature=0)
+    whole.run()
+    assert whole.stats.cache_bytes == 2 * 2 * 3003 * 8 * 4 > ring  # the whole past
 
 
 def test_lengths_add_no_table_or_slot_entries():
@@ -181,18 +183,19 @@ def test_a_slot_pattern_with_its_own_math_does_not_get_the_slot_decoder():
     assert isinstance(pattern.decoder(shape), RecomputeDecoder)
 
 
-def test_decoding_after_the_prompt_is_one_token_at_a_time():
+def test_after_the_prompt_chunks_of_any_size_continue_the_sequence():
+    """A chunk of several tokens after the prompt (chunked prefill) continues the sequence
+    like one token at a time; nothing may go past max_length."""
     model = tiny_model(build_attention("sliding_window", window=2))
     cache = model.new_cache(1, 10)
-    ids = torch.zeros(1, 10, dtype=torch.long)
+    ids = torch.randint(0, VOCAB, (1, 10), generator=torch.Generator().manual_seed(5))
     with torch.inference_mode():
-        model(ids[:, :4], cache)
-        with pytest.raises(ValueError, match="one token at a time"):
-            model(ids[:, 4:6], cache)
-        for t in range(4, 10):
-            model(ids[:, t : t + 1], cache)
+        full = model(ids)
+        parts = [model(ids[:, :4], cache), model(ids[:, 4:6], cache)]
+        parts += [model(ids[:, t : t + 1], cache) for t in range(6, 10)]
         with pytest.raises(ValueError, match="max_length=10"):
             model(ids[:, :1], cache)
+    torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=0, atol=1e-5)
 
 
 def test_tiny_config_is_gqa():

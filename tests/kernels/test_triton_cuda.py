@@ -1,7 +1,7 @@
 """The Triton kernel on a CUDA GPU: the interpreter test's cases in float32 and bfloat16,
 and the learned-alpha plugin at a model's shape through ``sparse_attention``'s dispatch.
 
-Skipped without CUDA (CI has none); ``scripts/gpu_check.sh`` runs it on a GPU machine.
+Skipped without CUDA (CI has none); ``python -m lit_sparse bench gpu`` runs it on a GPU machine.
 """
 
 from __future__ import annotations

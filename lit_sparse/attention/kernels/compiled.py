@@ -36,15 +36,8 @@ from lit_sparse.attention.kernels.slots import KeySlots
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("slots_cpu.cpp")
-_FLAGS = [
-    "-O3",
-    "-march=native",
-    # let the compiler vectorise the dot products (reassociation), keep inf semantics
-    "-fno-math-errno",
-    "-fno-trapping-math",
-    "-fno-signed-zeros",
-    "-fassociative-math",
-]
+_FLAGS = ["-O3", "-march=native", "-fno-math-errno"]
+"""-march=native: the source picks at::vec's AVX-512 or AVX2 code from what the CPU has."""
 
 
 def _cpu_signature() -> str:
@@ -305,3 +298,32 @@ def compiled_attention(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tens
     by the compiled kernel (call :func:`available` first)."""
     frac = slots.rung_frac if slots.n_rungs else q.new_empty(0)
     return _CompiledAttention.apply(q, k, v, frac, slots)
+
+
+def decode_step(
+    q: Tensor,
+    ring_k: Tensor,
+    ring_v: Tensor,
+    position: int,
+    back: Tensor,
+    first: Tensor,
+    frac: Tensor,
+    block_keys: Tensor,
+    block_size: int,
+    min_abs: int,
+) -> Tensor:
+    """One decoding position over a layer's ring of cached rows (call :func:`available`
+    first): q (B, H, D) and the ring's k, v (B, KV, C, D), position p in row p % C; ``back``
+    (M + 2R,) how far back each relative row is, ``first`` (M + R,) the first position each
+    exact slot and rung is valid at, ``frac`` (R,) float64 the rungs' upper-tap weights,
+    ``block_keys`` (n_blocks, A) absolute keys or an empty tensor. Returns (B, H, D)."""
+    (out,) = _extension().decode_step(
+        q, ring_k, ring_v, position, back, first, frac, block_keys, block_size, min_abs
+    )
+    return out
+
+
+def bf16_linear(x: Tensor, weight: Tensor) -> Tensor:
+    """x (M, K) float32 times bfloat16 ``weight`` (N, K) transposed, summed in float32 (call
+    :func:`available` first): (M, N)."""
+    return _extension().bf16_linear(x, weight)

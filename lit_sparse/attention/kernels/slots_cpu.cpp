@@ -15,6 +15,25 @@
 // The G query heads of a KV group are one item, so every key row (and a rung's blended row)
 // is read once for the group. Every sum runs in a fixed order, whatever thread computes it:
 // results are bit-identical from run to run.
+//
+// Vectorised with ATen's at::vec for the instruction set the compiler targets (-march=native:
+// AVX-512 or AVX2 with FMA where the CPU has them, ATen's portable loops elsewhere). The inner
+// loops run over the head dim D in vectors; per position, the G query heads of a KV group
+// are one tile, so each key row, value row and blended rung row is loaded once for the
+// tile's G dot products and G multiply-adds.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#define CPU_CAPABILITY AVX512
+#define CPU_CAPABILITY_AVX512
+#elif defined(__AVX2__) && defined(__FMA__)
+#define CPU_CAPABILITY AVX2
+#define CPU_CAPABILITY_AVX2
+#else
+#define CPU_CAPABILITY DEFAULT
+#define CPU_CAPABILITY_DEFAULT
+#endif
+#include <ATen/Parallel.h>
+#include <ATen/cpu/vec/functional.h>
+#include <ATen/cpu/vec/vec.h>
 #include <torch/extension.h>
 
 #include <algorithm>
@@ -43,20 +62,88 @@ void parallel_items(int64_t n, int64_t threads, const F& fn) {
 }
 
 template <typename T>
+using Vec = at::vec::Vectorized<T>;
+
+// Lanes [0, n) of x (n <= Vec::size() reads only those; the rest are zero).
+template <typename T>
+inline Vec<T> load(const T* x, int64_t n) {
+  return Vec<T>::loadu(x, n);
+}
+
+template <typename T>
+inline T lane_sum(const Vec<T>& x) {
+  return at::vec::vec_reduce_all<T>([](Vec<T>& a, Vec<T>& b) { return a + b; }, x);
+}
+
+template <typename T>
 inline T dot(const T* a, const T* b, int64_t n) {
-  T acc = 0;
-  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
-  return acc;
+  constexpr int64_t W = Vec<T>::size();
+  Vec<T> acc(T(0));
+  for (int64_t i = 0; i < n; i += W) {
+    acc = at::vec::fmadd(load(a + i, n - i), load(b + i, n - i), acc);
+  }
+  return lane_sum(acc);
 }
 
-template <typename T>
-inline void axpy(T alpha, const T* x, T* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+// out[g * out_stride] = rows[g] . x for the kG rows at rows + g * D (a tile of query heads):
+// x is loaded once for all of them.
+template <typename T, int kG>
+inline void dots(const T* rows, const T* x, int64_t D, T* out, int64_t out_stride) {
+  constexpr int64_t W = Vec<T>::size();
+  Vec<T> acc[kG];
+  for (int g = 0; g < kG; ++g) acc[g] = Vec<T>(T(0));
+  for (int64_t i = 0; i < D; i += W) {
+    const Vec<T> xv = load(x + i, D - i);
+    for (int g = 0; g < kG; ++g) acc[g] = at::vec::fmadd(load(rows + g * D + i, D - i), xv, acc[g]);
+  }
+  for (int g = 0; g < kG; ++g) out[g * out_stride] = lane_sum(acc[g]);
 }
 
+// out[g] = sum_j w[g * S + j] * xs[j] for the kG rows of out (stride D); a null xs[j] is
+// skipped. Each row xs[j] is loaded once per vector of D for the whole tile.
+template <typename T, int kG>
+inline void mix(const T* w, int64_t S, const T* const* xs, int64_t D, T* out) {
+  constexpr int64_t W = Vec<T>::size();
+  for (int64_t i = 0; i < D; i += W) {
+    Vec<T> acc[kG];
+    for (int g = 0; g < kG; ++g) acc[g] = Vec<T>(T(0));
+    for (int64_t j = 0; j < S; ++j) {
+      if (!xs[j]) continue;
+      const Vec<T> xv = load(xs[j] + i, D - i);
+      for (int g = 0; g < kG; ++g) acc[g] = at::vec::fmadd(Vec<T>(w[g * S + j]), xv, acc[g]);
+    }
+    for (int g = 0; g < kG; ++g) acc[g].store(out + g * D + i, std::min(W, D - i));
+  }
+}
+
+// out = lo + frac * (hi - lo), and (when diff is given) diff = hi - lo.
 template <typename T>
-inline void blend(const T* lo, const T* hi, T frac, T* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = lo[i] + frac * (hi[i] - lo[i]);
+inline void blend(const T* lo, const T* hi, T frac, T* out, T* diff, int64_t n) {
+  constexpr int64_t W = Vec<T>::size();
+  const Vec<T> f(frac);
+  for (int64_t i = 0; i < n; i += W) {
+    const Vec<T> a = load(lo + i, n - i), d = load(hi + i, n - i) - a;
+    at::vec::fmadd(f, d, a).store(out + i, std::min(W, n - i));
+    if (diff) d.store(diff + i, std::min(W, n - i));
+  }
+}
+
+// p[j] = exp(p[j] - max) / sum for a row of n scores (-inf: an invalid slot, 0 after).
+template <typename T>
+inline void softmax_row(T* p, int64_t n) {
+  constexpr int64_t W = Vec<T>::size();
+  T top = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < n; ++j) top = std::max(top, p[j]);
+  if (top == -std::numeric_limits<T>::infinity()) {  // no valid slot
+    std::fill(p, p + n, T(0));
+    return;
+  }
+  const Vec<T> shift(top);
+  for (int64_t j = 0; j < n; j += W) (load(p + j, n - j) - shift).exp().store(p + j, std::min(W, n - j));
+  T total = 0;
+  for (int64_t j = 0; j < n; ++j) total += p[j];
+  const Vec<T> inv(T(1) / total);
+  for (int64_t j = 0; j < n; j += W) (load(p + j, n - j) * inv).store(p + j, std::min(W, n - j));
 }
 
 struct Shape {
@@ -96,8 +183,16 @@ Slots slots_of(const torch::Tensor& exact, const torch::Tensor& lo, const torch:
           block_keys.numel() ? block_keys.data_ptr<int64_t>() : nullptr};
 }
 
+// P and dS are slot-major, (S, B, T, H): the key pass reads one slot of consecutive queries.
+inline int64_t slot_major(const Shape& s, int64_t slot, int64_t b, int64_t t) {
+  return ((slot * s.B + b) * s.T + t) * s.H;
+}
+
 // ------------------------------------------------------------------------------ forward
-template <typename T>
+// Per position: the rows its slots read (shared by the G heads), then per tile of kG heads
+// the scores (each key row loaded once for the tile), the softmax (written to probs) and the
+// output (each value row loaded once for the tile).
+template <typename T, int kG>
 void forward_impl(const Shape& s, const Slots& slots, const T* q, const T* k, const T* v, T* out,
                   T* probs, int64_t threads) {
   const T scale = T(1) / std::sqrt(T(s.D));
@@ -105,7 +200,7 @@ void forward_impl(const Shape& s, const Slots& slots, const T* q, const T* k, co
   const int64_t t_blocks = (s.T + kBlock - 1) / kBlock;
   parallel_items(s.B * s.KV * t_blocks, threads, [&](int64_t item) {
     const int64_t tb = item % t_blocks, kv = (item / t_blocks) % s.KV, b = item / t_blocks / s.KV;
-    std::vector<T> key_rows(s.R * s.D), value_rows(s.R * s.D), score(s.G * s.S);
+    std::vector<T> key_rows(s.R * s.D), value_rows(s.R * s.D), score(kG * s.S);
     std::vector<const T*> keys(s.S), values(s.S);
     for (int64_t t = tb * kBlock; t < std::min(s.T, (tb + 1) * kBlock); ++t) {
       // the rows this position reads, shared by the G heads; nullptr: not valid here
@@ -133,33 +228,33 @@ void forward_impl(const Shape& s, const Slots& slots, const T* q, const T* k, co
         }
         const int64_t hi = std::max<int64_t>(t - lo - 1, 0);
         const T f = T(slots.frac[r]);
-        blend(k_base + (t - lo) * row_stride, k_base + hi * row_stride, f, &key_rows[r * s.D], s.D);
+        blend(k_base + (t - lo) * row_stride, k_base + hi * row_stride, f, &key_rows[r * s.D],
+              (T*)nullptr, s.D);
         blend(v_base + (t - lo) * row_stride, v_base + hi * row_stride, f, &value_rows[r * s.D],
-              s.D);
+              (T*)nullptr, s.D);
         keys[slot] = &key_rows[r * s.D];
         values[slot] = &value_rows[r * s.D];
       }
-      for (int64_t g = 0; g < s.G; ++g) {
-        const int64_t h = kv * s.G + g;
-        const T* qv = q + ((b * s.T + t) * s.H + h) * s.D;
-        T* sc = &score[g * s.S];
-        T top = neg_inf;
+      for (int64_t g0 = 0; g0 < s.G; g0 += kG) {
+        const int64_t row = (b * s.T + t) * s.H + kv * s.G + g0;  // the tile's first head
+        const T* qv = q + row * s.D;  // the tile's kG query rows, one after another
+        T* p = score.data();          // their kG rows of S scores, then probabilities
         for (int64_t j = 0; j < s.S; ++j) {
-          sc[j] = keys[j] ? dot(qv, keys[j], s.D) * scale : neg_inf;
-          top = std::max(top, sc[j]);
+          if (keys[j]) {
+            dots<T, kG>(qv, keys[j], s.D, p + j, s.S);
+          } else {
+            for (int g = 0; g < kG; ++g) p[g * s.S + j] = neg_inf;
+          }
         }
-        T total = 0;
-        for (int64_t j = 0; j < s.S; ++j) {
-          sc[j] = keys[j] ? std::exp(sc[j] - top) : T(0);
-          total += sc[j];
+        for (int g = 0; g < kG; ++g) {
+          T* pg = p + g * s.S;
+          for (int64_t j = 0; j < s.S; ++j) pg[j] *= scale;
+          softmax_row(pg, s.S);
         }
-        const T inv = total > 0 ? T(1) / total : T(0);
-        T* o = out + ((b * s.T + t) * s.H + h) * s.D;
-        T* p = probs + ((b * s.T + t) * s.H + h) * s.S;
-        std::fill(o, o + s.D, T(0));
+        mix<T, kG>(p, s.S, values.data(), s.D, out + row * s.D);
         for (int64_t j = 0; j < s.S; ++j) {
-          p[j] = sc[j] * inv;
-          if (values[j] && p[j] != 0) axpy(p[j], values[j], o, s.D);
+          T* to = probs + slot_major(s, j, b, t) + kv * s.G + g0;
+          for (int g = 0; g < kG; ++g) to[g] = p[g * s.S + j];
         }
       }
     }
@@ -168,7 +263,7 @@ void forward_impl(const Shape& s, const Slots& slots, const T* q, const T* k, co
 
 // ------------------------------------------------------------------------------ backward
 // Pass 1, per query: dS, dQ and each item's share of d(frac).
-template <typename T>
+template <typename T, int kG>
 void query_pass(const Shape& s, const Slots& slots, const T* q, const T* k, const T* v,
                 const T* out, const T* dout, const T* probs, T* ds_all, T* dq, T* dfrac_items,
                 int64_t threads) {
@@ -179,6 +274,7 @@ void query_pass(const Shape& s, const Slots& slots, const T* q, const T* k, cons
     // per rung: the blended rows and the taps' differences (hi - lo), shared by the G heads
     std::vector<T> key_rows(s.R * s.D), value_rows(s.R * s.D), k_diff(s.R * s.D), v_diff(s.R * s.D);
     std::vector<const T*> keys(s.S), values(s.S);
+    std::vector<T> dp(kG), score_slope(kG), value_slope(kG), p_rows(kG * s.S), ds_rows(kG * s.S);
     T* dfrac = dfrac_items + item * s.R;
     std::fill(dfrac, dfrac + s.R, T(0));
     const int64_t row_stride = s.KV * s.D;
@@ -206,41 +302,54 @@ void query_pass(const Shape& s, const Slots& slots, const T* q, const T* k, cons
         }
         const int64_t hi = std::max<int64_t>(t - lo - 1, 0);
         const T f = T(slots.frac[r]);
-        const T *k_lo = k_base + (t - lo) * row_stride, *k_hi = k_base + hi * row_stride;
-        const T *v_lo = v_base + (t - lo) * row_stride, *v_hi = v_base + hi * row_stride;
-        for (int64_t i = 0; i < s.D; ++i) {
-          k_diff[r * s.D + i] = k_hi[i] - k_lo[i];
-          v_diff[r * s.D + i] = v_hi[i] - v_lo[i];
-          key_rows[r * s.D + i] = k_lo[i] + f * k_diff[r * s.D + i];
-          value_rows[r * s.D + i] = v_lo[i] + f * v_diff[r * s.D + i];
-        }
+        blend(k_base + (t - lo) * row_stride, k_base + hi * row_stride, f, &key_rows[r * s.D],
+              &k_diff[r * s.D], s.D);
+        blend(v_base + (t - lo) * row_stride, v_base + hi * row_stride, f, &value_rows[r * s.D],
+              &v_diff[r * s.D], s.D);
         keys[slot] = &key_rows[r * s.D];
         values[slot] = &value_rows[r * s.D];
       }
-      for (int64_t g = 0; g < s.G; ++g) {
-        const int64_t row = (b * s.T + t) * s.H + kv * s.G + g;
+      for (int64_t g0 = 0; g0 < s.G; g0 += kG) {
+        const int64_t row = (b * s.T + t) * s.H + kv * s.G + g0;  // the tile's first head
         const T* qv = q + row * s.D;
         const T* dov = dout + row * s.D;
-        const T* p = probs + row * s.S;
-        T* ds = ds_all + row * s.S;
-        T* dqv = dq + row * s.D;
-        std::fill(dqv, dqv + s.D, T(0));
-        const T delta = dot(dov, out + row * s.D, s.D);  // sum_j p_j dP_j
+        T* p = p_rows.data();  // the tile's kG rows of S probabilities, and of dS
+        T* ds = ds_rows.data();
         for (int64_t j = 0; j < s.S; ++j) {
-          if (!keys[j] || p[j] == 0) {
-            ds[j] = 0;
+          const T* from = probs + slot_major(s, j, b, t) + kv * s.G + g0;
+          for (int g = 0; g < kG; ++g) p[g * s.S + j] = from[g];
+        }
+        T delta[kG];  // sum_j p_j dP_j = dout . out, per head
+        for (int g = 0; g < kG; ++g) delta[g] = dot(dov + g * s.D, out + (row + g) * s.D, s.D);
+        for (int64_t j = 0; j < s.S; ++j) {
+          if (!keys[j]) {
+            for (int g = 0; g < kG; ++g) ds[g * s.S + j] = 0;
             continue;
           }
-          ds[j] = p[j] * (dot(dov, values[j], s.D) - delta);
-          axpy(ds[j] * scale, keys[j], dqv, s.D);
+          dots<T, kG>(dov, values[j], s.D, dp.data(), 1);
+          for (int g = 0; g < kG; ++g) {
+            ds[g * s.S + j] = p[g * s.S + j] * (dp[g] - delta[g]);
+          }
+        }
+        for (int64_t j = 0; j < s.S; ++j) {
+          T* to = ds_all + slot_major(s, j, b, t) + kv * s.G + g0;
+          for (int g = 0; g < kG; ++g) to[g] = ds[g * s.S + j];
+        }
+        mix<T, kG>(ds, s.S, keys.data(), s.D, dq + row * s.D);
+        const Vec<T> scale_v(scale);
+        for (int64_t i = 0; i < kG * s.D; i += Vec<T>::size()) {
+          const int64_t n = std::min<int64_t>(Vec<T>::size(), kG * s.D - i);
+          (load(dq + row * s.D + i, n) * scale_v).store(dq + row * s.D + i, n);
         }
         for (int64_t r = 0; r < s.R; ++r) {
           const int64_t j = s.A + s.M + r;
-          if (!keys[j] || p[j] == 0) continue;
+          if (!keys[j]) continue;
           // the rung's score moves by scale q.(k_hi - k_lo), its value by v_hi - v_lo
-          const T score_slope = scale * dot(qv, &k_diff[r * s.D], s.D);
-          const T value_slope = dot(dov, &v_diff[r * s.D], s.D);
-          dfrac[r] += ds[j] * score_slope + p[j] * value_slope;
+          dots<T, kG>(qv, &k_diff[r * s.D], s.D, score_slope.data(), 1);
+          dots<T, kG>(dov, &v_diff[r * s.D], s.D, value_slope.data(), 1);
+          for (int g = 0; g < kG; ++g) {
+            dfrac[r] += ds[g * s.S + j] * scale * score_slope[g] + p[g * s.S + j] * value_slope[g];
+          }
         }
       }
     }
@@ -251,51 +360,99 @@ void query_pass(const Shape& s, const Slots& slots, const T* q, const T* k, cons
 // lower tap at j + lo, its upper tap at j + lo + 1, and at j = 0 also query lo's upper tap,
 // whose row -1 is replaced by row 0), and for absolute keys the queries of the blocks that
 // drew it (reader_ptr / reader_block / reader_slot: the blocks and slots reading each key).
-template <typename T>
+// Each reader's G heads add ds * q to dK and p * dout to dV, in vectors over D. An item
+// walks one slot over its block of keys at a time, so the rows it reads (queries j + d, and
+// their P and dS in slot-major order) are consecutive; every key row still receives its
+// terms in the same order (absolute readers, exact slots, rungs), whatever the thread.
+template <typename T, int kG>
 void key_pass(const Shape& s, const Slots& slots, const T* q, const T* dout, const T* probs,
               const T* ds_all, const int64_t* reader_ptr, const int64_t* reader_block,
               const int64_t* reader_slot, T* dk, T* dv, int64_t threads) {
+  constexpr int64_t W = Vec<T>::size();
   const T scale = T(1) / std::sqrt(T(s.D));
   const int64_t j_blocks = (s.T + kBlock - 1) / kBlock;
   parallel_items(s.B * s.KV * j_blocks, threads, [&](int64_t item) {
     const int64_t jb = item % j_blocks, kv = (item / j_blocks) % s.KV, b = item / j_blocks / s.KV;
-    std::vector<T> dkv(s.D), dvv(s.D);
-    auto take = [&](int64_t t, int64_t slot, T weight) {
-      for (int64_t g = 0; g < s.G; ++g) {
-        const int64_t row = (b * s.T + t) * s.H + kv * s.G + g;
-        const T ds = ds_all[row * s.S + slot], p = probs[row * s.S + slot];
-        if (ds != 0) axpy(weight * ds, q + row * s.D, dkv.data(), s.D);
-        if (p != 0) axpy(weight * p, dout + row * s.D, dvv.data(), s.D);
+    const int64_t j0 = jb * kBlock, j1 = std::min(s.T, j0 + kBlock);
+    std::vector<T> dk_acc((j1 - j0) * s.D, T(0)), dv_acc((j1 - j0) * s.D, T(0));
+    // key row j += weight * (dS q, P dout) of query t's heads at `slot`
+    auto take = [&](int64_t j, int64_t t, int64_t slot, T weight) {
+      const int64_t at = slot_major(s, slot, b, t) + kv * s.G;  // in P and dS
+      const int64_t row = (b * s.T + t) * s.H + kv * s.G;        // in q and dout
+      T* dk_j = &dk_acc[(j - j0) * s.D];
+      T* dv_j = &dv_acc[(j - j0) * s.D];
+      for (int64_t g0 = 0; g0 < s.G; g0 += kG) {
+        T a[kG], c[kG];
+        bool any = false;
+        for (int g = 0; g < kG; ++g) {
+          a[g] = weight * ds_all[at + g0 + g];
+          c[g] = weight * probs[at + g0 + g];
+          any = any || a[g] != 0 || c[g] != 0;
+        }
+        if (!any) continue;
+        const T* qr = q + (row + g0) * s.D;
+        const T* dr = dout + (row + g0) * s.D;
+        for (int64_t i = 0; i < s.D; i += W) {
+          const int64_t n = s.D - i;
+          Vec<T> dk_v = load(dk_j + i, n), dv_v = load(dv_j + i, n);
+          for (int g = 0; g < kG; ++g) {
+            dk_v = at::vec::fmadd(Vec<T>(a[g]), load(qr + g * s.D + i, n), dk_v);
+            dv_v = at::vec::fmadd(Vec<T>(c[g]), load(dr + g * s.D + i, n), dv_v);
+          }
+          dk_v.store(dk_j + i, std::min(W, n));
+          dv_v.store(dv_j + i, std::min(W, n));
+        }
       }
     };
-    for (int64_t j = jb * kBlock; j < std::min(s.T, (jb + 1) * kBlock); ++j) {
-      std::fill(dkv.begin(), dkv.end(), T(0));
-      std::fill(dvv.begin(), dvv.end(), T(0));
-      if (reader_ptr) {
+    if (reader_ptr) {
+      for (int64_t j = j0; j < j1; ++j) {
         for (int64_t e = reader_ptr[j]; e < reader_ptr[j + 1]; ++e) {
           const int64_t first = reader_block[e] * s.block_size;
           const int64_t last = std::min(s.T, first + s.block_size);
-          for (int64_t t = std::max(first, j + s.min_abs); t < last; ++t) take(t, reader_slot[e], 1);
+          for (int64_t t = std::max(first, j + s.min_abs); t < last; ++t) {
+            take(j, t, reader_slot[e], 1);
+          }
         }
       }
-      for (int64_t m = 0; m < s.M; ++m) {
-        const int64_t t = j + slots.exact[m];
-        if (t < s.T) take(t, s.A + m, 1);
+    }
+    for (int64_t m = 0; m < s.M; ++m) {
+      for (int64_t j = j0; j < j1 && j + slots.exact[m] < s.T; ++j) {
+        take(j, j + slots.exact[m], s.A + m, 1);
       }
-      for (int64_t r = 0; r < s.R; ++r) {
-        const int64_t lo = slots.lo[r], slot = s.A + s.M + r;
-        const T f = T(slots.frac[r]);
-        if (j + lo < s.T) take(j + lo, slot, j == 0 ? T(1) : T(1) - f);
-        if (j + lo + 1 < s.T) take(j + lo + 1, slot, f);
+    }
+    for (int64_t r = 0; r < s.R; ++r) {
+      const int64_t lo = slots.lo[r], slot = s.A + s.M + r;
+      const T f = T(slots.frac[r]);
+      for (int64_t j = j0; j < j1; ++j) {
+        if (j + lo < s.T) take(j, j + lo, slot, j == 0 ? T(1) : T(1) - f);
+        if (j + lo + 1 < s.T) take(j, j + lo + 1, slot, f);
       }
+    }
+    const Vec<T> scale_v(scale);
+    for (int64_t j = j0; j < j1; ++j) {
       T* dk_row = dk + ((b * s.T + j) * s.KV + kv) * s.D;
       T* dv_row = dv + ((b * s.T + j) * s.KV + kv) * s.D;
-      for (int64_t i = 0; i < s.D; ++i) {
-        dk_row[i] = dkv[i] * scale;
-        dv_row[i] = dvv[i];
+      for (int64_t i = 0; i < s.D; i += W) {
+        const int64_t n = std::min(W, s.D - i);
+        (load(&dk_acc[(j - j0) * s.D + i], n) * scale_v).store(dk_row + i, n);
+        load(&dv_acc[(j - j0) * s.D + i], n).store(dv_row + i, n);
       }
     }
   });
+}
+
+// The largest tile of heads that divides G: 8, 4, 2 or 1 heads share each row they read.
+template <typename F>
+void with_tile(int64_t G, const F& fn) {
+  if (G % 8 == 0) {
+    fn(std::integral_constant<int, 8>());
+  } else if (G % 4 == 0) {
+    fn(std::integral_constant<int, 4>());
+  } else if (G % 2 == 0) {
+    fn(std::integral_constant<int, 2>());
+  } else {
+    fn(std::integral_constant<int, 1>());
+  }
 }
 
 void check(const torch::Tensor& x, const torch::Tensor& like, const char* name) {
@@ -315,11 +472,13 @@ std::vector<torch::Tensor> forward(torch::Tensor q, torch::Tensor k, torch::Tens
   const Shape s = shape_of(q, k, exact, lo, block_keys, block_size, min_abs);
   const Slots slots = slots_of(exact, lo, frac, block_keys);
   auto out = torch::empty_like(q);
-  auto probs = torch::empty({s.B, s.T, s.H, s.S}, q.options());
+  auto probs = torch::empty({s.S, s.B, s.T, s.H}, q.options());  // slot-major
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "lit_sparse_forward", [&] {
-    forward_impl<scalar_t>(s, slots, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
-                           v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
-                           probs.data_ptr<scalar_t>(), threads);
+    with_tile(s.G, [&](auto tile) {
+      forward_impl<scalar_t, decltype(tile)::value>(
+          s, slots, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
+          out.data_ptr<scalar_t>(), probs.data_ptr<scalar_t>(), threads);
+    });
   });
   return {out, probs};
 }
@@ -341,17 +500,20 @@ std::vector<torch::Tensor> backward(torch::Tensor q, torch::Tensor k, torch::Ten
   auto dfrac_items = torch::empty({items, s.R}, q.options());
   const bool readers = reader_ptr.numel() > 0;
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "lit_sparse_backward", [&] {
-    query_pass<scalar_t>(s, slots, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
-                         v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
-                         dout.data_ptr<scalar_t>(), probs.data_ptr<scalar_t>(),
-                         ds.data_ptr<scalar_t>(), dq.data_ptr<scalar_t>(),
-                         dfrac_items.data_ptr<scalar_t>(), threads);
-    key_pass<scalar_t>(s, slots, q.data_ptr<scalar_t>(), dout.data_ptr<scalar_t>(),
-                       probs.data_ptr<scalar_t>(), ds.data_ptr<scalar_t>(),
-                       readers ? reader_ptr.data_ptr<int64_t>() : nullptr,
-                       readers ? reader_block.data_ptr<int64_t>() : nullptr,
-                       readers ? reader_slot.data_ptr<int64_t>() : nullptr,
-                       dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>(), threads);
+    with_tile(s.G, [&](auto tile) {
+      constexpr int kG = decltype(tile)::value;
+      query_pass<scalar_t, kG>(s, slots, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
+                               v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
+                               dout.data_ptr<scalar_t>(), probs.data_ptr<scalar_t>(),
+                               ds.data_ptr<scalar_t>(), dq.data_ptr<scalar_t>(),
+                               dfrac_items.data_ptr<scalar_t>(), threads);
+      key_pass<scalar_t, kG>(s, slots, q.data_ptr<scalar_t>(), dout.data_ptr<scalar_t>(),
+                             probs.data_ptr<scalar_t>(), ds.data_ptr<scalar_t>(),
+                             readers ? reader_ptr.data_ptr<int64_t>() : nullptr,
+                             readers ? reader_block.data_ptr<int64_t>() : nullptr,
+                             readers ? reader_slot.data_ptr<int64_t>() : nullptr,
+                             dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>(), threads);
+    });
   });
   // items summed in a fixed order: the same result whatever thread computed each item
   auto dfrac = torch::zeros({s.R}, q.options());
@@ -364,7 +526,142 @@ std::vector<torch::Tensor> backward(torch::Tensor q, torch::Tensor k, torch::Ten
   return {dq, dk, dv, dfrac};
 }
 
+// ------------------------------------------------------------------------------ decoding
+// One new position of a batch, read from each layer's ring of cached rows (the decoder's
+// step): q (B, H, D); ring_k, ring_v (B, KV, C, D), position p in row p % C. The relative
+// rows are p - back[i] (clamped at 0): [exact (M) | rung lower taps (R) | upper taps (R)];
+// exact slot m and rung r are valid from position first[m], first[M + r] on; absolute keys
+// (BigBird) are block_keys[p / block_size] (n_blocks, A), -1 for none, valid when
+// p - key >= min_abs. Slots [exact | rungs | absolute]; a rung's key and value are
+// (1 - frac) lo + frac hi. Returns out (B, H, D).
+std::vector<torch::Tensor> decode_step(torch::Tensor q, torch::Tensor ring_k, torch::Tensor ring_v,
+                                       int64_t position, torch::Tensor back, torch::Tensor first,
+                                       torch::Tensor frac, torch::Tensor block_keys,
+                                       int64_t block_size, int64_t min_abs) {
+  TORCH_CHECK(q.dim() == 3 && ring_k.dim() == 4, "decode_step: q (B, H, D), rings (B, KV, C, D)");
+  for (auto* x : {&q, &ring_k, &ring_v}) check(*x, q, "decode_step input");
+  const int64_t B = q.size(0), H = q.size(1), D = q.size(2), KV = ring_k.size(1);
+  const int64_t C = ring_k.size(2), G = H / KV;
+  const int64_t R = frac.numel(), M = first.numel() - R, A = block_keys.numel() ? block_keys.size(1) : 0;
+  TORCH_CHECK(back.numel() == M + 2 * R, "decode_step: back must hold M + 2R distances");
+  const int64_t* back_p = back.data_ptr<int64_t>();
+  const int64_t* first_p = first.data_ptr<int64_t>();
+  const int64_t n_rows = M + 2 * R + A, n_slots = M + R + A;
+  std::vector<int64_t> rows(n_rows);
+  std::vector<char> valid(n_slots);
+  for (int64_t i = 0; i < M + 2 * R; ++i) rows[i] = std::max<int64_t>(position - back_p[i], 0) % C;
+  for (int64_t i = 0; i < M + R; ++i) valid[i] = position >= first_p[i];
+  if (A) {
+    const int64_t* keys = block_keys.data_ptr<int64_t>() + (position / block_size) * A;
+    for (int64_t a = 0; a < A; ++a) {
+      rows[M + 2 * R + a] = std::max<int64_t>(keys[a], 0) % C;
+      valid[M + R + a] = keys[a] >= 0 && position - keys[a] >= min_abs;
+    }
+  }
+  auto out = torch::empty_like(q);
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "lit_sparse_decode_step", [&] {
+    using T = scalar_t;
+    const T scale = T(1) / std::sqrt(T(D));
+    const T neg_inf = -std::numeric_limits<T>::infinity();
+    const double* frac_p = frac.numel() ? frac.data_ptr<double>() : nullptr;
+    const T* qp = q.data_ptr<T>();
+    const T* kp = ring_k.data_ptr<T>();
+    const T* vp = ring_v.data_ptr<T>();
+    T* op = out.data_ptr<T>();
+    at::parallel_for(0, B * KV, 1, [&](int64_t begin, int64_t end) {
+      std::vector<T> row_scores(G * n_rows), probs(G * n_slots), weights(G * n_rows);
+      std::vector<const T*> k_rows(n_rows), v_rows(n_rows);
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t b = item / KV, kv = item % KV;
+        for (int64_t i = 0; i < n_rows; ++i) {
+          k_rows[i] = kp + ((b * KV + kv) * C + rows[i]) * D;
+          v_rows[i] = vp + ((b * KV + kv) * C + rows[i]) * D;
+        }
+        const T* qg = qp + (b * H + kv * G) * D;  // the group's G query rows
+        for (int64_t g = 0; g < G; ++g) {
+          for (int64_t i = 0; i < n_rows; ++i) row_scores[g * n_rows + i] = dot(qg + g * D, k_rows[i], D) * scale;
+          T* p = &probs[g * n_slots];
+          const T* sc = &row_scores[g * n_rows];
+          for (int64_t m = 0; m < M; ++m) p[m] = sc[m];
+          for (int64_t r = 0; r < R; ++r) {
+            const T f = T(frac_p[r]);
+            p[M + r] = sc[M + r] + f * (sc[M + R + r] - sc[M + r]);
+          }
+          for (int64_t a = 0; a < A; ++a) p[M + R + a] = sc[M + 2 * R + a];
+          for (int64_t j = 0; j < n_slots; ++j) if (!valid[j]) p[j] = neg_inf;
+          softmax_row(p, n_slots);
+          T* w = &weights[g * n_rows];
+          for (int64_t m = 0; m < M; ++m) w[m] = p[m];
+          for (int64_t r = 0; r < R; ++r) {
+            const T f = T(frac_p[r]);
+            w[M + r] = p[M + r] * (T(1) - f);
+            w[M + R + r] = p[M + r] * f;
+          }
+          for (int64_t a = 0; a < A; ++a) w[M + 2 * R + a] = p[M + R + a];
+        }
+        T* og = op + (b * H + kv * G) * D;
+        constexpr int64_t W = Vec<T>::size();
+        for (int64_t g = 0; g < G; ++g) {
+          const T* w = &weights[g * n_rows];
+          for (int64_t i = 0; i < D; i += W) {
+            Vec<T> acc(T(0));
+            for (int64_t r = 0; r < n_rows; ++r) {
+              if (w[r] != 0) acc = at::vec::fmadd(Vec<T>(w[r]), load(v_rows[r] + i, D - i), acc);
+            }
+            acc.store(og + g * D + i, std::min(W, D - i));
+          }
+        }
+      }
+    });
+  });
+  return {out};
+}
+
+// ------------------------------------------------------------------------------ bf16 weights
+// y (M, N) = x (M, K) w (N, K)^T for float32 x and bfloat16 w, accumulated in float32: a
+// decoding step reads each weight once, and bfloat16 halves those bytes. Rows of w are
+// split between torch's threads.
+torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
+  TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), "bf16_linear: x (M, K), w (N, K)");
+  TORCH_CHECK(x.scalar_type() == torch::kFloat && w.scalar_type() == torch::kBFloat16,
+              "bf16_linear: float32 x and bfloat16 w");
+  TORCH_CHECK(x.is_contiguous() && w.is_contiguous() && x.device().is_cpu() && w.device().is_cpu(),
+              "bf16_linear: contiguous CPU tensors");
+  const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  auto y = torch::empty({M, N}, x.options());
+  const float* xp = x.data_ptr<float>();
+  const c10::BFloat16* wp = w.data_ptr<c10::BFloat16>();
+  float* yp = y.data_ptr<float>();
+  using BVec = at::vec::Vectorized<c10::BFloat16>;
+  using FVec = at::vec::Vectorized<float>;
+  constexpr int64_t L = BVec::size(), W = FVec::size();  // L = 2 W
+  constexpr int kRows = 4;  // rows of x per pass over a weight row
+  at::parallel_for(0, N, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const c10::BFloat16* wr = wp + n * K;
+      for (int64_t m0 = 0; m0 < M; m0 += kRows) {
+        const int64_t rows = std::min<int64_t>(kRows, M - m0);
+        FVec acc[kRows];
+        for (int r = 0; r < kRows; ++r) acc[r] = FVec(0.f);
+        for (int64_t k = 0; k < K; k += L) {
+          const int64_t left = K - k;
+          auto [w_lo, w_hi] = at::vec::convert_to_float<c10::BFloat16>(BVec::loadu(wr + k, std::min(L, left)));
+          for (int r = 0; r < rows; ++r) {
+            const float* xr = xp + (m0 + r) * K + k;
+            acc[r] = at::vec::fmadd(FVec::loadu(xr, std::min(W, left)), w_lo, acc[r]);
+            if (left > W) acc[r] = at::vec::fmadd(FVec::loadu(xr + W, std::min(W, left - W)), w_hi, acc[r]);
+          }
+        }
+        for (int r = 0; r < rows; ++r) yp[(m0 + r) * N + n] = lane_sum(acc[r]);
+      }
+    }
+  });
+  return y;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward, "sparse attention over key slots, forward (CPU)");
   m.def("backward", &backward, "sparse attention over key slots, backward (CPU)");
+  m.def("decode_step", &decode_step, "one decoding position over a ring of cached rows (CPU)");
+  m.def("bf16_linear", &bf16_linear, "float32 x times bfloat16 weights, float32 sums (CPU)");
 }

@@ -1,0 +1,38 @@
+"""Products with weights stored in a narrower dtype than the activations.
+
+A decoding step at batch 1 streams every weight once, so its time is the weights' bytes
+over the memory bandwidth: weights kept in bfloat16 halve it, while activations, norms and
+every sum stay float32 (``lit_sparse.generation.weights.bfloat16_weights``). On the CPU a
+few rows at a time (decoding) go through the compiled kernel, which widens each weight as it
+reads it; more rows (a prefill chunk) widen the weight once for a float32 matrix product.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from lit_sparse.attention.kernels import compiled
+
+__all__ = ["SMALL_ROWS", "linear"]
+
+SMALL_ROWS = 64
+"""Rows of x up to which the CPU kernel reads bfloat16 weights directly."""
+
+
+def linear(x: Tensor, weight: Tensor) -> Tensor:
+    """``x @ weight.T`` (no bias) in x's dtype, whatever dtype ``weight`` is stored in."""
+    if weight.dtype == x.dtype:
+        return F.linear(x, weight)
+    rows = x.numel() // x.shape[-1]
+    if (
+        weight.dtype == torch.bfloat16
+        and x.dtype == torch.float32
+        and x.device.type == "cpu"
+        and rows <= SMALL_ROWS
+        and compiled.available()
+    ):
+        flat = x.reshape(rows, x.shape[-1]).contiguous()
+        return compiled.bf16_linear(flat, weight.contiguous()).view(*x.shape[:-1], -1)
+    return F.linear(x, weight.to(x.dtype))

@@ -1,0 +1,96 @@
+"""The compiled decoding paths: the one-call slot step equals the torch one, bfloat16 weights
+are widened exactly, and greedy tokens with bfloat16 weights equal float32's on the tests'
+prompts."""
+
+from __future__ import annotations
+
+import io
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lit_sparse.__main__ import main as lit_main
+from lit_sparse.attention.decoding import SlotDecoder
+from lit_sparse.attention.kernels import compiled
+from lit_sparse.generation.weights import bfloat16_weights
+
+from .cases import TOTAL, VOCAB, generation_cases, tiny_model
+
+pytestmark = pytest.mark.skipif(
+    not compiled.available(), reason="the compiled CPU kernel cannot be built here"
+)
+
+SLOT_CASES = {
+    name: plugin
+    for name, plugin in generation_cases().items()
+    if isinstance(tiny_model(plugin).new_cache(1, 8).layers[0], SlotDecoder)
+}
+
+
+def decoded(model, sequence, prompt, use_kernel: bool) -> torch.Tensor:
+    cache = model.new_cache(sequence.shape[0], sequence.shape[1])
+    for layer in cache.layers:
+        assert layer.compiled  # CPU float32: the kernel's step unless told otherwise
+        layer.compiled = use_kernel
+    with torch.inference_mode():
+        logits = [model(sequence[:, :prompt], cache)]
+        logits += [model(sequence[:, t : t + 1], cache) for t in range(prompt, sequence.shape[1])]
+    return torch.cat(logits, dim=1)
+
+
+@pytest.mark.parametrize("case", sorted(SLOT_CASES))
+def test_the_compiled_step_equals_the_torch_step(case):
+    """Every slot plugin (exact distances, interpolated rungs, BigBird's absolute keys), batch
+    2, GQA, through a ring that wraps: the kernel's step and the torch step agree."""
+    model = tiny_model(SLOT_CASES[case])
+    sequence = torch.randint(0, VOCAB, (2, TOTAL), generator=torch.Generator().manual_seed(7))
+    torch.testing.assert_close(
+        decoded(model, sequence, 5, True), decoded(model, sequence, 5, False), rtol=0, atol=1e-5
+    )
+
+
+@pytest.mark.parametrize(("rows", "inner"), [(1, 512), (3, 40), (5, 16), (33, 100), (64, 7)])
+def test_bfloat16_weights_are_widened_exactly(rows, inner):
+    """The kernel's product with bfloat16 weights is the float32 product with the widened
+    weights (to float32 rounding), for any number of rows and any inner size."""
+    gen = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, inner, generator=gen)
+    weight = torch.randn(70, inner, generator=gen).to(torch.bfloat16)
+    want = F.linear(x, weight.float())
+    torch.testing.assert_close(compiled.bf16_linear(x, weight), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_model_with_bfloat16_weights_keeps_float32_activations():
+    model = bfloat16_weights(tiny_model(generation_cases()["sliding_window"]))
+    assert model.embedding.weight.dtype == torch.bfloat16
+    assert model.blocks[0].attn.q_proj.weight.dtype == torch.bfloat16
+    assert model.norm.weight.dtype == torch.float32
+    cache = model.new_cache(1, 10)
+    assert cache.layers[0].cache.shape.dtype == torch.float32
+    with torch.inference_mode():
+        logits = model(torch.zeros(1, 4, dtype=torch.long), cache)
+    assert logits.dtype == torch.float32
+
+
+PROMPTS = ["To be, or not to be", "ROMEO:", "First Citizen:\nBefore we proceed", "12 + 7 ="]
+
+
+def generated(path, prompt: str, dtype: str, monkeypatch) -> str:
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    args = ["generate", str(path), "--prompt", prompt, "--temperature", "0", "--ignore_eos"]
+    assert lit_main([*args, "--max_new_tokens", "40", "--dtype", dtype]) == 0
+    return out.getvalue()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", ["learned_run", "staggered_run"])
+def test_greedy_tokens_with_bfloat16_weights_equal_float32s(run, request, monkeypatch):
+    """The tests' trained runs and prompts: 40 greedy tokens each, the same text with
+    bfloat16 weights as with float32 ones."""
+    path = request.getfixturevalue(run).log_dir
+    for prompt in PROMPTS:
+        fp32 = generated(path, prompt, "float32", monkeypatch)
+        assert generated(path, prompt, "bfloat16", monkeypatch) == fp32, prompt
