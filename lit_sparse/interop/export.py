@@ -3,6 +3,12 @@ tokenizer and a model card with the run's results (``python -m lit_sparse export
 
 The folder loads back with ``lit_sparse.LanguageModel.from_pretrained(folder)``, generates
 with ``python -m lit_sparse generate folder`` and can be pushed with ``push_to_hub``.
+
+An export is all or nothing: its files are written into a temporary folder beside ``out``,
+fsynced and swapped in for the earlier export as a whole (:class:`AtomicFolder`), so a full
+disk, a read-only folder or a kill at any step leaves the earlier export exactly as it was
+and no partial folder. A run that is training exports its newest whole checkpoint
+(checkpoints are written atomically); the result says which process trains it.
 """
 
 from __future__ import annotations
@@ -13,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lit_sparse.errors import ConfigError
-from lit_sparse.io.atomic import write_text
-from lit_sparse.io.pretrained import CONFIG_FILE, model_card
+from lit_sparse.io.atomic import AtomicFolder, write_text
+from lit_sparse.io.pretrained import CONFIG_FILE, WEIGHTS_FILE, model_card
 from lit_sparse.io.tables import markdown_table
+from lit_sparse.runs.locks import lock_holder
 
 __all__ = ["ExportResult", "export_run", "run_card"]
 
@@ -33,6 +40,18 @@ class ExportResult:
     files: dict[str, int]
     """file name -> bytes."""
     checkpoint_bytes: int
+    training_by: str | None = None
+    """The process training the run when it was exported (None: none)."""
+
+    @property
+    def note(self) -> str | None:
+        """What a user should know about the export (None: nothing)."""
+        if self.training_by is None:
+            return None
+        return (
+            f"the run is training ({self.training_by}): exported its newest whole checkpoint, "
+            f"step {self.step}; export again when it ends for the final weights"
+        )
 
     @property
     def total_bytes(self) -> int:
@@ -93,13 +112,39 @@ def run_card(run, model) -> str:
     return model_card(model, f"lit_sparse {variant}", "\n".join(lines))
 
 
+def _files_in_order(folder: Path) -> dict[str, int]:
+    """name -> bytes of every file in ``folder``: the weights, config.json, the tokenizer and
+    the card first, then any others."""
+    first = [WEIGHTS_FILE, CONFIG_FILE, TOKENIZER_FILE, CARD_FILE]
+    names = sorted(p.name for p in folder.iterdir())
+    ordered = [n for n in first if n in names] + [n for n in names if n not in first]
+    return {name: (folder / name).stat().st_size for name in ordered}
+
+
+def _check_replaced(out: Path, build: Path) -> None:
+    """Refuse to replace an earlier export that holds files this export does not write (a
+    user's notes, a hub clone's .git): the swap would delete them."""
+    if not out.is_dir():
+        return
+    written = {p.name for p in build.iterdir()}
+    others = sorted(p.name for p in out.iterdir() if p.name not in written)
+    if others:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise ConfigError(
+            f"out={str(out)!r}: an earlier export that also holds {shown}, which this export "
+            "does not write; the folder is replaced as a whole, so move them out or choose "
+            "another folder"
+        )
+
+
 def export_run(path: str | Path, out: str | Path, tokenizer: str | None = None) -> ExportResult:
     """Export a run folder's newest checkpoint (or a ``.ckpt`` file of a run) to ``out``:
-    model.safetensors, config.json, tokenizer.json and README.md (each written atomically).
+    model.safetensors, config.json, tokenizer.json and README.md, all or nothing (built
+    beside ``out`` and swapped in as a whole).
 
     Args:
         path: a run folder, an experiment folder (its newest run) or a checkpoint file.
-        out: a new or empty folder, or an earlier export (overwritten).
+        out: a new or empty folder, or an earlier export (replaced as a whole).
         tokenizer: the tokenizer to ship (default: the one the run's config.yaml names).
     """
     import lit_sparse
@@ -108,21 +153,27 @@ def export_run(path: str | Path, out: str | Path, tokenizer: str | None = None) 
     source, out = Path(path).expanduser(), Path(out).expanduser()
     if not source.exists():
         raise ConfigError(f"path={str(path)!r}: no such run folder or checkpoint")
+    if out.is_symlink():  # replace the folder it points at, not the link
+        out = out.resolve()
     _check_out(out)
     run = lit_sparse.load_run(source)
     if run.module is None:
         raise ConfigError(f"path={str(path)!r}: no checkpoint found ({run.path}/checkpoints)")
+    training_by = lock_holder(run.path)
     model = run.module.model
     loaded = load_tokenizer(tokenizer or run_tokenizer(run.config))
-    out.mkdir(parents=True, exist_ok=True)
-    write_text(out / TOKENIZER_FILE, loaded.tokenizer.to_str(pretty=True))
-    write_text(out / CARD_FILE, run_card(run, model))
-    model.save_pretrained(out)  # model.safetensors + config.json; keeps the card above
-    names = ["model.safetensors", CONFIG_FILE, TOKENIZER_FILE, CARD_FILE]
+    with AtomicFolder(out) as folder:
+        build = folder.temporary
+        write_text(build / TOKENIZER_FILE, loaded.tokenizer.to_str(pretty=True))
+        write_text(build / CARD_FILE, run_card(run, model))
+        model.save_pretrained(build)  # model.safetensors + config.json; keeps the card above
+        _check_replaced(out, build)
+        files = _files_in_order(build)
     return ExportResult(
         folder=out,
         checkpoint=Path(run.checkpoint),
         step=run.step,
-        files={name: (out / name).stat().st_size for name in names},
+        files=files,
         checkpoint_bytes=Path(run.checkpoint).stat().st_size,
+        training_by=training_by,
     )
