@@ -111,3 +111,22 @@ class SleepAtTrainStart(pl.Callback):
         import time
 
         time.sleep(self.seconds)
+
+
+class CtrlCAtStep(pl.Callback):
+    """Ctrl-C (a KeyboardInterrupt, as Python raises it on SIGINT) before optimizer step
+    ``step``: Lightning's graceful stop of the trainer runs."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.step:
+            raise KeyboardInterrupt
+
+
+class CtrlCAtValidationStart(pl.Callback):
+    """Ctrl-C when an evaluation (validate, extrapolate) starts."""
+
+    def on_validation_start(self, trainer, pl_module):
+        raise KeyboardInterrupt

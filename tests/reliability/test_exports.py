@@ -86,6 +86,7 @@ def export_command(run, out, capsys) -> tuple[int, list[str]]:
     return code, err.splitlines()
 
 
+@pytest.mark.slow  # the finished run (trained)
 @pytest.mark.parametrize("earlier", [True, False], ids=["over-an-export", "first-export"])
 def test_a_full_disk_at_any_write_leaves_the_earlier_export_exactly_as_it_was(
     finished_run, other_run, tmp_path, monkeypatch, capsys, earlier
@@ -130,6 +131,7 @@ def test_a_full_disk_at_any_write_leaves_the_earlier_export_exactly_as_it_was(
     assert tree(out) == expected
 
 
+@pytest.mark.slow  # the finished run (trained)
 def test_an_earlier_export_with_files_of_its_own_is_not_replaced(finished_run, tmp_path, capsys):
     out = export_run(finished_run, tmp_path / "exp").folder
     (out / "notes.txt").write_text("mine")
@@ -140,6 +142,7 @@ def test_an_earlier_export_with_files_of_its_own_is_not_replaced(finished_run, t
     assert tree(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["exp"]
 
 
+@pytest.mark.slow  # the finished run (trained)
 def test_a_read_only_file_system_is_one_line(finished_run, tmp_path, monkeypatch, capsys):
     """``export RUN --out ro_fs/new_sub``: the issue saw an OSError traceback from mkdir."""
     read_only = tmp_path / "ro_fs"
@@ -158,6 +161,7 @@ def test_a_read_only_file_system_is_one_line(finished_run, tmp_path, monkeypatch
     assert list(read_only.iterdir()) == []
 
 
+@pytest.mark.slow  # the finished run (trained)
 def test_a_run_that_is_training_exports_its_newest_whole_checkpoint(finished_run, tmp_path, capsys):
     """The run's lock is held by a live process (a fit): export reads, never writes, the
     run; it says which process trains it and which step it exported."""

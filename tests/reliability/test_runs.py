@@ -88,11 +88,25 @@ def test_a_run_that_differs_only_in_resumable_values_is_named_not_taken(tmp_path
     assert "model.lr (run 0.0003, here 1e-05)" in message and f"--ckpt_path {run}" in message
 
 
-def test_another_model_starts_a_new_run(tmp_path, capsys):
-    make_run(tmp_path, 0, config(), step=2)
+def test_another_model_is_refused_like_another_lr_naming_the_field(tmp_path):
+    """One rule for every field (issue 24): runs exist but none of this exact config, so
+    ``last`` is refused naming the nearest run and what differs; a model change cannot be
+    resumed, so the advice is only to start a new run."""
+    make_run(tmp_path, 0, config(lr=1.0), step=2)  # differs in more
+    run = make_run(tmp_path, 1, config(), step=2)
     other = config()
     other["model"]["arch"] = {"n_layers": 3, "d_model": 32}
-    assert choose_run(tmp_path, other) is None
+    with pytest.raises(ConfigError) as caught:
+        choose_run(tmp_path, other)
+    message = str(caught.value)
+    assert "\n" not in message and f"the nearest, {run}, differs in" in message
+    assert "model.arch.n_layers (run 2, here 3)" in message and "1 other run" in message
+    assert "leave out --ckpt_path" in message and "give its folder" not in message
+
+
+def test_an_experiment_without_a_checkpoint_starts_a_new_run(tmp_path, capsys):
+    (tmp_path / "version_0").mkdir()  # a start that died before its first checkpoint
+    assert choose_run(tmp_path, config()) is None
     assert "starting a new run" in capsys.readouterr().err
 
 
