@@ -136,8 +136,9 @@ def choose_run(
     """The checkpoint ``--ckpt_path last`` means for ``command`` (a config dump) in
     ``experiment``; None to start a new run (the experiment has no checkpoint yet);
     ConfigError naming the candidates when the choice is the user's (several runs of this
-    config) and naming the nearest run and what differs when none was started with it. ``use_locks=False`` (a process its job's first process launched)
-    does not leave out the run the first process has locked."""
+    config) and naming the nearest run and what differs when none was started with it.
+    ``use_locks=False`` (a process its job's first process launched) does not leave out the
+    run the first process has locked."""
     experiment = Path(experiment)
     if command.get("seed_everything") is True:  # a random seed: the run's saved one counts
         command = {**command, "seed_everything": None}

@@ -225,3 +225,35 @@ def test_two_resumes_started_at_once_one_runs_the_other_gets_one_line(in_workdir
     assert sorted(p.name for p in run.glob("config.resume-*.yaml")) == ["config.resume-2.yaml"]
     assert len(set(run.glob("events.out.tfevents.*")) - events_before) == 1, "one purge marker"
     assert torch.load(run / "checkpoints/last.ckpt", weights_only=True)["global_step"] == 4
+
+
+@pytest.mark.slow
+def test_two_plain_fits_into_one_save_dir_at_once_each_get_their_own_run(in_workdir, capsys):
+    """Item 13 of issue 24: two ``fit`` of one config started together. Each takes its own
+    ``version_N`` (atomically) and lock, and both finish whole; a later ``--ckpt_path last``
+    is refused as ambiguous, naming both, instead of guessing."""
+    plain = write_callbacks(in_workdir / "plain.yaml", checkpoint_every(2))
+    args = ["fit", *config_args("fixed.yaml", plain)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("LIT_SPARSE_RUN", None)
+    both = [
+        subprocess.Popen(
+            [sys.executable, "-m", "lit_sparse", *args],
+            cwd=in_workdir,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    errs = [p.communicate(timeout=600)[1] for p in both]
+    assert [p.returncode for p in both] == [0, 0], [e[-2000:] for e in errs]
+    runs = sorted((in_workdir / "runs/fixed").iterdir())
+    assert [r.name for r in runs] == ["version_0", "version_1"]
+    for run in runs:
+        assert torch.load(run / "checkpoints/last.ckpt", weights_only=True)["global_step"] == 4
+        assert (run / "config.yaml").is_file() and len(list(run.glob("events.*"))) == 1
+    code, err = run_cli([*args, "--ckpt_path", "last"], capsys)
+    assert code == 2 and len(errors(err)) == 1 and "is ambiguous" in err[-1], err
+    assert all(str(run.relative_to(in_workdir)) in err[-1] for run in runs), err[-1]
