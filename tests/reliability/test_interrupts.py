@@ -85,6 +85,23 @@ def test_bench_and_a_command_before_its_work_are_one_line(monkeypatch, capsys):
     assert interrupted_lines(capsys.readouterr().err) == [LINE]
 
 
+def test_matrix_stops_the_study_in_one_line(tmp_path, monkeypatch, capsys):
+    from lit_sparse.study import runner
+
+    def ctrl_c(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "fit_in_subprocess", ctrl_c)
+    args = ["matrix", "--preset", "cpu", "--seeds", "0", "--variants", "dense"]
+    assert lit_main([*args, "--root", str(tmp_path), "--run"]) == 130
+    out, err = capsys.readouterr()
+    assert "[1/1] dense/seed0: starting: python -m lit_sparse fit" in out
+    assert interrupted_lines(err) == [
+        f"{LINE}: the study stopped; the same command goes on (complete runs are skipped, "
+        "interrupted ones resumed)"
+    ]
+
+
 @pytest.mark.slow  # the finished run (trained)
 def test_export_keeps_the_earlier_export(finished_run, tmp_path, monkeypatch, capsys):
     from lit_sparse.interop import export
