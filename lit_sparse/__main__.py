@@ -52,12 +52,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The ``lit-sparse`` console script and ``python -m lit_sparse``: exit with main's status."""
+    """The ``lit-sparse`` console script and ``python -m lit_sparse``: exit with main's status
+    (Ctrl-C before a command's own handling, e.g. while importing: one line, status 130)."""
     try:
         sys.exit(main())
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
+    except KeyboardInterrupt:
+        from lit_sparse.errors import interrupted
+
+        sys.exit(interrupted())
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from lit_sparse.attention.registry import expand_attention_names
 from lit_sparse.data import DataSourceUnavailable, checked_seq_len
-from lit_sparse.errors import find_user_error
+from lit_sparse.errors import find_user_error, interrupted
 from lit_sparse.io.atomic import storage_failure
 from lit_sparse.io.yaml_files import check_config_files
 from lit_sparse.module import LitLanguageModel
@@ -34,12 +34,16 @@ from lit_sparse.parsing.arguments import (
     check_optimizer_args,
     check_optimizer_values,
 )
-from lit_sparse.runs import launch, release_all
+from lit_sparse.runs import is_global_rank_zero, launch, release_all
 from lit_sparse.runs.checkpoints import FinalCheckpoint
 from lit_sparse.runs.matching import check_checkpoint
 from lit_sparse.runs.resumed_validation import ResumedValidation
 from lit_sparse.runs.summary import fit_summary
-from lit_sparse.runs.trainer import LitSparseTrainer, check_trainer_options
+from lit_sparse.runs.trainer import (
+    LitSparseTrainer,
+    check_trainer_options,
+    drop_checkpoint_callbacks,
+)
 
 # field docstrings (ModelConfig, SourceConfig) become --help text
 set_parsing_settings(docstring_parse_attribute_docstrings=True)
@@ -117,6 +121,13 @@ class LitSparseCLI(LightningCLI):
             return
         config = self.config[subcommand]
         check_trainer_options(config.trainer, subcommand)
+        dropped = drop_checkpoint_callbacks(config.trainer)
+        if dropped and subcommand == "fit" and is_global_rank_zero():
+            print(
+                "note: trainer.enable_checkpointing=false: the config's ModelCheckpoint "
+                "callbacks are left out, so this run saves no checkpoint and cannot be resumed",
+                file=sys.stderr,
+            )
         if subcommand == "fit":
             dump = self._parser("fit").dump
             launch.continue_run(
@@ -191,10 +202,27 @@ class LitSparseCLI(LightningCLI):
             print(fit_summary(self.trainer, log_dir))
 
 
+def _interrupted(subcommand: str | None) -> int:
+    """Ctrl-C: one line (after Lightning's own notice when it stopped the trainer) and exit
+    status 130; a fit stopped gracefully resumes from its last checkpoint."""
+    if subcommand == "fit":
+        return interrupted("the run stopped; --ckpt_path last resumes it from its last checkpoint")
+    return interrupted(f"{subcommand} stopped" if subcommand else "")
+
+
 def main(args: Sequence[str] | None = None) -> int:
-    """Run the CLI; known user errors print one line instead of a traceback."""
+    """Run the CLI; known user errors print one line instead of a traceback, and Ctrl-C one
+    line and exit status 130 (Lightning's graceful stop of the trainer runs first)."""
+    argv = list(sys.argv[1:] if args is None else args)
+    subcommand = next((a for a in argv if not a.startswith("-")), None)
     try:
         LitSparseCLI(args)
+    except KeyboardInterrupt:  # outside the trainer (parsing, building the data)
+        return _interrupted(subcommand)
+    except SystemExit as exit_:  # Lightning's graceful stop ends with sys.exit(1)
+        if isinstance(exit_.__context__, KeyboardInterrupt):
+            return _interrupted(subcommand)
+        raise
     except Exception as err:
         user_error = find_user_error(err) or storage_failure(err)
         if user_error is None:

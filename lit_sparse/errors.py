@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import TypeVar
 
 E = TypeVar("E", bound=BaseException)
@@ -52,3 +53,19 @@ def find_error(err: BaseException | None, kind: type[E]) -> E | None:
 def find_user_error(err: BaseException | None) -> LitSparseError | None:
     """The LitSparseError behind ``err``, if any."""
     return find_error(err, LitSparseError)
+
+
+INTERRUPTED = 130
+"""The exit status of a command stopped by Ctrl-C (SIGINT), as a shell reports it."""
+
+
+def interrupted(detail: str = "") -> int:
+    """How every command ends on Ctrl-C: what it printed stays (stdout is flushed), one
+    ``interrupted`` line on stderr (``detail`` says what was done or kept), exit status
+    130."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    print(f"interrupted (Ctrl-C){f': {detail}' if detail else ''}", file=sys.stderr)
+    return INTERRUPTED

@@ -11,7 +11,9 @@ mixin (safetensors weights and a config.json: :mod:`lit_sparse.io.pretrained`).
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from pathlib import Path
 
 import torch
@@ -23,6 +25,7 @@ from lit_sparse.attention import AttentionPattern, AttentionPlugin, build_attent
 from lit_sparse.attention.decoding import DecodeShape, DecodingCache, LayerDecoder
 from lit_sparse.attention.kernels.mixed_linear import linear
 from lit_sparse.config import ModelConfig
+from lit_sparse.errors import DamagedFileError
 from lit_sparse.io import pretrained
 
 
@@ -252,6 +255,19 @@ class LanguageModel(
         """A new model (fresh weights) of a saved folder's config.json values: its ``arch``
         (ModelConfig fields) and ``attention`` (the plugin's class path and options)."""
         return cls(ModelConfig.from_dict(config["arch"]), build_attention(config["attention"]))
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, **kwargs) -> LanguageModel:
+        """The model of an exported folder or hub repository (huggingface_hub's loader);
+        ``verify_weights=False`` loads weights that no longer match their recorded sha256
+        (changed on purpose). A damaged folder is one line naming the file."""
+        path = str(pretrained_model_name_or_path)
+        if os.path.isdir(path):
+            pretrained.read_config(path)  # not JSON: one line, not the loader's traceback
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, **kwargs)
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:  # a hub repository's
+            raise DamagedFileError(f"{path!r}: its config.json is not valid JSON ({err})") from None
 
     def _save_pretrained(self, save_directory: Path) -> None:
         pretrained.save(self, save_directory)

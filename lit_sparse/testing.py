@@ -50,6 +50,7 @@ __all__ = [
     "check_linear_memory",
     "check_prefix_consistency",
     "check_reference",
+    "check_slot_bounds",
     "layer_patterns",
     "output_and_grads",
     "plugin_cases",
@@ -245,6 +246,50 @@ def check_decoding(
                 )
 
 
+def check_slot_bounds(
+    plugin: PluginSpec,
+    lengths: Sequence[int] = (1, 2, 7, 64, 65, 257),
+    training_length: int = TRAINING_LENGTH,
+) -> None:
+    """Every layer's slots stay inside the sequence and before their query at each length
+    (``KeySlots.check``: distances >= 0 ascending from 0, rungs and absolute keys in range),
+    and the CPU kernel refuses a copy of the layer's slots made to read outside its inputs
+    (a negative distance, a negative rung, an absolute key below -1) with a ValueError
+    instead of reading memory it does not own. A pattern without slots passes."""
+    import dataclasses
+
+    from lit_sparse.attention import SlotPattern
+    from lit_sparse.attention.kernels import sparse_attention
+
+    plugin = build_attention(plugin)
+    for layer, pattern in enumerate(layer_patterns(plugin, training_length)):
+        if not isinstance(pattern, SlotPattern):
+            continue
+        for length in lengths:
+            try:
+                slots = pattern.slots(length, torch.device("cpu"))
+            except ValueError as err:
+                raise AssertionError(f"{_name(plugin)} layer {layer}, T={length}: {err}") from err
+        q, k, v = (x.detach() for x in qkv(16))
+        slots = pattern.slots(16, torch.device("cpu"))
+        negative = torch.tensor([-1], dtype=torch.long)
+        broken = {"a negative distance": {"distances": torch.cat([slots.distances, negative])}}
+        if slots.n_rungs:
+            broken["a negative rung"] = {"rung_lo": slots.rung_lo.detach() - 16}
+        if slots.n_absolute:
+            broken["an absolute key below -1"] = {"block_keys": slots.block_keys - 16}
+        for what, change in broken.items():
+            bad = dataclasses.replace(slots, **change)
+            try:
+                sparse_attention(q, k, v, bad)
+            except ValueError:
+                continue
+            raise AssertionError(
+                f"{_name(plugin)} layer {layer}: the CPU kernel ran slots with {what} "
+                "instead of refusing them (a read outside q, k, v)"
+            )
+
+
 def check_linear_memory(
     plugin: PluginSpec,
     lengths: tuple[int, int] = (1024, 4096),
@@ -357,6 +402,7 @@ CHECKS: tuple[Callable[..., None], ...] = (
     check_causality,
     check_prefix_consistency,
     check_decoding,
+    check_slot_bounds,
     check_linear_memory,
     check_config_round_trip,
     check_checkpoint_round_trip,

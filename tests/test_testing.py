@@ -156,3 +156,26 @@ def test_linear_memory_catches_a_quadratic_path():
         testing._check_memory_rises("reference", rises, budget=10)
     with pytest.raises(AssertionError, match="faster than linear"):
         testing._check_memory_rises("reference", rises, budget=1000)
+
+
+class NegativeDistancePattern(WindowPattern):
+    """Attends to distance -1 as well: the key after its query (the kernels would read
+    past the sequence's last row)."""
+
+    def distances(self, length: int) -> list[int]:
+        return [-1, *super().distances(length)]
+
+
+PATTERNS["negative_distance"] = NegativeDistancePattern
+
+
+def test_slots_outside_the_sequence_fail_their_check_and_are_refused_where_used():
+    """The kit's bounds check names the pattern and the value; every other path that
+    builds the slots (here the prefix check's forward) gets the same ValueError instead of
+    numbers read from memory outside the inputs (the issue saw differences of 1.8e25)."""
+    bad = TestAttention(kind="negative_distance")
+    with pytest.raises(AssertionError, match="layer 0, T=1: .*NegativeDistancePattern.build_slots"):
+        testing.check_slot_bounds(bad)
+    with pytest.raises(ValueError, match="distance -1 is negative") as caught:
+        testing.check_prefix_consistency(bad)
+    assert "NegativeDistancePattern" in str(caught.value) and "\n" not in str(caught.value)

@@ -72,8 +72,16 @@ class SlotPattern(AttentionPattern):
         """The slots at ``length``; computed once per (length, device), a few lengths kept."""
 
     def slots(self, length: int, device: torch.device) -> KeySlots:
+        """The slots at ``length``, checked once when they are built (:meth:`KeySlots.check`:
+        a ValueError naming this pattern's class and the bad value)."""
         device = torch.device(device)
-        return self._cache.get((length, device), lambda: self.build_slots(length, device))
+        return self._cache.get((length, device), lambda: self._checked_slots(length, device))
+
+    def _checked_slots(self, length: int, device: torch.device) -> KeySlots:
+        slots = self.build_slots(length, device)
+        cls = type(self)
+        slots.check(length, f"{cls.__module__}.{cls.__qualname__}.build_slots")
+        return slots
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         return sparse_attention(q, k, v, self.slots(q.shape[-2], q.device))

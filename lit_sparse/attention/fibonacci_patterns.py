@@ -153,7 +153,7 @@ class LearnedFibonacciPattern(FibonacciPattern):
         return KeySlots(
             distances=window.distances,
             reach=window.reach,
-            rung_lo=lo.long().clamp(max=window.reach - 1),
+            rung_lo=lo.long().clamp(0, window.reach - 1),
             rung_frac=target - lo,
             rung_valid=keep,
         )

@@ -21,12 +21,13 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from lit_sparse.errors import LitSparseError
+from lit_sparse.errors import LitSparseError, interrupted
 
 
 def reports_errors(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
     """A command's ``main``, with a :class:`LitSparseError` (bad input, a missing run) shown
-    as one ``error: ...`` line on stderr and exit status 2 instead of a traceback."""
+    as one ``error: ...`` line on stderr and exit status 2 instead of a traceback, and Ctrl-C
+    as one ``interrupted`` line and exit status 130 (:func:`interrupted`)."""
 
     @functools.wraps(main)
     def run(argv: list[str] | None = None) -> int:
@@ -35,6 +36,8 @@ def reports_errors(main: Callable[[list[str] | None], int]) -> Callable[[list[st
         except LitSparseError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            return interrupted()
 
     return run
 

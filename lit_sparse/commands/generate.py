@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from lit_sparse.commands import reports_errors
-from lit_sparse.errors import ConfigError
+from lit_sparse.errors import ConfigError, interrupted
 
 __all__ = ["main"]
 
@@ -125,11 +125,17 @@ def main(argv: list[str] | None = None) -> int:
     stream = TextStream(tokenizer.tokenizer)
     sys.stdout.write(prompt)
     sys.stdout.flush()
-    for tokens in generation:
-        text = stream.push(int(tokens[0]))
-        if text:
-            sys.stdout.write(text)
-            sys.stdout.flush()
+    made = 0
+    try:
+        for tokens in generation:
+            made += 1
+            text = stream.push(int(tokens[0]))
+            if text:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+    except KeyboardInterrupt:  # keep what was streamed, end its line, say how far it got
+        sys.stdout.write(stream.flush() + "\n")
+        return interrupted(f"stopped after {made} new tokens; the text above is what was made")
     sys.stdout.write(stream.flush() + "\n")
     sys.stdout.flush()
     if args.stats:

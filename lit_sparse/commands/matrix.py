@@ -10,8 +10,8 @@ linear, fib coprime and pow2 linear (20 runs), pow2 fixed at W=8 (21 sparse runs
     python -m lit_sparse matrix --table runs/fib_fixed_w8 runs/fib_linear_w8
 
 ``--run NAME [overrides]`` runs ``python -m lit_sparse fit --config <config>
---model.attention.init_args.window W --trainer.logger.init_args.name NAME [overrides]`` in
-this process, so the run lands in ``<save_dir>/NAME/version_N`` (``runs/NAME/...``; with the
+--model.attention.init_args.window W --trainer.logger.init_args.name NAME [overrides]`` as
+its own process, so the run lands in ``<save_dir>/NAME/version_N`` (``runs/NAME/...``; with the
 quickstart config ``runs/quickstart/NAME/...``). ``--table RUN_DIR...`` rebuilds the paper's
 Table 1 (held-out perplexity per set: the last ``val/ppl/<set>`` in the TensorBoard events),
 Table 3 (length extrapolation: ``extrapolation.json``) and Table 4 (position-binned loss:
@@ -25,6 +25,10 @@ the paper's too, i.e. whether the numbers are comparable).
     python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --run     # skip complete, resume
     python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --table --out study.md
     python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --plot    # <root>/plots/*.png
+
+``--run`` trains each run as its own process (``python -m lit_sparse fit ...``): a crash or
+a kill of one run is reported and the study goes on. Each run is claimed while it trains,
+so several ``--run`` on one root share the work: each skips the runs another one holds.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from lit_sparse.commands import reports_errors
-from lit_sparse.errors import ConfigError
+from lit_sparse.errors import ConfigError, interrupted
 from lit_sparse.io.tables import markdown_table
 from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse.study.paper_matrix import (
@@ -308,8 +312,9 @@ def _parser() -> argparse.ArgumentParser:
         nargs="?",
         const="",
         metavar="NAME",
-        help="launch one run of the paper's matrix (fit, in this process); with --preset, no "
-        "NAME: every run of the preset, skipping complete ones and resuming interrupted ones",
+        help="launch one run of the paper's matrix (fit, as its own process); with --preset, "
+        "no NAME: every run of the preset, skipping complete ones, resuming interrupted ones "
+        "and those another --run trains",
     )
     group.add_argument(
         "--table",
@@ -403,19 +408,18 @@ def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
                 resume = status.state is RunState.INTERRUPTED
                 print("python -m lit_sparse " + " ".join(run.fit_args(extra, resume=resume)))
             return 0
-        from lit_sparse.cli import main as lightning_main
-        from lit_sparse.study.runner import run_preset
+        from lit_sparse.study.runner import fit_in_subprocess, run_preset
 
-        outcomes = run_preset(runs, lightning_main, extra, echo=lambda s: print(s, flush=True))
-        rows = [
-            [
-                o.run.name,
-                o.action,
-                "complete" if o.code == 0 else f"failed ({o.code})",
-                f"{o.seconds:.0f}",
-            ]
-            for o in outcomes
-        ]
+        try:
+            outcomes = run_preset(
+                runs, fit_in_subprocess, extra, echo=lambda s: print(s, flush=True)
+            )
+        except KeyboardInterrupt:
+            return interrupted(
+                "the study stopped; the same command goes on (complete runs are skipped, "
+                "interrupted ones resumed)"
+            )
+        rows = [[o.run.name, o.action, o.result, f"{o.seconds:.0f}"] for o in outcomes]
         print(markdown_table(["run", "action", "result", "seconds"], rows))
         return 0 if all(o.code == 0 for o in outcomes) else 1
     from lit_sparse.study.seeds import collect
@@ -463,9 +467,9 @@ def main(argv: list[str] | None = None) -> int:
     print("python -m lit_sparse " + " ".join(fit_args), flush=True)
     if args.dry_run:
         return 0
-    from lit_sparse.cli import main as lightning_main
+    from lit_sparse.study.runner import fit_in_subprocess
 
-    return lightning_main(fit_args)
+    return fit_in_subprocess(fit_args)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,12 @@ also loads in Hugging Face transformers: in lit_sparse's format through the remo
 files it carries (``trust_remote_code=True``), and a dense or sliding-window model, by
 default, as a stock ``LlamaForCausalLM`` / ``MistralForCausalLM`` folder (no remote code).
 The tokenizer and generation configs give ``AutoTokenizer`` and ``generate`` the EOS.
+
+An export is all or nothing: its files are written into a temporary folder beside ``out``,
+fsynced and swapped in for the earlier export as a whole (:class:`AtomicFolder`), so a full
+disk, a read-only folder or a kill at any step leaves the earlier export exactly as it was
+and no partial folder. A run that is training exports its newest whole checkpoint
+(checkpoints are written atomically); the result says which process trains it.
 """
 
 from __future__ import annotations
@@ -19,10 +25,12 @@ from pathlib import Path
 from lit_sparse.errors import ConfigError
 from lit_sparse.interop.transformers_files import transformers_files
 from lit_sparse.io import pretrained
-from lit_sparse.io.atomic import write_text
-from lit_sparse.io.pretrained import CONFIG_FILE, LAYOUTS, model_card
+from lit_sparse.io.atomic import AtomicFolder, write_text
+from lit_sparse.io.pretrained import CONFIG_FILE, LAYOUTS, WEIGHTS_FILE, model_card
+from lit_sparse.io.remote_code import REMOTE_CODE
 from lit_sparse.io.stock_formats import stock_layout_of
 from lit_sparse.io.tables import markdown_table
+from lit_sparse.runs.locks import lock_holder
 
 __all__ = ["FORMATS", "ExportResult", "choose_format", "export_run", "run_card"]
 
@@ -45,6 +53,18 @@ class ExportResult:
     """file name -> bytes."""
     checkpoint_bytes: int
     format: str = "lit_sparse"
+    training_by: str | None = None
+    """The process training the run when it was exported (None: none)."""
+
+    @property
+    def note(self) -> str | None:
+        """What a user should know about the export (None: nothing)."""
+        if self.training_by is None:
+            return None
+        return (
+            f"the run is training ({self.training_by}): exported its newest whole checkpoint, "
+            f"step {self.step}; export again when it ends for the final weights"
+        )
 
     @property
     def total_bytes(self) -> int:
@@ -125,17 +145,44 @@ def run_card(run, model, format: str = "lit_sparse") -> str:
     return model_card(model, f"lit_sparse {variant}", "\n".join(lines), layout=format)
 
 
+def _files_in_order(folder: Path) -> dict[str, int]:
+    """name -> bytes of every file in ``folder``: the weights, config.json, the tokenizer and
+    the card first, then any others."""
+    first = [WEIGHTS_FILE, CONFIG_FILE, TOKENIZER_FILE, CARD_FILE]
+    names = sorted(p.name for p in folder.iterdir())
+    ordered = [n for n in first if n in names] + [n for n in names if n not in first]
+    return {name: (folder / name).stat().st_size for name in ordered}
+
+
+def _check_replaced(out: Path, build: Path) -> None:
+    """Refuse to replace an earlier export that holds files no export writes (a user's
+    notes, a hub clone's .git): the swap would delete them. (An export in another format
+    drops the other format's files: the remote code.)"""
+    if not out.is_dir():
+        return
+    written = {p.name for p in build.iterdir()} | set(REMOTE_CODE)
+    others = sorted(p.name for p in out.iterdir() if p.name not in written)
+    if others:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise ConfigError(
+            f"out={str(out)!r}: an earlier export that also holds {shown}, which this export "
+            "does not write; the folder is replaced as a whole, so move them out or choose "
+            "another folder"
+        )
+
+
 def export_run(
     path: str | Path, out: str | Path, tokenizer: str | None = None, format: str | None = None
 ) -> ExportResult:
     """Export a run folder's newest checkpoint (or a ``.ckpt`` file of a run) to ``out``:
     model.safetensors, config.json (with the EOS id and the training length), the
     tokenizer (tokenizer.json and its transformers configs), generation_config.json,
-    README.md and, in lit_sparse's format, the remote-code files (each written atomically).
+    README.md and, in lit_sparse's format, the remote-code files; all or nothing (built
+    beside ``out`` and swapped in as a whole).
 
     Args:
         path: a run folder, an experiment folder (its newest run) or a checkpoint file.
-        out: a new or empty folder, or an earlier export (overwritten).
+        out: a new or empty folder, or an earlier export (replaced as a whole).
         tokenizer: the tokenizer to ship (default: the one the run's config.yaml names).
         format: ``lit_sparse``, ``llama`` (dense) or ``mistral`` (sliding window);
             default: the stock format where one fits the model's attention, else lit_sparse.
@@ -148,27 +195,32 @@ def export_run(
         raise ConfigError(f"format={format!r}: must be one of {', '.join(FORMATS)}")
     if not source.exists():
         raise ConfigError(f"path={str(path)!r}: no such run folder or checkpoint")
+    if out.is_symlink():  # replace the folder it points at, not the link
+        out = out.resolve()
     _check_out(out)
     run = lit_sparse.load_run(source)
     if run.module is None:
         raise ConfigError(f"path={str(path)!r}: no checkpoint found ({run.path}/checkpoints)")
+    training_by = lock_holder(run.path)
     model = run.module.model
     chosen = choose_format(model.attention, format)
     loaded = load_tokenizer(tokenizer or run_tokenizer(run.config))
-    out.mkdir(parents=True, exist_ok=True)
-    write_text(out / TOKENIZER_FILE, loaded.tokenizer.to_str(pretty=True))
-    names = [TOKENIZER_FILE]
-    for name, text in transformers_files(loaded.eos_token, loaded.eos_id).items():
-        write_text(out / name, text)
-        names.append(name)
-    write_text(out / CARD_FILE, run_card(run, model, chosen))
     ids = {"eos_token_id": loaded.eos_id, "bos_token_id": loaded.eos_id}
-    names = pretrained.save(model, out, layout=chosen, extra=ids) + names + [CARD_FILE]
+    with AtomicFolder(out) as folder:
+        build = folder.temporary
+        write_text(build / TOKENIZER_FILE, loaded.tokenizer.to_str(pretty=True))
+        for name, text in transformers_files(loaded.eos_token, loaded.eos_id).items():
+            write_text(build / name, text)
+        write_text(build / CARD_FILE, run_card(run, model, chosen))
+        pretrained.save(model, build, layout=chosen, extra=ids)
+        _check_replaced(out, build)
+        files = _files_in_order(build)
     return ExportResult(
         folder=out,
         checkpoint=Path(run.checkpoint),
         step=run.step,
-        files={name: (out / name).stat().st_size for name in names},
+        files=files,
         checkpoint_bytes=Path(run.checkpoint).stat().st_size,
         format=chosen,
+        training_by=training_by,
     )

@@ -10,16 +10,22 @@ user's umask (``0o666 & ~umask``), like any other file.
 
 Temporary names are ``.<name>.tmp-<pid>-<random>``, so :func:`remove_stale_temporaries` can
 delete those of processes that no longer exist (a killed run leaves one behind).
+
+A folder of files that belong together (an exported model) is written the same way as a
+whole, :class:`AtomicFolder`: built in a temporary sibling, fsynced, then swapped in for
+the old folder, so a reader sees the old folder or the new one, never a mix of the two.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import json
 import os
 import re
 import secrets
+import shutil
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -28,6 +34,7 @@ from lit_sparse.errors import StorageError
 
 __all__ = [
     "AtomicFile",
+    "AtomicFolder",
     "fsync_dir",
     "remove_stale_temporaries",
     "storage_error",
@@ -191,3 +198,127 @@ def remove_stale_temporaries(folder: str | os.PathLike, idle_s: float = 60.0) ->
                 candidate.unlink()
                 removed.append(candidate)
     return removed
+
+
+# ------------------------------------------------------------------------------- folders
+_FOLDER_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<kind>build|old)-(?P<pid>\d+)-[0-9a-f]+$")
+_RENAME_EXCHANGE = 2  # linux/fs.h: swap two paths in one step
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap ``a`` and ``b`` in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``); False
+    where the system or the file system cannot (the caller then renames twice)."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def _fsync_tree(folder: Path) -> None:
+    """fsync every file under ``folder``, then every folder, deepest first."""
+    for root, _, files in os.walk(folder, topdown=False):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(root)
+
+
+class AtomicFolder:
+    """A folder that appears at ``path`` whole on :meth:`commit`, replacing the folder there
+    (its files all gone at once), or not at all.
+
+    Files are written into :attr:`temporary` (``.<name>.build-<pid>-<random>`` beside
+    ``path``); :meth:`commit` fsyncs them and swaps the folder in: one atomic exchange on
+    Linux, else two renames (the old folder to ``.<name>.old-<pid>-<random>``, the new one
+    to ``path``; a rename needs no free space, and a failure of the second puts the old one
+    back). Any failure before the swap removes the temporary folder and leaves ``path`` as
+    it was; a full disk or a read-only folder is one :class:`StorageError` line. Use as a
+    context manager (commit on success, abort on an exception).
+
+    Leftovers of a killed writer (no process has its pid) are cleared when the next one
+    starts: an old folder whose swap was cut between the two renames is put back first.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self._clear_leftovers()
+        self.temporary = self._sibling("build")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.temporary.mkdir()
+        except OSError as err:
+            target = self.path if self.path.parent.is_dir() else self.path.parent
+            raise storage_error(target, err, "create the folder") from None
+
+    def _sibling(self, kind: str) -> Path:
+        name = f".{self.path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}"
+        return self.path.with_name(name)
+
+    def _clear_leftovers(self) -> None:
+        parent = self.path.parent
+        if not parent.is_dir():
+            return
+        for candidate in sorted(parent.iterdir()):
+            match = _FOLDER_TEMPORARY.match(candidate.name)
+            if not match or match["name"] != self.path.name or _alive(int(match["pid"])):
+                continue
+            with contextlib.suppress(OSError):
+                if match["kind"] == "old" and not self.path.exists():
+                    os.rename(candidate, self.path)  # a swap cut between its two renames
+                else:
+                    shutil.rmtree(candidate)
+
+    def commit(self) -> Path:
+        """fsync the temporary folder's files, swap it in for ``path``, remove the old one."""
+        try:
+            _fsync_tree(self.temporary)
+            old = None
+            if not self.path.exists():
+                os.rename(self.temporary, self.path)
+            elif _exchange(self.temporary, self.path):
+                old = self.temporary  # now holds the previous folder
+            else:
+                old = self._sibling("old")
+                os.rename(self.path, old)
+                try:
+                    os.rename(self.temporary, self.path)
+                except OSError:
+                    os.rename(old, self.path)
+                    raise
+        except OSError as err:
+            self.abort()
+            raise storage_error(self.path, err) from None
+        fsync_dir(self.path.parent)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return self.path
+
+    def abort(self) -> None:
+        """Remove the temporary folder; ``path`` is untouched."""
+        shutil.rmtree(self.temporary, ignore_errors=True)
+
+    def __enter__(self) -> AtomicFolder:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        if kind is None:
+            self.commit()
+            return
+        self.abort()
+        failure = storage_failure(value) if isinstance(value, OSError) else None
+        if failure is None:
+            return
+        if not isinstance(value, StorageError) and not value.filename:  # a write of a library's
+            failure = storage_error(self.path, value)
+        # named by the folder the user asked for, not the temporary one
+        raise StorageError(str(failure).replace(str(self.temporary), str(self.path))) from None

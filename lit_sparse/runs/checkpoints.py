@@ -26,7 +26,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from lit_sparse.errors import CheckpointError
+from lit_sparse.errors import CheckpointError, find_error
 from lit_sparse.io.atomic import AtomicFile, storage_error
 
 
@@ -35,8 +35,11 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
     with AtomicFile(path) as handle:
         try:
             torch.save(obj, handle.file)
-        except OSError as err:  # a full disk part-way through
-            raise storage_error(path, err) from None
+        except Exception as err:  # a full disk part-way through: torch wraps the OSError
+            failure = find_error(err, OSError)  # in a RuntimeError of its zip writer
+            if failure is None:
+                raise
+            raise storage_error(path, failure) from None
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

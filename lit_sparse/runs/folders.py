@@ -1,10 +1,12 @@
-"""Run folders: allocated atomically and read back.
+"""Run folders: allocated atomically, read back, and a failed start's folder cleared.
 
 A run is ``<save_dir>/<name>/version_N`` (the TensorBoard logger's folder). A new run's
 ``version_N`` is created with ``mkdir``, which fails if another process created it first, so
 two runs started together never share a number (while a fit writes a run it holds the run's
 lock: :mod:`lit_sparse.runs.locks`). Evaluations of a run write under ``<run>/evals/``
-(never a ``version_N`` of their own).
+(never a ``version_N`` of their own). A start that died before its first checkpoint leaves a
+folder with nothing to resume (:func:`remove_failed_start` clears it, so the next start
+takes its number instead of leaving an orphan).
 """
 
 from __future__ import annotations
@@ -13,18 +15,22 @@ import contextlib
 import itertools
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.atomic import storage_error
 from lit_sparse.io.yaml_files import load_yaml
+from lit_sparse.runs.locks import RunLock
 
 __all__ = [
     "allocate_folder",
     "experiment_runs",
+    "has_checkpoint",
     "new_eval_folder",
     "new_version",
+    "remove_failed_start",
     "resume_config_name",
     "run_checkpoint",
     "run_config",
@@ -32,6 +38,12 @@ __all__ = [
 
 VERSION = re.compile(r"^version_(\d+)$")
 RESUME_CONFIG = re.compile(r"^config\.resume-(\d+)(?:-(\d+))?\.yaml$")
+_STARTED_FILES = re.compile(
+    r"^(config(\.resume-\d+(-\d+)?)?\.yaml|hparams\.yaml|events\.out\.tfevents\..+|\.lock"
+    r"|\..+\.tmp-\d+-[0-9a-f]+)$"
+)
+"""What a fit writes in its run folder before its first checkpoint: its config, hparams,
+TensorBoard events, its lock (and a killed save's temporary file)."""
 
 
 def allocate_folder(parent: Path, names) -> Path:
@@ -121,3 +133,37 @@ def resume_config_name(run_dir: str | os.PathLike, step: int) -> str:
     while (run_dir / name).exists():
         name, n = f"config.resume-{step}-{n}.yaml", n + 1
     return name
+
+
+def has_checkpoint(run_dir: str | os.PathLike) -> bool:
+    """Whether a run folder holds a checkpoint (something to resume from)."""
+    return run_checkpoint(run_dir) is not None
+
+
+def remove_failed_start(run_dir: str | os.PathLike) -> bool:
+    """Remove a run folder that a start which died before its first checkpoint left: True
+    when it held only what a fit writes before then (:data:`_STARTED_FILES`, an empty or
+    temporary-only ``checkpoints/``), False (nothing removed) when it holds anything more.
+    The folder is locked while it is cleared (RunInUseError when a process writes it)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir() or has_checkpoint(run_dir):
+        return False
+    lock = RunLock.acquire(run_dir, "remove a failed start")
+    try:
+        checkpoints = run_dir / "checkpoints"
+        entries = [p for p in run_dir.iterdir() if p != checkpoints]
+        stray = [p for p in entries if not (p.is_file() and _STARTED_FILES.match(p.name))]
+        if checkpoints.is_dir():
+            stray += [p for p in checkpoints.iterdir() if not _STARTED_FILES.match(p.name)]
+        if stray:
+            return False
+        for path in entries:
+            if path.name != ".lock":
+                path.unlink()
+        shutil.rmtree(checkpoints, ignore_errors=True)
+    finally:
+        lock.release()
+    with contextlib.suppress(OSError):
+        (run_dir / ".lock").unlink()
+        run_dir.rmdir()
+    return not run_dir.exists()

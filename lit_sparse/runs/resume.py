@@ -4,10 +4,16 @@
 have a checkpoint, the one whose config (its newest ``config.resume-<step>.yaml``, else
 ``config.yaml``) has the same model, data, seed and ``trainer.max_steps`` as the command.
 When several do (the same config started more than once), a run another process is writing
-is left out, then a finished one; if that leaves more than one, or a run differs only in
-values a resume may change, the command is refused with the candidates, since only the
-user knows which one was meant. An explicit run folder (``--ckpt_path runs/x/version_3``)
-or checkpoint file always names one run.
+is left out, then a finished one; if that leaves more than one, the command is refused with
+the candidates, since only the user knows which one was meant.
+
+One rule for every field: when the experiment has runs with a checkpoint but none was
+started with this exact config, ``last`` is refused, naming the nearest run and each field
+that differs (``model.lr`` or ``model.arch.d_model`` alike), with the way on: resume that
+run by its folder (when it differs only in values a resume may change), or leave out
+``--ckpt_path`` to start a new run. Only an experiment with no checkpoint yet starts a new
+run under ``last`` (the first launch of a job that always passes it). An explicit run folder
+(``--ckpt_path runs/x/version_3``) or checkpoint file always names one run.
 
 A resume may change the optimizer and schedule values (:data:`RESUMABLE`): they apply from
 the resume step (the optimizer state carries over) and the config of the resumed part,
@@ -128,9 +134,11 @@ def choose_run(
     experiment: str | Path, command: dict[str, Any], use_locks: bool = True
 ) -> Path | None:
     """The checkpoint ``--ckpt_path last`` means for ``command`` (a config dump) in
-    ``experiment``, None to start a new run; ConfigError listing the candidates when the
-    choice is the user's. ``use_locks=False`` (a process its job's first process launched)
-    does not leave out the run the first process has locked."""
+    ``experiment``; None to start a new run (the experiment has no checkpoint yet);
+    ConfigError naming the candidates when the choice is the user's (several runs of this
+    config) and naming the nearest run and what differs when none was started with it.
+    ``use_locks=False`` (a process its job's first process launched) does not leave out the
+    run the first process has locked."""
     experiment = Path(experiment)
     if command.get("seed_everything") is True:  # a random seed: the run's saved one counts
         command = {**command, "seed_everything": None}
@@ -159,12 +167,20 @@ def choose_run(
             f"started with this config: {'; '.join(c.describe() for c in chosen)}; resume one "
             f"by its folder, e.g. --ckpt_path {chosen[-1].path}"
         )
-    near = []
-    for c in candidates:
-        if c.config is None:
-            continue
-        if not _differences(signature(command, exact=False), signature(c.config, exact=False)):
-            near.append((c, _differences(signature(command), signature(c.config))))
+    readable = [c for c in candidates if c.config is not None]
+    if not readable:
+        raise ConfigError(
+            f"ckpt_path='last': the runs under {experiment} with a checkpoint have no readable "
+            f"config.yaml ({'; '.join(str(c.path) for c in candidates)}), so none can be "
+            f"matched to this command: resume one by its folder, e.g. --ckpt_path "
+            f"{candidates[-1].path}, or leave out --ckpt_path to start a new run"
+        )
+    compared = [(c, _differences(signature(command), signature(c.config))) for c in readable]
+    near = [
+        (c, found)
+        for c, found in compared
+        if not _differences(signature(command, exact=False), signature(c.config, exact=False))
+    ]
     if near:
         listed = "; ".join(f"{c.path} differs in {_shown(d)}" for c, d in near)
         raise ConfigError(
@@ -172,11 +188,15 @@ def choose_run(
             f"config ({listed}): to resume it with this command's values give its folder, "
             f"--ckpt_path {near[-1][0].path}; to start a new run leave out --ckpt_path"
         )
-    print(
-        f"no run under {experiment} was started with this config: starting a new run",
-        file=sys.stderr,
+    nearest, found = min(reversed(compared), key=lambda pair: len(pair[1]))
+    others = len(readable) - 1
+    more = f" ({others} other run{'s' if others > 1 else ''} there differ too)" if others else ""
+    raise ConfigError(
+        f"ckpt_path='last': no run under {experiment} was started with this exact config "
+        f"(the nearest, {nearest.path}, differs in {_shown(found)}){more}: a run of another "
+        "model, data or seed cannot be resumed by this command; to start a new run leave out "
+        "--ckpt_path"
     )
-    return None
 
 
 def changed_values(

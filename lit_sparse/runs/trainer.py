@@ -4,16 +4,18 @@ folder exists."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Literal
 
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loops.fit_loop import _FitLoop
 
 from lit_sparse.callbacks import LengthExtrapolation
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation import ExtrapolationResult
 
-__all__ = ["LitSparseTrainer", "check_trainer_options"]
+__all__ = ["LitSparseTrainer", "check_trainer_options", "drop_checkpoint_callbacks"]
 
 
 def check_trainer_options(trainer: Any, subcommand: str) -> None:
@@ -46,6 +48,33 @@ def check_trainer_options(trainer: Any, subcommand: str) -> None:
             f"trainer.max_steps={max_steps!r}: must be an integer >= 1 (the optimizer steps "
             "to train; the learning-rate schedule ends there)"
         )
+
+
+def _is_checkpoint_callback(callback: Any) -> bool:
+    if isinstance(callback, ModelCheckpoint):
+        return True
+    class_path = callback.get("class_path") if hasattr(callback, "get") else None
+    if not isinstance(class_path, str) or "." not in class_path:
+        return False
+    module, _, name = class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return False
+    return isinstance(cls, type) and issubclass(cls, ModelCheckpoint)
+
+
+def drop_checkpoint_callbacks(trainer: Any) -> int:
+    """``trainer.enable_checkpointing: false`` with a config that lists a ModelCheckpoint
+    (every shipped config does): Lightning refuses the pair, so the checkpoint callbacks are
+    removed from ``trainer.callbacks`` (the parsed group); returns how many. Such a run
+    saves no checkpoint: it cannot be resumed, and the end-of-fit evaluation still runs."""
+    if trainer.get("enable_checkpointing") is not False:
+        return 0
+    callbacks = trainer.get("callbacks") or []
+    kept = [c for c in callbacks if not _is_checkpoint_callback(c)]
+    trainer.callbacks = kept
+    return len(callbacks) - len(kept)
 
 
 class _CompletingFitLoop(_FitLoop):

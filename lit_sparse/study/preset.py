@@ -13,7 +13,9 @@ A preset run is ``fit --config configs/<variant>.yaml --config configs/study/<pr
 
 Each experiment folder keeps a record of what started it (``preset.yaml``: the options and a
 digest of every config file), so a later invocation with other options or edited configs is
-refused instead of mixing two setups in one study.
+refused instead of mixing two setups in one study. The record binds once the run has a
+checkpoint: a start that failed before it (a bad option, a crash in the first steps) pins
+nothing, and a corrected rerun starts over with its own options.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.yaml_files import load_yaml
+from lit_sparse.runs.folders import has_checkpoint
 from lit_sparse.study.paper_matrix import CONFIG_DIR
 
 __all__ = [
@@ -214,15 +217,25 @@ def _record(run: PresetRun, extra: Sequence[str]) -> dict[str, Any]:
     }
 
 
+def _binding(experiment: Path) -> list[Path]:
+    """The version folders that pin the record: those with a checkpoint (something trained
+    with the recorded options)."""
+    return [v for v in _versions(experiment) if has_checkpoint(v)]
+
+
 def check_record(run: PresetRun, extra: Sequence[str]) -> None:
     """Refuse to continue a run that was started with other options or config files (a
-    record without any version folder is a start that failed before training: not binding)."""
+    record without any checkpoint is a start that failed before its first one: not
+    binding)."""
     path = run.experiment / RECORD
-    if not path.is_file() or not _versions(run.experiment):
+    if not path.is_file() or not _binding(run.experiment):
         return
     found = load_yaml(path, "run record")
     wanted = _record(run, extra)
-    advice = "; finish the study with the same options and configs, or give another --root"
+    advice = (
+        "; finish the study with the same options and configs, give another --root, or "
+        f"delete {run.experiment} to train that run again from the start"
+    )
     if found.get("options") != wanted["options"]:
         before = " ".join(map(str, found.get("options") or []))
         raise ConfigError(
@@ -244,8 +257,7 @@ def write_record(run: PresetRun, extra: Sequence[str]) -> None:
     from lit_sparse.io.atomic import write_text
 
     path = run.experiment / RECORD
-    if not path.is_file() or not _versions(run.experiment):
-        path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.is_file() or not _binding(run.experiment):
         write_text(path, yaml.safe_dump(_record(run, extra), sort_keys=False))
 
 

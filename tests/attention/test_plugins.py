@@ -65,6 +65,12 @@ def test_prefix_consistency(case):
     testing.check_prefix_consistency(plugin_cases(6)[case])
 
 
+@pytest.mark.parametrize("window", WINDOWS)
+@pytest.mark.parametrize("case", CASE_IDS)
+def test_slot_bounds(case, window):
+    testing.check_slot_bounds(plugin_cases(window)[case])
+
+
 @pytest.mark.parametrize("case", CASE_IDS)
 def test_config_round_trip(case):
     testing.check_config_round_trip(plugin_cases(6)[case])

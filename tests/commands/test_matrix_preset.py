@@ -258,3 +258,69 @@ def test_a_killed_study_resumes_its_interrupted_run(tmp_path, capsys):
     assert len(resumed) == 1 and int(resumed[0].stem.split("-")[-1]) % 50 == 0
     extrapolation = json.loads((run_dir / "extrapolation.json").read_text())
     assert extrapolation["step"] == 100 and extrapolation["lengths"] == [16, 64, 256]
+
+
+def study_callbacks(path: Path, *faults: dict) -> Path:
+    """A config with the preset's callbacks (configs/study/cpu.yaml) and ``faults`` after
+    them (a list in a later config replaces the earlier list)."""
+    import yaml
+
+    preset = yaml.safe_load((ROOT / "configs" / "study" / "cpu.yaml").read_text())
+    callbacks = [*preset["trainer"]["callbacks"], *faults]
+    path.write_text(yaml.safe_dump({"trainer": {"callbacks": callbacks}}))
+    return path
+
+
+def fault(name: str, **init_args) -> dict:
+    return {"class_path": f"tests.reliability.faults.{name}", "init_args": init_args}
+
+
+@pytest.fixture
+def fault_importable(monkeypatch):
+    """The fits a study starts import the tests' fault callbacks."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+
+
+@pytest.mark.slow
+def test_two_studies_on_one_root_never_train_a_run_twice(tmp_path, fault_importable):
+    """The issue's case: two ``matrix --run`` at once on one root. Each run is claimed
+    while it trains: the other study skips it (naming the holder) and takes the next."""
+    root = tmp_path / "runs" / "cpu"
+    slow = study_callbacks(tmp_path / "slow.yaml", fault("SleepAtTrainStart", seconds=3))
+    args = preset_args(root, "--run", "--config", str(TINY), "--config", str(slow), seeds=(0,))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    studies = [
+        subprocess.Popen(
+            [sys.executable, "-m", "lit_sparse", *args],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [study.communicate(timeout=900)[0] for study in studies]
+    assert [study.returncode for study in studies] == [0, 0], [o[-3000:] for o in outputs]
+    both = "\n".join(outputs)
+    for variant in VARIANTS:
+        name = f"{variant}/seed0"
+        assert both.count(f"] {name}: starting: ") == 1, both[-4000:]
+        assert [p.name for p in (root / variant / "seed0").glob("version_*")] == ["version_0"]
+        skipped = re.search(rf"\] {name}: (in use by process \d+ .*|complete \(.*), skipped", both)
+        assert skipped, f"the other study did not skip {name}: {both[-4000:]}"
+
+
+@pytest.mark.slow
+def test_a_crashed_fit_is_reported_and_the_study_goes_on(tmp_path, fault_importable, capsys):
+    """Each fit is its own process: a segfault in one run ends that run, not the study."""
+    root = tmp_path / "runs" / "cpu"
+    crash = study_callbacks(tmp_path / "crash.yaml", fault("SegfaultIn", part="fib_fixed"))
+    args = preset_args(root, "--run", "--config", str(TINY), "--config", str(crash), seeds=(0,))
+    assert lit_main(args) == 1
+    out = capsys.readouterr().out
+    assert re.search(
+        r"^\| fib_fixed/seed0 \| started \| failed \(killed by SIGSEGV\) \|", out, re.M
+    )
+    assert re.search(r"^\| fib_learned/seed0 \| started \| complete \| \d+ \|$", out, re.M)
+    assert (root / "fib_learned" / "seed0" / "version_0" / "extrapolation.json").is_file()

@@ -5,6 +5,7 @@ sparse-BLAS kernel when it cannot be built."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -232,3 +233,53 @@ def test_a_lock_left_by_a_killed_build_does_not_hang_the_next_load(tmp_path):
     assert done.stdout.strip() == "True", done.stderr
     assert "stale build lock" in done.stderr
     assert not (folder / "lock").exists()
+
+
+def _bad_slots() -> dict:
+    """Slots that would read outside q, k, v (or after the query): one broken field each."""
+    from lit_sparse.attention.kernels import KeySlots
+
+    keys = torch.tensor([[0, -1], [3, 5]])
+    return {
+        "distance -1 is negative": KeySlots(torch.tensor([-1, 0, 1]), reach=2),
+        "rung lo -3 is negative": KeySlots(
+            torch.tensor([0, 1]),
+            reach=4,
+            rung_lo=torch.tensor([2, -3]),
+            rung_frac=torch.tensor([0.5, 0.5]),
+            rung_valid=torch.tensor([True, True]),
+        ),
+        "absolute key -3 is negative": KeySlots(
+            torch.tensor([0]), reach=1, block_keys=keys - 2, block_size=8, min_abs_distance=1
+        ),
+        "min_abs_distance=-4 must be >= 0": KeySlots(
+            torch.tensor([0]), reach=1, block_keys=keys, block_size=8, min_abs_distance=-4
+        ),
+        "block_keys has 2 blocks; 16 positions in blocks of 4 need 4": KeySlots(
+            torch.tensor([0]), reach=1, block_keys=keys, block_size=4, min_abs_distance=1
+        ),
+    }
+
+
+@pytest.mark.parametrize("problem", sorted(_bad_slots()))
+def test_slots_that_would_read_outside_the_inputs_are_refused(problem):
+    """Both CPU kernels refuse them in Python (one ValueError naming the kernel and the
+    value); the compiled extension, called directly, refuses them too (no Python guard)."""
+    from lit_sparse.attention.kernels.csr import csr_attention
+
+    slots = _bad_slots()[problem]
+    q, k, v = inputs(16, dtype=torch.float32)
+    for path, who in ((compiled.compiled_attention, "compiled"), (csr_attention, "CSR")):
+        with pytest.raises(ValueError, match=f"the {who} CPU kernel: .*{re.escape(problem)}"):
+            path(q, k, v, slots)
+    if problem != "absolute key -3 is negative":  # the extension skips every key < 0
+        exact = slots.distances
+        lo = slots.rung_lo if slots.n_rungs else torch.zeros(0, dtype=torch.long)
+        frac = slots.rung_frac.double() if slots.n_rungs else torch.zeros(0, dtype=torch.float64)
+        keys = slots.block_keys if slots.n_absolute else torch.zeros(0, 0, dtype=torch.long)
+        q_pm, k_pm, v_pm = (x.detach().transpose(1, 2).contiguous() for x in (q, k, v))
+        with pytest.raises(RuntimeError, match="is negative|do not cover"):
+            compiled._extension().forward(
+                q_pm, k_pm, v_pm, exact, lo, frac, keys, slots.block_size,
+                slots.min_abs_distance, 1,
+            )  # fmt: skip

@@ -101,6 +101,18 @@ class Crash(RuntimeError):
     """The exception RaiseAtStep stops training with."""
 
 
+class SleepAtTrainStart(pl.Callback):
+    """Hold the run ``seconds`` when training starts (a run that trains a while)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def on_train_start(self, trainer, pl_module):
+        import time
+
+        time.sleep(self.seconds)
+
+
 class WaitAtTrainStart(pl.Callback):
     """Hold the run when training starts until the file ``release`` exists (a long-running
     writer that the test lets go once it has seen what it waits for), at most ``timeout``
@@ -116,3 +128,34 @@ class WaitAtTrainStart(pl.Callback):
         deadline = time.monotonic() + self.timeout
         while not Path(self.release).exists() and time.monotonic() < deadline:
             time.sleep(0.05)
+
+
+class CtrlCAtStep(pl.Callback):
+    """Ctrl-C (a KeyboardInterrupt, as Python raises it on SIGINT) before optimizer step
+    ``step``: Lightning's graceful stop of the trainer runs."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.step:
+            raise KeyboardInterrupt
+
+
+class CtrlCAtValidationStart(pl.Callback):
+    """Ctrl-C when an evaluation (validate, extrapolate) starts."""
+
+    def on_validation_start(self, trainer, pl_module):
+        raise KeyboardInterrupt
+
+
+class SegfaultIn(pl.Callback):
+    """The process dies of SIGSEGV (as a native crash would) when its run's folder contains
+    ``part`` (one run of a study crashes, the others not)."""
+
+    def __init__(self, part: str):
+        self.part = part
+
+    def setup(self, trainer, pl_module, stage):
+        if self.part in str(trainer.log_dir):
+            os.kill(os.getpid(), signal.SIGSEGV)

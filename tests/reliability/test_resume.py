@@ -6,6 +6,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -88,16 +89,20 @@ def assert_same_tensors(a, b, where=""):
         assert a == b, where
 
 
-def test_killed_run_resumes_to_bit_identical_weights(tmp_path):
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory) -> Path:
+    """The uninterrupted run (a real process): the weights every resumed run must end with."""
+    workdir = tmp_path_factory.mktemp("straight")
+    done = fit(workdir, "--config", str(run_config(workdir, None)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return workdir
+
+
+def test_killed_run_resumes_to_bit_identical_weights(tmp_path, straight):
     seed = int.from_bytes(os.urandom(2), "little")
     # a micro-batch in the second half of an accumulation, after the first checkpoint
     kill_at = random.Random(seed).choice(range(2 * ACCUMULATE + 1, STEPS * ACCUMULATE, 2))
     note = f"(kill before micro-batch {kill_at}, seed {seed})"
-
-    straight = tmp_path / "straight"
-    straight.mkdir()
-    done = fit(straight, "--config", str(run_config(tmp_path, None)))
-    assert done.returncode == 0, done.stderr[-3000:]
 
     broken = tmp_path / "broken"
     broken.mkdir()
@@ -130,3 +135,60 @@ def test_resume_without_a_checkpoint_starts_fresh(tmp_path):
     done = fit(tmp_path, "--ckpt_path", "last", "--trainer.max_steps", "2")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "no last.ckpt under runs/learned: starting a new run" in done.stderr
+
+
+def _started(experiment: Path) -> int:
+    """How many times a fit of the experiment got as far as saving its config (a new run's
+    config.yaml, a resume's config.resume-<step>.yaml): just before it trains."""
+    return len(list(experiment.glob("version_*/config*.yaml")))
+
+
+def test_five_kills_at_random_moments_then_last_gives_the_uninterrupted_weights(tmp_path, straight):
+    """Item 13 of issue 24: SIGKILL the same ``fit --ckpt_path last`` five times at random
+    moments once it is about to train (during its steps, a checkpoint save, the validation
+    or its end-of-fit work), then let it finish: the weights, optimizer and schedule equal
+    the uninterrupted run's, bit for bit."""
+    seed = int.from_bytes(os.urandom(2), "little")
+    rng = random.Random(seed)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    config = run_config(tmp_path, None)
+    command = [sys.executable, "-m", "lit_sparse", "fit", "--config",
+               str(ROOT / "configs" / "learned.yaml"), "--config", str(TINY),
+               "--config", str(config), "--ckpt_path", "last"]  # fmt: skip
+    experiment = tmp_path / "runs" / "learned"
+    kills, moments = 0, []
+    for _attempt in range(15):
+        if kills == 5:
+            break
+        before = _started(experiment)
+        process = subprocess.Popen(
+            command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        deadline = time.monotonic() + 600
+        while _started(experiment) == before and process.poll() is None:
+            assert time.monotonic() < deadline, "the fit never got to training"
+            time.sleep(0.02)
+        delay = rng.uniform(0.0, 2.0)
+        try:
+            process.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        err = process.communicate()[1].decode()
+        if process.returncode == -9:
+            kills += 1
+            moments.append(round(delay, 2))
+        else:
+            assert process.returncode == 0, f"seed {seed}: {err[-3000:]}"
+    note = f"(seed {seed}, killed {moments} s after the fit was about to train)"
+    assert kills == 5, note
+    final = fit(tmp_path, "--config", str(config), "--ckpt_path", "last")
+    assert final.returncode == 0, f"{note} {final.stderr[-3000:]}"
+
+    expected = last_checkpoint(straight)
+    (path,) = [p for p in experiment.glob("version_*/checkpoints/last.ckpt")]
+    found = torch.load(path, map_location="cpu", weights_only=True)
+    assert found["global_step"] == expected["global_step"] == STEPS, note
+    assert_same_tensors(expected["state_dict"], found["state_dict"], f"weights {note}")
+    assert_same_tensors(expected["optimizer_states"], found["optimizer_states"], "optimizer")
+    assert_same_tensors(expected["lr_schedulers"], found["lr_schedulers"], "schedule")
+    assert not list(experiment.rglob("*.tmp-*")), "no temporary file outlived a resume"

@@ -74,6 +74,18 @@ def test_last_with_another_lr_names_the_run_instead_of_guessing(crashed_run, cap
     assert not list(crashed_run.glob("config.resume-*"))
 
 
+def test_last_with_another_model_is_refused_by_the_same_rule(crashed_run, capsys):
+    """``--model.arch.d_model`` changed: refused like ``--model.lr`` (it used to start a
+    new run), naming the field; nothing is written."""
+    args = ["fit", *config_args(), "--ckpt_path", "last"]
+    code, err = run_cli(
+        [*args, "--model.arch.d_model", "64", "--model.arch.head_dim", "32"], capsys
+    )
+    assert code == 2 and len(errors(err)) == 1, err
+    assert "model.arch.d_model (run 32, here 64)" in err[-1] and "leave out --ckpt_path" in err[-1]
+    assert [p.name for p in crashed_run.parent.iterdir()] == [crashed_run.name]
+
+
 def test_a_different_model_on_resume_is_refused(crashed_run, capsys):
     args = ["fit", *config_args(), "--ckpt_path", str(crashed_run), "--model.arch.n_layers", "3"]
     code, err = run_cli(args, capsys)

@@ -89,11 +89,25 @@ def test_a_run_that_differs_only_in_resumable_values_is_named_not_taken(tmp_path
     assert "model.lr (run 0.0003, here 1e-05)" in message and f"--ckpt_path {run}" in message
 
 
-def test_another_model_starts_a_new_run(tmp_path, capsys):
-    make_run(tmp_path, 0, config(), step=2)
+def test_another_model_is_refused_like_another_lr_naming_the_field(tmp_path):
+    """One rule for every field (issue 24): runs exist but none of this exact config, so
+    ``last`` is refused naming the nearest run and what differs; a model change cannot be
+    resumed, so the advice is only to start a new run."""
+    make_run(tmp_path, 0, config(lr=1.0), step=2)  # differs in more
+    run = make_run(tmp_path, 1, config(), step=2)
     other = config()
     other["model"]["arch"] = {"n_layers": 3, "d_model": 32}
-    assert choose_run(tmp_path, other) is None
+    with pytest.raises(ConfigError) as caught:
+        choose_run(tmp_path, other)
+    message = str(caught.value)
+    assert "\n" not in message and f"the nearest, {run}, differs in" in message
+    assert "model.arch.n_layers (run 2, here 3)" in message and "1 other run" in message
+    assert "leave out --ckpt_path" in message and "give its folder" not in message
+
+
+def test_an_experiment_without_a_checkpoint_starts_a_new_run(tmp_path, capsys):
+    (tmp_path / "version_0").mkdir()  # a start that died before its first checkpoint
+    assert choose_run(tmp_path, config()) is None
     assert "starting a new run" in capsys.readouterr().err
 
 
@@ -220,3 +234,35 @@ def test_two_resumes_started_at_once_one_runs_the_other_gets_one_line(in_workdir
     assert sorted(p.name for p in run.glob("config.resume-*.yaml")) == ["config.resume-2.yaml"]
     assert len(set(run.glob("events.out.tfevents.*")) - events_before) == 1, "one purge marker"
     assert torch.load(run / "checkpoints/last.ckpt", weights_only=True)["global_step"] == 4
+
+
+@pytest.mark.slow
+def test_two_plain_fits_into_one_save_dir_at_once_each_get_their_own_run(in_workdir, capsys):
+    """Item 13 of issue 24: two ``fit`` of one config started together. Each takes its own
+    ``version_N`` (atomically) and lock, and both finish whole; a later ``--ckpt_path last``
+    is refused as ambiguous, naming both, instead of guessing."""
+    plain = write_callbacks(in_workdir / "plain.yaml", checkpoint_every(2))
+    args = ["fit", *config_args("fixed.yaml", plain)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("LIT_SPARSE_RUN", None)
+    both = [
+        subprocess.Popen(
+            [sys.executable, "-m", "lit_sparse", *args],
+            cwd=in_workdir,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    errs = [p.communicate(timeout=600)[1] for p in both]
+    assert [p.returncode for p in both] == [0, 0], [e[-2000:] for e in errs]
+    runs = sorted((in_workdir / "runs/fixed").iterdir())
+    assert [r.name for r in runs] == ["version_0", "version_1"]
+    for run in runs:
+        assert torch.load(run / "checkpoints/last.ckpt", weights_only=True)["global_step"] == 4
+        assert (run / "config.yaml").is_file() and len(list(run.glob("events.*"))) == 1
+    code, err = run_cli([*args, "--ckpt_path", "last"], capsys)
+    assert code == 2 and len(errors(err)) == 1 and "is ambiguous" in err[-1], err
+    assert all(str(run.relative_to(in_workdir)) in err[-1] for run in runs), err[-1]

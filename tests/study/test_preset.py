@@ -201,8 +201,11 @@ def test_a_run_started_with_a_config_edited_since_is_refused(tmp_path):
     write_record(run, extra)
     overlay.write_text("trainer:\n  max_steps: 7\n")
     check_record(run, extra)  # nothing was trained (no version folder): not binding
-    write_record(run, extra)
     (run.experiment / "version_0").mkdir()
+    check_record(run, extra)  # a start that failed before its first checkpoint: not binding
+    write_record(run, extra)
+    (run.experiment / "version_0" / "checkpoints").mkdir()
+    (run.experiment / "version_0" / "checkpoints" / "last.ckpt").write_bytes(b"")
     check_record(run, extra)  # the same options and files: fine
     overlay.write_text("trainer:\n  max_steps: 8\n")
     with pytest.raises(ConfigError, match="config files that have changed since: .*overlay.yaml"):

@@ -209,7 +209,9 @@ def usable_threads() -> int:
 
 def _resolve(slots: KeySlots, length: int):
     """The slots against ``length``: exact distances that can be valid, the used rungs (and
-    their indices into the slots' rungs), the absolute keys and who reads each of them."""
+    their indices into the slots' rungs), the absolute keys and who reads each of them.
+    Slots that would read outside q, k, v are a ValueError (:meth:`KeySlots.check`)."""
+    slots.check(length, "the compiled CPU kernel", built=False)
     exact = slots.distances.to("cpu", torch.long)
     exact = exact[exact < length].contiguous()
     keep = lo = frac = None

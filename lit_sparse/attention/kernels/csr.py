@@ -111,6 +111,7 @@ class _Plan:
 
 def _plan(slots: KeySlots, q: Tensor, k: Tensor, dtype: torch.dtype) -> _Plan:
     batch, heads, length, head_dim = q.shape
+    slots.check(length, "the CSR CPU kernel", built=False)  # no read outside q, k, v
     kv_heads = k.shape[1]
     exact = [d for d in slots.distances.tolist() if d < length]  # larger ones never valid
     rung_lo: list[int] = []
@@ -132,9 +133,8 @@ def _plan(slots: KeySlots, q: Tensor, k: Tensor, dtype: torch.dtype) -> _Plan:
             keys = slots.block_keys.to("cpu")[positions // slots.block_size]  # (T, A)
             ok = (keys >= 0) & (positions[:, None] - keys >= slots.min_abs_distance)
             valid.insert(0, ok)
-            abs_columns = (keys.clamp(min=-1) + 1)[:, None, :] * kv_heads + torch.arange(kv_heads)[
-                None, :, None
-            ]
+            keys = keys.masked_fill(~ok, -1)  # a key not read here points at the zero row
+            abs_columns = (keys + 1)[:, None, :] * kv_heads + torch.arange(kv_heads)[None, :, None]
             abs_columns = abs_columns.to(torch.int32)
         bias = torch.zeros(rows, n_abs + len(relative), dtype=dtype)
         bias.masked_fill_(~torch.cat(valid, dim=1), float("-inf"))

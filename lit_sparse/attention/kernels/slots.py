@@ -1,4 +1,9 @@
-"""The description of which keys a query attends to, shared by every sparse kernel."""
+"""The description of which keys a query attends to, shared by every sparse kernel.
+
+:meth:`KeySlots.check` is the bounds check every slot set passes before a kernel reads with
+it: a pattern's slots when they are built (``SlotPattern.slots``), and every call of the CPU
+kernels (an index outside the inputs there is a read of memory the op does not own).
+"""
 
 from __future__ import annotations
 
@@ -52,6 +57,71 @@ class KeySlots:
     def keys_per_query(self) -> int:
         """Slots per query (an upper bound on the keys one query attends to)."""
         return int(self.distances.numel()) + self.n_rungs + self.n_absolute
+
+    def check(self, length: int, owner: str = "KeySlots", built: bool = True) -> None:
+        """Raise ValueError, naming ``owner`` (who built or passed the slots) and the bad
+        value, unless every slot stays inside a sequence of ``length`` keys and at or
+        before its query: distances >= 0, rungs' lo >= 0, absolute keys >= -1 (-1: none)
+        with ``min_abs_distance`` >= 0 and a block of keys for every position.
+
+        ``built`` (a pattern's slots when they are built): also distances distinct and
+        ascending from 0 (every query sees itself) and below ``reach``, rungs' lo below
+        ``reach``, absolute keys below ``length``. A kernel's guard (``built=False``) checks
+        only what its reads need: slots built for a longer sequence are valid there."""
+        problem = self._problem(length, built)
+        if problem:
+            raise ValueError(f"{owner}: slots at length {length}: {problem}")
+
+    def _problem(self, length: int, built: bool) -> str | None:
+        distances = self.distances
+        if distances.dim() != 1 or distances.numel() == 0 or distances.is_floating_point():
+            return f"distances must be a non-empty 1-D integer tensor, got {_shown(distances)}"
+        values = distances.detach().to("cpu", torch.long)
+        if int(values.min()) < 0:
+            return f"distance {int(values.min())} is negative (a key after its query)"
+        if built and (int(values[0]) != 0 or bool((values[1:] <= values[:-1]).any())):
+            return f"distances must be distinct and ascending from 0, got {_shown(values)}"
+        if built and self.reach < int(values[-1]) + 1:
+            return f"reach={self.reach} must be above the largest distance {int(values[-1])}"
+        if self.n_rungs:
+            lo = self.rung_lo.detach().to("cpu", torch.long)
+            sizes = {tuple(lo.shape), tuple(self.rung_frac.shape), tuple(self.rung_valid.shape)}
+            if lo.dim() != 1 or len(sizes) != 1:
+                return "rung_lo, rung_frac and rung_valid must be 1-D tensors of one size"
+            if int(lo.min()) < 0:
+                return f"rung lo {int(lo.min())} is negative (a key after its query)"
+            if built and int(lo.max()) >= self.reach:
+                return f"rung lo {int(lo.max())} must be below reach={self.reach}"
+        if self.block_size < 1:
+            return f"block_size={self.block_size} must be >= 1"
+        if self.block_keys is not None:
+            return self._absolute_problem(length, built)
+        return None
+
+    def _absolute_problem(self, length: int, built: bool) -> str | None:
+        keys = self.block_keys.detach()
+        if keys.dim() != 2 or keys.is_floating_point():
+            return f"block_keys must be a 2-D integer tensor, got {_shown(keys)}"
+        if self.min_abs_distance < 0:
+            return f"min_abs_distance={self.min_abs_distance} must be >= 0 (a key after its query)"
+        blocks = -(-length // self.block_size)
+        if keys.shape[0] < blocks:
+            return (
+                f"block_keys has {keys.shape[0]} blocks; {length} positions in blocks of "
+                f"{self.block_size} need {blocks}"
+            )
+        used = keys[:blocks].to("cpu", torch.long)
+        if used.numel() and int(used.min()) < -1:
+            return f"absolute key {int(used.min())} is negative (-1 means none)"
+        if built and used.numel() and int(used.max()) >= length:
+            return f"absolute key {int(used.max())} is outside the sequence (0..{length - 1})"
+        return None
+
+
+def _shown(x: Tensor, limit: int = 8) -> str:
+    values = x.flatten().tolist()
+    more = f", ... ({len(values)} values)" if len(values) > limit else ""
+    return f"{x.dtype} {list(x.shape)} [{', '.join(map(str, values[:limit]))}{more}]"
 
 
 def exact_slots(distances: list[int], device: torch.device | str | None = None) -> KeySlots:

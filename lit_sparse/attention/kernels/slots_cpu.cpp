@@ -460,6 +460,21 @@ void check(const torch::Tensor& x, const torch::Tensor& like, const char* name) 
   TORCH_CHECK(x.scalar_type() == like.scalar_type(), name, ": expected ", like.scalar_type());
 }
 
+// Every row the loops read is inside k and v: a negative distance or lo would read past the
+// query (t - d > t, up to T - 1 - d), too few blocks of absolute keys past block_keys. The
+// Python side refuses such slots first (KeySlots.check); this keeps a direct call safe too.
+void check_slots(const Shape& s, const Slots& slots) {
+  for (int64_t m = 0; m < s.M; ++m)
+    TORCH_CHECK(slots.exact[m] >= 0, "slot distance ", slots.exact[m], " is negative");
+  for (int64_t r = 0; r < s.R; ++r)
+    TORCH_CHECK(slots.lo[r] >= 0, "rung lo ", slots.lo[r], " is negative");
+  if (s.A) {
+    TORCH_CHECK(s.min_abs >= 0, "min_abs_distance ", s.min_abs, " is negative");
+    TORCH_CHECK(s.n_blocks * s.block_size >= s.T, "block_keys: ", s.n_blocks, " blocks of ",
+                s.block_size, " do not cover ", s.T, " positions");
+  }
+}
+
 }  // namespace
 
 std::vector<torch::Tensor> forward(torch::Tensor q, torch::Tensor k, torch::Tensor v,
@@ -471,6 +486,7 @@ std::vector<torch::Tensor> forward(torch::Tensor q, torch::Tensor k, torch::Tens
   check(v, q, "v");
   const Shape s = shape_of(q, k, exact, lo, block_keys, block_size, min_abs);
   const Slots slots = slots_of(exact, lo, frac, block_keys);
+  check_slots(s, slots);
   auto out = torch::empty_like(q);
   auto probs = torch::empty({s.S, s.B, s.T, s.H}, q.options());  // slot-major
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "lit_sparse_forward", [&] {
@@ -492,6 +508,7 @@ std::vector<torch::Tensor> backward(torch::Tensor q, torch::Tensor k, torch::Ten
   for (auto* x : {&k, &v, &out, &dout, &probs}) check(*x, q, "input");
   const Shape s = shape_of(q, k, exact, lo, block_keys, block_size, min_abs);
   const Slots slots = slots_of(exact, lo, frac, block_keys);
+  check_slots(s, slots);
   const int64_t items = s.B * s.KV * ((s.T + kBlock - 1) / kBlock);
   auto ds = torch::empty_like(probs);
   auto dq = torch::empty_like(q);
