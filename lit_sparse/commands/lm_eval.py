@@ -9,9 +9,10 @@ models). Needs the eval extra: pip install -e ".[eval]".
         --batch_size 16 --output_path results/
 
 --model_args of the lit_sparse model: pretrained (an exported folder, a run folder or a
-.ckpt file), device, dtype (float32, bfloat16, float16), max_length (tokens per window and
+.ckpt file), dtype (float32, bfloat16, float16), max_length (tokens per window and
 per input; default the training length), truncation (error, or left to drop the oldest
-tokens of a longer input), max_gen_toks (default 256), tokenizer.
+tokens of a longer input), max_gen_toks (default 256), tokenizer. The device is lm-eval's
+--device (cpu, cuda, cuda:1).
 """
 
 from __future__ import annotations

@@ -40,7 +40,8 @@ def test_a_shipped_rolling_task_runs_offline_and_scores_documents_as_score_does(
     done = lm_eval(
         [
             "--model", "lit_sparse",
-            "--model_args", f"pretrained={random_export},max_length=512,device=cpu",
+            "--model_args", f"pretrained={random_export},max_length=512",
+            "--device", "cpu",  # lm-eval's own option (a device in model_args clashes with it)
             "--tasks", "lit_sparse_math_ppl",
             "--include_path", str(TASKS_DIR),
             "--limit", str(LIMIT),
@@ -93,7 +94,8 @@ def test_lm_evals_hf_model_on_an_export(random_export, tmp_path):
     done = lm_eval(
         [
             "--model", "hf",
-            "--model_args", f"pretrained={random_export},trust_remote_code=True,device=cpu",
+            "--model_args", f"pretrained={random_export},trust_remote_code=True",
+            "--device", "cpu",
             "--tasks", "lit_sparse_math_ppl",
             "--include_path", str(TASKS_DIR),
             "--limit", str(LIMIT),
