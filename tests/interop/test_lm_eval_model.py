@@ -120,7 +120,7 @@ def test_max_length_below_the_prompt_is_one_line(lm):
         lm.generate_until([long_request])
     assert "max_length=32; pass --model_args pretrained=...,max_length=N" in str(err.value)
     assert "\n" not in str(err.value)
-    with pytest.raises(ConfigError, match="max_new_tokens=40: leaves no room for a prompt"):
+    with pytest.raises(ConfigError, match=r"a prompt of 1 tokens \+ max_gen_toks=40 exceed"):
         lm.generate_until([request("generate_until", "a", {"until": [], "max_gen_toks": 40})])
     with pytest.raises(ConfigError, match="generation kwargs num_beams: not supported"):
         lm.generate_until([request("generate_until", "a", {"until": [], "num_beams": 2})])
