@@ -11,8 +11,8 @@ import importlib
 import os
 import sys
 
-# command -> one-line description; each is the module lit_sparse.commands.<command>, whose
-# main(argv) -> int runs it
+# command -> one-line description; each is the module lit_sparse.commands.<command> (a dash
+# in the command is an underscore in the module's name), whose main(argv) -> int runs it
 OWN_COMMANDS = {
     "bench": "time attention kernels and training steps against dense",
     "coverage": "distances per layer, their union, two hops",
@@ -22,11 +22,13 @@ OWN_COMMANDS = {
     "matrix": "the paper's run matrix and the seeded CPU study: list, run, tables, plots",
     "generate": "continue a prompt with a trained model (a run or an export)",
     "export": "a run's model as safetensors + config.json + tokenizer + card",
+    "lm-eval": "lm-evaluation-harness with the lit_sparse model (every lm-eval option)",
+    "lm-eval-tasks": "the folder of lit_sparse's lm-eval tasks (for --include_path)",
 }
 
 
 def _usage() -> str:
-    own = "\n".join(f"  {name:<12}{text}" for name, text in OWN_COMMANDS.items())
+    own = "\n".join(f"  {name:<14}{text}" for name, text in OWN_COMMANDS.items())
     return (
         "usage: python -m lit_sparse <command> [options]\n\n"
         "Lightning commands (python -m lit_sparse <command> --help for options):\n"
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_usage())
         return 0
     if argv[0] in OWN_COMMANDS:
-        module = importlib.import_module(f"lit_sparse.commands.{argv[0]}")
+        module = importlib.import_module(f"lit_sparse.commands.{argv[0].replace('-', '_')}")
         return module.main(argv[1:])
     from lit_sparse.cli import main as lightning_main
 

@@ -38,6 +38,10 @@ class NonFiniteLossError(LitSparseError):
     """Training produced a NaN or infinite loss; training stops at once."""
 
 
+class MissingExtraError(LitSparseError, ImportError):
+    """An optional dependency is missing or too old; the message names what to install."""
+
+
 def find_error(err: BaseException | None, kind: type[E]) -> E | None:
     """The error of type ``kind`` in ``err`` or its cause/context chain (jsonargparse and
     Lightning re-raise errors from our code wrapped in their own)."""

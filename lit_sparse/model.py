@@ -250,6 +250,18 @@ class LanguageModel(
         return total - self.embedding.weight.numel() if exclude_embedding else total
 
     # ------------------------------------------ huggingface_hub mixin (io/pretrained.py)
+    def save_pretrained(self, save_directory, *, tokenizer=None, **kwargs):
+        """Write model.safetensors, config.json and a model card into ``save_directory``
+        (huggingface_hub's ``save_pretrained``; ``push_to_hub=True`` and its options pass
+        through). With ``tokenizer`` (a ``lit_sparse.Tokenizer``, or anything with
+        ``save_pretrained(folder)``) its files go in too, so ``generate`` and
+        ``lit_sparse.load_pretrained`` need nothing else."""
+        self._tokenizer_to_save = tokenizer  # read by _save_pretrained, also when pushing
+        try:
+            return super().save_pretrained(save_directory, **kwargs)
+        finally:
+            self._tokenizer_to_save = None
+
     @classmethod
     def from_config(cls, config: dict) -> LanguageModel:
         """A new model (fresh weights) of a saved folder's config.json values: its ``arch``
@@ -271,6 +283,9 @@ class LanguageModel(
 
     def _save_pretrained(self, save_directory: Path) -> None:
         pretrained.save(self, save_directory)
+        tokenizer = getattr(self, "_tokenizer_to_save", None)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(save_directory)
 
     @classmethod
     def _from_pretrained(cls, *, model_id: str, config: dict | None = None, **kwargs):

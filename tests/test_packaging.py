@@ -68,3 +68,15 @@ def test_the_console_script_is_the_module_entry_point(tmp_path):
     )
     assert by_script.stdout == by_module.stdout
     assert "fit" in by_script.stdout
+
+
+def test_package_data_ships_every_lm_eval_task_file():
+    """The task YAMLs and their utils.py are package data (no __init__.py: not a package)."""
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]
+    folder = ROOT / "lit_sparse" / "interop"
+    shipped = {p for pattern in package_data["lit_sparse.interop"] for p in folder.glob(pattern)}
+    files = set((folder / "lm_eval_tasks").iterdir()) - {folder / "lm_eval_tasks" / "__pycache__"}
+    assert files and files == shipped
+    assert {p.suffix for p in files} == {".yaml", ".py"}

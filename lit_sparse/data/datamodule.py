@@ -12,8 +12,9 @@ Life cycle (as Lightning drives it, DDP included):
   ``prepare_data``); under DDP an inconsistent cache is an error, never read silently.
 - ``train_dataloader``: one endless stream per rank (:mod:`lit_sparse.data.mixture`); the
   number of samples consumed is this module's state (``state_dict``), saved in checkpoints.
-- ``val_dataloader``: one loader per held-out set, fixed non-overlapping windows, each rank
-  its share without padding (:mod:`lit_sparse.data.windows`); ``test_dataloader`` is the same.
+- ``val_dataloader``: one loader per held-out set, fixed non-overlapping windows over the
+  held-out tokens after one end-of-text token, each rank its share without padding
+  (:mod:`lit_sparse.data.windows`); ``test_dataloader`` is the same.
 """
 
 from __future__ import annotations
@@ -296,7 +297,7 @@ class TextDataModule(pl.LightningDataModule):
                 train.append((tf, src.weight))
             if "val" in files:
                 tf = files["val"]
-                if num_windows(tf.num_tokens, self.seq_len) == 0:
+                if num_windows(self._stream_tokens(tf), self.seq_len) == 0:
                     raise ConfigError(
                         f"held-out set {src.held_out_name!r} has {tf.num_tokens} "
                         f"tokens, not one window of seq_len={self.seq_len}"
@@ -327,9 +328,14 @@ class TextDataModule(pl.LightningDataModule):
         )
         return _TrainLoader(dataset, self, **self._loader_kwargs())
 
+    @staticmethod
+    def _stream_tokens(tf: TokenFile) -> int:
+        """Tokens of a held-out stream: the end-of-text prefix and the file's."""
+        return tf.num_tokens + 1
+
     def _span(self, tf: TokenFile) -> int:
         """Predicted tokens covered by the validation windows at the training length."""
-        count = num_windows(tf.num_tokens, self.seq_len)
+        count = num_windows(self._stream_tokens(tf), self.seq_len)
         if self.val_windows is not None:
             count = min(count, self.val_windows)
         return count * self.seq_len
@@ -348,12 +354,15 @@ class TextDataModule(pl.LightningDataModule):
     ) -> DataLoader:
         """Non-overlapping windows of ``length`` over the same held-out tokens as the
         validation windows (e.g. 1x, 2x, 4x ``seq_len`` give 488/244/122 windows when
-        ``val_windows=488``), this rank's share. ``batch_size`` defaults to about the same
-        tokens per batch as validation."""
+        ``val_windows=488``), this rank's share. The held-out stream starts with the
+        end-of-text token, so its first document is predicted from its first token, after an
+        EOS as every later one (and as lm-eval reads documents); the EOS between documents
+        are predicted too. ``batch_size`` defaults to about the same tokens per batch as
+        validation."""
         _positive_int("length", length)
         _positive_int("batch_size", batch_size, allow_none=True)
         tf = self._held_out(set_name)
-        count = num_windows(tf.num_tokens, length, span=self._span(tf))
+        count = num_windows(self._stream_tokens(tf), length, span=self._span(tf))
         if count == 0:
             raise ConfigError(
                 f"length={length}: held-out set {set_name!r} covers "
@@ -362,7 +371,7 @@ class TextDataModule(pl.LightningDataModule):
         if batch_size is None:
             batch_size = max(1, self.batch_size * self.seq_len // length)
         rank, world_size = self._rank()
-        dataset = HeldOutWindows(tf, length, count, batch_size, rank, world_size)
+        dataset = HeldOutWindows(tf, length, count, batch_size, rank, world_size, self._tok.eos_id)
         return DataLoader(dataset, batch_size=None, **self._loader_kwargs())
 
     def val_dataloader(self) -> list[DataLoader]:

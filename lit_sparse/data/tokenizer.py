@@ -1,24 +1,36 @@
-"""Loading the tokenizer (embedded, a tokenizer.json path, or a hub name) and what derives from it.
+"""The tokenizer (embedded, a tokenizer.json path, a saved folder, or a hub name) and what
+derives from it.
 
 The model's vocabulary size comes from here: the tokenizer's size (largest id + 1, added
 tokens included) rounded up to a multiple of 64, unless a config asks for a larger number.
+
+Documents are tokenized for training as ``doc EOS doc EOS ...`` (no BOS, nothing else added),
+so every document but the very first follows an end-of-text token: a scorer conditions a
+document on ``tokenizer.document_prefix`` (``[eos_id]``) to score it from its first token.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenizers import Tokenizer
+import tokenizers
 
 from lit_sparse.data.embedded import TOKENIZER_PATH
 from lit_sparse.data.hub import OFFLINE_HINT, DataSourceUnavailable, is_network_error, require_hub
 from lit_sparse.errors import ConfigError
+from lit_sparse.io.atomic import write_text
+from lit_sparse.io.pretrained import CONFIG_FILE
 
 __all__ = [
     "EOS_CANDIDATES",
+    "TOKENIZER_FILE",
     "LoadedTokenizer",
+    "Tokenizer",
     "load_tokenizer",
     "resolve_vocab_size",
     "round_up",
@@ -28,13 +40,19 @@ __all__ = [
 # Document separator, first match wins (GPT-2/our BPE, Llama/T5, Llama-3, Gemma).
 EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<|eos|>")
 VOCAB_MULTIPLE = 64
+TOKENIZER_FILE = "tokenizer.json"
 
 
 @dataclass(frozen=True)
-class LoadedTokenizer:
-    """A tokenizer ready to encode documents for the token cache."""
+class Tokenizer:
+    """A model's tokenizer: text to ids as the training data was tokenized, and back.
 
-    tokenizer: Tokenizer
+    tokenizer = lit_sparse.Tokenizer.from_pretrained("exported/")  # or "embedded"
+    ids = tokenizer.document_prefix + tokenizer.encode("ROMEO: ...")  # a whole document
+    text = tokenizer.decode(ids)
+    """
+
+    tokenizer: tokenizers.Tokenizer
     """The ``tokenizers.Tokenizer`` (truncation and padding disabled)."""
     source: str
     """Where it came from: ``embedded``, a file path, or ``hub:<name>``."""
@@ -43,7 +61,69 @@ class LoadedTokenizer:
     size: int
     """Number of ids it can emit: largest id + 1, added tokens included."""
     eos_token: str
+    """The end-of-text token that separates documents in training."""
     eos_id: int
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path = "embedded") -> Tokenizer:
+        """``"embedded"``, a ``tokenizer.json`` file, a folder holding one (an export, or
+        ``save_pretrained``'s folder) or a hub repo name. A folder whose config.json names an
+        ``eos_token_id`` uses that id as the end-of-text token."""
+        loaded = load_tokenizer(str(path))
+        config = Path(str(path)).expanduser() / CONFIG_FILE
+        eos_id = _config_eos_id(config) if config.is_file() else None
+        if eos_id is None or eos_id == loaded.eos_id:
+            return loaded
+        token = loaded.tokenizer.id_to_token(eos_id)
+        if token is None:
+            raise ConfigError(
+                f"{config}: eos_token_id={eos_id} is not an id of its tokenizer.json "
+                f"(ids 0..{loaded.size - 1})"
+            )
+        return dataclasses.replace(loaded, eos_token=token, eos_id=eos_id)
+
+    def save_pretrained(self, folder: str | Path) -> Path:
+        """Write ``tokenizer.json`` into ``folder`` (created if needed; written atomically);
+        ``from_pretrained(folder)`` reads it back. Returns the file's path."""
+        folder = Path(folder).expanduser()
+        folder.mkdir(parents=True, exist_ok=True)
+        return write_text(folder / TOKENIZER_FILE, self.tokenizer.to_str(pretty=True))
+
+    def encode(self, text: str) -> list[int]:
+        """The ids of ``text``, as training tokenized a document (nothing added: no BOS, no
+        EOS; an end-of-text token written out in the text becomes its id)."""
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: Iterable[str]) -> list[list[int]]:
+        """``encode`` of every text, in one call."""
+        return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        """The text of ``ids`` (special tokens such as the end-of-text left out by default)."""
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+
+    @property
+    def document_prefix(self) -> list[int]:
+        """What precedes a document, ``[eos_id]``: training joins documents as
+        ``doc EOS doc EOS ...``, so a document's first token is predicted after an EOS."""
+        return [self.eos_id]
+
+    def __len__(self) -> int:
+        return self.size
+
+
+LoadedTokenizer = Tokenizer  # the name of earlier versions
+
+
+def _config_eos_id(path: Path) -> int | None:
+    """The ``eos_token_id`` of a saved model's config.json, if it names one."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("eos_token_id")
+    except (OSError, ValueError, AttributeError):
+        return None  # not our config: the loader of the model reports it
+    if isinstance(value, list):  # transformers allows several; the first separates documents
+        value = value[0] if value else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def round_up(n: int, multiple: int = VOCAB_MULTIPLE) -> int:
@@ -82,7 +162,7 @@ def _hub_tokenizer_file(name: str) -> str:
         ) from None
 
 
-def load_tokenizer(spec: str) -> LoadedTokenizer:
+def load_tokenizer(spec: str) -> Tokenizer:
     """Load ``spec``: ``"embedded"``, a ``tokenizer.json`` file or a folder holding one, or a
     hub repo name (downloaded only if not already in the local Hugging Face cache)."""
     if not isinstance(spec, str) or not spec.strip():
@@ -102,7 +182,7 @@ def load_tokenizer(spec: str) -> LoadedTokenizer:
         else:
             path, source = Path(_hub_tokenizer_file(spec)), f"hub:{spec}"
     try:
-        tok = Tokenizer.from_file(str(path))
+        tok = tokenizers.Tokenizer.from_file(str(path))
     except Exception as err:
         raise ConfigError(
             f"tokenizer={spec!r}: {path} is not a valid tokenizer.json ({err})"
@@ -118,7 +198,7 @@ def load_tokenizer(spec: str) -> LoadedTokenizer:
             f"(looked for {', '.join(EOS_CANDIDATES)})"
         )
     sha = hashlib.sha256(tok.to_str().encode("utf-8")).hexdigest()
-    return LoadedTokenizer(tok, source, sha, size, eos, vocab[eos])
+    return Tokenizer(tok, source, sha, size, eos, vocab[eos])
 
 
 def run_tokenizer(config: dict) -> str:

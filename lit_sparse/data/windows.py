@@ -1,11 +1,14 @@
 """Held-out windows: fixed, non-overlapping (x, y) windows over a held-out token file.
 
-Window ``i`` of length L covers tokens ``[i*L, i*L + L]`` (L + 1 tokens): x is the first L,
-y the last L, so consecutive windows share one boundary token and every held-out token after
-the first is predicted exactly once. Rank ``r`` of ``R`` takes windows ``r, r + R, ...``
-(no padding, no duplicates); within a rank, DataLoader worker ``w`` of ``W`` takes batches
-``w, w + W, ...``. This is an IterableDataset, so Lightning does not wrap it in a padding
-DistributedSampler.
+The held-out stream is the file (``doc EOS doc EOS ...``) after one ``prefix`` token, the
+end-of-text id, so its first document is read after an EOS as every later one is (and as
+lm-eval's rolling windows read each document). Window ``i`` of length L covers stream
+tokens ``[i*L, i*L + L]`` (L + 1 tokens): x is the first L, y the last L, so consecutive
+windows share one boundary token and every held-out token in the windows, the first one
+and each EOS included, is predicted exactly once. Rank ``r`` of ``R`` takes windows
+``r, r + R, ...`` (no padding, no duplicates); within a rank, DataLoader worker ``w`` of
+``W`` takes batches ``w, w + W, ...``. This is an IterableDataset, so Lightning does not
+wrap it in a padding DistributedSampler.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ __all__ = ["HeldOutWindows", "num_windows"]
 
 
 def num_windows(num_tokens: int, length: int, span: int | None = None) -> int:
-    """Windows of ``length`` predictions in ``num_tokens`` tokens, or within the first
-    ``span`` predicted tokens (``span + 1`` tokens) when given."""
+    """Windows of ``length`` predictions in a stream of ``num_tokens`` tokens (the prefix
+    counted), or within the first ``span`` predicted tokens (``span + 1`` tokens) when given."""
     if length < 1:
         raise ConfigError(f"length={length}: expected >= 1")
     avail = max(num_tokens - 1, 0) if span is None else min(span, max(num_tokens - 1, 0))
@@ -37,9 +40,11 @@ class HeldOutWindows(IterableDataset):
     Args:
         file: the held-out token file.
         length: L, predictions per window.
-        count: number of windows (the first ``count`` of the file).
+        count: number of windows (the first ``count`` of the stream).
         batch_size: windows per batch (the last batch of a rank may be smaller).
         rank, world_size: this process's share is windows ``rank::world_size``.
+        prefix: the token before the file's first one (the end-of-text id); None: the
+            stream is the file alone.
     """
 
     def __init__(
@@ -50,20 +55,33 @@ class HeldOutWindows(IterableDataset):
         batch_size: int,
         rank: int = 0,
         world_size: int = 1,
+        prefix: int | None = None,
     ) -> None:
-        if count * length + 1 > file.num_tokens and count > 0:
+        available = file.num_tokens + (prefix is not None)
+        if count * length + 1 > available and count > 0:
             raise ConfigError(
                 f"{count} windows of length {length} need {count * length + 1} "
                 f"tokens; {file.path} has {file.num_tokens}"
+                + (" after the end-of-text prefix" if prefix is not None else "")
             )
         if not 0 <= rank < world_size:
             raise ConfigError(f"rank={rank} must be in [0, world_size={world_size})")
         self.file, self.length, self.count = file, int(length), int(count)
         self.batch_size, self.rank, self.world_size = int(batch_size), int(rank), int(world_size)
+        self.prefix = prefix
 
     def window_indices(self) -> list[int]:
-        """Indices of this rank's windows (window i starts at token i * length)."""
+        """Indices of this rank's windows (window i starts at stream token i * length)."""
         return list(range(self.rank, self.count, self.world_size))
+
+    def _window(self, tokens, i: int) -> np.ndarray:
+        """Stream tokens ``[i*L, i*L + L]``."""
+        start, end = i * self.length, i * self.length + self.length + 1
+        if self.prefix is None:
+            return np.asarray(tokens[start:end], dtype=np.int64)
+        if start == 0:
+            return np.concatenate([[self.prefix], np.asarray(tokens[: end - 1], dtype=np.int64)])
+        return np.asarray(tokens[start - 1 : end - 1], dtype=np.int64)
 
     @property
     def num_batches(self) -> int:
@@ -74,11 +92,8 @@ class HeldOutWindows(IterableDataset):
         worker, num_workers = (info.id, info.num_workers) if info is not None else (0, 1)
         tokens = open_tokens(self.file)
         mine = self.window_indices()
-        L = self.length
         for b in range(worker, self.num_batches, num_workers):
             idx = mine[b * self.batch_size : (b + 1) * self.batch_size]
-            rows = np.stack(
-                [np.asarray(tokens[i * L : i * L + L + 1], dtype=np.int64) for i in idx]
-            )
+            rows = np.stack([self._window(tokens, i) for i in idx])
             t = torch.from_numpy(rows)
             yield t[:, :-1], t[:, 1:]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 
-from lit_sparse.errors import LitSparseError
+from lit_sparse.errors import MissingExtraError
 
 __all__ = ["MIN_TRANSFORMERS", "MissingExtraError", "require_transformers"]
 
@@ -15,10 +15,6 @@ whose ``Cache`` is a list of per-layer ``CacheLayerMixin`` objects and whose
 ``DynamicCache`` takes the model config."""
 
 INSTALL = 'pip install "lit_sparse[hf]"'
-
-
-class MissingExtraError(LitSparseError, ImportError):
-    """An optional dependency is missing or too old: one line saying what to install."""
 
 
 def require_transformers(installed: str | None = None) -> str:

@@ -1,5 +1,6 @@
-"""What ``generate`` runs: a model and its tokenizer from a run folder, a checkpoint (with the
-run's config.yaml) or an exported folder (``python -m lit_sparse export``)."""
+"""A model and its tokenizer from a run folder, a checkpoint (with the run's config.yaml) or
+an exported folder (``python -m lit_sparse export``): what ``generate``, the evaluators and
+``lit_sparse.load_pretrained`` run."""
 
 from __future__ import annotations
 
@@ -7,11 +8,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lit_sparse.data.tokenizer import LoadedTokenizer, load_tokenizer, run_tokenizer
+import torch
+
+from lit_sparse.data.tokenizer import Tokenizer, run_tokenizer
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.pretrained import CONFIG_FILE
 
-__all__ = ["ModelSource", "is_exported", "load_source"]
+__all__ = ["ModelSource", "is_exported", "load_pretrained", "load_source", "resolve_dtype"]
+
+DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "half": torch.float16,
+}
 
 
 @dataclass
@@ -20,7 +33,7 @@ class ModelSource:
 
     model: Any
     """The ``LanguageModel`` (eval mode)."""
-    tokenizer: LoadedTokenizer
+    tokenizer: Tokenizer
     description: str
     """e.g. ``runs/quickstart/coprime/version_0/checkpoints/last.ckpt (step 300)``."""
 
@@ -49,7 +62,8 @@ def load_source(path: str | Path, tokenizer: str | None = None) -> ModelSource:
                 "model's tokenizer with --tokenizer"
             )
         model = LanguageModel.from_pretrained(str(folder))
-        return ModelSource(model, load_tokenizer(tokenizer or str(folder)), f"{folder} (exported)")
+        loaded = Tokenizer.from_pretrained(tokenizer or str(folder))
+        return ModelSource(model, loaded, f"{folder} (exported)")
     run = lit_sparse.load_run(folder)
     if run.module is None:
         raise ConfigError(
@@ -59,6 +73,54 @@ def load_source(path: str | Path, tokenizer: str | None = None) -> ModelSource:
     step = "" if run.step is None else f" (step {run.step})"
     return ModelSource(
         run.module.model.eval(),
-        load_tokenizer(tokenizer or run_tokenizer(run.config)),
+        Tokenizer.from_pretrained(tokenizer or run_tokenizer(run.config)),
         f"{run.checkpoint}{step}",
     )
+
+
+def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
+    """A torch dtype from a dtype or its name (``float32``, ``bfloat16``, ``float16`` and
+    their short forms; ``auto`` or None: as saved)."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    name = str(dtype).removeprefix("torch.").lower()
+    if name == "auto":
+        return None
+    if name not in DTYPES:
+        raise ConfigError(f"dtype={dtype!r}: allowed: auto, {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
+def load_pretrained(
+    path: str | Path,
+    device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
+    tokenizer: str | None = None,
+) -> tuple[Any, Tokenizer]:
+    """The model (eval mode) and tokenizer of an exported folder, a run folder (its newest
+    checkpoint), an experiment folder (its newest run) or a ``.ckpt`` file of a run.
+
+        model, tokenizer = lit_sparse.load_pretrained("exported/", device="cuda")
+        ids = tokenizer.document_prefix + tokenizer.encode(document)
+
+    A document is scored from its first token by conditioning it on
+    ``tokenizer.document_prefix`` (the end-of-text id): training joins documents as
+    ``doc EOS doc EOS ...``. The training length is ``model.config.context_length``
+    (config.json's ``arch.context_length``).
+
+    Args:
+        path: the folder or checkpoint.
+        device: where to put the model (default: the CPU).
+        dtype: e.g. ``"bfloat16"`` or ``torch.float16`` (default: as saved, float32).
+        tokenizer: another tokenizer than the one the folder or the run names.
+    """
+    torch_dtype = resolve_dtype(dtype)
+    try:
+        target = torch.device("cpu" if device is None else device)
+    except (RuntimeError, TypeError) as err:
+        raise ConfigError(f"device={device!r}: {err}") from None
+    if target.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device={device!r}: CUDA is not available here")
+    source = load_source(path, tokenizer)
+    model = source.model.to(device=target, dtype=torch_dtype).eval()
+    return model, source.tokenizer

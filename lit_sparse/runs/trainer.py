@@ -127,6 +127,11 @@ class LitSparseTrainer(Trainer):
         windows), then scores each held-out set at each length, prints the table and writes
         it as extrapolation.json / extrapolation.md in the run directory.
 
+        Every held-out token is predicted once, the end-of-text tokens between documents
+        included (they lower math perplexity by a few percent against lm-eval's per-document
+        scoring, which leaves them out); the stream starts after one end-of-text token, so
+        the first document's first token counts too (docs/evaluation.md).
+
         Args:
             model: the LightningModule (from the config; the checkpoint's hyperparameters
                 override it).

@@ -1,5 +1,6 @@
-"""Held-out windows: fixed, non-overlapping, y = x shifted by one, identical across
-constructions, and ranks' shares partition them exactly."""
+"""Held-out windows: fixed, non-overlapping, over the held-out tokens after one end-of-text
+token, y = x shifted by one, identical across constructions, and ranks' shares partition
+them exactly."""
 
 from __future__ import annotations
 
@@ -62,6 +63,11 @@ def held_out_tokens(tmp_path, part_glob: str) -> np.ndarray:
     return np.fromfile(path, dtype=np.uint16).astype(np.int64)
 
 
+def held_out_stream(tmp_path, part_glob: str, dm: TextDataModule) -> np.ndarray:
+    """What the windows read: the end-of-text token, then the held-out file."""
+    return np.concatenate([[dm.eos_token_id], held_out_tokens(tmp_path, part_glob)])
+
+
 def windows(loader) -> list[torch.Tensor]:
     out = []
     for x, y in loader:
@@ -85,13 +91,14 @@ def test_windows_are_fixed_and_non_overlapping(tmp_path, word_tok, local_sources
     for name, loader, glob in zip(
         dm.val_set_names, dm.val_dataloader(), ["json-*.val.bin", "parquet-*.val.bin"], strict=True
     ):
-        tokens = held_out_tokens(tmp_path, glob)
+        stream = held_out_stream(tmp_path, glob, dm)
         got = windows(loader)
-        assert len(got) == (len(tokens) - 1) // T
-        for i, w in enumerate(got):  # window i is tokens[i*T : i*T + T + 1]
-            assert torch.equal(w, torch.from_numpy(tokens[i * T : i * T + T + 1])), (name, i)
+        assert len(got) == (len(stream) - 1) // T
+        for i, w in enumerate(got):  # window i is stream[i*T : i*T + T + 1]
+            assert torch.equal(w, torch.from_numpy(stream[i * T : i * T + T + 1])), (name, i)
+        assert int(got[0][0]) == dm.eos_token_id  # the first document follows an EOS
         if name == "a":
-            assert len(tokens) == 2500
+            assert len(stream) == 2501
 
 
 def test_identical_across_constructions(tmp_path, word_tok, local_sources, val_file):
@@ -122,13 +129,13 @@ def test_val_windows_caps_and_longer_lengths_cover_the_same_tokens(
     tmp_path, word_tok, local_sources, val_file
 ):
     dm = make(tmp_path, word_tok, local_sources, val_file, val_windows=40)
-    tokens = held_out_tokens(tmp_path, "json-*.val.bin")
+    stream = held_out_stream(tmp_path, "json-*.val.bin", dm)
     for mult, expected in ((1, 40), (2, 20), (4, 10), (3, 13)):
         got = windows(dm.val_windows_at(mult * T, "a"))
         assert len(got) == expected
         assert all(len(w) == mult * T + 1 for w in got)
         covered = torch.cat([w[:-1] for w in got])  # the x parts tile the span, in order
-        assert torch.equal(covered, torch.from_numpy(tokens[: expected * mult * T]))
+        assert torch.equal(covered, torch.from_numpy(stream[: expected * mult * T]))
     assert len(windows(dm.val_dataloader()[0])) == 40
     with pytest.raises(ValueError, match="set_name"):
         dm.val_windows_at(T, "nope")

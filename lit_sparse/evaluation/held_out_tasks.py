@@ -1,0 +1,102 @@
+"""Evaluation items built from the embedded corpus' held-out split (never its training text),
+for the lm-eval tasks lit_sparse ships (``python -m lit_sparse lm-eval-tasks``).
+
+- :func:`held_out_documents`: whole held-out documents (the four held-out plays; the
+  held-out math problems), for rolling perplexity.
+- :func:`math_items`: the held-out problems whose final answer is one integer: the prompt
+  (labelled question and the answer label), the answer, and a multiple choice of the worked
+  solution's last step against nearby numbers.
+
+A math problem reads ``<label> <question>\\n<label> <worked solution> <final sentence>``,
+the final sentence restating the answer (``The answer is 42.``). The multiple choice cuts the
+text just before the answer's last appearance in the worked solution (``... 629 - 69 =``)
+and offers the answer against three numbers near it; generation is asked the question and
+scored on the final number it writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from typing import Any
+
+from lit_sparse.data.embedded import EMBEDDED_SOURCES, read_records
+from lit_sparse.errors import ConfigError
+
+__all__ = ["CHOICE_OFFSETS", "held_out_documents", "math_items"]
+
+CHOICE_OFFSETS = (-10, -2, -1, 1, 2, 10)
+"""The distractors of the multiple choice: three of these added to the answer."""
+
+_INTEGER = re.compile(r"-?\d+")
+_VARIABLE = re.compile(r"[a-z] = (-?\d+)")
+_FINAL = re.compile(r" (The answer is|So the answer is|Answer:|Therefore the result is) (.+)\.$")
+
+
+def held_out_documents(name: str) -> list[dict[str, Any]]:
+    """The held-out documents of embedded corpus ``name`` (``shakespeare`` or ``math``), in
+    the order the held-out token stream holds them: ``text`` and, for the plays, ``title``."""
+    if name not in EMBEDDED_SOURCES:
+        raise ConfigError(f"name={name!r}: allowed: {', '.join(EMBEDDED_SOURCES)}")
+    keep = ("title", "text") if name == "shakespeare" else ("kind", "text")
+    return [{k: r[k] for k in keep if k in r} for r in read_records(name, split="val")]
+
+
+def _integer_answer(answer: str) -> int | None:
+    """The answer's one integer (``42``, ``n = -3``), or None (fractions, pairs, roots)."""
+    if _INTEGER.fullmatch(answer):
+        return int(answer)
+    match = _VARIABLE.fullmatch(answer)
+    return int(match.group(1)) if match else None
+
+
+def _choices(value: int, key: str) -> tuple[list[str], int]:
+    """The answer and three nearby numbers in a shuffled order fixed by ``key``, and the
+    answer's index."""
+    rng = random.Random(hashlib.sha256(key.encode("utf-8")).digest())
+    numbers = [value] + [value + d for d in rng.sample(CHOICE_OFFSETS, 3)]
+    rng.shuffle(numbers)
+    return [str(n) for n in numbers], numbers.index(value)
+
+
+def _split(text: str) -> tuple[str, str, str] | None:
+    """(question line, solution label, worked solution without its final sentence)."""
+    question, newline, solution = text.partition("\n")
+    label, colon, body = solution.partition(":")
+    final = _FINAL.search(body)
+    if not (newline and colon and final):
+        return None
+    return question, label + colon, body[: final.start()]
+
+
+def math_items() -> list[dict[str, Any]]:
+    """The held-out math problems with a one-integer answer, in corpus order; each has
+    ``prompt`` (``Q: ...\\nA:``), ``answer`` (the integer as text), ``kind``, and the multiple
+    choice ``choice_context``, ``choices`` (answer and three nearby numbers) and ``label``
+    (the answer's index); a problem whose worked solution never writes the answer gets no
+    multiple choice (``choice_context`` None)."""
+    items = []
+    for record in read_records("math", split="val"):
+        value = _integer_answer(record["answer"])
+        parts = _split(record["text"])
+        if value is None or parts is None:
+            continue
+        question, label, body = parts
+        # the answer's last appearance in the worked solution, after a space (the context
+        # then ends where a number is written: "... 629 - 69 =")
+        found = list(re.finditer(rf"(?<= ){re.escape(str(value))}(?![\d/])", body))
+        item = {
+            "kind": record["kind"],
+            "prompt": f"{question}\n{label}",
+            "answer": str(value),
+            "choice_context": None,
+            "choices": None,
+            "label": None,
+        }
+        if found:
+            choices, gold = _choices(value, record["text"])
+            context = f"{question}\n{label}{body[: found[-1].start() - 1]}"
+            item.update(choice_context=context, choices=choices, label=gold)
+        items.append(item)
+    return items

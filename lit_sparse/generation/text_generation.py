@@ -1,0 +1,164 @@
+"""Text in, text out: continue prompts of any lengths until a stop string, the end-of-text
+token or ``max_new_tokens``, and return each continuation without its stop string.
+
+    texts = lit_sparse.generate_text(model, tokenizer, ["Q: What is 2 + 3?\\nA:", "ROMEO:"],
+                                     max_new_tokens=64, stop=["\\n"])
+
+Prompts of equal token length run together as one batch through ``lit_sparse.generate``
+(prefill, then each layer's bounded decoding cache), so no row is padded and a prompt's
+continuation does not depend on the others: greedy results equal generating each prompt
+alone. A batch stops as soon as each of its rows has met a stop string or the end of text.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import defaultdict
+from collections.abc import Sequence
+
+from lit_sparse.errors import ConfigError
+from lit_sparse.generation.generate import Generation
+from lit_sparse.generation.sampling import Sampler
+from lit_sparse.generation.scoring import check_length_options, length_limit
+
+__all__ = ["cut_at_stop", "generate_text"]
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """``text`` up to the earliest occurrence of any stop string, and whether one occurs."""
+    found = [i for i in (text.find(s) for s in stop) if i >= 0]
+    return (text[: min(found)], True) if found else (text, False)
+
+
+def _checked_prompts(prompts) -> list[str]:
+    if isinstance(prompts, str):
+        raise ConfigError("prompts: expected a list of strings, got one string (wrap it: [prompt])")
+    prompts = list(prompts)
+    bad = next((p for p in prompts if not isinstance(p, str)), None)
+    if bad is not None:
+        raise ConfigError(f"prompts: expected strings, got {type(bad).__name__} {bad!r}")
+    return prompts
+
+
+def _checked_stop(stop) -> list[str]:
+    stop = [stop] if isinstance(stop, str) else list(stop or ())
+    for s in stop:
+        if not isinstance(s, str) or not s:
+            raise ConfigError(f"stop: expected non-empty strings, got {s!r}")
+    return stop
+
+
+def _fitted_prompt(
+    ids: list[int], n: int, max_new_tokens: int, limit: int | None, truncation: str
+) -> tuple[list[int], bool]:
+    """The prompt's ids within ``limit`` together with ``max_new_tokens`` (clipped from the
+    left where allowed), and whether they were clipped."""
+    if limit is None or len(ids) + max_new_tokens <= limit:
+        return ids, False
+    room = limit - max_new_tokens
+    if room < 1:
+        raise ConfigError(
+            f"max_new_tokens={max_new_tokens}: leaves no room for a prompt within "
+            f"max_length={limit}; use at most {limit - 1} new tokens or raise max_length"
+        )
+    if truncation == "error":
+        raise ConfigError(
+            f"prompts[{n}]: {len(ids)} tokens + max_new_tokens={max_new_tokens} exceed "
+            f"max_length={limit}; shorten the prompt, lower max_new_tokens, raise max_length, "
+            "or pass truncation='left' to drop the prompt's oldest tokens"
+        )
+    return ids[-room:], True
+
+
+def generate_text(
+    model,
+    tokenizer,
+    prompts: Sequence[str],
+    max_new_tokens: int,
+    *,
+    stop: Sequence[str] | str = (),
+    stop_at_eos: bool = True,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    batch_size: int = 16,
+    max_length: int | None = None,
+    truncation: str = "error",
+) -> list[str]:
+    """Continue each prompt and return the new text, without the stop string that ended it.
+
+    Args:
+        model: a ``LanguageModel`` (its device and dtype as they are).
+        tokenizer: its ``lit_sparse.Tokenizer`` (``encode``, ``decode``, ``eos_id``).
+        prompts: texts of any lengths, encoded as they are (an empty one starts a new
+            document; begin a prompt with ``tokenizer.eos_token`` to mark it as a
+            document's start, as training saw every document but the first).
+        max_new_tokens: the most tokens generated per prompt.
+        stop: strings that end a continuation; it is returned up to the first one.
+        stop_at_eos: also end at the end-of-text token.
+        temperature: 0 (the default) is greedy; > 0 samples (with ``top_k``, ``top_p`` and
+            ``seed`` as ``lit_sparse.generate`` takes them). Sampled tokens depend on how
+            prompts are batched; greedy ones do not.
+        batch_size: prompts of equal token length generated together.
+        max_length: the most tokens a prompt and its continuation may hold (default: the
+            longest the model supports; None for patterns that take any length).
+        truncation: ``"error"`` refuses a prompt that does not fit in one line; ``"left"``
+            drops its oldest tokens (one warning per call).
+    """
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+        raise ConfigError(f"max_new_tokens={max_new_tokens!r}: must be an integer >= 1")
+    if max_new_tokens < 1:
+        raise ConfigError(f"max_new_tokens={max_new_tokens}: must be >= 1")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"batch_size={batch_size!r}: must be an integer >= 1")
+    prompts, stop = _checked_prompts(prompts), _checked_stop(stop)
+    Sampler(temperature, top_k, top_p, seed)  # one line for a bad sampling option
+    check_length_options(max_length, truncation)
+    limit = length_limit(model, max_length)
+    encoded, clipped = [], 0
+    for n, ids in enumerate(tokenizer.encode_batch(prompts)):
+        ids, cut = _fitted_prompt(ids or [tokenizer.eos_id], n, max_new_tokens, limit, truncation)
+        encoded.append(ids)
+        clipped += cut
+    if clipped:
+        warnings.warn(
+            f"generate_text: {clipped} of {len(prompts)} prompts clipped from the left to fit "
+            f"max_length={limit} with max_new_tokens={max_new_tokens}",
+            stacklevel=2,
+        )
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for n, ids in enumerate(encoded):
+        by_length[len(ids)].append(n)
+    texts: list[str] = [""] * len(prompts)
+    sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    eos_id = tokenizer.eos_id if stop_at_eos else None
+    for rows in by_length.values():
+        for start in range(0, len(rows), batch_size):
+            batch = rows[start : start + batch_size]
+            generation = Generation(
+                model, [encoded[n] for n in batch], max_new_tokens, eos_id=eos_id, **sampling
+            )
+            for n, text in zip(batch, _continue(generation, tokenizer, stop, eos_id), strict=True):
+                texts[n] = text
+    return texts
+
+
+def _continue(generation: Generation, tokenizer, stop: list[str], eos_id: int | None):
+    """Each row's text, ending at its first stop string or end-of-text token; stops the
+    generation once every row has ended."""
+    rows = generation.prompt.shape[0]
+    new_ids: list[list[int]] = [[] for _ in range(rows)]
+    texts, ended = [""] * rows, [False] * rows
+    for tokens in generation:
+        for r, token in enumerate(tokens.tolist()):
+            if ended[r]:
+                continue
+            if token == eos_id:
+                ended[r] = True
+                continue
+            new_ids[r].append(token)
+            texts[r], ended[r] = cut_at_stop(tokenizer.decode(new_ids[r]), stop)
+        if all(ended):
+            break
+    return texts

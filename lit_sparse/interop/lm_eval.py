@@ -1,0 +1,319 @@
+"""The ``lit_sparse`` model of lm-evaluation-harness (``pip install -e ".[eval]"``).
+
+Importing this module registers it; ``python -m lit_sparse lm-eval ...`` imports it and then
+runs lm-eval's own command line, so every lm-eval option works:
+
+    python -m lit_sparse lm-eval --model lit_sparse --model_args pretrained=exported/ \\
+        --tasks lit_sparse --include_path "$(python -m lit_sparse lm-eval-tasks)"
+
+From Python: ``lm_eval.simple_evaluate(model=LitSparseLM(pretrained="exported/"), ...)``.
+
+The model is lm-eval's ``TemplateLM`` built on the public API: ``lit_sparse.load_pretrained``,
+``lit_sparse.score`` (right-padded batches, exact for every plugin) and
+``lit_sparse.generate_text`` (each layer's bounded decoding cache, stop strings).
+``loglikelihood_rolling`` cuts each document into lm-eval's own rolling windows
+(``lm_eval.utils.get_rolling_token_windows`` with one token of context, as its ``hf`` model
+does), the first one after the end-of-text id: training joins documents as
+``doc EOS doc EOS ...``, so that is what precedes a document.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lit_sparse.errors import ConfigError, MissingExtraError
+
+try:
+    from lm_eval import utils as lm_eval_utils
+    from lm_eval.api.model import TemplateLM
+    from lm_eval.api.registry import register_model
+    from lm_eval.models.utils import normalize_gen_kwargs
+except ImportError as err:  # pragma: no cover - exercised in a test with lm_eval hidden
+    raise MissingExtraError(
+        f'lm-eval is not installed ({err}); install the eval extra: pip install -e ".[eval]" '
+        "(or pip install 'lm_eval>=0.4.13')"
+    ) from None
+
+__all__ = ["LitSparseLM", "MODEL_NAME", "run_cli"]
+
+MODEL_NAME = "lit_sparse"
+DEFAULT_BATCH = 16
+AUTO_BATCH_TOKENS = 16384  # batch_size=auto: about this many input tokens per forward
+DEFAULT_MAX_GEN_TOKS = 256
+GENERATION_KEYS = {"until", "max_gen_toks", "do_sample", "temperature", "top_k", "top_p", "seed"}
+
+log = logging.getLogger(__name__)
+
+
+def run_cli(argv: Sequence[str], prog: str = "lm-eval") -> None:
+    """lm-eval's own command line on ``argv``, with the ``lit_sparse`` model registered
+    (argparse's exits raise SystemExit as usual)."""
+    from lm_eval.__main__ import cli_evaluate
+
+    saved = sys.argv
+    sys.argv = [prog, *argv]  # lm-eval's parser reads sys.argv
+    try:
+        cli_evaluate()
+    finally:
+        sys.argv = saved
+
+
+def _positive(name: str, value: Any, allow_none: bool = False) -> int | None:
+    """An integer model argument >= 1 (lm-eval passes them as parsed strings or ints)."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        allowed = "an integer >= 1" + (" or None" if allow_none else "")
+        raise ConfigError(f"model_args {name}={value!r}: expected {allowed}")
+    return value
+
+
+@register_model(MODEL_NAME)
+class LitSparseLM(TemplateLM):
+    """A lit_sparse model for lm-eval: ``--model lit_sparse --model_args pretrained=PATH,...``.
+
+    Args:
+        pretrained: an exported folder, a run folder (its newest checkpoint), an experiment
+            folder (its newest run) or a ``.ckpt`` file of a run.
+        device: ``cpu``, ``cuda``, ``cuda:1``, ... (default: CUDA when there is one; a CUDA
+            device without CUDA falls back to the CPU with a warning, as lm-eval's ``hf`` does).
+        dtype: ``float32`` (as saved), ``bfloat16`` or ``float16``.
+        batch_size: pairs or prompts per forward (lm-eval's ``--batch_size``); ``auto`` picks
+            about 16k input tokens per forward.
+        max_length: the tokens per input: rolling windows, the longest context plus
+            continuation, prompt plus generation (default: the training length, from
+            config.json; any length for Fibonacci and sliding window, up to their limit for
+            the others).
+        truncation: ``error`` (default: an input above ``max_length`` is one clear error) or
+            ``left`` (its oldest tokens are dropped, with a warning).
+        max_gen_toks: new tokens of ``generate_until`` when a task does not say (256).
+        tokenizer: another tokenizer than the one the folder or run names.
+        trust_remote_code: accepted for lm-eval's ``--trust_remote_code``; the model runs
+            lit_sparse's own code.
+    """
+
+    def __init__(
+        self,
+        pretrained: str | None = None,
+        device: str | None = None,
+        dtype: str | None = None,
+        batch_size: int | str | None = None,
+        max_batch_size: int | None = None,
+        max_length: int | None = None,
+        truncation: str = "error",
+        max_gen_toks: int = DEFAULT_MAX_GEN_TOKS,
+        tokenizer: str | None = None,
+        trust_remote_code: bool | None = None,
+        **unknown: Any,
+    ) -> None:
+        super().__init__()
+        import torch
+
+        from lit_sparse.generation.scoring import TRUNCATION, length_limit
+        from lit_sparse.interop.sources import load_pretrained, resolve_dtype
+
+        if unknown:
+            raise ConfigError(
+                f"model_args {', '.join(sorted(unknown))}: not options of the lit_sparse model; "
+                "allowed: pretrained, device, dtype, batch_size, max_length, truncation, "
+                "max_gen_toks, tokenizer"
+            )
+        if not pretrained:
+            raise ConfigError(
+                "model_args pretrained: required (--model_args pretrained=DIR: an exported "
+                "folder, a run folder or a .ckpt file)"
+            )
+        if not Path(str(pretrained)).expanduser().exists():
+            raise ConfigError(
+                f"model_args pretrained={pretrained!r}: no such exported folder, run folder or "
+                "checkpoint"
+            )
+        if truncation not in TRUNCATION:
+            raise ConfigError(
+                f"model_args truncation={truncation!r}: allowed: {', '.join(TRUNCATION)}"
+            )
+        self.truncation = truncation
+        self.max_gen_toks = _positive("max_gen_toks", max_gen_toks)
+        requested = _positive("max_length", max_length, allow_none=True)
+        self._batch_request = self._batch_option(batch_size, max_batch_size)
+        resolve_dtype(dtype)  # a bad dtype is one line before the model is read
+        if device is None or (str(device).startswith("cuda") and not torch.cuda.is_available()):
+            if device is not None:  # lm-eval's own default is cuda:0; its hf model does this too
+                log.warning("model_args device=%s: CUDA is not available, using the CPU", device)
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.model, self.tokenizer = load_pretrained(
+            pretrained, device=device, dtype=dtype, tokenizer=tokenizer
+        )
+        self._device = next(self.model.parameters()).device
+        self.pretrained = str(pretrained)
+        try:
+            limit = length_limit(self.model, requested)
+        except ConfigError as err:
+            raise ConfigError(f"model_args {err}") from None
+        training = self.model.config.context_length
+        self._max_length = limit if requested is not None else min(training, limit or training)
+        self.batch_size = self._resolved_batch(self._batch_request)
+        log.info(
+            "lit_sparse model %s: %s on %s, max_length %d (trained at %d), batch size %d",
+            self.pretrained,
+            self.model.attention.to_config()["class_path"],
+            self._device,
+            self._max_length,
+            training,
+            self.batch_size,
+        )
+
+    @staticmethod
+    def _batch_option(batch_size: Any, max_batch_size: Any) -> int | str:
+        if batch_size is None:
+            return DEFAULT_BATCH
+        if isinstance(batch_size, str) and batch_size.startswith("auto"):
+            cap = _positive("max_batch_size", max_batch_size, allow_none=True)
+            return f"auto:{cap or ''}"
+        return _positive("batch_size", batch_size)
+
+    def _resolved_batch(self, request: int | str) -> int:
+        if isinstance(request, int):
+            return request
+        cap = int(request.split(":")[1] or 0)
+        size = max(1, AUTO_BATCH_TOKENS // self._max_length)
+        return min(size, cap) if cap else size
+
+    # ------------------------------------------------------------------ lm-eval's interface
+    @property
+    def eot_token_id(self) -> int:
+        return self.tokenizer.eos_id
+
+    @property
+    def prefix_token_id(self) -> int:
+        """What precedes a document: the end-of-text id (``tokenizer.document_prefix``)."""
+        return self.tokenizer.document_prefix[-1]
+
+    @property
+    def max_length(self) -> int:
+        return self._max_length
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def tokenizer_name(self) -> str:
+        return f"lit_sparse-{self.tokenizer.sha256[:16]}"
+
+    def tok_encode(
+        self, string: str, add_special_tokens: bool | None = None, **kwargs
+    ) -> list[int]:
+        """As training tokenized documents: nothing added (the document prefix is lm-eval's
+        ``prefix_token_id``)."""
+        return self.tokenizer.encode(string)
+
+    def tok_decode(self, tokens: list[int], **kwargs) -> str:
+        return self.tokenizer.decode(tokens)
+
+    def _loglikelihood_tokens(self, requests, disable_tqdm: bool = False, **kwargs):
+        """requests: ((context, continuation) or None, context ids, continuation ids)."""
+        from lit_sparse.generation.scoring import score
+
+        results = score(
+            self.model,
+            [(context, continuation) for _, context, continuation in requests],
+            batch_size=self.batch_size,
+            max_length=self._max_length,
+            truncation=self.truncation,
+            progress=not disable_tqdm,
+        )
+        for (key, _, _), result in zip(requests, results, strict=True):
+            if key is not None and key[0] is not None:
+                self.cache_hook.add_partial("loglikelihood", key, tuple(result))
+        return [tuple(result) for result in results]
+
+    def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
+        """Each document's log-likelihood over lm-eval's rolling windows of ``max_length``
+        tokens (one token of context; the first window after the end-of-text id)."""
+        windows, owners = [], []
+        for n, (text,) in enumerate(request.args for request in requests):
+            for window in lm_eval_utils.get_rolling_token_windows(
+                token_list=self.tok_encode(text),
+                prefix_token=self.prefix_token_id,
+                max_seq_len=self._max_length,
+                context_len=1,
+            ):
+                windows.append((None, *lm_eval_utils.make_disjoint_window(window)))
+                owners.append(n)
+        totals = [0.0] * len(requests)
+        for n, (logprob, _) in zip(
+            owners, self._loglikelihood_tokens(windows, disable_tqdm), strict=True
+        ):
+            totals[n] += logprob
+        for request, total in zip(requests, totals, strict=True):
+            self.cache_hook.add_partial("loglikelihood_rolling", request.args, total)
+        return totals
+
+    def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+        """Greedy (or sampled, with ``do_sample``) continuations up to the first ``until``
+        string or the end-of-text token, without the stop string."""
+        from lit_sparse.generation.text_generation import generate_text
+
+        groups: dict[str, list[int]] = {}
+        for n, request in enumerate(requests):
+            groups.setdefault(repr(sorted(request.args[1].items())), []).append(n)
+        texts: list[str] = [""] * len(requests)
+        for members in groups.values():
+            options = self._generation_options(requests[members[0]].args[1])
+            contexts = [requests[n].args[0] for n in members]
+            self._check_fits(
+                [requests[n] for n in members],
+                [len(ids) for ids in self.tokenizer.encode_batch(contexts)],
+                options["max_new_tokens"],
+            )
+            for n, text in zip(
+                members, generate_text(self.model, self.tokenizer, contexts, **options), strict=True
+            ):
+                texts[n] = text
+                self.cache_hook.add_partial("generate_until", requests[n].args, text)
+        return texts
+
+    def _check_fits(self, requests, prompt_tokens: list[int], new_tokens: int) -> None:
+        """One line naming the task and the model_args to change when a prompt and its
+        generation do not fit in max_length (with truncation=error)."""
+        if self.truncation != "error":
+            return
+        for request, tokens in zip(requests, prompt_tokens, strict=True):
+            if tokens + new_tokens > self._max_length:
+                raise ConfigError(
+                    f"task {request.task_name or '?'} (doc {request.doc_id}): a prompt of "
+                    f"{tokens} tokens + max_gen_toks={new_tokens} exceed max_length="
+                    f"{self._max_length}; pass --model_args pretrained=...,max_length=N "
+                    "(lit_sparse's Fibonacci and sliding-window models take any length), or "
+                    "truncation=left to drop the prompt's oldest tokens"
+                )
+
+    def _generation_options(self, gen_kwargs: dict) -> dict[str, Any]:
+        """generate_text's arguments from a request's generation kwargs."""
+        kwargs = dict(normalize_gen_kwargs(dict(gen_kwargs), self.max_gen_toks))
+        unknown = sorted(set(kwargs) - GENERATION_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"generation kwargs {', '.join(unknown)}: not supported by the lit_sparse model; "
+                f"supported: {', '.join(sorted(GENERATION_KEYS))}"
+            )
+        until = kwargs["until"]
+        sampled = bool(kwargs.get("do_sample")) and float(kwargs.get("temperature", 0)) > 0
+        return {
+            "max_new_tokens": int(kwargs["max_gen_toks"]),
+            "stop": [until] if isinstance(until, str) else list(until or []),
+            "temperature": float(kwargs.get("temperature", 1.0)) if sampled else 0.0,
+            "top_k": kwargs.get("top_k") if sampled else None,
+            "top_p": kwargs.get("top_p") if sampled else None,
+            "seed": kwargs.get("seed") if sampled else None,
+            "batch_size": self.batch_size,
+            "max_length": self._max_length,
+            "truncation": self.truncation,
+        }

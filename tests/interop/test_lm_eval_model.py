@@ -1,0 +1,157 @@
+"""The lit_sparse model of lm-eval: registered, its defaults read from the folder, scores and
+rolling windows against a plain forward, generate_until's stop strings, and bad input one
+line each (lm-eval missing names the extra)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import lit_sparse
+from lit_sparse.errors import ConfigError
+
+lm_eval = pytest.importorskip("lm_eval")
+from lm_eval.api.instance import Instance  # noqa: E402
+
+from lit_sparse.interop.lm_eval import LitSparseLM  # noqa: E402
+
+from .conftest import TRAINING_LENGTH  # noqa: E402
+
+pytestmark = pytest.mark.slow  # lm-eval's import alone takes seconds
+
+
+@pytest.fixture(scope="module")
+def lm(random_export) -> LitSparseLM:
+    return LitSparseLM(pretrained=str(random_export), device="cpu", batch_size=4)
+
+
+def request(kind: str, *args, n: int = 0) -> Instance:
+    return Instance(request_type=kind, doc={}, arguments=args, idx=n)
+
+
+def plain_logprob(model, context: list[int], continuation: list[int]) -> float:
+    tokens = torch.tensor([context + continuation])
+    with torch.inference_mode():
+        logprobs = model(tokens[:, :-1]).log_softmax(-1)[0]
+    start = len(context) - 1
+    return sum(float(logprobs[start + i, t]) for i, t in enumerate(continuation))
+
+
+def test_registered_with_the_folders_defaults(lm, random_export):
+    assert lm_eval.api.registry.get_model("lit_sparse") is LitSparseLM
+    assert lm.max_length == TRAINING_LENGTH  # the training length, from config.json
+    assert lm.eot_token_id == lm.prefix_token_id == 0 == lm.tokenizer.eos_id
+    assert lm.batch_size == 4 and lm.device.type == "cpu"
+    auto = LitSparseLM(pretrained=str(random_export), batch_size="auto", device="cuda:0")
+    assert auto.batch_size == 16384 // TRAINING_LENGTH  # and no CUDA here: the CPU
+    assert auto.device.type == ("cuda" if torch.cuda.is_available() else "cpu")
+    longer = LitSparseLM(pretrained=str(random_export), max_length="128")
+    assert longer.max_length == 128
+
+
+def test_loglikelihood_is_the_continuations_log_probability(lm):
+    (logprob, greedy), (empty, _) = lm.loglikelihood(
+        [request("loglikelihood", "ROMEO: But", " soft"), request("loglikelihood", "", "ROMEO")]
+    )
+    encode = lm.tokenizer.encode
+    whole, context = encode("ROMEO: But soft"), encode("ROMEO: But")
+    assert logprob == pytest.approx(
+        plain_logprob(lm.model, context, whole[len(context) :]), abs=1e-4
+    )
+    assert empty == pytest.approx(plain_logprob(lm.model, [0], encode("ROMEO")), abs=1e-4)
+    assert isinstance(greedy, bool)
+
+
+def test_rolling_windows_are_lm_evals_after_the_end_of_text_token(lm):
+    """A document of 2.5 windows: [EOS] + d[:L-1] predicts d[:L]; d[L-1:2L-1] predicts
+    d[L:2L]; the last window reads a full L tokens and predicts the rest."""
+    from lit_sparse.evaluation.held_out_tasks import held_out_documents
+
+    L, tokenizer = lm.max_length, lm.tokenizer
+    short = "Q: What is 2 + 3?\nA: 5."
+    text = held_out_documents("shakespeare")[0]["text"][:400]
+    d = tokenizer.encode(text)
+    d = d[: 5 * L // 2]
+    text = tokenizer.decode(d)
+    assert tokenizer.encode(text) == d
+    expected = (
+        plain_logprob(lm.model, [0], d[:L])
+        + plain_logprob(lm.model, d[L - 1 : L], d[L : 2 * L])
+        + plain_logprob(lm.model, d[len(d) - L - 1 : 2 * L], d[2 * L :])
+    )
+    got_short, got = lm.loglikelihood_rolling(
+        [request("loglikelihood_rolling", short), request("loglikelihood_rolling", text, n=1)]
+    )
+    assert got == pytest.approx(expected, rel=1e-5)
+    assert got_short == pytest.approx(
+        plain_logprob(lm.model, [0], tokenizer.encode(short)), rel=1e-5
+    )
+
+
+def test_generate_until_stops_at_the_first_stop_string(random_export):
+    lm = LitSparseLM(pretrained=str(random_export), batch_size=2, max_length=64)
+    prompts = ["ROMEO:", "Q: What is 2 + 3?\nA:", "HAMLET: To be"]
+    options = {"max_gen_toks": 24, "do_sample": False}
+    full = lm.generate_until(
+        [request("generate_until", p, {**options, "until": []}) for p in prompts]
+    )
+    stops = [text[5:7] for text in full]  # each text's own stop string
+    assert all(len(text) > 8 and text.find(s) >= 5 for text, s in zip(full, stops, strict=True))
+    requests = [
+        request("generate_until", p, {**options, "until": [s, "never"]}, n=i)
+        for i, (p, s) in enumerate(zip(prompts, stops, strict=True))
+    ]
+    requests.append(request("generate_until", prompts[0], {"until": "\n", "max_gen_toks": 3}))
+    got = lm.generate_until(requests)
+    assert got[:3] == [text[: text.find(s)] for text, s in zip(full, stops, strict=True)]
+    assert got[3] == lit_sparse.generate_text(lm.model, lm.tokenizer, prompts[:1], 3, stop="\n")[0]
+
+
+def test_max_length_below_the_prompt_is_one_line(lm):
+    long_prompt = "ROMEO: " * 40
+    long_request = request("generate_until", long_prompt, {"until": [], "max_gen_toks": 4})
+    n = len(lm.tokenizer.encode(long_prompt))
+    with pytest.raises(
+        ConfigError, match=rf"a prompt of {n} tokens \+ max_gen_toks=4 exceed"
+    ) as err:
+        lm.generate_until([long_request])
+    assert "max_length=32; pass --model_args pretrained=...,max_length=N" in str(err.value)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match=r"a prompt of 1 tokens \+ max_gen_toks=40 exceed"):
+        lm.generate_until([request("generate_until", "a", {"until": [], "max_gen_toks": 40})])
+    with pytest.raises(ConfigError, match="generation kwargs num_beams: not supported"):
+        lm.generate_until([request("generate_until", "a", {"until": [], "num_beams": 2})])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"pretrained": "nowhere"}, "model_args pretrained='nowhere': no such exported folder"),
+        ({"pretrained": None}, "model_args pretrained: required"),
+        ({"temperature": 1}, "model_args temperature: not options of the lit_sparse model"),
+        ({"max_length": 0}, "model_args max_length=0: expected an integer >= 1"),
+        ({"batch_size": "many"}, "model_args batch_size='many': expected an integer >= 1"),
+        ({"truncation": "right"}, "model_args truncation='right': allowed: error, left"),
+        ({"dtype": "int8"}, "dtype='int8': allowed"),
+    ],
+)
+def test_bad_model_args_are_one_line(random_export, args, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        LitSparseLM(**{"pretrained": str(random_export), **args})
+    assert "\n" not in str(err.value)
+
+
+def test_without_lm_eval_the_command_names_the_extra():
+    code = (
+        "import sys; sys.modules['lm_eval'] = None\n"
+        "from lit_sparse.__main__ import main\n"
+        "raise SystemExit(main(['lm-eval', '--model', 'lit_sparse', '--tasks', 'x']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: lm-eval is not installed")
+    assert 'pip install -e ".[eval]"' in lines[0]

@@ -1,0 +1,105 @@
+"""lit_sparse.load_pretrained: the model and its tokenizer from an export, a run folder or a
+checkpoint, on a device and in a dtype; save_pretrained takes the tokenizer (issue 25, 17)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import lit_sparse
+from lit_sparse import LanguageModel
+from lit_sparse.__main__ import main as lit_main
+from lit_sparse.errors import ConfigError
+
+
+def test_an_export_loads_with_its_tokenizer(random_export):
+    model, tokenizer = lit_sparse.load_pretrained(random_export)
+    reference = LanguageModel.from_pretrained(random_export)
+    ids = torch.randint(0, 8192, (2, 40))
+    with torch.inference_mode():
+        assert torch.equal(model(ids), reference(ids))
+    assert not model.training and next(model.parameters()).device.type == "cpu"
+    assert isinstance(tokenizer, lit_sparse.Tokenizer)
+    assert tokenizer.sha256 == lit_sparse.Tokenizer.from_pretrained("embedded").sha256
+    assert tokenizer.document_prefix == [0]
+
+
+def test_save_pretrained_writes_the_tokenizer_and_generate_needs_nothing_else(
+    random_export, capsys
+):
+    assert sorted(p.name for p in random_export.iterdir()) == [
+        "README.md",
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+    ]
+    assert (
+        lit_main(
+            [
+                "generate",
+                str(random_export),
+                "--prompt",
+                "ROMEO:",
+                "--max_new_tokens",
+                "4",
+                "--temperature",
+                "0",
+            ]
+        )
+        == 0
+    )
+    assert capsys.readouterr().out.startswith("ROMEO:")
+
+
+def test_save_pretrained_without_a_tokenizer_writes_none(tmp_path):
+    from .conftest import random_model
+
+    random_model().save_pretrained(tmp_path)
+    assert not (tmp_path / "tokenizer.json").exists()
+    with pytest.raises(ConfigError, match="has no tokenizer.json; name the model's tokenizer"):
+        lit_sparse.load_pretrained(tmp_path)
+    _, tokenizer = lit_sparse.load_pretrained(tmp_path, tokenizer="embedded")
+    assert tokenizer.source == "embedded"
+
+
+def test_dtype_and_the_eos_from_config_json(random_export, tmp_path):
+    model, _ = lit_sparse.load_pretrained(random_export, dtype="bfloat16")
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    model, _ = lit_sparse.load_pretrained(random_export, dtype=torch.float16, device="cpu")
+    assert {p.dtype for p in model.parameters()} == {torch.float16}
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for f in random_export.iterdir():
+        copy.joinpath(f.name).write_bytes(f.read_bytes())
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "eos_token_id": 5}))
+    _, tokenizer = lit_sparse.load_pretrained(copy)
+    assert tokenizer.eos_id == 5 and tokenizer.document_prefix == [5]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"path": "nowhere"}, "path='nowhere': no such run folder, checkpoint or exported"),
+        ({"dtype": "float8"}, "dtype='float8': allowed: auto, float32"),
+        ({"device": "tpu:x"}, "device='tpu:x'"),
+    ],
+)
+def test_bad_input_is_one_line(random_export, kwargs, message):
+    kwargs = {"path": random_export, **kwargs}
+    with pytest.raises(ConfigError, match=message) as err:
+        lit_sparse.load_pretrained(**kwargs)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.slow
+def test_a_run_folder_and_its_checkpoint_load_like_the_export(learned_run, learned_export):
+    from_export, tokenizer = lit_sparse.load_pretrained(learned_export)
+    ids = torch.randint(0, 8192, (1, 50))
+    for source in (learned_run.log_dir, learned_run.log_dir / "checkpoints" / "last.ckpt"):
+        model, loaded = lit_sparse.load_pretrained(source)
+        with torch.inference_mode():
+            torch.testing.assert_close(model(ids), from_export(ids))
+        assert loaded.sha256 == tokenizer.sha256
