@@ -19,7 +19,8 @@ OWN_COMMANDS = {
     "flops": "forward FLOPs per token by term, dense vs sparse",
     "probe": "train the retrieval-probe grid (paper table 2)",
     "tasks": "LEGO and RULER variable tracking on a checkpoint",
-    "matrix": "the paper's run matrix and the seeded CPU study: list, run, tables, plots",
+    "recall": "a recall run's accuracy at longer lengths, under both new_offsets policies",
+    "matrix": "the paper's run matrix and the seeded studies: list, run, tables, plots",
     "generate": "continue a prompt with a trained model (a run or an export)",
     "export": "a run's model as safetensors + config.json + tokenizer + card",
 }
