@@ -7,7 +7,7 @@ stream and fixed held-out sets, for ``fit`` with any attention variant.
   [2, T - 2] for training; held-out sets per distance bucket (``d2-3``, ``d4-7``, ...).
 - :class:`PasskeyDataModule`: a key of digits hidden in Shakespeare (the embedded corpus:
   training plays for training, the four held-out plays for the held-out sets) at a depth
-  uniform in [0, 1]; held-out sets per depth (``depth0.50``...).
+  uniform in [0, 1]; held-out sets per depth (``depth0``, ``depth25``, ... in percent).
 
 The training stream: batch n of rank r is drawn from the seed (seed, r, n), so it is fresh
 every step (no fixed training set to memorise) and reproducible; a resumed run continues
@@ -374,7 +374,8 @@ def embedded_template() -> PasskeyTemplate:
 
 
 def _depth_name(depth: float) -> str:
-    return f"depth{depth:.2f}"
+    """``depth25``: the needle 25 % into the text (a module name: no dots)."""
+    return f"depth{round(100 * depth)}"
 
 
 class PasskeyDataModule(RecallDataModule):
@@ -413,7 +414,7 @@ class PasskeyDataModule(RecallDataModule):
         if not self.depths or any(not 0 <= d <= 1 for d in self.depths):
             raise ConfigError(f"data.depths={depths!r}: expected depths in [0, 1]")
         if len({_depth_name(d) for d in self.depths}) != len(self.depths):
-            raise ConfigError(f"data.depths={depths!r}: expected distinct depths (2 decimals)")
+            raise ConfigError(f"data.depths={depths!r}: expected distinct depths (in percent)")
         self.val_examples = _integer("val_examples", val_examples)
         overhead = embedded_template().overhead(self.key_length)
         if seq_len <= overhead:
@@ -445,7 +446,7 @@ class PasskeyDataModule(RecallDataModule):
         return [_depth_name(d) for d in self.depths]
 
     def make_set(self, length: int, name: str, seed: tuple[int, ...]) -> Examples:
-        depth = float(name.removeprefix("depth"))
+        depth = self.depths[[_depth_name(d) for d in self.depths].index(name)]
         return passkey(
             self.examples_at(length), length, depth, corpus_tokens("val"), embedded_template(),
             self.key_length, seed,

@@ -111,7 +111,7 @@ def test_distance_buckets_at_every_length():
 @pytest.mark.slow  # tokenizes the embedded corpus when the session's token cache has none
 def test_passkey_reads_the_training_plays_for_training_and_the_held_out_plays_for_its_sets():
     dm = PasskeyDataModule(seq_len=64, val_examples=4, depths=[0.0, 1.0])
-    assert dm.val_set_names == ["depth0.00", "depth1.00"] and dm.vocab_size == 8192
+    assert dm.val_set_names == ["depth0", "depth100"] and dm.vocab_size == 8192
     train, held_out = corpus_tokens("train"), corpus_tokens("val")
     assert train.size > 1_000_000 and 100_000 < held_out.size < train.size
 
@@ -119,7 +119,7 @@ def test_passkey_reads_the_training_plays_for_training_and_the_held_out_plays_fo
         starts = np.flatnonzero(tokens[: tokens.size - window.size] == window[0])
         return any(np.array_equal(tokens[s : s + window.size], window) for s in starts)
 
-    x, _ = dm.recall_sets()["depth0.00"]  # the needle first: the text follows it
+    x, _ = dm.recall_sets()["depth0"]  # the needle first: the text follows it
     needle = 4 + 5 + 6  # " The pass key is", 5 digits, ". Remember it."
     text = x[0, needle : needle + 20].numpy()
     assert in_corpus(text, held_out) and not in_corpus(text, train)
