@@ -343,9 +343,17 @@ QUESTIONS: tuple[Question, ...] = (
             part,
             against_1x=True,
         )
-        for v in ("fib_fixed", "fib_linear", "fib_coprime", "dense", "sw_keys")
+        for v in (
+            "fib_fixed",
+            "fib_linear",
+            "fib_coprime",
+            "fib_learned",
+            "pow2_fixed",
+            "dense",
+            "sw_keys",
+        )
         for policy in ("use", "drop")
-        for part in ("within", "beyond")
+        for part in ("within", "beyond", "all")
     ),  # fmt: skip
 )
 """The comparisons behind the issue's questions (a) to (e)."""
@@ -358,8 +366,8 @@ def _question_rows(study: RecallStudy) -> list[list[str]]:
             kind = _task_kind(task)
             if item.part != "all" and kind != "distance":
                 continue
-            if item.against_1x and kind == "mqar":
-                continue
+            if item.against_1x and (kind == "mqar" or (kind == "distance" and item.part == "all")):
+                continue  # MQAR has one length; the distance task: buckets within or beyond
             if item.policy not in task.policies:
                 continue
             a, b = task.variant(item.a), task.variant(item.b)
