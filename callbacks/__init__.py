@@ -7,11 +7,13 @@ observe and log (TensorBoard scalars and images, JSON and Markdown in the run di
 - :class:`LengthExtrapolation`: perplexity at multiples of the training length after fit.
 - :class:`SparseThroughputMonitor`: Lightning's ThroughputMonitor with sparse-aware FLOPs.
 - :class:`TaskAccuracy`: LEGO and RULER variable tracking (forced choice) at each validation.
+- :class:`RecallEvaluation`: recall tasks' accuracy at multiples of the training length after fit.
 """
 
 from lit_sparse.callbacks.alpha import AlphaTrajectory
 from lit_sparse.callbacks.extrapolation import LengthExtrapolation
 from lit_sparse.callbacks.position_loss import PositionBinnedNLL, PositionLoss, bin_edges
+from lit_sparse.callbacks.recall import RecallEvaluation
 from lit_sparse.callbacks.tasks import TaskAccuracy
 from lit_sparse.callbacks.throughput import SparseThroughputMonitor
 
@@ -20,6 +22,7 @@ __all__ = [
     "LengthExtrapolation",
     "PositionBinnedNLL",
     "PositionLoss",
+    "RecallEvaluation",
     "SparseThroughputMonitor",
     "TaskAccuracy",
     "bin_edges",

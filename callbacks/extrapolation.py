@@ -4,13 +4,16 @@ length on every held-out set (:func:`lit_sparse.evaluation.evaluate_lengths`).
 Logged as ``extrap/ppl/<set>/<T>`` and ``extrap/ppl_change_pct/<set>/<T>`` (against the
 training length) at the last step; the table is written as ``extrapolation.json`` and
 ``extrapolation.md`` in the run directory (rank 0). Every process scores its share of the
-windows; NLL sums and counts are added across processes in one reduction.
+windows; NLL sums and counts are added across processes in one reduction. On data without
+text windows (the recall tasks: ``datamodule.sparse_labels``) it does nothing and says so
+once; :class:`lit_sparse.callbacks.RecallEvaluation` scores those at longer lengths.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Literal
+import logging
+from typing import Any, Literal
 
 import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
@@ -24,6 +27,14 @@ from lit_sparse.evaluation.extrapolation import (
 )
 
 __all__ = ["LengthExtrapolation"]
+
+log = logging.getLogger(__name__)
+
+
+def has_text_windows(datamodule: Any) -> bool:
+    """Whether the data has held-out text windows to score perplexity on (the recall tasks
+    have labels at a few positions only)."""
+    return not getattr(datamodule, "sparse_labels", False)
 
 
 class LengthExtrapolation(pl.Callback):
@@ -80,7 +91,20 @@ class LengthExtrapolation(pl.Callback):
     def evaluation_lengths(self, training_length: int) -> list[int]:
         return extrapolation_lengths(training_length, self.multiples, self.lengths)
 
+    def check_data(self, datamodule: Any) -> None:
+        """Called by the CLI before anything runs: on data without text windows, say once
+        that this evaluation is skipped."""
+        if not has_text_windows(datamodule):
+            log.info(
+                "LengthExtrapolation: %s has no held-out text windows (its labels are a few "
+                "answers); perplexity at longer lengths is skipped (RecallEvaluation scores "
+                "recall there)",
+                type(datamodule).__name__,
+            )
+
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not has_text_windows(trainer.datamodule):
+            return
         if "fit" in self.stages and not self._done_at(trainer):
             self.run(trainer, pl_module)
 
@@ -108,6 +132,8 @@ class LengthExtrapolation(pl.Callback):
         return bool(trainer.strategy.broadcast(done))
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not has_text_windows(trainer.datamodule):
+            return
         if "validate" in self.stages and trainer.state.fn == TrainerFn.VALIDATING:
             self.run(trainer, pl_module, checkpoint=trainer.ckpt_path)
 

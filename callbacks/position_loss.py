@@ -8,7 +8,9 @@ its positions of the per-position mean NLL (docs/paper.md section 5), with bin e
 
 Logged (rank 0, at the optimizer step of the weights) as ``val/pos_nll/<set>/b<k>`` and an
 image ``val/pos_nll``; written with its history to ``position_loss.json`` in the run
-directory; the latest values are also the callback's ``latest`` attribute.
+directory; the latest values are also the callback's ``latest`` attribute. On data whose
+labels are a few answers (the recall tasks: ``datamodule.sparse_labels``) there is no
+per-position loss to bin, and it does nothing.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class PositionLoss(pl.Callback):
         self.history: list[dict[str, Any]] = []
         self.latest: dict[str, list[float]] = {}
         self._checkpoint_step: int | None = None
+        self._skipped = False
 
     def check_data(self, datamodule: Any) -> None:
         """ConfigError unless every bin gets a position: ``n_bins`` <= ``data.seq_len`` (the
@@ -136,6 +139,10 @@ class PositionLoss(pl.Callback):
             return []
 
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._skipped = bool(getattr(trainer.datamodule, "sparse_labels", False))
+        if self._skipped:  # answers at a few positions: no loss by position to bin
+            self.metrics = {}
+            return
         # every rank builds the same metrics in the same order (a rank may see no window of
         # a set: its zero states still take part in the reduction)
         length = self._length(trainer, pl_module)
@@ -156,10 +163,11 @@ class PositionLoss(pl.Callback):
         if trainer.sanity_checking or not isinstance(outputs, dict) or "nll" not in outputs:
             return
         name = outputs.get("set") or self._set_names(pl_module)[dataloader_idx]
-        self.metrics[name].update(outputs["nll"])
+        if name in self.metrics:
+            self.metrics[name].update(outputs["nll"])
 
     def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if trainer.sanity_checking:
+        if trainer.sanity_checking or self._skipped:
             return
         values: dict[str, list[float]] = {}
         windows: dict[str, int] = {}

@@ -245,6 +245,19 @@ class LanguageModel(
         """Per layer, distances attended at ``length`` that training never used."""
         return {i: pattern.unseen_distances(length) for i, pattern in enumerate(self.patterns)}
 
+    def features(self, idx: Tensor) -> Tensor:
+        """The normalised last hidden states (B, T, d_model) of ``idx`` that the output layer
+        reads (``forward`` is ``head(features(idx))``)."""
+        x = self.embedding(idx)  # (B, T, d_model)
+        for block in self.blocks:
+            x = block(x)
+        return self.norm(x)
+
+    def head(self, features: Tensor) -> Tensor:
+        """The tied output layer: logits (..., vocab) of features (..., d_model), e.g. at the
+        few positions a task asks about only."""
+        return F.linear(features, self.embedding.weight)
+
     def num_parameters(self, exclude_embedding: bool = False) -> int:
         total = sum(p.numel() for p in self.parameters())
         return total - self.embedding.weight.numel() if exclude_embedding else total

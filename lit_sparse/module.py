@@ -1,4 +1,9 @@
-"""The LightningModule: next-token loss, AdamW groups, warmup + cosine, held-out validation."""
+"""The LightningModule: next-token loss, AdamW groups, warmup + cosine, held-out validation.
+
+On data whose labels are sparse (``datamodule.sparse_labels``: the recall tasks, labels -100
+except at the asked positions) the loss is the mean over the labelled positions, the output
+layer runs at those positions only, and validation also scores :class:`RecallAccuracy`.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from typing import Any, Literal
 import lightning.pytorch as pl
 import numpy as np
 import torch
+import torch.nn.functional as F
 from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor, nn
 from torchmetrics import Metric
@@ -135,6 +141,55 @@ class TokenNLL(Metric):
         return (self.total / self.count.clamp(min=1)).float()
 
 
+IGNORE_INDEX = -100
+"""The label of a position where nothing is asked (``F.cross_entropy``'s ignore_index)."""
+
+
+class RecallAccuracy(Metric):
+    """Accuracy at the labelled positions of the examples it sees.
+
+    ``accuracy``: per example, the share of its labelled positions whose prediction is the
+    label, averaged over examples (MQAR's definition); ``exact``: the share of examples with
+    every labelled position right. Examples without a labelled position are not counted. The
+    sums reduce across processes, so the result under DDP is the one over all examples.
+    """
+
+    full_state_update = False
+
+    def __init__(self):
+        super().__init__()
+        self.add_state("total", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("exact", torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
+        self.add_state("examples", torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
+
+    def update(self, correct: Tensor, labelled: Tensor) -> None:
+        """``correct`` and ``labelled``: (B, T) booleans (a prediction equals its label; a
+        position has a label)."""
+        asked = labelled.sum(-1)  # (B,)
+        hits = (correct & labelled).sum(-1)
+        keep = asked > 0
+        self.total += (hits[keep].double() / asked[keep].double()).sum()
+        self.exact += (hits[keep] == asked[keep]).sum()
+        self.examples += keep.sum()
+
+    def compute(self) -> dict[str, Tensor]:
+        examples = self.examples.clamp(min=1).double()
+        return {
+            "accuracy": (self.total / examples).float(),
+            "exact": (self.exact.double() / examples).float(),
+            "examples": self.examples.clone(),
+        }
+
+
+def labelled_counts(logits: Tensor, mask: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+    """(B, T) booleans ``correct`` (the argmax of the logits at a labelled position is its
+    target) from the logits (N, V) of the N labelled positions of ``mask`` (B, T) and their
+    targets (N,); and the mask itself, for :meth:`RecallAccuracy.update`."""
+    correct = torch.zeros_like(mask)
+    correct[mask] = logits.argmax(-1) == targets
+    return correct, mask
+
+
 class LitLanguageModel(pl.LightningModule):
     """A decoder-only language model with a pluggable attention pattern, trained on next tokens.
 
@@ -199,6 +254,8 @@ class LitLanguageModel(pl.LightningModule):
         self.hparams["arch"], self.hparams["attention"] = arch.to_dict(), attention.to_config()
         self.model = LanguageModel(arch, attention)
         self.val_nll = nn.ModuleDict()
+        self.val_acc = nn.ModuleDict()
+        self._sparse_labels = False
 
     @property
     def config(self) -> ModelConfig:
@@ -210,6 +267,12 @@ class LitLanguageModel(pl.LightningModule):
     def token_nll(self, x: Tensor, y: Tensor) -> Tensor:
         """Per-token NLL (B, T) of targets y given inputs x (:func:`model.token_nll`)."""
         return token_nll(self.model(x), y)
+
+    def labelled_logits(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+        """Logits (N, V) at the N labelled positions of targets y (B, T), computed there
+        only, and the mask (B, T) of those positions."""
+        mask = y != IGNORE_INDEX
+        return self.model.head(self.model.features(x)[mask]), mask  # (N, d) -> (N, V)
 
     # ----------------------------------------------------------------- training
     def on_fit_start(self) -> None:
@@ -230,7 +293,11 @@ class LitLanguageModel(pl.LightningModule):
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y = batch
-        loss = self.token_nll(x, y).mean()
+        if self._sparse_labels:  # the mean over the labelled positions only
+            logits, mask = self.labelled_logits(x, y)
+            loss = F.cross_entropy(logits.float(), y[mask])
+        else:
+            loss = self.token_nll(x, y).mean()
         if not torch.isfinite(loss):  # one host sync per micro-batch; stops before any update
             raise NonFiniteLossError(self._non_finite_message(loss, batch_idx))
         self.log("train/loss", loss, prog_bar=True)
@@ -313,9 +380,13 @@ class LitLanguageModel(pl.LightningModule):
         return list(getattr(datamodule, "val_set_names", None) or ["val"])
 
     def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
+        self._sparse_labels = bool(getattr(datamodule, "sparse_labels", False))
         for name in self.val_set_names():
             if name not in self.val_nll:
                 self.val_nll[name] = TokenNLL()
+            if self._sparse_labels and name not in self.val_acc:
+                self.val_acc[name] = RecallAccuracy()
 
     def validation_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> dict[str, Any]:
         return self._score(batch, dataloader_idx)
@@ -326,8 +397,16 @@ class LitLanguageModel(pl.LightningModule):
 
     def _score(self, batch, dataloader_idx: int) -> dict[str, Any]:
         x, y = batch
-        nll = self.token_nll(x, y)
         name = self.val_set_names()[dataloader_idx]
+        if self._sparse_labels:  # the labelled positions only, and their accuracy
+            logits, mask = self.labelled_logits(x, y)
+            labelled = F.cross_entropy(logits.float(), y[mask], reduction="none")
+            self.val_nll[name].update(labelled)
+            self.val_acc[name].update(*labelled_counts(logits, mask, y[mask]))
+            nll = torch.zeros(mask.shape, dtype=labelled.dtype, device=labelled.device)
+            nll[mask] = labelled
+            return {"nll": nll.detach(), "set": name}
+        nll = self.token_nll(x, y)
         self.val_nll[name].update(nll)
         return {"nll": nll.detach(), "set": name}
 
@@ -351,11 +430,29 @@ class LitLanguageModel(pl.LightningModule):
             stacked = torch.stack(list(losses.values()))
             self.log(f"{prefix}/loss", stacked.mean(), prog_bar=True)
             self.log(f"{prefix}/ppl", stacked.exp().mean(), prog_bar=True)
+        if self._sparse_labels:
+            self._log_accuracy(prefix)
         if self.trainer.state.fn == TrainerFn.FITTING:
             # at the optimizer step of the weights, like the callbacks' tags of this
             # validation (Lightning would log it one step earlier: it counts the step after
             # validation); a logged "step" is the x value Lightning gives the loggers
             self.log("step", float(self.trainer.global_step), sync_dist=True)
+
+    def _log_accuracy(self, prefix: str) -> None:
+        """``<prefix>/acc/<set>`` and ``<prefix>/exact/<set>`` of every held-out set (each
+        over all processes' examples), and ``<prefix>/acc``, their mean over sets."""
+        accuracies = []
+        for name in self.val_set_names():
+            metric = self.val_acc[name]
+            result = metric.compute()
+            metric.reset()
+            if int(result["examples"]) == 0:
+                continue
+            self.log(f"{prefix}/acc/{name}", result["accuracy"])
+            self.log(f"{prefix}/exact/{name}", result["exact"])
+            accuracies.append(result["accuracy"])
+        if accuracies:
+            self.log(f"{prefix}/acc", torch.stack(accuracies).mean(), prog_bar=True)
 
     def on_validation_end(self) -> None:
         # "step" served the loggers (and ModelCheckpoint at this validation); a later

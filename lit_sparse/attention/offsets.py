@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -181,3 +182,36 @@ def two_hop_distances(per_layer: Sequence[Sequence[int]], length: int) -> list[i
         for second in per_layer[index + 1 :]:
             reach |= {a + b for a in first for b in second if a + b <= length - 1}
     return sorted(reach)
+
+
+def composed_reach(per_layer: Sequence[Sequence[int]], length: int) -> np.ndarray:
+    """(length,) booleans: which distances 0..length - 1 a stack of layers reaches by
+    composing one distance of each layer, in order (a sum d_1 + ... + d_L; distance 0 is in
+    every pattern's set, so fewer hops are included). Information from position t - d can
+    reach position t through the stack only if ``reach[d]``.
+
+    Each layer's set is taken as runs of consecutive distances (the window is one run), so a
+    layer costs O(length) per run: dense layers at long lengths are cheap too.
+    """
+    if length < 1:
+        raise ConfigError(f"length={length}: expected >= 1")
+    reach = np.zeros(length, dtype=bool)
+    reach[0] = True
+    for layer in per_layer:
+        values = np.unique(np.asarray([d for d in layer if 0 <= d < length], dtype=np.int64))
+        if not values.size:
+            return np.zeros(length, dtype=bool)
+        breaks = np.flatnonzero(np.diff(values) != 1) + 1
+        starts, ends = values[np.r_[0, breaks]], values[np.r_[breaks - 1, values.size - 1]]
+        counts = np.concatenate(
+            [[0], np.cumsum(reach, dtype=np.int64)]
+        )  # counts[t] = sum reach[:t]
+        position = np.arange(length)
+        after = np.zeros(length, dtype=bool)
+        for low, high in zip(starts.tolist(), ends.tolist(), strict=True):
+            # after[t] |= any(reach[t - high .. t - low])
+            top = position - low + 1
+            bottom = np.clip(position - high, 0, None)
+            after |= (top > 0) & (counts[np.clip(top, 0, length)] > counts[bottom])
+        reach = after
+    return reach

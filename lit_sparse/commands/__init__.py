@@ -5,8 +5,10 @@ wrapped in :func:`reports_errors`.
 - :mod:`~lit_sparse.commands.coverage`: the distances each layer attends, their union, two hops.
 - :mod:`~lit_sparse.commands.flops`: forward FLOPs per token by term, dense against sparse.
 - :mod:`~lit_sparse.commands.matrix`: the paper's run matrix: list, launch, rebuild its tables;
-  the seeded CPU-scale study (``--preset cpu``): run in pieces, tables over seeds, plots.
+  the seeded studies (``--preset cpu``, ``--preset recall``): run in pieces, tables over seeds,
+  plots.
 - :mod:`~lit_sparse.commands.probe`: the retrieval probe grid (paper table 2).
+- :mod:`~lit_sparse.commands.recall`: a recall run's accuracy at longer lengths and policies.
 - :mod:`~lit_sparse.commands.tasks`: LEGO and RULER variable tracking on a checkpoint.
 
 Commands that read a model out of config files take :func:`config_parser`'s options and

@@ -29,6 +29,12 @@ the paper's too, i.e. whether the numbers are comparable).
 ``--run`` trains each run as its own process (``python -m lit_sparse fit ...``): a crash or
 a kill of one run is reported and the study goes on. Each run is claimed while it trains,
 so several ``--run`` on one root share the work: each skips the runs another one holds.
+
+``--preset recall`` is the recall study (docs/recall-study.md): MQAR, the distance task and
+passkey, each a task (``--tasks mqar64 distance`` runs some of them):
+
+    python -m lit_sparse matrix --preset recall --seeds 0 1 2 --run
+    python -m lit_sparse matrix --preset recall --seeds 0 1 2 --table --out recall.md
 """
 
 from __future__ import annotations
@@ -337,6 +343,13 @@ def _parser() -> argparse.ArgumentParser:
         "--variants", nargs="+", default=None, help="with --preset: only these variants"
     )
     parser.add_argument(
+        "--tasks",
+        nargs="+",
+        default=None,
+        help="with --preset recall: only these tasks (default: every default task; "
+        "mqar256 runs only when named)",
+    )
+    parser.add_argument(
         "--root", default=None, help="with --preset: folder of the runs (default runs/<preset>)"
     )
     parser.add_argument("--dry-run", action="store_true", help="with --run: print the commands")
@@ -348,7 +361,7 @@ def _check_options(args: argparse.Namespace, extra: list[str]) -> None:
     if extra and args.run is None:
         raise ConfigError(f"{extra[0]}: unknown option (extra options go with --run)")
     if args.preset is None:
-        for name in ("seeds", "variants", "root"):
+        for name in ("seeds", "variants", "root", "tasks"):
             if getattr(args, name) is not None:
                 raise ConfigError(f"--{name}: only with --preset (e.g. --preset cpu)")
         if args.plot is not None:
@@ -373,25 +386,18 @@ def _check_options(args: argparse.Namespace, extra: list[str]) -> None:
 def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
     from lit_sparse.study.preset import RunState, preset_runs, run_status
 
-    runs = preset_runs(args.preset, args.seeds, args.variants, args.root)
+    runs = preset_runs(args.preset, args.seeds, args.variants, args.root, args.tasks)
     if args.list:
         rows = []
         for run in runs:
             status = run_status(run)
-            configs = f"configs/{run.variant.config} configs/{run.preset.config}"
+            configs = f"configs/{run.variant.config} configs/{run.setup.config}"
             where = status.run_dir or run.experiment
-            rows.append(
-                [
-                    run.name,
-                    configs,
-                    " ".join(run.variant.seed_overrides(run.seed)),
-                    status.state.value,
-                    str(where),
-                ]
-            )
+            options = run.variant.task_options(run.setup) + run.variant.seed_overrides(run.seed)
+            rows.append([run.name, configs, " ".join(options), status.state.value, str(where)])
         states = [row[3] for row in rows]
         counts = ", ".join(f"{states.count(s)} {s}" for s in dict.fromkeys(states))
-        print(markdown_table(["run", "configs", "seed options", "status", "folder"], rows))
+        print(markdown_table(["run", "configs", "options", "status", "folder"], rows))
         print(
             f"\n{len(runs)} runs: {counts}. Run them (skips complete runs, resumes "
             f"interrupted ones): python -m lit_sparse matrix --preset {args.preset} --seeds "
@@ -422,6 +428,8 @@ def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
         rows = [[o.run.name, o.action, o.result, f"{o.seconds:.0f}"] for o in outcomes]
         print(markdown_table(["run", "action", "result", "seconds"], rows))
         return 0 if all(o.code == 0 for o in outcomes) else 1
+    if runs[0].preset.measures == "recall":
+        return _recall_report(args, runs)
     from lit_sparse.study.seeds import collect
 
     results = collect(runs)
@@ -435,6 +443,29 @@ def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
     from lit_sparse.study.report import study_tables
 
     text = study_tables(results)
+    print(text)
+    if args.out:
+        from lit_sparse.io.atomic import write_text
+
+        write_text(args.out, text + "\n")
+    return 0
+
+
+def _recall_report(args: argparse.Namespace, runs: list) -> int:
+    """--table or --plot of the recall preset."""
+    from lit_sparse.study.recall_results import collect_recall
+
+    study = collect_recall(runs)
+    if args.plot is not None:
+        from lit_sparse.study.recall_plots import write_recall_plots
+
+        folder = Path(args.plot) if args.plot else runs[0].root / "plots"
+        for path in write_recall_plots(study, folder):
+            print(path)
+        return 0
+    from lit_sparse.study.recall_report import recall_tables
+
+    text = recall_tables(study)
     print(text)
     if args.out:
         from lit_sparse.io.atomic import write_text

@@ -1,15 +1,24 @@
-"""The seeded CPU-scale preset of the run matrix: which runs, their fit options, their folders,
-and what each folder already holds (complete, interrupted, not started).
+"""The seeded presets of the run matrix (``cpu``: perplexity at CPU scale; ``recall``: recall
+at a distance): which runs, their fit options, their folders, and what each folder already
+holds (complete, interrupted, not started).
 
-A preset run is ``fit --config configs/<variant>.yaml --config configs/study/<preset>.yaml
-[extra options] <seed options> <folder options>``:
+A preset run is ``fit --config configs/<variant>.yaml --config configs/<task overlay>.yaml
+[task options] [extra options] <seed options> <folder options>``. The ``cpu`` preset has one
+task (``configs/study/cpu.yaml``); the ``recall`` preset has one per recall task and setting
+(MQAR at (L, kv), the distance task, passkey), each a folder level of its own, and gives
+some variants options that depend on the task's length (the sliding windows matched to the
+Fibonacci pattern's keys per query or its decoding cache at that length):
 
 - seed options: ``--seed_everything K`` (Lightning seeds torch before the model is built: the
   initialisation) and ``--data.init_args.seed K`` (the training windows' order); BigBird's
   random keys are seeded with K too, so a seed changes every random choice of a run;
-- folder options: the TensorBoard logger's ``save_dir <root>/<variant>`` and ``name seed<K>``,
-  so every run is its own experiment folder ``<root>/<variant>/seed<K>/version_N`` and
-  ``--ckpt_path last`` can only find that run's checkpoint.
+- folder options: the TensorBoard logger's ``save_dir <root>[/<task>]/<variant>`` and ``name
+  seed<K>``, so every run is its own experiment folder ``.../<variant>/seed<K>/version_N``
+  and ``--ckpt_path last`` can only find that run's checkpoint.
+
+A run is complete when its version folder holds the preset's end-of-fit results at the
+config's ``max_steps`` (``cpu``: ``extrapolation.json`` and ``position_loss.json``;
+``recall``: ``recall.json``).
 
 Each experiment folder keeps a record of what started it (``preset.yaml``: the options and a
 digest of every config file), so a later invocation with other options or edited configs is
@@ -20,9 +29,10 @@ nothing, and a corrected rerun starts over with its own options.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -39,7 +49,10 @@ __all__ = [
     "PresetRun",
     "RunState",
     "RunStatus",
+    "Task",
     "Variant",
+    "fib_cache_window",
+    "fib_keys_window",
     "check_record",
     "preset_runs",
     "run_status",
@@ -48,6 +61,40 @@ __all__ = [
 
 RECORD = "preset.yaml"
 """The file in an experiment folder naming the options that started it."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One training setup of a preset: the overlay layered on every variant's config."""
+
+    name: str
+    """Its folder under the preset's root (``mqar64``); "" for a preset of one task."""
+    config: str
+    """The overlay, relative to ``configs/``."""
+    seq_len: int
+    """Its training length T (the length-dependent variant options are computed at it)."""
+    label: str = ""
+    """What it is, in words (``MQAR L=64, kv=4``)."""
+    default: bool = True
+    """Run when no ``--tasks`` are given (False: only when asked for by name)."""
+
+
+@functools.cache
+def _fib_fixed_distances(seq_len: int) -> tuple[int, ...]:
+    from lit_sparse.attention import FibonacciAttention
+
+    return tuple(FibonacciAttention(window=8).build(0, 5, seq_len).distances(seq_len))
+
+
+def fib_keys_window(seq_len: int) -> int:
+    """The sliding window with fib fixed's (W = 8) keys per query at length T: W' + 1 keys."""
+    return len(_fib_fixed_distances(seq_len)) - 1
+
+
+def fib_cache_window(seq_len: int) -> int:
+    """The sliding window with fib fixed's (W = 8) decoding cache at length T: its largest
+    distance (a ring of that + 1 rows, as the window's)."""
+    return max(_fib_fixed_distances(seq_len))
 
 
 @dataclass(frozen=True)
@@ -64,6 +111,14 @@ class Variant:
     """The paper's matrix run at the same window (``fib_linear_w8``), if the paper has it."""
     seeded_attention: bool = False
     """The attention has a ``seed`` of its own (BigBird's random keys): set it to the run's."""
+    window: Callable[[int], int] | None = None
+    """The attention's window as a function of the task's length T (None: the config's)."""
+
+    def task_options(self, task: Task) -> list[str]:
+        """The options this variant takes in ``task`` (its window at the task's length)."""
+        if self.window is None:
+            return []
+        return ["--model.attention.init_args.window", str(self.window(task.seq_len))]
 
     def seed_overrides(self, seed: int) -> list[str]:
         out = ["--seed_everything", str(seed), "--data.init_args.seed", str(seed)]
@@ -78,11 +133,29 @@ class Preset:
 
     name: str
     config: str
-    """The overlay layered on every variant's config, relative to ``configs/``."""
+    """The overlay layered on every variant's config, relative to ``configs/`` (a preset of
+    one task; a preset with ``tasks`` has one per task)."""
     variants: tuple[Variant, ...]
     root: str
-    """Default folder of the runs: ``<root>/<variant>/seed<K>``."""
+    """Default folder of the runs: ``<root>[/<task>]/<variant>/seed<K>``."""
     default_seeds: tuple[int, ...] = (0, 1, 2)
+    tasks: tuple[Task, ...] = ()
+    """The preset's training setups (none: one, ``config``, with no folder of its own)."""
+    results: tuple[str, ...] = ("extrapolation.json", "position_loss.json")
+    """The end-of-fit files a complete run holds (the first one names its step)."""
+    measures: str = "perplexity"
+    """What its tables and plots report: ``perplexity`` (the cpu study) or ``recall``."""
+
+    @property
+    def all_tasks(self) -> tuple[Task, ...]:
+        return self.tasks or (Task("", self.config, 0),)
+
+    def task(self, name: str) -> Task:
+        for task in self.all_tasks:
+            if task.name == name:
+                return task
+        allowed = ", ".join(t.name for t in self.tasks) or "none (the preset has one task)"
+        raise ConfigError(f"--tasks {name}: not a task of preset {self.name!r}; allowed: {allowed}")
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:
@@ -112,41 +185,98 @@ CPU = Preset(
 )
 """Nine variants at W = 8 on the embedded corpus, 5 layers, T = 256 (configs/study/cpu.yaml)."""
 
-PRESETS = {CPU.name: CPU}
+RECALL_TASKS = (
+    Task("mqar64", "study/recall/mqar64.yaml", 64, "MQAR L=64, kv=4"),
+    Task("mqar128", "study/recall/mqar128.yaml", 128, "MQAR L=128, kv=8"),
+    Task("mqar256", "study/recall/mqar256.yaml", 256, "MQAR L=256, kv=16", default=False),
+    Task("distance", "study/recall/distance.yaml", 256, "distance task, T=256"),
+    Task("passkey", "study/recall/passkey.yaml", 256, "passkey, T=256"),
+)
+
+RECALL = Preset(
+    name="recall",
+    config="study/recall/mqar64.yaml",
+    root="runs/recall",
+    tasks=RECALL_TASKS,
+    results=("recall.json",),
+    measures="recall",
+    variants=(
+        Variant("dense", "dense.yaml", "dense", None),
+        Variant("fib_fixed", "fixed.yaml", "fib fixed", None),
+        Variant("fib_linear", "staggered.yaml", "fib linear", None),
+        Variant("fib_coprime", "coprime.yaml", "fib coprime", None),
+        Variant("fib_learned", "learned.yaml", "fib learned", None),
+        Variant("pow2_fixed", "pow2.yaml", "pow2 fixed", None),
+        Variant("bigbird", "bigbird.yaml", "bigbird", None, seeded_attention=True),
+        Variant(
+            "sw_keys",
+            "sliding_window.yaml",
+            "sliding window, fib's keys per query",
+            None,
+            window=fib_keys_window,
+        ),
+        Variant(
+            "sw_cache",
+            "sliding_window.yaml",
+            "sliding window, fib's decoding cache",
+            None,
+            window=fib_cache_window,
+        ),
+    ),
+)
+"""Recall at a distance (issue 28): nine variants (W = 8; the two sliding windows matched to
+fib fixed at each task's length) on MQAR, the distance task and passkey."""
+
+PRESETS = {CPU.name: CPU, RECALL.name: RECALL}
 
 
 @dataclass(frozen=True)
 class PresetRun:
-    """One (variant, seed) run of a preset, in its folder under ``root``."""
+    """One (task, variant, seed) run of a preset, in its folder under ``root``."""
 
     preset: Preset
     variant: Variant
     seed: int
     root: Path
+    task: Task | None = None
+    """None: the preset's only task."""
+
+    @property
+    def setup(self) -> Task:
+        return self.task or self.preset.all_tasks[0]
 
     @property
     def name(self) -> str:
-        return f"{self.variant.name}/seed{self.seed}"
+        run = f"{self.variant.name}/seed{self.seed}"
+        return f"{self.setup.name}/{run}" if self.setup.name else run
+
+    @property
+    def variant_dir(self) -> Path:
+        """``<root>[/<task>]/<variant>``: the logger's save_dir."""
+        return self.root / self.setup.name / self.variant.name
 
     @property
     def experiment(self) -> Path:
-        """``<root>/<variant>/seed<K>``: the logger's save_dir/name, holding ``version_N``."""
-        return self.root / self.variant.name / f"seed{self.seed}"
+        """``<root>[/<task>]/<variant>/seed<K>``: the logger's save_dir/name, holding
+        ``version_N``."""
+        return self.variant_dir / f"seed{self.seed}"
 
     def configs(self, config_dir: Path = CONFIG_DIR) -> list[Path]:
-        return [Path(config_dir) / self.variant.config, Path(config_dir) / self.preset.config]
+        return [Path(config_dir) / self.variant.config, Path(config_dir) / self.setup.config]
 
     def options(self, extra: Sequence[str] = (), config_dir: Path = CONFIG_DIR) -> list[str]:
-        """The fit options that define the run (its folder aside): configs, extra, seed."""
+        """The fit options that define the run (its folder aside): configs, the variant's
+        options in this task, extra, seed."""
         configs = [arg for path in self.configs(config_dir) for arg in ("--config", str(path))]
-        return [*configs, *extra, *self.variant.seed_overrides(self.seed)]
+        task = self.variant.task_options(self.setup)
+        return [*configs, *task, *extra, *self.variant.seed_overrides(self.seed)]
 
     def fit_args(self, extra: Sequence[str] = (), resume: bool = False) -> list[str]:
         """``fit`` and its options; the folder options come last, so no extra option moves
         the run out of its folder."""
         folder = [
             "--trainer.logger.init_args.save_dir",
-            str(self.root / self.variant.name),
+            str(self.variant_dir),
             "--trainer.logger.init_args.name",
             f"seed{self.seed}",
         ]
@@ -167,25 +297,38 @@ def parse_seeds(seeds: Sequence[int] | None, preset: Preset) -> list[int]:
     return values
 
 
+def get_preset(preset: Preset | str) -> Preset:
+    if isinstance(preset, Preset):
+        return preset
+    if preset not in PRESETS:
+        raise ConfigError(
+            f"--preset {preset}: unknown preset; allowed: {', '.join(sorted(PRESETS))}"
+        )
+    return PRESETS[preset]
+
+
 def preset_runs(
     preset: Preset | str,
     seeds: Sequence[int] | None = None,
     variants: Sequence[str] | None = None,
     root: str | Path | None = None,
+    tasks: Sequence[str] | None = None,
 ) -> list[PresetRun]:
-    """The runs of a preset, seed-major (every variant at the first seed, then the next), so
-    a study stopped part-way has whole seeds to compare."""
-    if isinstance(preset, str):
-        if preset not in PRESETS:
-            raise ConfigError(
-                f"--preset {preset}: unknown preset; allowed: {', '.join(sorted(PRESETS))}"
-            )
-        preset = PRESETS[preset]
+    """The runs of a preset, seed-major (every task and variant at the first seed, then the
+    next), so a study stopped part-way has whole seeds to compare."""
+    preset = get_preset(preset)
     chosen = list(preset.variants) if not variants else [preset.variant(name) for name in variants]
+    if tasks and not preset.tasks:
+        raise ConfigError(f"--tasks: preset {preset.name!r} has one task; leave --tasks out")
+    if tasks:
+        setups = [preset.task(name) for name in dict.fromkeys(tasks)]
+    else:
+        setups = [t for t in preset.tasks if t.default] if preset.tasks else [None]
     folder = Path(preset.root if root is None else root)
     return [
-        PresetRun(preset, variant, seed, folder)
+        PresetRun(preset, variant, seed, folder, task)
         for seed in parse_seeds(seeds, preset)
+        for task in setups
         for variant in chosen
     ]
 
@@ -210,6 +353,7 @@ def _record(run: PresetRun, extra: Sequence[str]) -> dict[str, Any]:
     }
     return {
         "preset": run.preset.name,
+        **({"task": run.setup.name} if run.setup.name else {}),
         "variant": run.variant.name,
         "seed": run.seed,
         "options": options,
@@ -287,19 +431,19 @@ def _versions(experiment: Path) -> list[Path]:
     )
 
 
-def complete_step(run_dir: Path) -> int | None:
-    """The step a version folder finished at, if it holds the end-of-fit results: an
-    ``extrapolation.json`` and a ``position_loss.json`` at its config's ``max_steps``."""
+def complete_step(
+    run_dir: Path, results: Sequence[str] = ("extrapolation.json", "position_loss.json")
+) -> int | None:
+    """The step a version folder finished at, if it holds the end-of-fit ``results`` (the
+    first one's step at its config's ``max_steps``, the others present)."""
     import json
 
-    config_file, extrap_file = run_dir / "config.yaml", run_dir / "extrapolation.json"
-    if not (config_file.is_file() and extrap_file.is_file()):
-        return None
-    if not (run_dir / "position_loss.json").is_file():
+    config_file, first = run_dir / "config.yaml", run_dir / results[0]
+    if not (config_file.is_file() and all((run_dir / name).is_file() for name in results)):
         return None
     max_steps = (load_yaml(config_file, "run config").get("trainer") or {}).get("max_steps")
     try:
-        step = json.loads(extrap_file.read_text()).get("step")
+        step = json.loads(first.read_text()).get("step")
     except (OSError, ValueError, AttributeError):
         return None
     return step if step is not None and step == max_steps else None
@@ -310,7 +454,7 @@ def run_status(run: PresetRun) -> RunStatus:
     ``last.ckpt`` to resume from: ``fit --ckpt_path last`` picks it) or not started."""
     versions = _versions(run.experiment)
     for version in reversed(versions):
-        step = complete_step(version)
+        step = complete_step(version, run.preset.results)
         if step is not None:
             return RunStatus(RunState.COMPLETE, version, f"step {step}", versions)
     saved = [v for v in versions if (v / "checkpoints" / "last.ckpt").is_file()]

@@ -146,8 +146,8 @@ def _train(run, index, total, launch, extra, echo) -> Outcome:
     if code == 0 and after.state is not RunState.COMPLETE:
         code = 1
         echo(
-            f"{head}: fit returned without the end-of-fit results (extrapolation.json and "
-            f"position_loss.json at max_steps) in {run.experiment}"
+            f"{head}: fit returned without the end-of-fit results "
+            f"({' and '.join(run.preset.results)} at max_steps) in {run.experiment}"
         )
     verdict = "complete" if code == 0 else f"failed ({describe_exit(code)})"
     echo(f"{head}: {verdict} after {seconds:.0f} s")

@@ -1,0 +1,96 @@
+"""``python -m lit_sparse recall``: a recall run's accuracy at longer lengths and under both
+``new_offsets`` policies, on its checkpoint.
+
+For the run at RUN_DIR (a version folder, its experiment folder, or a checkpoint file) trained
+on a recall task (``configs/data/mqar.yaml``, ``distance.yaml``, ``passkey.yaml``), scores
+every held-out set the task has at each evaluation length (the distance task's buckets of
+[2, T' - 2], passkey's depths) under each policy, and prints the table; sparse patterns run
+their O(T) kernels, so 64x the training length fits on a CPU. The held-out examples are the
+run's own (its ``val_seed``), so fit's ``recall.json`` and this command agree.
+
+    python -m lit_sparse recall runs/recall/distance/fib_fixed/seed0 --multiples 1 4 16 64
+    python -m lit_sparse recall RUN_DIR --lengths 2048 --new-offsets drop --out recall-2k.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lit_sparse.commands import reports_errors
+from lit_sparse.errors import ConfigError
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m lit_sparse recall", description=__doc__.split("\n\n")[1]
+    )
+    parser.add_argument("run", metavar="RUN_DIR", help="a run folder or checkpoint")
+    parser.add_argument(
+        "--multiples",
+        type=float,
+        nargs="+",
+        default=None,
+        help="lengths as multiples of the training length (default 1 4 16 64; MQAR: its "
+        "settings' lengths)",
+    )
+    parser.add_argument(
+        "--lengths", type=int, nargs="+", default=None, help="explicit lengths (replace them)"
+    )
+    parser.add_argument(
+        "--new-offsets",
+        nargs="+",
+        choices=("use", "drop"),
+        default=["use", "drop"],
+        help="policies for the distances that appear only beyond the training length",
+    )
+    parser.add_argument(
+        "--val-examples",
+        type=int,
+        default=None,
+        help="examples per held-out set (default: the run's)",
+    )
+    parser.add_argument("--out", default=None, help="also write the result to this JSON file")
+    return parser
+
+
+@reports_errors
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.val_examples is not None and args.val_examples < 1:
+        raise ConfigError(f"--val-examples={args.val_examples}: expected an integer >= 1")
+    from lit_sparse.callbacks import RecallEvaluation
+    from lit_sparse.data.recall_data import recall_data_from_config
+    from lit_sparse.evaluation.recall import evaluate_recall
+    from lit_sparse.runs.analysis import load_run
+
+    callback = RecallEvaluation(args.multiples, args.lengths, args.new_offsets)  # checks them
+    try:
+        run = load_run(args.run)
+    except FileNotFoundError as err:
+        raise ConfigError(f"RUN_DIR {args.run}: {err}") from None
+    if run.module is None:
+        raise ConfigError(f"RUN_DIR {args.run}: no checkpoint to evaluate in {run.path}")
+    overrides = {} if args.val_examples is None else {"val_examples": args.val_examples}
+    datamodule = recall_data_from_config(run.config.get("data"), **overrides)
+    lengths = callback.evaluation_lengths(datamodule, run.module.config.context_length)
+    result = evaluate_recall(
+        run.module,
+        datamodule,
+        lengths,
+        args.new_offsets,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    result.step, result.checkpoint = run.step, str(run.checkpoint)
+    print(result.to_markdown())
+    if args.out:
+        from lit_sparse.io.atomic import write_json
+
+        write_json(args.out, result.to_dict())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

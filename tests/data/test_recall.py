@@ -1,0 +1,203 @@
+"""The recall generators (lit_sparse.data.recall): MQAR exactly as Zoology defines it (ranges,
+distinct keys, the labels, the power-law gaps), the distance task's exact distances, passkey's
+needle and question, seeds, and the constraints refused with one clear message."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from lit_sparse.data.recall import (
+    IGNORE_INDEX,
+    PasskeyTemplate,
+    distance_buckets,
+    distance_retrieval,
+    gap_probabilities,
+    multiquery_ar,
+    passkey,
+)
+from lit_sparse.data.recall_data import embedded_template
+from lit_sparse.errors import ConfigError
+
+N, L, KV, V = 300, 64, 4, 512
+
+
+@pytest.fixture(scope="module")
+def mqar():
+    return multiquery_ar(N, L, KV, V, seed=3)
+
+
+def test_mqar_shapes_and_the_pairs_first(mqar):
+    x, y = mqar
+    assert x.shape == y.shape == (N, L) and x.dtype == y.dtype == torch.int64
+    keys, values = x[:, 0 : 2 * KV : 2], x[:, 1 : 2 * KV : 2]
+    assert ((keys >= 1) & (keys < V // 2)).all()
+    assert ((values >= V // 2) & (values < V)).all()
+    assert all(len(set(row.tolist())) == KV for row in keys)  # no repeated key
+    assert all(len(set(row.tolist())) == KV for row in values)
+    assert ((x >= 0) & (x < V)).all()
+    assert (y[:, : 2 * KV] == IGNORE_INDEX).all()  # nothing is asked in the pairs
+
+
+def test_mqar_labels_are_the_values_of_the_queries(mqar):
+    x, y = mqar
+    for row_x, row_y in zip(x.tolist(), y.tolist(), strict=True):
+        pairs = dict(zip(row_x[0 : 2 * KV : 2], row_x[1 : 2 * KV : 2], strict=True))
+        asked = [t for t, label in enumerate(row_y) if label != IGNORE_INDEX]
+        assert len(asked) == KV  # one query per key
+        assert sorted(row_x[t] for t in asked) == sorted(pairs)  # each key asked once
+        for t in asked:
+            assert (t - 2 * KV) % 2 == 0 and 2 * KV <= t <= L - 2  # even offsets of the rest
+            assert row_y[t] == pairs[row_x[t]]  # its label: the key's value
+
+
+def test_mqar_fills_the_rest_with_random_tokens(mqar):
+    x, y = mqar
+    rest = x[:, 2 * KV :][y[:, 2 * KV :] == IGNORE_INDEX]
+    counts = torch.bincount(rest, minlength=V).double()
+    assert counts.min() > 0  # every token of the vocabulary occurs
+    expected = rest.numel() / V
+    assert ((counts - expected) ** 2 / expected).sum() < V + 6 * (2 * V) ** 0.5  # chi-square
+
+
+def test_the_gaps_follow_the_power_law():
+    """One pair per example: the query's gap index g is one draw of p(i) ∝ a·i^(a-1),
+    i = g + 1; its empirical mean against the analytic one for a = 0.01."""
+    length, n = 128, 20000
+    x, y = multiquery_ar(n, length, 1, 130, power_a=0.01, seed=0)
+    gap = ((y != IGNORE_INDEX).int().argmax(-1) - 2) // 2  # (N,) position = 2 + 2g
+    space = (length - 2) // 2
+    p = gap_probabilities(space, 0.01)
+    i = np.arange(1, space + 1)
+    assert p[0] / p[9] == pytest.approx(10**0.99)  # the law itself, not just its mean
+    mean, sd = (
+        float(((i - 1) * p).sum()),
+        float(np.sqrt(((i - 1) ** 2 * p).sum() - ((i - 1) * p).sum() ** 2)),
+    )
+    assert gap.double().mean().item() == pytest.approx(mean, abs=4 * sd / np.sqrt(n))
+    assert gap.min() >= 0 and gap.max() < space
+    histogram = np.bincount(gap.numpy(), minlength=space) / n
+    assert np.abs(histogram - p).max() < 0.02
+
+
+def test_distinct_gaps_are_drawn_one_after_another():
+    """kv gaps without replacement, pair i taking the i-th draw (numpy's choice(replace=False,
+    p=...) as Zoology calls it): the share of examples whose first pair is asked first
+    matches numpy's own draws (the first draw favours small gaps, so it is above 1/4)."""
+    n, length, kv = 2000, 20, 4
+    x, y = multiquery_ar(n, length, kv, 22, seed=1)
+    positions = [np.flatnonzero(row != IGNORE_INDEX) for row in y.numpy()]
+    assert all(len(p) == kv for p in positions)  # kv distinct positions: distinct gaps
+    first_asked = np.array([x[r, p[0]].item() for r, p in enumerate(positions)])
+    ours = float((x[:, 0].numpy() == first_asked).mean())
+    space = (length - 2 * kv) // 2
+    rng = np.random.default_rng(0)
+    draws = [
+        rng.choice(space, size=kv, replace=False, p=gap_probabilities(space)) for _ in range(n)
+    ]
+    numpy_share = float(np.mean([d[0] == d.min() for d in draws]))
+    assert numpy_share > 0.3
+    assert ours == pytest.approx(numpy_share, abs=4 * np.sqrt(0.25 / n) * 1.5)
+
+
+def test_seeds_reproduce_and_differ():
+    a = multiquery_ar(8, L, KV, V, seed=5)
+    b = multiquery_ar(8, L, KV, V, seed=5)
+    c = multiquery_ar(8, L, KV, V, seed=6)
+    d = multiquery_ar(8, L, KV, V, seed=(5, 0, 1))
+    assert all(torch.equal(u, v) for u, v in zip(a, b, strict=True))
+    assert not torch.equal(a[0], c[0]) and not torch.equal(a[0], d[0])
+    e = distance_retrieval(8, 32, 5, 64, seed=5)
+    assert torch.equal(e[0], distance_retrieval(8, 32, 5, 64, seed=5)[0])
+    assert not torch.equal(e[0], distance_retrieval(8, 32, 5, 64, seed=6)[0])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((4, 63, 4, 512), "seq_len=63: MQAR needs an even sequence length"),
+        ((4, 64, 17, 512), "num_kv_pairs=17: MQAR needs 4 * num_kv_pairs <= seq_len (64)"),
+        ((4, 64, 4, 64), "vocab_size=64: MQAR needs vocab_size > seq_len (64)"),
+        ((0, 64, 4, 512), "num_examples=0: expected an integer >= 1"),
+    ],
+)
+def test_mqar_constraints(args, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        multiquery_ar(*args)
+
+
+def test_distance_task_places_the_query_exactly_d_after_the_key():
+    length, vocab = 40, 64
+    d = np.arange(2, length - 1).repeat(20)  # every allowed distance, 20 times
+    x, y = distance_retrieval(len(d), length, d, vocab, seed=2)
+    for row_x, row_y, want in zip(x.tolist(), y.tolist(), d.tolist(), strict=True):
+        [query] = [t for t, label in enumerate(row_y) if label != IGNORE_INDEX]
+        key = row_x[query]
+        assert 1 <= key < vocab // 2
+        where = [t for t, token in enumerate(row_x) if token == key]
+        assert where == [query - want, query]  # the key, and its query d later; nowhere else
+        assert row_y[query] == row_x[query - want + 1]  # the label: the key's value
+        assert vocab // 2 <= row_y[query] < vocab
+        assert query <= length - 2  # the token after the query is in the sequence
+    starts = torch.tensor(
+        [(row != IGNORE_INDEX).int().argmax().item() for row in y]
+    ) - torch.from_numpy(d)
+    assert starts.min() == 0 and (starts + torch.from_numpy(d) <= length - 2).all()
+
+
+@pytest.mark.parametrize("bad", [1, 39])
+def test_distance_task_refuses_distances_it_cannot_place(bad):
+    with pytest.raises(
+        ConfigError, match=rf"distance={bad}: expected a distance in .* = \[2, 38\]"
+    ):
+        distance_retrieval(3, 40, [2, bad, 5], 64)
+
+
+def test_distance_buckets():
+    assert distance_buckets(2, 254) == [
+        (2, 3), (4, 7), (8, 15), (16, 31), (32, 63), (64, 127), (128, 254),
+    ]  # fmt: skip
+    assert distance_buckets(2, 16382)[-1] == (8192, 16382)
+    assert distance_buckets(5, 9) == [(5, 7), (8, 9)]
+
+
+TEMPLATE = PasskeyTemplate(
+    needle_prefix=(1, 2), needle_suffix=(3,), question=(4, 5), digits=tuple(range(10, 20))
+)
+
+
+def test_passkey_hides_the_key_at_its_depth_and_asks_for_it_at_the_end():
+    filler = np.arange(100, 1100)
+    length, key_length = 30, 3
+    room = length - TEMPLATE.overhead(key_length)  # 30 - (2 + 1 + 2 + 6) = 19 filler tokens
+    x, y = passkey(3, length, [0.0, 0.5, 1.0], filler, TEMPLATE, key_length, seed=4)
+    for row_x, row_y, at in zip(x.tolist(), y.tolist(), (0, round(0.5 * room), room), strict=True):
+        key = row_x[-key_length:]
+        assert all(10 <= k < 20 for k in key)
+        assert row_x[at : at + 6] == [1, 2, *key, 3]  # the needle at its depth of the text
+        assert row_x[-key_length - 2 : -key_length] == [4, 5]  # the question, then the key
+        text = row_x[:at] + row_x[at + 6 : -key_length - 2]
+        assert len(text) == room and text == list(range(text[0], text[0] + room))  # one window
+        asked = [t for t, label in enumerate(row_y) if label != IGNORE_INDEX]
+        assert asked == list(range(length - key_length - 1, length - 1))
+        assert [row_y[t] for t in asked] == key  # each digit asked at the token before it
+
+
+def test_the_embedded_template_is_english_in_the_embedded_tokenizer():
+    from lit_sparse.data.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer("embedded").tokenizer
+    template = embedded_template()
+    assert tokenizer.decode(list(template.needle_prefix)) == " The pass key is"
+    assert tokenizer.decode(list(template.question)).endswith("The pass key is")
+    assert [tokenizer.decode([d]) for d in template.digits] == [f" {d}" for d in range(10)]
+
+
+def test_passkey_refuses_a_length_without_room():
+    with pytest.raises(ConfigError, match="seq_len=11: a passkey example needs more than 11"):
+        passkey(2, 11, 0.5, np.arange(100), TEMPLATE, key_length=3)
+    with pytest.raises(ConfigError, match="depths"):
+        passkey(2, 30, 1.5, np.arange(100), TEMPLATE, key_length=3)

@@ -1,0 +1,244 @@
+"""``matrix --preset recall`` end to end on tiny seeded runs: the runs it lists are the ones it
+trains (each task a folder, the sliding windows matched to fib at each task's length), a
+second --run skips them, and --table and --plot report them over seeds."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shlex
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from lit_sparse.__main__ import main as lit_main
+from lit_sparse.study.preset import PRESETS, fib_cache_window, fib_keys_window, preset_runs
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "tests" / "configs" / "tiny_recall.yaml"
+RECALL = PRESETS["recall"]
+VARIANTS = ("fib_learned", "sw_keys")
+TASKS = ("mqar64", "distance", "passkey")
+SEEDS = (0, 1)
+
+
+@pytest.fixture(autouse=True)
+def plain_argv(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["lit_sparse"])
+
+
+def preset_args(root: Path, *action: str, seeds=SEEDS, variants=VARIANTS, tasks=TASKS):
+    return [
+        "matrix", "--preset", "recall", "--seeds", *map(str, seeds), "--variants", *variants,
+        "--tasks", *tasks, "--root", str(root), *action,
+    ]  # fmt: skip
+
+
+def test_the_preset_has_the_issues_variants_and_tasks():
+    assert [v.name for v in RECALL.variants] == [
+        "dense", "fib_fixed", "fib_linear", "fib_coprime", "fib_learned", "pow2_fixed",
+        "bigbird", "sw_keys", "sw_cache",
+    ]  # fmt: skip
+    assert [t.name for t in RECALL.tasks if t.default] == [
+        "mqar64",
+        "mqar128",
+        "distance",
+        "passkey",
+    ]
+    assert [t.name for t in RECALL.tasks if not t.default] == ["mqar256"]
+    runs = preset_runs("recall", seeds=[0, 1, 2])
+    assert len(runs) == 9 * 4 * 3 and runs[0].name == "mqar64/dense/seed0"
+    assert runs[36].name == "mqar64/dense/seed1"  # seed-major: whole seeds first
+
+
+def test_each_task_overlay_is_at_its_length_and_trains_alike():
+    import yaml
+
+    shared = None
+    for task in RECALL.tasks:
+        config = yaml.safe_load((ROOT / "configs" / task.config).read_text())
+        assert config["data"]["init_args"]["seq_len"] == task.seq_len
+        recipe = (config["model"], {k: config["trainer"][k] for k in ("max_steps", "precision")})
+        assert shared is None or recipe == shared  # one recipe for every task
+        shared = recipe
+        names = [c["class_path"] for c in config["trainer"]["callbacks"]]
+        assert "lit_sparse.callbacks.RecallEvaluation" in names
+
+
+@pytest.mark.parametrize(("length", "keys", "cache"), [(64, 12, 55), (128, 13, 89), (256, 15, 233)])
+def test_the_sliding_windows_match_fib_fixed_at_each_length(length, keys, cache):
+    """fib fixed (W = 8): 0..8 and the Fibonacci rungs below T; a window of W' keeps W' + 1
+    keys and a ring of W' + 1 rows."""
+    from lit_sparse.attention import FibonacciAttention
+
+    distances = FibonacciAttention(window=8).build(0, 5, length).distances(length)
+    assert fib_keys_window(length) == keys == len(distances) - 1
+    assert fib_cache_window(length) == cache == max(distances)
+
+
+def test_list_names_the_task_options(capsys, tmp_path):
+    assert lit_main(preset_args(tmp_path, "--list", variants=("sw_keys", "sw_cache"))) == 0
+    out = capsys.readouterr().out
+    rows = [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in out.splitlines()
+        if line.startswith("| ") and not line.startswith("| run ")
+    ]
+    assert rows[0][0] == "mqar64/sw_keys/seed0"
+    assert rows[0][2].startswith("--model.attention.init_args.window 12 --seed_everything 0")
+    window = {r[0]: shlex.split(r[2])[1] for r in rows}
+    assert window["distance/sw_cache/seed1"] == "233" and window["passkey/sw_keys/seed0"] == "15"
+    assert all(r[3] == "not started" for r in rows) and len(rows) == 2 * 3 * 2
+
+
+LONG = ("--data.init_args.min_examples", "2")  # the distance and passkey tasks' option
+
+
+def run_study(root: Path) -> int:
+    """mqar64, then distance and passkey with 2 examples per set beyond 1x (an option of
+    theirs: each experiment keeps its own options)."""
+    first = lit_main(preset_args(root, "--run", "--config", str(TINY), tasks=("mqar64",)))
+    tiny = ("--config", str(TINY), *LONG)
+    return first or lit_main(preset_args(root, "--run", *tiny, tasks=("distance", "passkey")))
+
+
+@pytest.fixture(scope="module")
+def tiny_study(tmp_path_factory):
+    """fib learned and the sliding window at fib's keys, seeds 0 and 1, on mqar64, distance and
+    passkey: 4 steps each, then each task's evaluation (1x-64x for distance and passkey)."""
+    root = tmp_path_factory.mktemp("recall") / "runs" / "recall"
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
+        patch.setattr(sys, "argv", ["lit_sparse"])
+        assert run_study(root) == 0
+    return root, out.getvalue()
+
+
+def recall_json(root: Path, task: str, variant: str, seed: int) -> dict:
+    return json.loads((root / task / variant / f"seed{seed}/version_0/recall.json").read_text())
+
+
+@pytest.mark.slow  # trains the tiny study (12 fits)
+def test_run_trains_each_run_into_its_task_folder(tiny_study):
+    root, out = tiny_study
+    assert out.count(": starting: python -m lit_sparse fit ") == 12
+    for task, length, lengths in (
+        ("mqar64", 64, [64]),
+        ("distance", 256, [256, 1024, 4096, 16384]),
+        ("passkey", 256, [256, 1024, 4096, 16384]),
+    ):
+        for variant in VARIANTS:
+            for seed in SEEDS:
+                run_dir = root / task / variant / f"seed{seed}" / "version_0"
+                table = recall_json(root, task, variant, seed)
+                assert table["step"] == 4 and table["lengths"] == lengths
+                assert table["training_length"] == length
+                config = (run_dir / "config.yaml").read_text()
+                assert f"seed_everything: {seed}\n" in config
+                if variant == "sw_keys":
+                    assert f"window: {fib_keys_window(length)}\n" in config
+    assert recall_json(root, "distance", "fib_learned", 0)["has_new_offsets"]
+    assert not recall_json(root, "distance", "sw_keys", 0)["has_new_offsets"]
+
+
+@pytest.mark.slow  # trains the tiny study (12 fits)
+def test_a_second_run_skips_the_complete_runs(tiny_study, capsys):
+    root, _ = tiny_study
+    assert run_study(root) == 0
+    out = capsys.readouterr().out
+    assert out.count(", skipped") == 12 and "starting" not in out
+
+
+def table_rows(text: str, title: str) -> list[list[str]]:
+    part = text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+    return [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in part.splitlines()
+        if line.startswith("| ") and not line.startswith("| variant ")
+        and not line.startswith("| question ") and not line.startswith("| cells ")
+        and not line.startswith("| task ")
+    ]  # fmt: skip
+
+
+def spread(cell: str) -> tuple[float, float]:
+    mean, sd = re.fullmatch(r"([-+\d.]+) ± ([\d.]+)(?: \[[\d.]+\])?", cell).groups()
+    return float(mean), float(sd)
+
+
+@pytest.mark.slow  # trains the tiny study (12 fits)
+def test_table_reports_mean_and_sd_over_seeds(tiny_study, capsys, tmp_path):
+    root, _ = tiny_study
+    out_file = tmp_path / "recall.md"
+    assert lit_main([*preset_args(root, "--table"), "--out", str(out_file)]) == 0
+    text = capsys.readouterr().out
+    assert out_file.read_text() == text
+    assert "Seeds per variant, distance: fib_learned 2, sw_keys 2." in text
+
+    mqar = {r[0]: r for r in table_rows(text, "MQAR: accuracy per setting")}
+    for variant in VARIANTS:
+        values = [
+            recall_json(root, "mqar64", variant, s)["scores"]["use"]["64"]["L64_kv4"]["accuracy"]
+            for s in SEEDS
+        ]
+        mean, sd = spread(mqar[variant][1])
+        assert mean == pytest.approx(statistics.mean(values), abs=6e-4)
+        assert sd == pytest.approx(statistics.stdev(values), abs=6e-4)
+    assert mqar["sw_keys"][2:4] == ["13.0", "13"]  # keys per query and cache rows at 64
+
+    rows = table_rows(text, "Distance task (distance): accuracy per distance bucket")
+    row = next(r for r in rows if r[0] == "fib_learned" and r[1] == "16384 (64x)")
+    values = [
+        recall_json(root, "distance", "fib_learned", s)["scores"]["use"]["16384"]["d8192-16383"]
+        for s in SEEDS
+    ]
+    mean, _ = spread(row[-1])
+    assert mean == pytest.approx(statistics.mean(v["accuracy"] for v in values), abs=6e-3)
+    assert row[-1].endswith(f"[{values[0]['coverage']:.2f}]")
+    assert "## Does coverage predict recall? (distance)" in text
+
+    passkey = table_rows(text, "Passkey (passkey): accuracy against length and depth")
+    assert {(r[0], r[1]) for r in passkey} >= {
+        ("sw_keys", "1024 (4x)"),
+        ("fib_learned", "256 (1x)"),
+    }
+    questions = table_rows(text, "Comparisons behind the questions")
+    extrapolation = [r for r in questions if r[2] == "sw_keys - sw_keys at 1x"]
+    assert {(r[1], r[3]) for r in extrapolation} == {
+        ("distance", "16384 (64x), use, buckets within T"),
+        ("distance", "16384 (64x), use, buckets beyond T"),
+        ("distance", "16384 (64x), drop, buckets within T"),
+        ("distance", "16384 (64x), drop, buckets beyond T"),
+        ("passkey", "16384 (64x), use"),
+        ("passkey", "16384 (64x), drop"),
+    }
+    row = next(r for r in extrapolation if r[1] == "passkey" and r[3].endswith("use"))
+    per_seed = []
+    for s in SEEDS:
+        scores = recall_json(root, "passkey", "sw_keys", s)["scores"]["use"]
+        at = [scores["16384"][d]["exact"] for d in scores["16384"]]
+        base = [scores["256"][d]["exact"] for d in scores["256"]]
+        per_seed.append((statistics.mean(at), statistics.mean(base)))
+    assert spread(row[4])[0] == pytest.approx(statistics.mean(a for a, _ in per_seed), abs=6e-4)
+    assert spread(row[5])[0] == pytest.approx(statistics.mean(b for _, b in per_seed), abs=6e-4)
+    alpha = table_rows(text, "Learned alpha: drift per layer")
+    assert {(r[0], r[1]) for r in alpha} == {(t, "fib_learned") for t in TASKS}
+
+
+@pytest.mark.slow  # trains the tiny study (12 fits)
+def test_plot_writes_the_figures(tiny_study, capsys, tmp_path):
+    from matplotlib.image import imread
+
+    root, _ = tiny_study
+    assert lit_main([*preset_args(root, "--plot", str(tmp_path / "plots"))]) == 0
+    written = capsys.readouterr().out.split()
+    assert [Path(p).name for p in written] == [
+        "mqar.png", "distance_use.png", "distance_drop.png", "passkey.png", "alpha_recall.png",
+    ]  # fmt: skip
+    for path in map(Path, written):
+        image = imread(path)
+        assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 300
+        assert len({tuple(px) for px in image.reshape(-1, image.shape[2])[::97]}) > 10
