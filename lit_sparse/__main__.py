@@ -22,6 +22,7 @@ OWN_COMMANDS = {
     "matrix": "the paper's run matrix and the seeded CPU study: list, run, tables, plots",
     "generate": "continue a prompt with a trained model (a run or an export)",
     "export": "a run's model as safetensors + config.json + tokenizer + card",
+    "plugins": "the registered attention plugins: origin, options, defaults",
 }
 
 
@@ -29,7 +30,7 @@ def _usage() -> str:
     own = "\n".join(f"  {name:<12}{text}" for name, text in OWN_COMMANDS.items())
     return (
         "usage: python -m lit_sparse <command> [options]\n\n"
-        "Lightning commands (python -m lit_sparse <command> --help for options):\n"
+        "Lightning commands (<command> --help: the options set most; --help=full: all):\n"
         "  fit         train a model:  fit --config configs/coprime.yaml\n"
         "  validate    evaluate a checkpoint on the held-out sets\n"
         "  test        a checkpoint on the held-out sets, as validate (logged as test/*)\n"

@@ -58,6 +58,17 @@ def markdown_rows(printed: str, header_start: str) -> tuple[list[str], dict[str,
     return cells[0], rows
 
 
+def test_no_hp_metric_placeholder_chart(fit_run):
+    """Lightning's TensorBoardLogger writes hp_metric = -1 at step 0 and never again; the
+    CLI turns it off (the saved config records it)."""
+    from tiny_runs import scalars
+
+    run, _ = fit_run
+    tags = set(scalars(run))
+    assert "val/ppl" in tags and "hp_metric" not in tags
+    assert "default_hp_metric: false" in (run / "config.yaml").read_text()
+
+
 def test_fit_ends_with_the_held_out_table_and_its_mean(fit_run):
     """The last validation, a column per set and the mean over sets: the val/ppl the
     progress bar and the README quote."""
