@@ -33,6 +33,7 @@ __all__ = [
     "read_extrapolation",
     "read_result_json",
     "resolve_run_path",
+    "run_name",
 ]
 
 
@@ -68,8 +69,10 @@ class Run:
 
     @property
     def name(self) -> str:
-        """``<experiment>/<version>``, e.g. ``coprime/version_0``."""
-        return f"{self.path.parent.name}/{self.path.name}"
+        """The run as TensorBoard names it: its path under the folder of runs (``$LIT_SPARSE_RUNS``
+        when it is there, else the nearest folder called ``runs``), e.g.
+        ``quickstart/coprime/version_0``; elsewhere ``<experiment>/<version>``."""
+        return run_name(self.path)
 
     @property
     def model(self):
@@ -81,6 +84,18 @@ class Run:
         if self.model is None:
             raise ValueError(f"run {self.path} has no checkpoint: no model to ask")
         return self.model.distances(length)
+
+
+def run_name(path: Path) -> str:
+    """A run folder's name under its folder of runs (see :attr:`Run.name`)."""
+    path = Path(path).absolute()
+    under = os.environ.get(RUNS_VARIABLE)
+    roots = [Path(under).expanduser().absolute()] if under else []
+    roots += [parent for parent in path.parents if parent.name == "runs"]
+    for root in roots:
+        if root in path.parents:
+            return path.relative_to(root).as_posix()
+    return f"{path.parent.name}/{path.name}"
 
 
 def _version_key(path: Path) -> tuple[int, str]:

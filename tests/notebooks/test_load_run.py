@@ -12,7 +12,7 @@ import torch
 
 import lit_sparse
 from lit_sparse.errors import LitSparseError, RunNotFoundError
-from lit_sparse.runs.analysis import find_checkpoint
+from lit_sparse.runs.analysis import find_checkpoint, run_name
 
 
 def test_run_directory(learned_run):
@@ -44,6 +44,17 @@ def test_checkpoint_file_and_experiment_folder(staggered_run):
         np.testing.assert_allclose(run.alpha_trajectory.alphas[-1], [0.5, 1.5])
     assert find_checkpoint(staggered_run.log_dir) == checkpoint
     assert lit_sparse.load_run(checkpoint, load_model=False).module is None
+
+
+def test_a_run_is_named_by_its_path_under_the_folder_of_runs(tmp_path, monkeypatch):
+    """As TensorBoard names it (the notebook's titles, the model card): the experiment's
+    prefix is kept."""
+    monkeypatch.delenv("LIT_SPARSE_RUNS", raising=False)
+    run = tmp_path / "runs" / "quickstart" / "coprime" / "version_0"
+    assert run_name(run) == "quickstart/coprime/version_0"
+    assert run_name(tmp_path / "elsewhere" / "coprime" / "version_2") == "coprime/version_2"
+    monkeypatch.setenv("LIT_SPARSE_RUNS", str(tmp_path / "runs" / "quickstart"))
+    assert run_name(run) == "coprime/version_0"
 
 
 def test_a_missing_path_is_an_error(tmp_path):
