@@ -1,9 +1,12 @@
 """Alpha trajectories: every layer's alpha at step 0 and every N optimizer steps.
 
-Logged as scalars ``alpha/layer_00`` ... (one multi-line chart through a TensorBoard
-custom-scalars layout), plus a layers x steps heatmap image ``alpha/heatmap`` at each
-validation. Static schedules are logged too (a staggered run shows its ramp, a learned run
-how little it moves); models without alpha (dense, sliding window, BigBird) log nothing.
+Logged as scalars ``alpha/layer_00`` ..., plus a layers x steps heatmap image
+``alpha/heatmap`` at each validation. For TensorBoard, each layer's alpha is also the tag
+``alpha`` of its own small run, ``<run>/alpha/layer_00`` ..., so that the one chart of every
+layer ("alpha per layer" in the Custom Scalars tab, ``alpha`` in Scalars) has a colour and a
+name per layer (TensorBoard colours lines by run, not by tag). Static schedules are logged
+too (a staggered run shows its ramp, a learned run how little it moves); models without
+alpha (dense, sliding window, BigBird) log nothing.
 
 The trajectory is the callback's checkpoint state: a resumed run continues the same curves
 (into a new log folder the recorded points are written again first; in the same folder the
@@ -18,13 +21,13 @@ from typing import Any
 
 import lightning.pytorch as pl
 import numpy as np
-from lightning.pytorch.loggers import TensorBoardLogger
 from lit_sparse.callbacks.images import heatmap_image, log_image
 from lit_sparse.callbacks.run_dir import purge_step, run_dir, write_json
+from lit_sparse.callbacks.tensorboard import CATEGORY, SeriesRuns, write_layout
 
 from lit_sparse.errors import ConfigError
 
-__all__ = ["AlphaTrajectory", "alpha_tag", "custom_scalars_layout"]
+__all__ = ["AlphaTrajectory", "alpha_tag", "custom_scalars_layout", "layer_run"]
 
 FORMAT = "lit_sparse.alpha_trajectory/1"
 
@@ -34,9 +37,15 @@ def alpha_tag(layer: int, prefix: str = "alpha") -> str:
     return f"{prefix}/layer_{layer:02d}"
 
 
+def layer_run(layer: int, prefix: str = "alpha") -> str:
+    """The run inside the run's log folder that holds one layer's alpha: ``alpha/layer_00``."""
+    return alpha_tag(layer, prefix)
+
+
 def custom_scalars_layout(prefix: str = "alpha") -> dict:
-    """A TensorBoard custom-scalars layout putting every ``<prefix>/layer_XX`` in one chart."""
-    return {"lit_sparse": {"alpha per layer": ["Multiline", [rf"^{prefix}/layer_\d+$"]]}}
+    """The Custom Scalars chart of every layer's alpha: the tag ``<prefix>`` of the layers'
+    runs (:func:`layer_run`), one colour per layer."""
+    return {CATEGORY: {f"{prefix} per layer": ["Multiline", [rf"^{prefix}$"]]}}
 
 
 class AlphaTrajectory(pl.Callback):
@@ -48,6 +57,9 @@ class AlphaTrajectory(pl.Callback):
         heatmap: log a layers x steps image at each validation.
         prefix: tag prefix of the scalars and the image.
         filename: JSON file written in the run directory (None: none).
+        layer_runs: with TensorBoard, also write each layer's alpha to its own run
+            ``<run>/<prefix>/layer_XX`` (tag ``<prefix>``): the chart of all layers gets a
+            colour and a name per layer.
     """
 
     def __init__(
@@ -56,6 +68,7 @@ class AlphaTrajectory(pl.Callback):
         heatmap: bool = True,
         prefix: str = "alpha",
         filename: str | None = "alpha_trajectory.json",
+        layer_runs: bool = True,
     ):
         super().__init__()
         if (
@@ -68,10 +81,11 @@ class AlphaTrajectory(pl.Callback):
         self.heatmap = heatmap
         self.prefix = prefix
         self.filename = filename
+        self.layer_runs = layer_runs
         self.steps: list[int] = []
         self.alphas: list[list[float]] = []
         self._logged_dir: str | None = None  # the log folder the points were written to
-        self._layout_written: set[str] = set()
+        self._series = SeriesRuns()
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -115,19 +129,22 @@ class AlphaTrajectory(pl.Callback):
             metrics = {alpha_tag(i, self.prefix): v for i, v in enumerate(values)}
             for logger in trainer.loggers:
                 logger.log_metrics(metrics, step=step)
+            if self.layer_runs:
+                runs = {layer_run(i, self.prefix): v for i, v in enumerate(values)}
+                self._series.log(trainer, runs, tag=self.prefix, step=step)
 
-    def _write_layout(self, trainer: pl.Trainer) -> None:
-        for logger in trainer.loggers:
-            if isinstance(logger, TensorBoardLogger) and logger.log_dir not in self._layout_written:
-                logger.experiment.add_custom_scalars(custom_scalars_layout(self.prefix))
-                self._layout_written.add(logger.log_dir)
+    def custom_scalar_charts(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict:
+        """This callback's charts of the run's Custom Scalars layout (none without alpha)."""
+        if not self.layer_runs or self._current(pl_module) is None:
+            return {}
+        return custom_scalars_layout(self.prefix)[CATEGORY]
 
     # ------------------------------------------------------------------ hooks
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._current(pl_module) is None:
             return
         if trainer.is_global_zero:
-            self._write_layout(trainer)
+            write_layout(trainer, pl_module)
             here = str(run_dir(trainer))
             points = list(zip(self.steps, self.alphas, strict=True))
             if self._logged_dir != here:
@@ -163,6 +180,7 @@ class AlphaTrajectory(pl.Callback):
             image = heatmap_image(alphas.T, steps, "alpha per layer", "optimizer step", "layer")
             log_image(trainer, f"{self.prefix}/heatmap", image, trainer.global_step)
         self._write_json(trainer)
+        self._series.flush()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._record(trainer, pl_module, trainer.global_step)
@@ -170,6 +188,10 @@ class AlphaTrajectory(pl.Callback):
             self._write_json(trainer)
             for logger in trainer.loggers:
                 logger.save()
+        self._series.close()
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._series.close()  # a fit that stopped on an error flushes what it wrote
 
     def _write_json(self, trainer: pl.Trainer) -> None:
         if self.filename:

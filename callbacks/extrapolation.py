@@ -42,10 +42,12 @@ class LengthExtrapolation(pl.Callback):
     ``validate``).
 
     Args:
-        multiples: evaluation lengths as multiples of the training length.
-        lengths: explicit evaluation lengths (replace ``multiples``).
+        multiples: evaluation lengths as multiples of the training length (the training
+            length itself is always evaluated: changes are measured against it).
+        lengths: explicit evaluation lengths (replace ``multiples``; the training length is
+            added).
         new_offsets: "use" or "drop" distances that appear only beyond the training length
-            (FibonacciAttention); None: as the model was trained.
+            (FibonacciAttention); None: the model's own value.
         batch_size: windows per batch (default: about the validation batch's tokens).
         sets: held-out sets to evaluate (default all).
         stages: when to run: "fit" (when training ends) and/or "validate" (after each
@@ -89,7 +91,9 @@ class LengthExtrapolation(pl.Callback):
         self._checkpoint_step = checkpoint.get("global_step")
 
     def evaluation_lengths(self, training_length: int) -> list[int]:
-        return extrapolation_lengths(training_length, self.multiples, self.lengths)
+        """The lengths asked for, and the training length: the baseline of every change."""
+        asked = extrapolation_lengths(training_length, self.multiples, self.lengths)
+        return sorted({training_length, *asked})
 
     def check_data(self, datamodule: Any) -> None:
         """Called by the CLI before anything runs: on data without text windows, say once
@@ -153,6 +157,7 @@ class LengthExtrapolation(pl.Callback):
             batch_size=self.batch_size,
             reduce=lambda t: trainer.strategy.reduce(t, reduce_op="sum"),
             context=trainer.precision_plugin.forward_context,
+            progress=trainer.is_global_zero and trainer.progress_bar_callback is not None,
         )
         fitting = trainer.state.fn == TrainerFn.FITTING
         result.step = (
@@ -167,10 +172,13 @@ class LengthExtrapolation(pl.Callback):
             for logger in trainer.loggers:
                 logger.log_metrics(metrics, step=trainer.global_step)
                 logger.save()
+            written = None
             if self.filename:
-                folder = run_dir(trainer)
-                write_json(folder / f"{self.filename}.json", result.to_dict())
-                write_text(folder / f"{self.filename}.md", result.to_markdown())
+                written = run_dir(trainer) / self.filename
+                write_json(written.with_name(f"{self.filename}.json"), result.to_dict())
+                write_text(written.with_name(f"{self.filename}.md"), result.to_markdown())
             if self.print_table:
                 print(result.to_markdown())
+                if written is not None:
+                    print(f"written to {written}.json and {written}.md")
         return result

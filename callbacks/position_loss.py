@@ -7,9 +7,12 @@ its positions of the per-position mean NLL (docs/paper.md section 5), with bin e
 ``int(linspace(0, T, B + 1))`` over the T predictions of a window.
 
 Logged (rank 0, at the optimizer step of the weights) as ``val/pos_nll/<set>/b<k>`` and an
-image ``val/pos_nll``; written with its history to ``position_loss.json`` in the run
-directory; the latest values are also the callback's ``latest`` attribute. On data whose
-labels are a few answers (the recall tasks: ``datamodule.sparse_labels``) there is no
+image ``val/pos_nll`` (NLL against position, a line per set); written with its history to
+``position_loss.json`` in the run directory; the latest values are also the callback's
+``latest`` attribute. For TensorBoard, each bin is also its own small run,
+``<run>/pos_nll/<first>-<last position>``, holding the tag ``val/pos_nll/<set>``: the Custom
+Scalars tab has one chart per held-out set with a coloured, named line per bin. On data
+whose labels are a few answers (the recall tasks: ``datamodule.sparse_labels``) there is no
 per-position loss to bin, and it does nothing.
 """
 
@@ -24,6 +27,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
 from lit_sparse.callbacks.images import lines_image, log_image
 from lit_sparse.callbacks.run_dir import purge_step, run_dir, write_json
+from lit_sparse.callbacks.tensorboard import SeriesRuns, write_layout
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.position_loss import PositionBinnedNLL, bin_edges
@@ -41,6 +45,9 @@ class PositionLoss(pl.Callback):
         image: log an image of every set's bins at each validation.
         filename: JSON file written in the run directory (None: none).
         prefix: tag prefix (``<prefix>/<set>/b<k>``).
+        bin_runs: with TensorBoard, also write each bin to its own run
+            ``<run>/pos_nll/<first>-<last position>`` (tag ``<prefix>/<set>``): one chart
+            per held-out set, a colour and a name per bin.
     """
 
     def __init__(
@@ -49,11 +56,14 @@ class PositionLoss(pl.Callback):
         image: bool = True,
         filename: str | None = "position_loss.json",
         prefix: str = "val/pos_nll",
+        bin_runs: bool = True,
     ):
         super().__init__()
         if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
             raise ConfigError(f"n_bins={n_bins!r}: expected an integer >= 1")
         self.n_bins, self.image, self.filename, self.prefix = n_bins, image, filename, prefix
+        self.bin_runs = bin_runs
+        self._series = SeriesRuns()
         self.metrics: dict[str, PositionBinnedNLL] = {}
         self.history: list[dict[str, Any]] = []
         self.latest: dict[str, list[float]] = {}
@@ -102,12 +112,50 @@ class PositionLoss(pl.Callback):
     def _set_names(pl_module: pl.LightningModule) -> list[str]:
         return list(pl_module.val_set_names())
 
+    def bin_run(self, edges: list[int], k: int) -> str:
+        """The run of bin ``k`` inside the run's log folder: ``pos_nll/000-031`` (its first
+        and last position, zero-padded so that TensorBoard lists the bins in order)."""
+        width = len(str(edges[-1] - 1))
+        return f"{self.prefix.rpartition('/')[2]}/{edges[k]:0{width}d}-{edges[k + 1] - 1:0{width}d}"
+
+    def custom_scalar_charts(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict:
+        """This callback's charts of the run's Custom Scalars layout: one per held-out set."""
+        if not self.bin_runs:
+            return {}
+        return {
+            f"NLL by position: {name}": ["Multiline", [f"^{self.prefix}/{name}$"]]
+            for name in self._set_names(pl_module)
+        }
+
+    def _log(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, sets: dict, step: int
+    ) -> None:
+        """One validation's bins (``{set: [value per bin]}``, None or nan: no value) as
+        ``<prefix>/<set>/b<k>`` to every logger and, per bin, to its TensorBoard run."""
+        finite = {
+            name: {k: v for k, v in enumerate(bins) if v is not None and math.isfinite(v)}
+            for name, bins in sets.items()
+        }
+        metrics = {
+            f"{self.prefix}/{name}/b{k}": value
+            for name, bins in finite.items()
+            for k, value in bins.items()
+        }
+        for logger in trainer.loggers:
+            logger.log_metrics(metrics, step=step)
+        if self.bin_runs:
+            edges = bin_edges(self._length(trainer, pl_module), self.n_bins)
+            for name, bins in finite.items():
+                runs = {self.bin_run(edges, k): value for k, value in bins.items()}
+                self._series.log(trainer, runs, tag=f"{self.prefix}/{name}", step=step)
+
     # ------------------------------------------------------------------ hooks
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Resumed in place: a periodic checkpoint is saved before the validation at its
         step, so that validation is neither in the checkpoint's history nor run again. Take
         it back from the run's position_loss.json and write the entries the resume's purge
         hides (from the purge step on) to TensorBoard again."""
+        write_layout(trainer, pl_module)
         purged = purge_step(trainer)
         if purged is None or not trainer.is_global_zero:
             return
@@ -119,14 +167,7 @@ class PositionLoss(pl.Callback):
         self.history = sorted(self.history + missed, key=lambda entry: entry["step"])
         for entry in self.history:
             if entry["step"] >= purged:
-                metrics = {
-                    f"{self.prefix}/{name}/b{k}": value
-                    for name, bins in entry["sets"].items()
-                    for k, value in enumerate(bins)
-                    if value is not None
-                }
-                for logger in trainer.loggers:
-                    logger.log_metrics(metrics, step=entry["step"])
+                self._log(trainer, pl_module, entry["sets"], entry["step"])
 
     def _saved_history(self, trainer: pl.Trainer) -> list[dict[str, Any]]:
         if not self.filename:
@@ -192,14 +233,8 @@ class PositionLoss(pl.Callback):
             return
         # logged at the optimizer step of the weights (Lightning's own val/ metrics carry the
         # step before: it counts the step after validation)
-        metrics = {
-            f"{self.prefix}/{name}/b{k}": value
-            for name, bins in values.items()
-            for k, value in enumerate(bins)
-            if math.isfinite(value)
-        }
-        for logger in trainer.loggers:
-            logger.log_metrics(metrics, step=trainer.global_step)
+        self._log(trainer, pl_module, values, trainer.global_step)
+        self._series.flush()
         edges = bin_edges(self._length(trainer, pl_module), self.n_bins)
         if self.image and values:
             centers = [(a + b - 1) / 2 for a, b in zip(edges, edges[1:], strict=False)]
@@ -225,3 +260,6 @@ class PositionLoss(pl.Callback):
                     "history": self.history,
                 },
             )
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._series.close()

@@ -25,6 +25,7 @@ OWN_COMMANDS = {
     "export": "a run's model as safetensors + config.json + tokenizer + card",
     "lm-eval": "lm-evaluation-harness with the lit_sparse model (every lm-eval option)",
     "lm-eval-tasks": "the folder of lit_sparse's lm-eval tasks (for --include_path)",
+    "plugins": "the registered attention plugins: origin, options, defaults",
 }
 
 
@@ -32,7 +33,7 @@ def _usage() -> str:
     own = "\n".join(f"  {name:<14}{text}" for name, text in OWN_COMMANDS.items())
     return (
         "usage: python -m lit_sparse <command> [options]\n\n"
-        "Lightning commands (python -m lit_sparse <command> --help for options):\n"
+        "Lightning commands (<command> --help: the options set most; --help=full: all):\n"
         "  fit         train a model:  fit --config configs/coprime.yaml\n"
         "  validate    evaluate a checkpoint on the held-out sets\n"
         "  test        a checkpoint on the held-out sets, as validate (logged as test/*)\n"

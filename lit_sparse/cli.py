@@ -33,10 +33,12 @@ from lit_sparse.parsing.arguments import (
     LitSparseArgumentParser,
     check_optimizer_args,
     check_optimizer_values,
+    full_help_requested,
 )
 from lit_sparse.runs import is_global_rank_zero, launch, release_all
 from lit_sparse.runs.checkpoints import FinalCheckpoint
 from lit_sparse.runs.matching import check_checkpoint
+from lit_sparse.runs.quiet import quiet_evaluation, quiet_lightning
 from lit_sparse.runs.resumed_validation import ResumedValidation
 from lit_sparse.runs.summary import fit_summary
 from lit_sparse.runs.trainer import (
@@ -78,14 +80,19 @@ class LitSparseCLI(LightningCLI):
         kwargs.setdefault("save_config_callback", launch.RunConfigCallback)
         kwargs.setdefault("datamodule_class", LightningDataModule)
         kwargs.setdefault("subclass_mode_data", True)
-        kwargs.setdefault("parser_kwargs", {"default_env": False})
+        kwargs.setdefault("parser_kwargs", {"default_env": False, "prog": "python -m lit_sparse"})
         kwargs.setdefault("trainer_class", LitSparseTrainer)
         kwargs.setdefault("parser_class", LitSparseArgumentParser)
         # the module configures its optimizer and schedule (model.lr, model.optimizer, ...)
         kwargs.setdefault("auto_configure_optimizers", False)
-        args = expand_attention_names(sys.argv[1:] if args is None else args)
+        quiet_lightning()
+        args, self.full_help = full_help_requested(sys.argv[1:] if args is None else args)
+        args = expand_attention_names(args)
         check_config_files(args)
         check_optimizer_args(args)
+        commands = self.subcommands()
+        if args and args[0] in commands:  # only the command run gets a parser (seconds each)
+            self.subcommands = lambda: {args[0]: commands[args[0]]}
         self.scratch_dir: Path | None = None  # fast_dev_run's files, removed at the end
         self.log_stem: str | None = None  # an evaluation's folder name under <run>/evals
         try:
@@ -95,6 +102,11 @@ class LitSparseCLI(LightningCLI):
         finally:
             if self.scratch_dir is not None:
                 shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
+    def init_parser(self, **kwargs) -> LightningArgumentParser:
+        parser = super().init_parser(**kwargs)
+        parser.full_help = self.full_help  # --help=full: LightningCLI's help of every option
+        return parser
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
@@ -153,6 +165,7 @@ class LitSparseCLI(LightningCLI):
         subcommand = self.config.get("subcommand")
         config = self.config[subcommand] if subcommand else self.config
         check_optimizer_values(config)
+        launch.without_hp_metric(config)
         if config.trainer.get("fast_dev_run"):
             self.scratch_dir = Path(tempfile.mkdtemp(prefix="lit_sparse-fast_dev_run-"))
             config.trainer.default_root_dir = str(self.scratch_dir)
@@ -171,6 +184,8 @@ class LitSparseCLI(LightningCLI):
 
     def _before(self, subcommand: str) -> None:
         """Callbacks that cannot work with this data refuse now; then the log folder."""
+        if subcommand != "fit":
+            quiet_evaluation()
         if subcommand != "test":
             for callback in self.trainer.callbacks:
                 check = getattr(callback, "check_data", None)

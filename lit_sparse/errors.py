@@ -26,6 +26,11 @@ class StorageError(LitSparseError, OSError):
     names the path, and the previous file is unchanged."""
 
 
+class RunNotFoundError(LitSparseError, FileNotFoundError):
+    """A path that is no run folder, experiment folder or checkpoint; the message says where
+    it was looked up and names the runs nearby."""
+
+
 class RunInUseError(LitSparseError):
     """Another process is writing the run folder this command would write."""
 

@@ -144,3 +144,6 @@ def test_an_unreachable_hub_fails_fast_with_one_line(tmp_path, monkeypatch, caps
     assert code == 2
     assert err[-1].startswith("error: ") and "configs/data/embedded.yaml" in err[-1]
     assert "Traceback" not in "\n".join(err)
+    # the headline command offline is told the exact options, not only a file to use
+    assert "add --config configs/quickstart.yaml" in err[-1]
+    assert "--data configs/data/embedded.yaml" in err[-1] and "to go online" in err[-1]

@@ -44,6 +44,68 @@ def test_fit_ends_with_the_extrapolation_table_and_the_logs(fit_run):
     assert printed.rstrip().endswith("(resume: fit ... --ckpt_path last)")
 
 
+def markdown_rows(printed: str, header_start: str) -> tuple[list[str], dict[str, list[str]]]:
+    """The Markdown table of ``printed`` whose header starts with ``header_start``: its
+    header cells and its rows by first cell."""
+    lines = printed.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[start:]]
+    rows = {}
+    for row in cells[2:]:
+        if len(row) != len(cells[0]):
+            break
+        rows[row[0]] = row[1:]
+    return cells[0], rows
+
+
+def test_no_hp_metric_placeholder_chart(fit_run):
+    """Lightning's TensorBoardLogger writes hp_metric = -1 at step 0 and never again; the
+    CLI turns it off (the saved config records it)."""
+    from tiny_runs import scalars
+
+    run, _ = fit_run
+    tags = set(scalars(run))
+    assert "val/ppl" in tags and "hp_metric" not in tags
+    assert "default_hp_metric: false" in (run / "config.yaml").read_text()
+
+
+def test_fit_ends_with_the_held_out_table_and_its_mean(fit_run):
+    """The last validation, a column per set and the mean over sets: the val/ppl the
+    progress bar and the README quote."""
+    run, printed = fit_run
+    assert "held-out sets at the last validation:" in printed
+    header, rows = markdown_rows(printed, "| metric |")
+    assert header == ["metric", "shakespeare", "math", "mean over sets"]
+    assert set(rows) == {"val/loss", "val/ppl"}
+    ppl = [float(v) for v in rows["val/ppl"]]
+    assert ppl[2] == pytest.approx((ppl[0] + ppl[1]) / 2, abs=0.01)
+    at_1x = (run / "extrapolation.md").read_text()
+    assert f"| shakespeare | {rows['val/ppl'][0]} |" in at_1x  # the same windows at 1x
+
+
+@pytest.mark.parametrize("command", ["validate", "test"])
+def test_an_evaluation_prints_one_table_a_column_per_set(fit_run, command, capsys):
+    """Not Lightning's table per data loader (two columns of the same values, named
+    DataLoader 0 and 1): one row per metric, one column per held-out set."""
+    run, _ = fit_run
+    args = ["--config", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints/last.ckpt")]
+    metrics = run_cli(run.parents[2], command, *args).trainer.callback_metrics
+    printed = capsys.readouterr().out
+    assert "DataLoader" not in printed
+    prefix = "val" if command == "validate" else "test"
+    assert f"held-out sets, {prefix}/* (" in printed
+    header, rows = markdown_rows(printed, "| metric |")
+    assert header == ["metric", "shakespeare", "math", "mean over sets"]
+    assert list(rows) == [f"{prefix}/loss", f"{prefix}/ppl"]
+    for i, name in enumerate(["shakespeare", "math"]):
+        assert float(rows[f"{prefix}/ppl"][i]) == pytest.approx(
+            float(metrics[f"{prefix}/ppl/{name}"]), abs=0.005
+        )
+    assert float(rows[f"{prefix}/ppl"][2]) == pytest.approx(
+        float(metrics[f"{prefix}/ppl"]), abs=0.005
+    )
+
+
 def run_cli(folder: Path, *args: str) -> LitSparseCLI:
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(folder)

@@ -175,3 +175,14 @@ def scalars(log_dir: Path) -> dict[str, dict[int, float]]:
     """tag -> step -> value (the last value written at a step)."""
     events = read_events(log_dir)
     return {tag: {e.step: e.value for e in events.Scalars(tag)} for tag in events.Tags()["scalars"]}
+
+
+def custom_scalar_charts(log_dir) -> dict[str, list[str]]:
+    """The run's one Custom Scalars layout: chart title -> its tag patterns."""
+    from tensorboard.plugins.custom_scalar import layout_pb2
+
+    events = read_events(log_dir)
+    assert "custom_scalars__config__" in events.Tags()["tensors"]
+    [event] = events.Tensors("custom_scalars__config__")
+    layout = layout_pb2.Layout.FromString(event.tensor_proto.string_val[0])
+    return {c.title: list(c.multiline.tag) for cat in layout.category for c in cat.chart}

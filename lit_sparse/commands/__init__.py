@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lit_sparse.errors import LitSparseError, interrupted
+from lit_sparse.parsing.help_text import HelpFormatter
 
 
 def reports_errors(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
@@ -58,6 +59,7 @@ def config_parser(command: str, description: str) -> argparse.ArgumentParser:
     """The options of a command on the model of config files: ``--config`` (repeatable),
     ``--length``, ``--json``; further ``--model.*`` / ``--data.*`` options are overrides."""
     parser = argparse.ArgumentParser(
+        formatter_class=HelpFormatter,
         prog=f"python -m lit_sparse {command}",
         description=description,
         epilog="Further options: --model.<key> VALUE and --data.<key> VALUE (as fit takes them).",

@@ -50,6 +50,7 @@ from lit_sparse.bench.timing import progress
 from lit_sparse.bench.train import TRAIN_SHAPES, train_batch
 from lit_sparse.commands import reports_errors
 from lit_sparse.errors import ConfigError
+from lit_sparse.parsing.help_text import HelpFormatter
 
 DEFAULT_LENGTHS = (1024, 4096, 16384)
 
@@ -102,11 +103,19 @@ def _length_spec(args: argparse.Namespace, length: int) -> dict[str, Any]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m lit_sparse bench", description=__doc__.split("\n\n")[0]
+        formatter_class=HelpFormatter,
+        prog="python -m lit_sparse bench",
+        description=__doc__.split("\n\n")[0],
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    attention = sub.add_parser("attention", help="one attention call, forward + backward")
-    train = sub.add_parser("train", help="whole AdamW training steps of the quickstart shape")
+    attention = sub.add_parser(
+        "attention", help="one attention call, forward + backward", formatter_class=HelpFormatter
+    )
+    train = sub.add_parser(
+        "train",
+        help="whole AdamW training steps of the quickstart shape",
+        formatter_class=HelpFormatter,
+    )
     for p, window in ((attention, 12), (train, 8)):
         p.add_argument("--lengths", type=int, nargs="+", default=None, help="sequence lengths")
         p.add_argument(
@@ -271,6 +280,7 @@ def _decode_parser(sub) -> None:
     decode = sub.add_parser(
         "decode",
         help="decoding steps after long contexts: batched, against the weights' memory floor",
+        formatter_class=HelpFormatter,
     )
     decode.add_argument("--contexts", type=int, nargs="+", default=list(CONTEXTS))
     decode.add_argument("--plugins", nargs="+", choices=PLUGINS, default=list(PLUGINS))

@@ -20,13 +20,16 @@ import sys
 
 from lit_sparse.commands import reports_errors
 from lit_sparse.io.pretrained import LAYOUTS as FORMATS
+from lit_sparse.parsing.help_text import HelpFormatter
 
 __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m lit_sparse export", description=__doc__.split("\n\n")[1]
+        formatter_class=HelpFormatter,
+        prog="python -m lit_sparse export",
+        description=__doc__.split("\n\n")[1],
     )
     parser.add_argument("path", help="a run folder, an experiment folder or a .ckpt file of a run")
     parser.add_argument(

@@ -18,13 +18,16 @@ from pathlib import Path
 
 from lit_sparse.commands import reports_errors
 from lit_sparse.errors import ConfigError, interrupted
+from lit_sparse.parsing.help_text import HelpFormatter
 
 __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m lit_sparse generate", description=__doc__.split("\n\n")[1]
+        formatter_class=HelpFormatter,
+        prog="python -m lit_sparse generate",
+        description=__doc__.split("\n\n")[1],
     )
     parser.add_argument("path", help="a run folder, a .ckpt file of a run or an exported folder")
     prompt = parser.add_mutually_exclusive_group()
@@ -38,9 +41,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--temperature", type=float, default=1.0, help="0: greedy (deterministic); default 1"
     )
-    parser.add_argument("--top_k", "--top-k", type=int, default=None, help="sample among k tokens")
     parser.add_argument(
-        "--top_p", "--top-p", type=float, default=None, help="nucleus sampling, in (0, 1]"
+        "--top_k",
+        "--top-k",
+        type=int,
+        default=None,
+        help="sample among the k most likely tokens (default: all of them)",
+    )
+    parser.add_argument(
+        "--top_p",
+        "--top-p",
+        type=float,
+        default=None,
+        help="nucleus sampling, in (0, 1] (default: off)",
     )
     parser.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
     parser.add_argument(

@@ -51,6 +51,7 @@ from lit_sparse.commands import reports_errors
 from lit_sparse.errors import ConfigError, interrupted
 from lit_sparse.io.tables import markdown_table
 from lit_sparse.io.yaml_files import load_yaml
+from lit_sparse.parsing.help_text import HelpFormatter
 from lit_sparse.study.paper_matrix import (
     PAPER,
     PAPER_ARCH,
@@ -305,6 +306,7 @@ def list_runs() -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
+        formatter_class=HelpFormatter,
         prog="python -m lit_sparse matrix",
         description=__doc__.split("\n\n")[0],
         epilog="With --run, further options go to fit (e.g. --config configs/quickstart.yaml). "

@@ -28,6 +28,7 @@ from typing import Any
 from lit_sparse.commands import reports_errors
 from lit_sparse.errors import ConfigError, LitSparseError
 from lit_sparse.io.tables import markdown_table
+from lit_sparse.parsing.help_text import HelpFormatter
 
 __all__ = ["PAPER_TABLE2", "ProbeRun", "main", "probe_parser", "run_probe"]
 
@@ -267,7 +268,9 @@ def probe_tables(runs: list[ProbeRun]) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m lit_sparse probe", description=__doc__.split("\n\n")[1]
+        formatter_class=HelpFormatter,
+        prog="python -m lit_sparse probe",
+        description=__doc__.split("\n\n")[1],
     )
     parser.add_argument("--depths", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--inits", nargs="+", choices=INITS, default=list(INITS))

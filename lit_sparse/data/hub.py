@@ -26,9 +26,13 @@ __all__ = [
 ]
 
 OFFLINE_HINT = (
-    "offline, use configs/data/embedded.yaml (the embedded Shakespeare + math corpus, "
-    "no download) or point the source at local files"
+    "to train offline, add --config configs/quickstart.yaml (the small CPU run on the embedded "
+    "Shakespeare + math corpus, a few minutes) or --data configs/data/embedded.yaml (this model "
+    "on the embedded corpus, no download), or point the sources at local files; to go online, "
+    "let the hub answer (unset HF_HUB_OFFLINE and HF_DATASETS_OFFLINE; behind a proxy set "
+    "HTTPS_PROXY) and run the same command again: the data is tokenized into the token cache once"
 )
+"""What to do instead, in the exact options: the end of every hub-unavailable message."""
 _DEFAULT_ENDPOINT = "https://huggingface.co"
 _TRUE = {"1", "ON", "YES", "TRUE"}
 

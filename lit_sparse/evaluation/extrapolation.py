@@ -116,7 +116,8 @@ class ExtrapolationResult:
     """length -> layer -> distances attended at that length that training never used
     (lengths above the training length only)."""
     new_offsets: str | None = None
-    """The policy the evaluation ran with ("use", "drop"; None: the model's own)."""
+    """The policy the evaluation ran with, the option's value: "use" or "drop" (None: the
+    attention has no such option)."""
     step: int | None = None
     checkpoint: str | None = None
 
@@ -228,11 +229,17 @@ class ExtrapolationResult:
             *(f"{t} ({_multiple(t, train)})" for t in self.lengths),
             *(f"{t} vs {ref}" for t in others),
         ]
+        baseline = (
+            f"changes against the training length {train}"
+            if ref == train
+            else f"changes against {ref}, the shortest length (the training length {train} "
+            "was not evaluated)"
+        )
         lines = [
             "## Length extrapolation",
             "",
-            f"Perplexity on the held-out windows at each evaluation length (training length "
-            f"{train}; new offsets: {self.new_offsets or 'as trained'}"
+            f"Perplexity on the held-out windows at each evaluation length ({baseline}"
+            + (f"; new_offsets: {self.new_offsets}" if self.new_offsets else "")
             + (f"; step {self.step}" if self.step is not None else "")
             + (f"; checkpoint {self.checkpoint}" if self.checkpoint else "")
             + ").",
@@ -280,6 +287,7 @@ def evaluate_lengths(
     batch_size: int | None = None,
     reduce: Callable[[Tensor], Tensor] | None = None,
     context: Callable[[], contextlib.AbstractContextManager] | None = None,
+    progress: bool = False,
 ) -> ExtrapolationResult:
     """Score ``model`` on every held-out set at every length in ``lengths``.
 
@@ -290,19 +298,21 @@ def evaluate_lengths(
             loaders then give this rank's share).
         lengths: evaluation lengths (predictions per window).
         sets: held-out sets to score (default all).
-        new_offsets: "use" or "drop" to rebuild the model under that policy; None: as is.
+        new_offsets: "use" or "drop" to rebuild the model under that policy; None: as is (the
+            result records the model's own value).
         batch_size: windows per batch (default the datamodule's, about the same tokens per
             batch as validation).
         reduce: sums a tensor over processes (e.g. ``lambda t: strategy.reduce(t, "sum")``);
             called exactly once, on every rank. None: a single process.
         context: a context manager factory for the forward (e.g. the trainer's precision
             plugin ``forward_context``), so the numerics match validation.
+        progress: show a progress bar over the sets, lengths and windows (on stderr).
     """
     inner: LanguageModel = getattr(model, "model", model)
     lengths = extrapolation_lengths(inner.config.context_length, lengths=lengths)
     names = list(datamodule.val_set_names) if sets is None else list(sets)
     evaluated = with_new_offsets(inner, new_offsets)
-    local = _score_sets(evaluated, datamodule, names, lengths, batch_size, context)
+    local = _score_sets(evaluated, datamodule, names, lengths, batch_size, context, progress)
     total = (reduce(local) if reduce is not None else local).detach().cpu()
     training_length = inner.config.context_length
     return ExtrapolationResult(
@@ -314,7 +324,7 @@ def evaluate_lengths(
             for length in lengths
             if length > training_length
         },
-        new_offsets=new_offsets,
+        new_offsets=new_offsets or evaluated.attention.init_args().get("new_offsets"),
     )
 
 
@@ -325,28 +335,42 @@ def _score_sets(
     lengths: list[int],
     batch_size: int | None,
     context: Callable[[], contextlib.AbstractContextManager] | None,
+    progress: bool = False,
 ) -> Tensor:
     """(2, sets, lengths) float64 (exact counts to 2^53): this process's NLL sums and
-    window counts, in eval and inference mode as Lightning's validation loop."""
+    window counts, in eval and inference mode as Lightning's validation loop. ``progress``:
+    a bar on stderr over every set's windows at every length."""
+    from tqdm.auto import tqdm
+
     device = next(model.parameters()).device
     local = torch.zeros(2, len(names), len(lengths), dtype=torch.float64, device=device)
+    loaders = []
+    for i, name in enumerate(names):
+        for j, length in enumerate(lengths):
+            try:
+                loader = datamodule.val_windows_at(length, name, batch_size=batch_size)
+            except ValueError:
+                if name not in datamodule.val_set_names:
+                    raise
+                continue  # the set has no window this long: nan, on every rank
+            loaders.append((i, j, loader))
+    windows = sum(len(loader.dataset.window_indices()) for _, _, loader in loaders)
+    bar = tqdm(
+        total=windows, unit="window", desc="length extrapolation", disable=not progress or None
+    )
     was_training = model.training
     model.eval()
     try:
         with torch.inference_mode(), context() if context is not None else contextlib.nullcontext():
-            for i, name in enumerate(names):
-                for j, length in enumerate(lengths):
-                    try:
-                        loader = datamodule.val_windows_at(length, name, batch_size=batch_size)
-                    except ValueError:
-                        if name not in datamodule.val_set_names:
-                            raise
-                        continue  # the set has no window this long: nan, on every rank
-                    for x, y in loader:
-                        nll = token_nll(model(x.to(device)), y.to(device))
-                        local[0, i, j] += nll.double().sum()
-                        local[1, i, j] += nll.shape[0]
+            for i, j, loader in loaders:
+                bar.set_description(f"length extrapolation: {names[i]} at {lengths[j]}")
+                for x, y in loader:
+                    nll = token_nll(model(x.to(device)), y.to(device))
+                    local[0, i, j] += nll.double().sum()
+                    local[1, i, j] += nll.shape[0]
+                    bar.update(nll.shape[0])
     finally:
+        bar.close()
         model.train(was_training)
     return local
 

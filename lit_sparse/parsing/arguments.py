@@ -1,5 +1,6 @@
 """The Lightning commands' argument parser: a failed parse in one line, list options as
-space-separated values, and LightningCLI's own optimizer options refused."""
+space-separated values, a short ``--help`` (the options a user sets; ``--help=full`` for
+LightningCLI's every option), and LightningCLI's own optimizer options refused."""
 
 from __future__ import annotations
 
@@ -10,16 +11,27 @@ from jsonargparse import Namespace
 from lightning.pytorch.cli import LightningArgumentParser
 
 from lit_sparse.errors import ConfigError
+from lit_sparse.parsing.help_text import plain
 from lit_sparse.parsing.list_options import join_list_values, list_options
 from lit_sparse.parsing.parse_errors import condense_parse_error
+from lit_sparse.parsing.short_help import FULL_HELP, short_help
 
 __all__ = [
+    "FULL_HELP",
     "OPTIMIZER_OPTIONS",
     "LitSparseArgumentParser",
     "check_optimizer_args",
     "check_optimizer_values",
+    "full_help_requested",
     "refuse_optimizer_option",
 ]
+
+
+def full_help_requested(args: Sequence[str]) -> tuple[list[str], bool]:
+    """``args`` with ``--help=full`` turned into LightningCLI's ``--help``, and whether it
+    was there."""
+    full = FULL_HELP in args
+    return ["--help" if arg == FULL_HELP else arg for arg in args], full
 
 
 class LitSparseArgumentParser(LightningArgumentParser):
@@ -30,6 +42,16 @@ class LitSparseArgumentParser(LightningArgumentParser):
         if args is not None and not isinstance(args, (dict, Namespace)):
             args = join_list_values(args, list_options(self))
         return super().parse_args(args, namespace, **kwargs)
+
+    full_help = False
+    """Print LightningCLI's help of every option (``--help=full``) instead of the short one."""
+
+    def format_help(self, *args, **kwargs) -> str:
+        """A Lightning command's short help (:func:`~lit_sparse.parsing.short_help`); with
+        ``full_help``, or for any other parser, every option as jsonargparse writes them."""
+        if self.full_help or "trainer" not in (self.groups or {}):
+            return plain(super().format_help(*args, **kwargs))
+        return short_help(self)
 
     def error(self, message: str, ex: Exception | None = None):
         if not self.exit_on_error:  # a programmatic parse wants the exception

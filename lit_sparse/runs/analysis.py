@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from lit_sparse.errors import DamagedFileError
+from lit_sparse.errors import DamagedFileError, RunNotFoundError
 from lit_sparse.evaluation.extrapolation import ExtrapolationResult
 from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse.runs.checkpoints import checkpoint_tokenizer, read_checkpoint
@@ -33,6 +33,7 @@ __all__ = [
     "read_extrapolation",
     "read_result_json",
     "resolve_run_path",
+    "run_name",
 ]
 
 
@@ -68,8 +69,10 @@ class Run:
 
     @property
     def name(self) -> str:
-        """``<experiment>/<version>``, e.g. ``coprime/version_0``."""
-        return f"{self.path.parent.name}/{self.path.name}"
+        """The run as TensorBoard names it: its path under the folder of runs (``$LIT_SPARSE_RUNS``
+        when it is there, else the nearest folder called ``runs``), e.g.
+        ``quickstart/coprime/version_0``; elsewhere ``<experiment>/<version>``."""
+        return run_name(self.path)
 
     @property
     def model(self):
@@ -81,6 +84,18 @@ class Run:
         if self.model is None:
             raise ValueError(f"run {self.path} has no checkpoint: no model to ask")
         return self.model.distances(length)
+
+
+def run_name(path: Path) -> str:
+    """A run folder's name under its folder of runs (see :attr:`Run.name`)."""
+    path = Path(path).absolute()
+    under = os.environ.get(RUNS_VARIABLE)
+    roots = [Path(under).expanduser().absolute()] if under else []
+    roots += [parent for parent in path.parents if parent.name == "runs"]
+    for root in roots:
+        if root in path.parents:
+            return path.relative_to(root).as_posix()
+    return f"{path.parent.name}/{path.name}"
 
 
 def _version_key(path: Path) -> tuple[int, str]:
@@ -185,6 +200,20 @@ def resolve_run_path(path: str | Path) -> Path:
     return candidate if candidate.exists() else path
 
 
+def runs_near(path: Path, limit: int = 5) -> list[str]:
+    """The newest run folders (``.../version_N`` with checkpoints, up to four levels down)
+    under the nearest existing folder above a missing ``path``, as paths to give instead."""
+    base = next((p for p in path.parents if p.is_dir()), Path("."))
+    found = [
+        folder
+        for depth in range(1, 5)
+        for folder in base.glob("/".join(["*"] * depth))
+        if folder.name.startswith("version_") and (folder / "checkpoints").is_dir()
+    ]
+    found.sort(key=lambda folder: folder.stat().st_mtime, reverse=True)
+    return [str(folder) for folder in found[:limit]]
+
+
 def load_run(path: str | Path, load_model: bool = True) -> Run:
     """Load a run directory (or an experiment folder: its newest version; or a checkpoint
     file: the run around it) for analysis.
@@ -206,10 +235,11 @@ def load_run(path: str | Path, load_model: bool = True) -> Run:
     else:
         under = os.environ.get(RUNS_VARIABLE)
         searched = f"{Path.cwd()}" + (f" and ${RUNS_VARIABLE}={under}" if under else "")
-        raise FileNotFoundError(
+        nearby = runs_near(path)
+        raise RunNotFoundError(
             f"load_run: {path} is neither a run directory nor a checkpoint (relative paths "
             f"are looked up in {searched}; set {RUNS_VARIABLE} to a folder of runs to look "
-            "there too)"
+            "there too)" + (f"; runs there: {', '.join(nearby)}" if nearby else "")
         )
 
     checkpoint: dict[str, Any] = {}

@@ -36,6 +36,7 @@ __all__ = [
     "continue_run",
     "evaluation_log_dir",
     "tensorboard_logger",
+    "without_hp_metric",
 ]
 
 RUN_HANDOFF = "LIT_SPARSE_RUN"
@@ -74,6 +75,14 @@ def tensorboard_logger(config: Namespace) -> Namespace | None:
     if isinstance(logger, Namespace) and logger.class_path.endswith("TensorBoardLogger"):
         return logger
     return None
+
+
+def without_hp_metric(config: Namespace) -> None:
+    """No ``hp_metric`` chart: TensorBoardLogger's placeholder (-1 at step 0, never updated)
+    is turned off in the command's TensorBoard logger."""
+    logger = tensorboard_logger(config)
+    if logger is not None:
+        logger.init_args.default_hp_metric = False
 
 
 def _pin_version(logger: Namespace, version: Any, purge_step: int | None) -> None:

@@ -1,16 +1,68 @@
-"""What ``fit`` prints when it ends: the length-extrapolation table, where the logs went (for
-the logger in use) and where the checkpoints are."""
+"""What the Lightning commands print: the held-out sets' metrics as one table (a row per
+metric, a column per set; ``validate``, ``test`` and the end of ``fit``), and at the end of a
+fit the length-extrapolation table, where the logs went (for the logger in use) and where the
+checkpoints are."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from lightning.pytorch import Trainer
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 
 from lit_sparse.callbacks import LengthExtrapolation
+from lit_sparse.io.tables import markdown_table
 
-__all__ = ["fit_summary", "logs_hint"]
+__all__ = ["fit_summary", "held_out_table", "logs_hint"]
+
+MEAN = "mean over sets"
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)  # a float, or a one-element tensor
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def held_out_table(
+    metrics: Mapping[str, Any] | Iterable[Mapping[str, Any]], prefix: str, sets: list[str]
+) -> str | None:
+    """The held-out metrics ``<prefix>/<metric>/<set>`` as one Markdown table, a row per
+    metric and a column per set, with the mean over sets (``<prefix>/<metric>``, what the
+    progress bar shows) last; None when there is none.
+
+    ``metrics``: one mapping (``trainer.callback_metrics``) or the list ``trainer.validate``
+    returns, one per held-out set's loader (each holds every set's values: they are logged
+    once, after the last loader)."""
+    merged: dict[str, Any] = {}
+    for part in [metrics] if isinstance(metrics, Mapping) else metrics:
+        merged.update(part)
+    values: dict[str, dict[str, float]] = {}
+    for tag, value in merged.items():
+        parts = tag.split("/")
+        number = _number(value)
+        if parts[0] != prefix or number is None or len(parts) not in (2, 3):
+            continue
+        column = MEAN if len(parts) == 2 else parts[2]
+        if column in sets or column == MEAN:
+            values.setdefault(f"{prefix}/{parts[1]}", {})[column] = number
+    if not values:
+        return None
+    columns = [name for name in sets if any(name in row for row in values.values())] + [MEAN]
+    rows = [
+        [metric]
+        + [
+            "" if column not in row else f"{row[column]:.{2 if metric.endswith('ppl') else 4}f}"
+            for column in columns
+        ]
+        for metric, row in values.items()
+    ]
+    return markdown_table(["metric", *columns], rows, align="l" + "r" * len(columns))
 
 
 def logs_hint(trainer: Trainer, log_dir: str | None) -> str:
@@ -44,6 +96,10 @@ def fit_summary(trainer: Trainer, log_dir: str | None) -> str:
             "(its files went to a temporary folder, now removed)"
         )
     lines = []
+    sets = trainer.lightning_module.val_set_names()
+    validation = held_out_table(trainer.callback_metrics, "val", sets)
+    if validation is not None:
+        lines.append(f"\nheld-out sets at the last validation:\n{validation}")
     for callback in trainer.callbacks:  # a finished run resumed: the table it saved
         if isinstance(callback, LengthExtrapolation) and callback.result is not None:
             saved = f" ({callback.filename}.md)" if callback.filename else ""

@@ -1,10 +1,12 @@
-"""The Trainer the Lightning commands build: one more command (``extrapolate``), a fit loop that
-completes a resumed run's end-of-fit work, and the trainer options refused before any run
-folder exists."""
+"""The Trainer the Lightning commands build: one more command (``extrapolate``), ``validate``
+and ``test`` printing one table of the held-out sets, a fit loop that completes a resumed
+run's end-of-fit work, and the trainer options refused before any run folder exists."""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
@@ -14,6 +16,8 @@ from lightning.pytorch.loops.fit_loop import _FitLoop
 from lit_sparse.callbacks import LengthExtrapolation
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation import ExtrapolationResult
+from lit_sparse.runs.model_summary import use_sparse_flops_summary
+from lit_sparse.runs.summary import held_out_table
 
 __all__ = ["LitSparseTrainer", "check_trainer_options", "drop_checkpoint_callbacks"]
 
@@ -99,8 +103,11 @@ class _CompletingFitLoop(_FitLoop):
 
 
 class LitSparseTrainer(Trainer):
-    """Lightning's Trainer with one more command, ``extrapolate``, and a fit loop that
-    finishes a resumed run's end-of-fit work."""
+    """The training loop, devices, precision, logging and callbacks (Lightning's Trainer).
+
+    lit_sparse adds one command, ``extrapolate``; ``validate`` and ``test`` print one table
+    of the held-out sets; a fit loop finishes a resumed run's end-of-fit work; the model
+    summary's FLOPs count the sparse attention."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -109,6 +116,65 @@ class LitSparseTrainer(Trainer):
         )
         loop.epoch_loop = self.fit_loop.epoch_loop
         self.fit_loop = loop
+        use_sparse_flops_summary(self)
+
+    def validate(
+        self,
+        model: LightningModule | None = None,
+        dataloaders: Any = None,
+        ckpt_path: str | Path | None = None,
+        verbose: bool = True,
+        datamodule: LightningDataModule | None = None,
+        weights_only: bool | None = None,
+    ) -> list[Mapping[str, float]]:
+        """Score a checkpoint on every held-out set, logged as val/*.
+
+        Args:
+            model: the LightningModule (from the config).
+            dataloaders: loaders to score instead of the data's held-out sets.
+            ckpt_path: the checkpoint whose weights are scored.
+            verbose: print the results: one table, a row per metric, a column per held-out set.
+            datamodule: the data (its held-out sets).
+            weights_only: how the checkpoint is loaded (torch.load's weights_only; a run's
+                saved config.yaml carries fit's value).
+        """
+        results = super().validate(model, dataloaders, ckpt_path, False, datamodule, weights_only)
+        if verbose:
+            self._print_held_out(results, "val")
+        return results
+
+    def test(
+        self,
+        model: LightningModule | None = None,
+        dataloaders: Any = None,
+        ckpt_path: str | Path | None = None,
+        verbose: bool = True,
+        datamodule: LightningDataModule | None = None,
+        weights_only: bool | None = None,
+    ) -> list[Mapping[str, float]]:
+        """Score a checkpoint on the held-out sets as validate does, logged as test/*.
+
+        Args:
+            model: the LightningModule (from the config).
+            dataloaders: loaders to score instead of the data's held-out sets.
+            ckpt_path: the checkpoint whose weights are scored.
+            verbose: print the results: one table, a row per metric, a column per held-out set.
+            datamodule: the data (its held-out sets).
+            weights_only: how the checkpoint is loaded (torch.load's weights_only; a run's
+                saved config.yaml carries fit's value).
+        """
+        results = super().test(model, dataloaders, ckpt_path, False, datamodule, weights_only)
+        if verbose:
+            self._print_held_out(results, "test")
+        return results
+
+    def _print_held_out(self, results: list[Mapping[str, float]], prefix: str) -> None:
+        """Lightning prints a column per loader, here one per held-out set with the same
+        values in each: one table instead, its columns named by set (rank 0)."""
+        table = held_out_table(results, prefix, self.lightning_module.val_set_names())
+        if table is not None and self.is_global_zero:
+            print(f"held-out sets, {prefix}/* ({self.ckpt_path or 'the current weights'}):")
+            print(table)
 
     def extrapolate(
         self,
@@ -137,10 +203,11 @@ class LitSparseTrainer(Trainer):
                 override it).
             datamodule: the data (its held-out sets and windows).
             ckpt_path: the checkpoint whose weights are evaluated.
-            lengths: evaluation lengths (default: ``multiples`` of the training length).
+            lengths: evaluation lengths (default: multiples of the training length); the
+                training length is always added, the baseline of every change.
             multiples: multiples of the training length (default 1, 2, 4).
             new_offsets: "use" or "drop" distances that appear only beyond the training
-                length (FibonacciAttention); default: as trained.
+                length (FibonacciAttention); default: the model's own value.
             batch_size: windows per batch (default: about the validation batch's tokens).
             weights_only: how the checkpoint is loaded (as ``validate``; a run's saved
                 config.yaml carries fit's value).

@@ -1,9 +1,10 @@
-"""AlphaTrajectory: scalars per layer read back from the event files, the custom-scalars
-layout, the heatmap, static schedules, checkpoint state and resume."""
+"""AlphaTrajectory: scalars per layer read back from the event files, a run per layer for the
+Custom Scalars chart, the heatmap, static schedules, checkpoint state and resume."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,11 +12,11 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from lit_sparse.callbacks import AlphaTrajectory
-from lit_sparse.callbacks.alpha import alpha_tag
-from tensorboard.plugins.custom_scalar import layout_pb2
+from lit_sparse.callbacks.alpha import alpha_tag, layer_run
 from tiny_runs import (
     DENSE,
     LEARNED,
+    custom_scalar_charts,
     read_events,
     scalars,
     tiny_datamodule,
@@ -45,18 +46,21 @@ def test_logged_alphas_equal_the_recorded_trajectory(learned_run):
             assert logged[alpha_tag(layer)][step] == pytest.approx(value, abs=1e-7)
 
 
-def test_one_multiline_chart_through_a_custom_scalars_layout(learned_run):
-    events = read_events(learned_run.log_dir)
-    assert "custom_scalars__config__" in events.Tags()["tensors"]
-    [event] = events.Tensors("custom_scalars__config__")
-    layout = layout_pb2.Layout.FromString(event.tensor_proto.string_val[0])
-    charts = [chart for category in layout.category for chart in category.chart]
-    [chart] = [c for c in charts if c.title == "alpha per layer"]
-    [pattern] = chart.multiline.tag
+def test_one_chart_with_a_coloured_named_line_per_layer(learned_run):
+    """TensorBoard colours lines by run: each layer's alpha is its own run alpha/layer_XX
+    (tag "alpha", the same values as the run's alpha/layer_XX), the chart matches that tag."""
     import re
 
-    assert all(re.match(pattern, f"alpha/layer_{i:02d}") for i in range(16))
-    assert not re.match(pattern, "alpha/heatmap")
+    [pattern] = custom_scalar_charts(learned_run.log_dir)["alpha per layer"]
+    logged = scalars(learned_run.log_dir)
+    for layer in range(2):
+        run = learned_run.log_dir / layer_run(layer)
+        assert run.is_dir() and run.relative_to(learned_run.log_dir).as_posix() == (
+            f"alpha/layer_{layer:02d}"
+        )
+        [tag] = [t for t in scalars(run) if re.match(pattern, t)]
+        assert tag == "alpha" and scalars(run)[tag] == logged[alpha_tag(layer)]
+    assert not re.match(pattern, "alpha/heatmap") and not re.match(pattern, "alpha/layer_00")
 
 
 def test_heatmap_image_at_each_validation(learned_run):
@@ -116,6 +120,9 @@ def test_a_resumed_run_continues_the_same_curves(tmp_path, pin_version):
     # the folder TensorBoard reads for this run shows the whole curve from step 0
     logged = scalars(trainer.log_dir)["alpha/layer_01"]
     assert sorted(logged) == [0, 2, 3, 4, 6]
+    # and so does the layer's own run, the line of the chart of every layer
+    layer = scalars(Path(trainer.log_dir) / layer_run(1))["alpha"]
+    assert sorted(layer) == [0, 2, 3, 4, 6] and layer == logged
     for step, alphas in zip(resumed.steps, resumed.alphas, strict=True):
         assert logged[step] == pytest.approx(alphas[1], abs=1e-7)
 

@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 import torch
 from lit_sparse.callbacks import PositionBinnedNLL, PositionLoss, bin_edges
-from tiny_runs import N_BINS, SEQ_LEN, VAL_WINDOWS, read_events, scalars, tiny_trainer
+from tiny_runs import (
+    N_BINS,
+    SEQ_LEN,
+    VAL_WINDOWS,
+    custom_scalar_charts,
+    read_events,
+    scalars,
+    tiny_trainer,
+)
 from torchmetrics.utilities.data import dim_zero_sum
 
 
@@ -93,6 +101,27 @@ def test_tags_image_and_json_in_the_run_directory(learned_run):
             [logged[f"val/pos_nll/{name}/b{k}"][6] for k in range(N_BINS)],
             rtol=1e-6,
         )
+
+
+def test_one_chart_per_held_out_set_with_a_coloured_named_line_per_bin(learned_run):
+    """TensorBoard colours lines by run: each bin is its own run pos_nll/<first>-<last>
+    (edges 0, 8, 16, 24, 32), holding val/pos_nll/<set>; the run's one Custom Scalars layout
+    has a chart per set matching that tag, beside the alpha chart."""
+    import re
+
+    charts = custom_scalar_charts(learned_run.log_dir)
+    names = learned_run.datamodule.val_set_names
+    assert set(charts) == {"alpha per layer", *(f"NLL by position: {n}" for n in names)}
+    logged = scalars(learned_run.log_dir)
+    runs = sorted(p.name for p in (learned_run.log_dir / "pos_nll").iterdir())
+    assert runs == ["00-07", "08-15", "16-23", "24-31"]
+    for name in names:
+        [pattern] = charts[f"NLL by position: {name}"]
+        for k, run in enumerate(runs):
+            tags = scalars(learned_run.log_dir / "pos_nll" / run)
+            [tag] = [t for t in tags if re.match(pattern, t)]
+            assert tag == f"val/pos_nll/{name}"
+            assert tags[tag] == logged[f"val/pos_nll/{name}/b{k}"]  # steps 3 and 6
 
 
 @pytest.mark.parametrize("bad", [0, True, 2.0])

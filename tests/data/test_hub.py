@@ -45,6 +45,10 @@ def assert_clear(err: DataSourceUnavailable, *names: str) -> None:
     msg = str(err)
     assert "\n" not in msg
     assert "configs/data/embedded.yaml" in msg and "embedded" in msg
+    # the exact options: the small offline run, the paper's model on the embedded corpus, and
+    # how to go online
+    assert "--config configs/quickstart.yaml" in msg and "--data configs/data/embedded.yaml" in msg
+    assert "to go online" in msg and "unset HF_HUB_OFFLINE" in msg
     for n in names:
         assert n in msg, (n, msg)
 

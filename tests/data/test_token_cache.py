@@ -93,6 +93,24 @@ def test_second_run_reuses_the_cache(tmp_path, word_tok, local_sources, builds, 
     assert (batch(again) == first).all()
 
 
+def test_a_first_tokenization_says_so_when_it_starts_and_ends(
+    tmp_path, word_tok, local_sources, capfd
+):
+    """The one-time step is announced on stderr (the progress bar would sit still); a second
+    run that reads the cache says nothing."""
+    make(tmp_path, word_tok, local_sources).prepare_data()
+    lines = capfd.readouterr().err.splitlines()
+    started = [line for line in lines if line.startswith("tokenizing ")]
+    done = [line for line in lines if line.startswith("tokenized ")]
+    assert [line.split()[1] for line in started] == ["a", "c"]
+    assert all("once" in line and str(tmp_path / "cache" / "tokens") in line for line in started)
+    assert [line.split()[1] for line in done] == ["a", "c"]
+    assert re.search(r"in \d+ s: train [\d,]+ tokens, val 3,000 tokens$", done[0]), done[0]
+
+    make(tmp_path, word_tok, local_sources).prepare_data()
+    assert "tokeniz" not in capfd.readouterr().err
+
+
 def test_metadata_describes_the_file(tmp_path, word_tok, local_sources):
     dm = make(tmp_path, word_tok, local_sources)
     dm.prepare_data()

@@ -87,4 +87,19 @@ def test_lengths_and_new_offsets_options(cli_run, capsys):
             assert table["sets"][name][str(length)]["ppl"] == pytest.approx(
                 expected.ppl(name, length), rel=1e-6
             )
-    assert "new offsets: drop" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "new_offsets: drop" in printed  # the option's own value, as it is given
+
+
+def test_the_training_length_is_always_the_baseline(cli_run, capsys):
+    """--lengths without the training length: it is evaluated too, so every change is
+    against it, as the table says; the output names the files it wrote."""
+    table = extrapolate(cli_run, "--lengths", "96", "192")
+    assert table["lengths"] == [48, 96, 192] and table["reference_length"] == 48
+    assert table["new_offsets"] == "use"  # the model's own value, named
+    printed = capsys.readouterr().out
+    assert "changes against the training length 48" in printed
+    assert "| set | 48 (1x) | 96 (2x) | 192 (4x) | 96 vs 48 | 192 vs 48 |" in printed
+    newest = max((cli_run / "evals").iterdir(), key=lambda p: p.stat().st_mtime_ns)
+    stem = newest / "extrapolation"
+    assert f"written to {stem}.json and {stem}.md" in printed

@@ -41,6 +41,10 @@ def execute(notebook_path: Path, runs: list[str] | None = None) -> list:
     outputs = [out for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs]
     errors = [out for out in outputs if out.output_type == "error"]
     assert not errors, errors[0].get("evalue")
+    # no warning of a missing notebook dependency (tqdm's "IProgress not found"): the
+    # notebook extra brings ipywidgets
+    stderr = "".join(out.get("text", "") for out in outputs if out.get("name") == "stderr")
+    assert "IProgress" not in stderr and "Warning" not in stderr, stderr
     return outputs
 
 
@@ -70,4 +74,4 @@ def test_its_own_run_paths_start_at_the_repository_root(learned_run, tmp_path, m
     shutil.copytree(learned_run.log_dir, checkout / "runs" / "quickstart" / "coprime" / "version_0")
     outputs = execute(checkout / "notebooks" / NOTEBOOK.name)
     text = "".join(out.get("text", "") for out in outputs)
-    assert "coprime/version_0: step 6" in text
+    assert "quickstart/coprime/version_0: step 6" in text  # named as TensorBoard names it

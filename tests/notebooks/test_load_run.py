@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import lit_sparse
-from lit_sparse.runs.analysis import find_checkpoint
+from lit_sparse.errors import LitSparseError, RunNotFoundError
+from lit_sparse.runs.analysis import find_checkpoint, run_name
 
 
 def test_run_directory(learned_run):
@@ -45,9 +46,32 @@ def test_checkpoint_file_and_experiment_folder(staggered_run):
     assert lit_sparse.load_run(checkpoint, load_model=False).module is None
 
 
+def test_a_run_is_named_by_its_path_under_the_folder_of_runs(tmp_path, monkeypatch):
+    """As TensorBoard names it (the notebook's titles, the model card): the experiment's
+    prefix is kept."""
+    monkeypatch.delenv("LIT_SPARSE_RUNS", raising=False)
+    run = tmp_path / "runs" / "quickstart" / "coprime" / "version_0"
+    assert run_name(run) == "quickstart/coprime/version_0"
+    assert run_name(tmp_path / "elsewhere" / "coprime" / "version_2") == "coprime/version_2"
+    monkeypatch.setenv("LIT_SPARSE_RUNS", str(tmp_path / "runs" / "quickstart"))
+    assert run_name(run) == "coprime/version_0"
+
+
 def test_a_missing_path_is_an_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="neither"):
         lit_sparse.load_run(tmp_path / "nowhere")
+
+
+def test_a_missing_run_is_one_error_naming_the_runs_there(tmp_path):
+    """The README's paper-scale path after the quickstart: one LitSparseError (the CLI and a
+    notebook show its one line) naming the run the reader has."""
+    have = tmp_path / "runs" / "quickstart" / "coprime" / "version_0"
+    (have / "checkpoints").mkdir(parents=True)
+    with pytest.raises(RunNotFoundError) as info:
+        lit_sparse.load_run(tmp_path / "runs" / "coprime" / "version_0")
+    assert isinstance(info.value, LitSparseError) and info.value.__cause__ is None
+    message = str(info.value)
+    assert "\n" not in message and message.endswith(f"runs there: {have}")
 
 
 def test_loading_needs_no_cli(learned_run):

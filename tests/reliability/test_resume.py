@@ -129,6 +129,10 @@ def test_killed_run_resumes_to_bit_identical_weights(tmp_path, straight):
         assert steps == sorted(set(steps)), f"{tag}: {steps} {note}"
     assert [e.step for e in events.Scalars("alpha/layer_00")] == list(range(STEPS + 1))
     assert [e.step for e in events.Scalars("train/loss")] == list(range(STEPS))
+    # and so does the layer's own run (the line of the Custom Scalars chart of every layer)
+    layer = EventAccumulator(str(runs[0] / "alpha" / "layer_00"), size_guidance={"scalars": 0})
+    layer.Reload()
+    assert [e.step for e in layer.Scalars("alpha")] == list(range(STEPS + 1)), note
 
 
 def test_resume_without_a_checkpoint_starts_fresh(tmp_path):

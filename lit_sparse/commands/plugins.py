@@ -1,0 +1,61 @@
+"""``python -m lit_sparse plugins``: the registered attention plugins.
+
+Lists every plugin the registry knows, built-in or from an installed package (the
+``lit_sparse.attention`` entry point): its name, class, where it comes from, what it attends
+to, and its options with their defaults. A config or the command line chooses one by name,
+``--model.attention <name> --model.attention.<option> VALUE``.
+
+    python -m lit_sparse plugins
+    python -m lit_sparse plugins fibonacci dilated
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+
+from lit_sparse.commands import reports_errors
+from lit_sparse.parsing.help_text import HelpFormatter, plain
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        formatter_class=HelpFormatter,
+        prog="python -m lit_sparse plugins",
+        description=__doc__.split("\n\n")[1],
+    )
+    parser.add_argument("names", nargs="*", help="plugins to show (default: every one)")
+    return parser
+
+
+def _text(infos) -> str:
+    blocks = []
+    for info in infos:
+        lines = [f"{info.name}  ({info.origin}: {info.class_path})", f"  {plain(info.summary)}"]
+        width = max((len(o.name) + len(o.default) for o in info.options), default=0) + 3
+        for option in info.options:
+            head = f"    {option.name} = {option.default}".ljust(width + 4)
+            help_lines = textwrap.wrap(plain(option.help), max(40, 96 - len(head))) or [""]
+            lines.append(f"{head}  {help_lines[0]}".rstrip())
+            lines += [f"{'':{len(head)}}  {rest}" for rest in help_lines[1:]]
+        if not info.options:
+            lines.append("    (no options)")
+        blocks.append("\n".join(lines))
+    usage = (
+        "choose one with --model.attention <name>, set an option with "
+        "--model.attention.<option> VALUE (fit --model.attention <name> "
+        "--model.attention.help <name> gives the full help)"
+    )
+    return "\n\n".join(blocks) + "\n\n" + textwrap.fill(usage, 96)
+
+
+@reports_errors
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    from lit_sparse.attention.catalog import describe_plugins
+
+    print(_text(describe_plugins(args.names or None)))
+    return 0

@@ -1,0 +1,52 @@
+"""What Lightning and torch print on every command that is not the user's business, filtered
+one message at a time (never a blanket filter: every other warning and info line stays).
+
+- Lightning's advertising tips ("💡 Tip: ... litlogger / litmodels").
+- torch's ``LeafSpec`` deprecation, raised inside Lightning's own pytree helper.
+- On ``validate`` / ``test`` / ``extrapolate``: ModelCheckpoint's "dirpath has changed"
+  (the evaluation saves no checkpoint; its folder is the evaluation's, not the run's).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+__all__ = ["quiet_evaluation", "quiet_lightning"]
+
+_RANK_ZERO_LOGGERS = (
+    "lightning.pytorch.utilities.rank_zero",
+    "lightning.fabric.utilities.rank_zero",
+)
+_TIP = "💡 Tip:"
+
+
+class _NoTips(logging.Filter):
+    """Drops Lightning's tips about its cloud products."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_TIP)
+
+
+_FILTER = _NoTips()
+
+
+def quiet_lightning() -> None:
+    """Filter the tips and the deprecation every Lightning command prints (idempotent)."""
+    for name in _RANK_ZERO_LOGGERS:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+    warnings.filterwarnings(
+        "ignore",
+        message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+        category=FutureWarning,
+    )
+
+
+def quiet_evaluation() -> None:
+    """Also filter ModelCheckpoint's "dirpath has changed" (an evaluation command's
+    checkpoint callback saves nothing, so its reloaded state does not matter)."""
+    warnings.filterwarnings(
+        "ignore", message=r"The dirpath has changed from ", category=UserWarning
+    )

@@ -1,0 +1,98 @@
+"""``--help`` as a new user meets it (issue 25, items 14 and 15): the top-level help starts
+without torch, a Lightning command's help is the short one (``--help=full``: LightningCLI's
+every option), usage says ``python -m lit_sparse``, no help shows reST markup, and generate
+shows its defaults."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from lit_sparse.__main__ import OWN_COMMANDS, main
+from lit_sparse.parsing.help_text import HelpFormatter, plain
+
+REST = ("``", ":func:", ":mod:", ":class:", ":meth:", "`_")
+
+
+def help_of(capsys, *args: str) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--help"] if "--help=full" not in args else list(args))
+    assert exit_info.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_plain_removes_rest_markup():
+    text = (
+        "Loads a run (:func:`lit_sparse.load_run`, :mod:`~lit_sparse.evaluation.probe`), "
+        "``--hops 2``; see `the notes <https://example.org/x>`_."
+    )
+    assert plain(text) == "Loads a run (lit_sparse.load_run, probe), --hops 2; see the notes."
+
+
+def test_the_formatter_shows_defaults_worth_showing(capsys):
+    parser = argparse.ArgumentParser(prog="p", formatter_class=HelpFormatter)
+    parser.add_argument("--tokens", type=int, default=100, help="tokens to make")
+    parser.add_argument("--zero", type=int, default=0, help="a zero")
+    parser.add_argument("--top_k", type=int, default=None, help="k (default: all)")
+    parser.add_argument("--flag", action="store_true", help="a switch")
+    text = " ".join(parser.format_help().split())
+    assert "tokens to make (default: 100)" in text and "a zero (default: 0)" in text
+    assert "k (default: all)" in text and "(default: None)" not in text
+    assert "a switch (default" not in text
+
+
+@pytest.mark.slow
+def test_the_top_level_help_needs_no_torch():
+    code = (
+        "import sys, runpy\n"
+        "sys.argv = ['lit_sparse', '--help']\n"
+        "try:\n    runpy.run_module('lit_sparse', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print('torch' in sys.modules, 'lightning' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert "usage: python -m lit_sparse <command>" in done.stdout
+    assert done.stdout.strip().endswith("False False"), done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["fit", "validate", "test", "extrapolate"])
+def test_a_lightning_command_prints_the_short_help(capsys, command):
+    text = help_of(capsys, command)
+    assert text.startswith(f"usage: python -m lit_sparse {command} [-c CONFIG]")
+    assert "__main__.py" not in text and not any(mark in text for mark in REST)
+    assert len(text.splitlines()) < 130  # LightningCLI's help: about 575 lines
+    for option in ("--model.attention", "--model.lr", "--model.arch.n_layers", "--data"):
+        assert f"  {option} " in text
+    for option in ("--trainer.devices", "--trainer.max_steps", "--trainer.precision"):
+        assert f"  {option} " in text
+    assert "--trainer.max_epochs" not in text and "--trainer.barebones" not in text
+    assert "--help=full lists all" in text
+    if command == "extrapolate":
+        assert "  --lengths " in text and "  --new_offsets " in text
+
+
+@pytest.mark.slow
+def test_help_full_is_every_option(capsys):
+    text = help_of(capsys, "fit", "--help=full")
+    assert text.startswith("usage: python -m lit_sparse [options] fit")
+    assert "--trainer.max_epochs" in text and "--trainer.barebones" in text
+    assert len(text.splitlines()) > 400 and not any(mark in text for mark in REST)
+
+
+@pytest.mark.parametrize("command", sorted(OWN_COMMANDS))
+def test_the_project_commands_help_is_plain_text(capsys, command):
+    text = help_of(capsys, command)
+    assert text.startswith(f"usage: python -m lit_sparse {command}")
+    assert not any(mark in text for mark in REST), text
+
+
+def test_generate_shows_its_defaults(capsys):
+    text = " ".join(help_of(capsys, "generate").split())
+    assert "tokens to generate (default: 100)" in text
+    assert "sample among the k most likely tokens (default: all of them)" in text
