@@ -18,9 +18,13 @@ REST = ("``", ":func:", ":mod:", ":class:", ":meth:", "`_")
 
 
 def help_of(capsys, *args: str) -> str:
-    with pytest.raises(SystemExit) as exit_info:
-        main([*args, "--help"] if "--help=full" not in args else list(args))
-    assert exit_info.value.code == 0
+    """A command's --help: argparse exits 0; a command that hands --help on to another
+    program's parser (lm-eval) returns its status instead."""
+    try:
+        code = main([*args, "--help"] if "--help=full" not in args else list(args))
+    except SystemExit as exit_info:
+        code = exit_info.code
+    assert code in (0, None)
     return capsys.readouterr().out
 
 
@@ -66,7 +70,7 @@ def test_a_lightning_command_prints_the_short_help(capsys, command):
     text = help_of(capsys, command)
     assert text.startswith(f"usage: python -m lit_sparse {command} [-c CONFIG]")
     assert "__main__.py" not in text and not any(mark in text for mark in REST)
-    assert len(text.splitlines()) < 130  # LightningCLI's help: about 575 lines
+    assert len(text.splitlines()) < 150  # LightningCLI's help: about 575 lines
     for option in ("--model.attention", "--model.lr", "--model.arch.n_layers", "--data"):
         assert f"  {option} " in text
     for option in ("--trainer.devices", "--trainer.max_steps", "--trainer.precision"):

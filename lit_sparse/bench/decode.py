@@ -33,7 +33,7 @@ How it measures:
   sliding-window layers, the whole past for dense and BigBird;
 - the RSS check decodes ``rss_tokens`` tokens past a ``rss_context`` context with
   fibonacci (B = 1, float32) in its own process and reports the growth of the peak resident
-  set size (``ru_maxrss``) after the first ``rss_after`` tokens;
+  set size (VmHWM) after the first ``rss_after`` tokens;
 - ``--transformers`` adds transformers' own ``generate`` on the same weights, at batch 1 in
   float32 (:mod:`lit_sparse.bench.decode_transformers`): ``hf_fibonacci`` through
   lit_sparse's cache, ``hf_llama_dense`` and ``hf_mistral_sliding`` through transformers'

@@ -10,7 +10,7 @@ How it measures:
   made, then one prefill of a random prompt of that length
   (:func:`lit_sparse.generation.prefill.prefill`), which computes the output layer for the
   last position only; ``seconds`` is its wall time and ``tokens_per_s`` the length over it;
-- ``peak_rss_mb`` is the process's peak resident set (``ru_maxrss``) after the prefill, and
+- ``peak_rss_mb`` is the process's peak resident set (VmHWM) after the prefill, and
   ``rise_mb`` its rise over the resident set just before it (the model, the libraries):
   what the prefill itself needed, the cache it filled included (``cache_mb``);
 - ``chunk`` 0 is the whole prompt at once, the way to see what chunks save.
@@ -19,14 +19,13 @@ How it measures:
 from __future__ import annotations
 
 import json
-import resource
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lit_sparse.bench.decode import PLUGINS, DecodeBenchSpec, decode_model
-from lit_sparse.bench.timing import run_child
+from lit_sparse.bench.timing import peak_rss_mb, run_child
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.tables import markdown_table
 
@@ -103,7 +102,7 @@ def _measure(spec: PrefillBenchSpec, length: int, plugin: str, chunk: int) -> di
     start = time.perf_counter()
     logits = prefill(model, ids, cache, chunk or None)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     assert logits.shape == (1, spec.vocab_size)
     return {
         "T": length,

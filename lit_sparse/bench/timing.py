@@ -4,7 +4,7 @@
   warmed up (a small call, then one full-size call), then they are timed in interleaved
   rounds, one call of each per round, so a change in the machine's load hits all alike; up
   to ``repeats`` rounds (fewer once ``budget`` seconds per plugin are spent); the median.
-- peak memory: on the CPU the rise in the process's peak resident set (``ru_maxrss``) over
+- peak memory: on the CPU the rise in the process's peak resident set (VmHWM) over
   one call, meaningful in a fresh process only; on CUDA the allocator's peak.
 - bandwidth: one large device copy, best of five (the first touches fresh pages).
 - busy cores: processes that spin on a core each while the timed rounds run.
@@ -49,7 +49,7 @@ def _peak_bytes(device) -> int:
 
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device)
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return int(peak_rss_mb() * 2**20)
 
 
 def sync(device) -> None:
@@ -149,8 +149,17 @@ def median(values: list[float]) -> float:
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident set so far (Linux reports kB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This process's peak resident set so far: Linux's VmHWM, the high-water mark of this
+    process's own memory. (``ru_maxrss`` would count the parent's resident set at the fork
+    before the exec: a child of a 1.5 GB process reports 1.5 GB at its first line.)"""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
 
 
 def run_child(module: str, job: dict[str, Any]) -> dict[str, Any] | None:

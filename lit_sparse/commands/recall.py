@@ -19,13 +19,16 @@ import sys
 
 from lit_sparse.commands import reports_errors
 from lit_sparse.errors import ConfigError
+from lit_sparse.parsing.help_text import HelpFormatter
 
 __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m lit_sparse recall", description=__doc__.split("\n\n")[1]
+        prog="python -m lit_sparse recall",
+        description=__doc__.split("\n\n")[1],
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("run", metavar="RUN_DIR", help="a run folder or checkpoint")
     parser.add_argument(

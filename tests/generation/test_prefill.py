@@ -131,8 +131,9 @@ def test_a_slot_decoders_chunk_reads_only_its_reach():
 
 
 PEAK_SCRIPT = """
-import json, resource, sys, torch
+import json, sys, torch
 from lit_sparse import LanguageModel, ModelConfig, build_attention
+from lit_sparse.bench.timing import peak_rss_mb
 from lit_sparse.generation.prefill import prefill
 tokens = int(sys.argv[1])
 config = ModelConfig(vocab_size=8192, context_length=256, n_layers=5, d_model=96, n_heads=4,
@@ -141,7 +142,7 @@ model = LanguageModel(config, build_attention("fibonacci", schedule="coprime")).
 ids = torch.randint(0, 8192, (1, tokens), generator=torch.Generator().manual_seed(0))
 logits = prefill(model, ids, model.new_cache(1, tokens + 1))
 print(json.dumps({"shape": list(logits.shape),
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_mb": peak_rss_mb()}))
 """
 
 

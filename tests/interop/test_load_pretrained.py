@@ -32,7 +32,9 @@ def test_save_pretrained_writes_the_tokenizer_and_generate_needs_nothing_else(
     assert sorted(p.name for p in random_export.iterdir()) == [
         "README.md",
         "config.json",
+        "configuration_lit_sparse.py",  # the remote code transformers' auto_map names
         "model.safetensors",
+        "modeling_lit_sparse.py",
         "tokenizer.json",
     ]
     assert (
