@@ -83,10 +83,16 @@ class Tokenizer:
         return dataclasses.replace(loaded, eos_token=token, eos_id=eos_id)
 
     def save_pretrained(self, folder: str | Path) -> Path:
-        """Write ``tokenizer.json`` into ``folder`` (created if needed; written atomically);
-        ``from_pretrained(folder)`` reads it back. Returns the file's path."""
+        """Write ``tokenizer.json`` into ``folder`` (created if needed; written atomically),
+        and the configs transformers' ``AutoTokenizer`` and ``generate`` read for the
+        end-of-text token (as ``export`` does); ``from_pretrained(folder)`` reads it back.
+        Returns the tokenizer.json path."""
+        from lit_sparse.io.transformers_files import transformers_files
+
         folder = Path(folder).expanduser()
         folder.mkdir(parents=True, exist_ok=True)
+        for name, text in transformers_files(self.eos_token, self.eos_id).items():
+            write_text(folder / name, text)
         return write_text(folder / TOKENIZER_FILE, self.tokenizer.to_str(pretty=True))
 
     def encode(self, text: str) -> list[int]:

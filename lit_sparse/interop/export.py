@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lit_sparse.errors import ConfigError
-from lit_sparse.interop.transformers_files import transformers_files
 from lit_sparse.io import pretrained
 from lit_sparse.io.atomic import AtomicFolder, write_text
 from lit_sparse.io.pretrained import CONFIG_FILE, LAYOUTS, WEIGHTS_FILE, model_card
 from lit_sparse.io.remote_code import REMOTE_CODE
 from lit_sparse.io.stock_formats import stock_layout_of
 from lit_sparse.io.tables import markdown_table
+from lit_sparse.io.transformers_files import transformers_files
 from lit_sparse.runs.locks import lock_holder
 
 __all__ = ["FORMATS", "ExportResult", "choose_format", "export_run", "run_card"]

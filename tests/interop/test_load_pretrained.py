@@ -33,9 +33,12 @@ def test_save_pretrained_writes_the_tokenizer_and_generate_needs_nothing_else(
         "README.md",
         "config.json",
         "configuration_lit_sparse.py",  # the remote code transformers' auto_map names
+        "generation_config.json",  # and the EOS for AutoTokenizer and generate
         "model.safetensors",
         "modeling_lit_sparse.py",
+        "special_tokens_map.json",
         "tokenizer.json",
+        "tokenizer_config.json",
     ]
     assert (
         lit_main(
