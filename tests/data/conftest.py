@@ -92,23 +92,3 @@ def no_network(monkeypatch):
 def embedded_cache(tmp_path_factory) -> Path:
     """A token cache folder shared by the tests of the embedded corpus (built once)."""
     return tmp_path_factory.mktemp("embedded_cache")
-
-
-@pytest.fixture(autouse=True)
-def loader_workers_spawned(monkeypatch):
-    """Loader workers are spawned, not forked from the test worker: an xdist worker runs
-    execnet's threads, and a fork while one holds a lock once hung the suite (a loader worker
-    and the test waiting on each other, no CPU, for 10 minutes). The datasets pickle as
-    paths, so this costs a worker start, not a copy. (A forkserver left the worker's
-    multiprocessing resource tracker closed for the DDP tests that spawn after it.)"""
-    from lit_sparse.data import TextDataModule
-
-    kwargs = TextDataModule._loader_kwargs
-
-    def spawned(self):
-        options = kwargs(self)
-        if options.get("num_workers"):
-            options["multiprocessing_context"] = "spawn"
-        return options
-
-    monkeypatch.setattr(TextDataModule, "_loader_kwargs", spawned)
