@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
-from lit_sparse.callbacks.run_dir import run_dir, write_json, write_text
+from lit_sparse.callbacks.run_dir import publish_result, run_dir
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.extrapolation import (
@@ -159,26 +159,17 @@ class LengthExtrapolation(pl.Callback):
             context=trainer.precision_plugin.forward_context,
             progress=trainer.is_global_zero and trainer.progress_bar_callback is not None,
         )
-        fitting = trainer.state.fn == TrainerFn.FITTING
-        result.step = (
-            trainer.global_step
-            if fitting or self._checkpoint_step is None
-            else int(self._checkpoint_step)
-        )
-        result.checkpoint = None if checkpoint is None else str(checkpoint)
         self.result = result
-        if trainer.is_global_zero:
-            metrics = result.metrics(self.prefix)
-            for logger in trainer.loggers:
-                logger.log_metrics(metrics, step=trainer.global_step)
-                logger.save()
-            written = None
-            if self.filename:
-                written = run_dir(trainer) / self.filename
-                write_json(written.with_name(f"{self.filename}.json"), result.to_dict())
-                write_text(written.with_name(f"{self.filename}.md"), result.to_markdown())
-            if self.print_table:
-                print(result.to_markdown())
-                if written is not None:
-                    print(f"written to {written}.json and {written}.md")
+        written = publish_result(
+            trainer,
+            result,
+            prefix=self.prefix,
+            filename=self.filename,
+            checkpoint=checkpoint,
+            checkpoint_step=self._checkpoint_step,
+        )
+        if trainer.is_global_zero and self.print_table:
+            print(result.to_markdown())
+            if written is not None:
+                print(f"written to {written}.json and {written}.md")
         return result

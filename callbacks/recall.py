@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
-from lit_sparse.callbacks.run_dir import run_dir, write_json, write_text
+from lit_sparse.callbacks.run_dir import publish_result, run_dir
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.extrapolation import extrapolation_lengths
@@ -147,23 +147,15 @@ class RecallEvaluation(pl.Callback):
             context=trainer.precision_plugin.forward_context,
             progress=progress,
         )
-        fitting = trainer.state.fn == TrainerFn.FITTING
-        result.step = (
-            trainer.global_step
-            if fitting or self._checkpoint_step is None
-            else int(self._checkpoint_step)
-        )
-        result.checkpoint = None if checkpoint is None else str(checkpoint)
         self.result = result
-        if trainer.is_global_zero:
-            metrics = result.metrics(self.prefix)
-            for logger in trainer.loggers:
-                logger.log_metrics(metrics, step=trainer.global_step)
-                logger.save()
-            if self.filename:
-                folder = run_dir(trainer)
-                write_json(folder / f"{self.filename}.json", result.to_dict())
-                write_text(folder / f"{self.filename}.md", result.to_markdown())
-            if self.print_table:
-                print(result.to_markdown())
+        publish_result(
+            trainer,
+            result,
+            prefix=self.prefix,
+            filename=self.filename,
+            checkpoint=checkpoint,
+            checkpoint_step=self._checkpoint_step,
+        )
+        if trainer.is_global_zero and self.print_table:
+            print(result.to_markdown())
         return result

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from lightning.pytorch.trainer.states import TrainerFn
 
 from lit_sparse.io.atomic import write_json, write_text
 
-__all__ = ["purge_step", "run_dir", "write_json", "write_text"]
+__all__ = ["publish_result", "purge_step", "run_dir", "write_json", "write_text"]
 
 
 def run_dir(trainer: pl.Trainer) -> Path:
@@ -48,3 +49,29 @@ def purge_step(trainer: pl.Trainer) -> int | None:
             step = (getattr(logger, "_kwargs", None) or {}).get("purge_step")
             return None if step is None else int(step)
     return None
+
+
+def publish_result(
+    trainer: pl.Trainer, result, *, prefix: str, filename: str | None, checkpoint, checkpoint_step
+) -> Path | None:
+    """An end-of-fit evaluation's result, stamped and published: its ``step`` (the trainer's
+    while fitting, else the evaluated checkpoint's) and ``checkpoint``; then, on rank zero,
+    its ``metrics(prefix)`` logged to every logger and ``<filename>.json`` / ``.md`` written
+    in the run folder. Returns the written files' path without suffix (None: none)."""
+    fitting = trainer.state.fn == TrainerFn.FITTING
+    result.step = (
+        trainer.global_step if fitting or checkpoint_step is None else int(checkpoint_step)
+    )
+    result.checkpoint = None if checkpoint is None else str(checkpoint)
+    if not trainer.is_global_zero:
+        return None
+    metrics = result.metrics(prefix)
+    for logger in trainer.loggers:
+        logger.log_metrics(metrics, step=trainer.global_step)
+        logger.save()
+    if not filename:
+        return None
+    written = run_dir(trainer) / filename
+    write_json(written.with_name(f"{filename}.json"), result.to_dict())
+    write_text(written.with_name(f"{filename}.md"), result.to_markdown())
+    return written
