@@ -13,6 +13,7 @@ from lit_sparse.data import SourceConfig, TextDataModule
 from lit_sparse.data.mixture import MixtureWindows
 
 from .conftest import PREFIXES, prefix_range
+from .fresh_process import in_fresh_process
 
 
 def mixture_sources(paths, weights=(0.5, 0.3, 0.2)) -> list[SourceConfig]:
@@ -87,6 +88,14 @@ def _take(loader, n):
     return [next(it) for _ in range(n)]
 
 
+def take_with_workers(tmp_path, word_tok, paths, n, state):
+    """The first ``n`` batches of a two-worker loader, resumed from ``state`` when given."""
+    dm = make_dm(tmp_path, word_tok, paths, seq_len=16, batch_size=4, num_workers=2)
+    if state is not None:
+        dm.load_state_dict(state)
+    return _take(dm.train_dataloader(), n)
+
+
 def test_stream_is_seeded_per_rank(tmp_path, word_tok, local_sources):
     dm = make_dm(tmp_path, word_tok, local_sources, seq_len=16, batch_size=4)
     a = torch.cat([x for x, _ in _take(dm.train_dataloader(), 3)])
@@ -105,8 +114,9 @@ def test_stream_is_seeded_per_rank(tmp_path, word_tok, local_sources):
 def test_workers_split_the_stream_without_duplicates(tmp_path, word_tok, local_sources):
     dm0 = make_dm(tmp_path, word_tok, local_sources, seq_len=16, batch_size=4)
     ref = _take(dm0.train_dataloader(), 6)
-    dm2 = make_dm(tmp_path, word_tok, local_sources, seq_len=16, batch_size=4, num_workers=2)
-    got = _take(dm2.train_dataloader(), 6)
+    got = in_fresh_process(
+        take_with_workers, tmp_path, word_tok, local_sources, 6, None, work_dir=tmp_path
+    )
     for (x0, _), (x2, _) in zip(ref, got, strict=True):
         assert torch.equal(x0, x2)
     # and the windows are distinct draws (no worker repeats another's samples)
@@ -133,9 +143,9 @@ def test_resume_exactly_from_state_dict(tmp_path, word_tok, local_sources):
     assert state["samples_consumed"] == 20
     expected = [next(it) for _ in range(4)]
 
-    resumed = make_dm(tmp_path, word_tok, local_sources, seq_len=16, batch_size=4, num_workers=2)
-    resumed.load_state_dict(state)
-    got = _take(resumed.train_dataloader(), 4)
+    got = in_fresh_process(
+        take_with_workers, tmp_path, word_tok, local_sources, 4, state, work_dir=tmp_path
+    )
     for (xe, ye), (xg, yg) in zip(expected, got, strict=True):
         assert torch.equal(xe, xg) and torch.equal(ye, yg)
     # a fresh module without the state starts over

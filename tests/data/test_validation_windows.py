@@ -14,6 +14,7 @@ from torch.utils.data import IterableDataset
 from lit_sparse.data import SourceConfig, TextDataModule
 
 from .conftest import random_doc
+from .fresh_process import in_fresh_process
 
 T = 16
 
@@ -101,12 +102,15 @@ def test_windows_are_fixed_and_non_overlapping(tmp_path, word_tok, local_sources
             assert len(stream) == 2501
 
 
+def all_windows(tmp_path, tok, paths, val_file, num_workers) -> list[list[torch.Tensor]]:
+    dm = make(tmp_path, tok, paths, val_file, num_workers=num_workers)
+    return [windows(dl) for dl in dm.val_dataloader()]
+
+
 def test_identical_across_constructions(tmp_path, word_tok, local_sources, val_file):
-    a = [windows(dl) for dl in make(tmp_path, word_tok, local_sources, val_file).val_dataloader()]
-    b = [
-        windows(dl)
-        for dl in make(tmp_path, word_tok, local_sources, val_file, num_workers=2).val_dataloader()
-    ]
+    a = all_windows(tmp_path, word_tok, local_sources, val_file, num_workers=0)
+    args = (tmp_path, word_tok, local_sources, val_file, 2)  # workers fork in a clean process
+    b = in_fresh_process(all_windows, *args, work_dir=tmp_path)
     for wa, wb in zip(a, b, strict=True):
         assert len(wa) == len(wb) > 0
         assert all(torch.equal(u, v) for u, v in zip(wa, wb, strict=True))
