@@ -100,3 +100,16 @@ def test_generate_shows_its_defaults(capsys):
     text = " ".join(help_of(capsys, "generate").split())
     assert "tokens to generate (default: 100)" in text
     assert "sample among the k most likely tokens (default: all of them)" in text
+
+
+def test_every_bench_option_says_what_it_does():
+    from lit_sparse.commands.bench import _parser
+
+    (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    missing = [
+        f"bench {name} {action.option_strings[-1]}"
+        for name, parser in sub.choices.items()
+        for action in parser._actions
+        if action.option_strings and not action.help
+    ]
+    assert not missing, missing

@@ -128,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
             f"slot plugin listed) or '{FLEX_PREFIX}NAME' (one) (default: all, flex rows "
             "included); dense always runs",
         )
-        p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+        p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to time")
         p.add_argument("--json", type=str, default=None, help="write the rows to this file")
         p.add_argument("--window", type=int, default=window, help="fibonacci window W")
         p.add_argument("--repeats", type=int, default=5, help="timed calls per row (median)")
@@ -148,16 +148,16 @@ def _parser() -> argparse.ArgumentParser:
             default=16384,
             help="longest length at which dense runs (O(T^2))",
         )
-    attention.add_argument("--batch", type=int, default=1)
+    attention.add_argument("--batch", type=int, default=1, help="sequences per call")
     attention.add_argument(
         "--dtype",
         choices=DTYPES,
         default="float32",
         help="dtype of q, k, v (the CPU kernel computes in float32 whatever it gets)",
     )
-    attention.add_argument("--heads", type=int, default=8)
-    attention.add_argument("--kv-heads", type=int, default=2)
-    attention.add_argument("--head-dim", type=int, default=64)
+    attention.add_argument("--heads", type=int, default=8, help="query heads")
+    attention.add_argument("--kv-heads", type=int, default=2, help="key/value heads (GQA)")
+    attention.add_argument("--head-dim", type=int, default=64, help="channels per head")
     train.add_argument(
         "--shape",
         choices=tuple(TRAIN_SHAPES),
@@ -181,9 +181,17 @@ def _parser() -> argparse.ArgumentParser:
 def _shape_options(parser, defaults) -> None:
     """The model-shape options of decode and prefill (default: the paper's shape)."""
     parser.add_argument("--window", type=int, default=defaults.window, help="fibonacci W")
-    for name in ("n_layers", "d_model", "n_heads", "n_kv_heads", "vocab_size", "training_length"):
+    shape = {
+        "n_layers": "decoder layers",
+        "d_model": "model width",
+        "n_heads": "query heads",
+        "n_kv_heads": "key/value heads (GQA)",
+        "vocab_size": "vocabulary (the output layer's rows)",
+        "training_length": "the length the pattern is built for (Fibonacci rungs below it)",
+    }
+    for name, what in shape.items():
         flag = "--" + name.replace("_", "-")
-        parser.add_argument(flag, type=int, default=getattr(defaults, name), dest=name)
+        parser.add_argument(flag, type=int, default=getattr(defaults, name), dest=name, help=what)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
 
 
@@ -193,10 +201,16 @@ def _prefill_parser(sub) -> None:
 
     defaults = PrefillBenchSpec()
     prefill = sub.add_parser(
-        "prefill", help="a long prompt into the caches, in chunks: tokens/s and peak memory"
+        "prefill",
+        help="a long prompt into the caches, in chunks: tokens/s and peak memory",
+        formatter_class=HelpFormatter,
     )
-    prefill.add_argument("--lengths", type=int, nargs="+", default=defaults.lengths)
-    prefill.add_argument("--plugins", nargs="+", choices=PLUGINS, default=defaults.plugins)
+    prefill.add_argument(
+        "--lengths", type=int, nargs="+", default=defaults.lengths, help="prompt lengths"
+    )
+    prefill.add_argument(
+        "--plugins", nargs="+", choices=PLUGINS, default=defaults.plugins, help="rows"
+    )
     prefill.add_argument(
         "--chunk",
         type=int,
@@ -282,8 +296,14 @@ def _decode_parser(sub) -> None:
         help="decoding steps after long contexts: batched, against the weights' memory floor",
         formatter_class=HelpFormatter,
     )
-    decode.add_argument("--contexts", type=int, nargs="+", default=list(CONTEXTS))
-    decode.add_argument("--plugins", nargs="+", choices=PLUGINS, default=list(PLUGINS))
+    decode.add_argument(
+        "--contexts",
+        type=int,
+        nargs="+",
+        default=list(CONTEXTS),
+        help="tokens already in the cache when the timed steps start",
+    )
+    decode.add_argument("--plugins", nargs="+", choices=PLUGINS, default=list(PLUGINS), help="rows")
     decode.add_argument(
         "--batch", type=int, nargs="+", default=[1], help="sequences per step (e.g. 1 8 32)"
     )
@@ -295,7 +315,7 @@ def _decode_parser(sub) -> None:
         dest="dtypes",
         help="the weights' dtypes, timed side by side (bfloat16: half the bytes per step)",
     )
-    decode.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    decode.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to time")
     decode.add_argument(
         "--breakdown",
         action="store_true",
@@ -309,8 +329,18 @@ def _decode_parser(sub) -> None:
         default=defaults.rss_tokens,
         help="tokens the RSS check decodes with fibonacci (0: no check)",
     )
-    decode.add_argument("--rss-context", type=int, default=defaults.rss_context)
-    decode.add_argument("--rss-after", type=int, default=defaults.rss_after)
+    decode.add_argument(
+        "--rss-context",
+        type=int,
+        default=defaults.rss_context,
+        help="the RSS check's prompt length",
+    )
+    decode.add_argument(
+        "--rss-after",
+        type=int,
+        default=defaults.rss_after,
+        help="the RSS check measures growth after this many decoded tokens",
+    )
     decode.add_argument(
         "--transformers",
         action="store_true",
