@@ -34,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
         description=__doc__.split("\n\n")[1],
     )
     parser.add_argument("path", help="a run directory or a .ckpt file")
-    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    parser.add_argument(
+        "--tasks", nargs="+", choices=TASKS, default=list(TASKS), help="which tasks"
+    )
     parser.add_argument("--per-group", type=int, default=120, help="items per length/hops")
     parser.add_argument("--seed", type=int, default=0, help="seed of the items")
     parser.add_argument("--tokenizer", default=None, help="default: the run's tokenizer")
