@@ -5,7 +5,7 @@ or is listed in SKIPPED with the reason it cannot run here. A new command is pic
 automatically and fails the suite until it is one or the other.
 
 The pages run in DOCUMENTS' order, each top to bottom: docs/training.md's paper-scale fit
-makes the run its paper-scale evaluation reads; the README's quickstart makes the run its
+makes the run the README's paper-scale evaluation reads; the README's quickstart makes the run its
 generate and evaluation commands read (as a reader following it has)."""
 
 from __future__ import annotations
