@@ -5,17 +5,29 @@
 (:mod:`lit_sparse.data.recall_data`); ``SourceConfig`` describes one source of the
 mixture; ``DataSourceUnavailable`` is raised (one line, naming the offline alternative) when
 a source or tokenizer needs the Hugging Face hub and the hub cannot be reached.
+
+The names import on first use: the data modules import Lightning (seconds), which loading
+an export (``lit_sparse.data.tokenizer``: lm-eval, generate, transformers) never needs.
 """
 
-from lit_sparse.data.datamodule import (
-    TextDataModule,
-    checked_seq_len,
-    default_cache_dir,
-    embedded_sources,
-)
-from lit_sparse.data.hub import DataSourceUnavailable, find_unavailable
-from lit_sparse.data.recall_data import DistanceDataModule, MQARDataModule, PasskeyDataModule
-from lit_sparse.data.sources import SourceConfig
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+_PUBLIC = {
+    "DataSourceUnavailable": "lit_sparse.data.hub",
+    "find_unavailable": "lit_sparse.data.hub",
+    "DistanceDataModule": "lit_sparse.data.recall_data",
+    "MQARDataModule": "lit_sparse.data.recall_data",
+    "PasskeyDataModule": "lit_sparse.data.recall_data",
+    "SourceConfig": "lit_sparse.data.sources",
+    "TextDataModule": "lit_sparse.data.datamodule",
+    "checked_seq_len": "lit_sparse.data.datamodule",
+    "default_cache_dir": "lit_sparse.data.datamodule",
+    "embedded_sources": "lit_sparse.data.datamodule",
+}
+"""public name -> the module it comes from."""
 
 __all__ = [
     "DataSourceUnavailable",
@@ -29,3 +41,27 @@ __all__ = [
     "embedded_sources",
     "find_unavailable",
 ]
+
+if TYPE_CHECKING:
+    from lit_sparse.data.datamodule import (
+        TextDataModule,
+        checked_seq_len,
+        default_cache_dir,
+        embedded_sources,
+    )
+    from lit_sparse.data.hub import DataSourceUnavailable, find_unavailable
+    from lit_sparse.data.recall_data import DistanceDataModule, MQARDataModule, PasskeyDataModule
+    from lit_sparse.data.sources import SourceConfig
+
+
+def __getattr__(name: str):
+    """A public name, imported now."""
+    if name not in _PUBLIC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})

@@ -111,6 +111,7 @@ def test_stream_is_seeded_per_rank(tmp_path, word_tok, local_sources):
     assert not torch.equal(a, d)
 
 
+@pytest.mark.slow  # starts a Python process
 def test_workers_split_the_stream_without_duplicates(tmp_path, word_tok, local_sources):
     dm0 = make_dm(tmp_path, word_tok, local_sources, seq_len=16, batch_size=4)
     ref = _take(dm0.train_dataloader(), 6)
@@ -134,6 +135,7 @@ def test_draws_are_pure_functions_of_seed_rank_n(tmp_path, word_tok, local_sourc
     assert [ds.draw(n) for n in range(20)] != [other_rank.draw(n) for n in range(20)]
 
 
+@pytest.mark.slow  # starts a Python process
 def test_resume_exactly_from_state_dict(tmp_path, word_tok, local_sources):
     dm = make_dm(tmp_path, word_tok, local_sources, seq_len=16, batch_size=4)
     it = iter(dm.train_dataloader())

@@ -107,6 +107,7 @@ def all_windows(tmp_path, tok, paths, val_file, num_workers) -> list[list[torch.
     return [windows(dl) for dl in dm.val_dataloader()]
 
 
+@pytest.mark.slow  # starts a Python process
 def test_identical_across_constructions(tmp_path, word_tok, local_sources, val_file):
     a = all_windows(tmp_path, word_tok, local_sources, val_file, num_workers=0)
     args = (tmp_path, word_tok, local_sources, val_file, 2)  # workers fork in a clean process

@@ -4,6 +4,8 @@ checkpoint, on a device and in a dtype; save_pretrained takes the tokenizer (iss
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -24,6 +26,20 @@ def test_an_export_loads_with_its_tokenizer(random_export):
     assert isinstance(tokenizer, lit_sparse.Tokenizer)
     assert tokenizer.sha256 == lit_sparse.Tokenizer.from_pretrained("embedded").sha256
     assert tokenizer.document_prefix == [0]
+
+
+@pytest.mark.slow  # starts a Python process
+def test_loading_an_export_needs_no_lightning(random_export):
+    """lm-eval, generate and transformers load exports: Lightning's seconds of import are the
+    training side's (``lit_sparse.data`` imports its data modules on first use)."""
+    code = (
+        "import sys, lit_sparse\n"
+        f"model, tokenizer = lit_sparse.load_pretrained({str(random_export)!r})\n"
+        "import lit_sparse.interop.lm_eval\n"
+        "loaded = [m for m in ('lightning', 'jsonargparse', 'datasets') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 def test_save_pretrained_writes_the_tokenizer_and_generate_needs_nothing_else(
