@@ -12,8 +12,9 @@ an export (``lit_sparse.data.tokenizer``: lm-eval, generate, transformers) never
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from lit_sparse._lazy import lazy_names
 
 _PUBLIC = {
     "DataSourceUnavailable": "lit_sparse.data.hub",
@@ -54,14 +55,4 @@ if TYPE_CHECKING:
     from lit_sparse.data.sources import SourceConfig
 
 
-def __getattr__(name: str):
-    """A public name, imported now."""
-    if name not in _PUBLIC:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_PUBLIC[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_PUBLIC})
+__getattr__, __dir__ = lazy_names(__name__, _PUBLIC)

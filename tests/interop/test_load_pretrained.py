@@ -30,13 +30,15 @@ def test_an_export_loads_with_its_tokenizer(random_export):
 
 @pytest.mark.slow  # starts a Python process
 def test_loading_an_export_needs_no_lightning(random_export):
-    """lm-eval, generate and transformers load exports: Lightning's seconds of import are the
-    training side's (``lit_sparse.data`` imports its data modules on first use)."""
+    """lm-eval, generate and transformers load exports, and lm-eval builds the shipped tasks:
+    Lightning's and torchmetrics' seconds of import are the training side's (``lit_sparse.data``
+    and ``lit_sparse.evaluation`` import their modules on first use)."""
     code = (
         "import sys, lit_sparse\n"
         f"model, tokenizer = lit_sparse.load_pretrained({str(random_export)!r})\n"
-        "import lit_sparse.interop.lm_eval\n"
-        "loaded = [m for m in ('lightning', 'jsonargparse', 'datasets') if m in sys.modules]\n"
+        "import lit_sparse.interop.lm_eval, lit_sparse.evaluation.held_out_tasks\n"
+        "heavy = ('lightning', 'jsonargparse', 'datasets', 'torchmetrics')\n"
+        "loaded = [m for m in heavy if m in sys.modules]\n"
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
