@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from lit_sparse.__main__ import main as lit_main
+from lit_sparse.runs.locks import lock_holder
 
 pytestmark = pytest.mark.slow  # trains, starts processes or benches
 
@@ -244,6 +245,12 @@ def test_a_killed_study_resumes_its_interrupted_run(tmp_path, capsys):
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+    # the study is reaped, but its fit child, killed with it, may still be closing its files:
+    # the run is free once the kernel has dropped the child's locks
+    deadline = time.monotonic() + 60
+    while lock_holder(experiment) or lock_holder(experiment / "version_0"):
+        assert time.monotonic() < deadline, lock_holder(experiment)
+        time.sleep(0.05)
     assert not (experiment / "version_0" / "extrapolation.json").exists()
     assert lit_main([*args, "--dry-run"]) == 0
     assert capsys.readouterr().out.strip().endswith("--ckpt_path last")
