@@ -160,16 +160,13 @@ class LengthExtrapolation(pl.Callback):
             progress=trainer.is_global_zero and trainer.progress_bar_callback is not None,
         )
         self.result = result
-        written = publish_result(
+        publish_result(
             trainer,
             result,
             prefix=self.prefix,
             filename=self.filename,
             checkpoint=checkpoint,
             checkpoint_step=self._checkpoint_step,
+            print_table=self.print_table,
         )
-        if trainer.is_global_zero and self.print_table:
-            print(result.to_markdown())
-            if written is not None:
-                print(f"written to {written}.json and {written}.md")
         return result

@@ -155,7 +155,6 @@ class RecallEvaluation(pl.Callback):
             filename=self.filename,
             checkpoint=checkpoint,
             checkpoint_step=self._checkpoint_step,
+            print_table=self.print_table,
         )
-        if trainer.is_global_zero and self.print_table:
-            print(result.to_markdown())
         return result

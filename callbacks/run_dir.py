@@ -52,12 +52,20 @@ def purge_step(trainer: pl.Trainer) -> int | None:
 
 
 def publish_result(
-    trainer: pl.Trainer, result, *, prefix: str, filename: str | None, checkpoint, checkpoint_step
+    trainer: pl.Trainer,
+    result,
+    *,
+    prefix: str,
+    filename: str | None,
+    checkpoint,
+    checkpoint_step,
+    print_table: bool = False,
 ) -> Path | None:
     """An end-of-fit evaluation's result, stamped and published: its ``step`` (the trainer's
     while fitting, else the evaluated checkpoint's) and ``checkpoint``; then, on rank zero,
-    its ``metrics(prefix)`` logged to every logger and ``<filename>.json`` / ``.md`` written
-    in the run folder. Returns the written files' path without suffix (None: none)."""
+    its ``metrics(prefix)`` logged to every logger, ``<filename>.json`` / ``.md`` written in
+    the run folder and, with ``print_table``, its table and the files printed. Returns the
+    written files' path without suffix (None: none)."""
     fitting = trainer.state.fn == TrainerFn.FITTING
     result.step = (
         trainer.global_step if fitting or checkpoint_step is None else int(checkpoint_step)
@@ -69,9 +77,13 @@ def publish_result(
     for logger in trainer.loggers:
         logger.log_metrics(metrics, step=trainer.global_step)
         logger.save()
-    if not filename:
-        return None
-    written = run_dir(trainer) / filename
-    write_json(written.with_name(f"{filename}.json"), result.to_dict())
-    write_text(written.with_name(f"{filename}.md"), result.to_markdown())
+    written = None
+    if filename:
+        written = run_dir(trainer) / filename
+        write_json(written.with_name(f"{filename}.json"), result.to_dict())
+        write_text(written.with_name(f"{filename}.md"), result.to_markdown())
+    if print_table:
+        print(result.to_markdown())
+        if written is not None:
+            print(f"written to {written}.json and {written}.md")
     return written
