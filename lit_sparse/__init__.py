@@ -6,11 +6,10 @@ The public names import on first use (``lit_sparse.LanguageModel`` imports torch
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from typing import TYPE_CHECKING
 
 from lit_sparse import _moved
+from lit_sparse._lazy import lazy_names
 
 _PUBLIC = {
     "AttentionPlugin": "lit_sparse.attention",
@@ -73,17 +72,4 @@ if TYPE_CHECKING:
     from lit_sparse.runs.analysis import load_run
 
 
-def __getattr__(name: str):
-    """A public name, imported now; a subpackage (``lit_sparse.data``) too."""
-    if name in _PUBLIC:
-        value = getattr(importlib.import_module(_PUBLIC[name]), name)
-    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        value = importlib.import_module(f"{__name__}.{name}")
-    else:
-        raise AttributeError(f"module 'lit_sparse' has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_PUBLIC})
+__getattr__, __dir__ = lazy_names(__name__, _PUBLIC, subpackages=True)

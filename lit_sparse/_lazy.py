@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Callable
 
 
-def lazy_names(package: str, public: dict[str, str]) -> tuple[Callable, Callable]:
+def lazy_names(
+    package: str, public: dict[str, str], *, subpackages: bool = False
+) -> tuple[Callable, Callable]:
     """The ``__getattr__`` and ``__dir__`` of ``package``, whose names ``public`` maps to
-    the modules they come from; a name is imported when first asked for, then kept."""
+    the modules they come from; a name is imported when first asked for, then kept. With
+    ``subpackages``, any other public name that is a submodule imports it
+    (``lit_sparse.data``)."""
 
     def __getattr__(name: str):
-        if name not in public:
+        if name in public:
+            value = getattr(importlib.import_module(public[name]), name)
+        elif (
+            subpackages
+            and not name.startswith("_")
+            and importlib.util.find_spec(f"{package}.{name}") is not None
+        ):
+            value = importlib.import_module(f"{package}.{name}")
+        else:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(public[name]), name)
         setattr(sys.modules[package], name, value)
         return value
 
