@@ -26,8 +26,9 @@ class ModelConfig:
     head_dim: int = 64
     """Width of one head; n_heads * head_dim must equal d_model."""
     ffn_hidden: int | None = None
-    """SwiGLU hidden width; None: int(d_model * 8 / 3) rounded up to even (1366 at 512).
-    Read ``ffn_width`` for the value in use."""
+    """SwiGLU hidden width; None: int(d_model * 8 / 3) rounded up to even (1366 at 512);
+    0: attention-only blocks (no MLP, as Zoology's recall models). Read ``ffn_width`` for
+    the value in use."""
     norm_eps: float = 1e-6
     """RMSNorm epsilon."""
     rope_theta: float = 10000.0
@@ -60,8 +61,13 @@ class ModelConfig:
             )
         if self.head_dim % 2:
             raise ConfigError(f"head_dim must be even for RoPE, got {self.head_dim}")
-        if self.ffn_hidden is not None and self.ffn_hidden <= 0:
-            raise ConfigError(f"ffn_hidden must be a positive integer, got {self.ffn_hidden!r}")
+        if self.ffn_hidden is not None and (
+            not isinstance(self.ffn_hidden, int) or self.ffn_hidden < 0
+        ):
+            raise ConfigError(
+                f"ffn_hidden must be an integer >= 0 (0: no MLP) or None (the default width), "
+                f"got {self.ffn_hidden!r}"
+            )
         for name in ("norm_eps", "rope_theta", "init_std"):
             value = getattr(self, name)
             if value is not None and not value > 0:

@@ -142,16 +142,22 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
+    """Attention then SwiGLU, each pre-norm and residual; attention only when the config's
+    ``ffn_width`` is 0."""
+
     def __init__(self, config: ModelConfig, pattern: AttentionPattern, rope: RotaryEmbedding):
         super().__init__()
         self.attn_norm = RMSNorm(config.d_model, config.norm_eps)
         self.attn = Attention(config, pattern, rope)
-        self.ffn_norm = RMSNorm(config.d_model, config.norm_eps)
-        self.ffn = FeedForward(config)
+        if config.ffn_width:
+            self.ffn_norm = RMSNorm(config.d_model, config.norm_eps)
+            self.ffn = FeedForward(config)
+        else:
+            self.ffn_norm = self.ffn = None
 
     def forward(self, x: Tensor, decoder: LayerDecoder | None = None) -> Tensor:
         x = x + self.attn(self.attn_norm(x), decoder)
-        return x + self.ffn(self.ffn_norm(x))
+        return x if self.ffn is None else x + self.ffn(self.ffn_norm(x))
 
 
 class LanguageModel(
@@ -183,7 +189,8 @@ class LanguageModel(
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(module.weight, mean=0.0, std=std)
         for block in self.blocks:
-            for residual_out in (block.attn.o_proj, block.ffn.down):
+            residual_outs = [block.attn.o_proj] + ([block.ffn.down] if block.ffn else [])
+            for residual_out in residual_outs:
                 nn.init.normal_(residual_out.weight, std=std / math.sqrt(2 * self.config.n_layers))
 
     def forward(

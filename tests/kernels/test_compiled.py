@@ -283,3 +283,27 @@ def test_slots_that_would_read_outside_the_inputs_are_refused(problem):
                 q_pm, k_pm, v_pm, exact, lo, frac, keys, slots.block_size,
                 slots.min_abs_distance, 1,
             )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_two_checkouts_of_one_commit_share_one_build_and_never_rebuild(tmp_path):
+    """torch writes the source's path into build.ninja: each checkout's own path made ninja
+    rebuild (about a minute, silently) whenever another checkout had loaded last. The build
+    reads its own copy of the source, so a checkout anywhere loads the same build."""
+    assert compiled.available()
+    library = compiled.build_directory(compiled.build_name()) / f"{compiled.build_name()}.so"
+    built_at = library.stat().st_mtime_ns
+    for checkout in ("a", "b", "a"):
+        source = tmp_path / checkout / "slots_cpu.cpp"
+        source.parent.mkdir(exist_ok=True)
+        source.write_bytes(compiled.SOURCE.read_bytes())
+        code = (
+            "from pathlib import Path\nfrom lit_sparse.attention.kernels import compiled\n"
+            f"compiled.SOURCE = Path({str(source)!r})\nprint(compiled.available())"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=240
+        )
+        assert done.stdout.strip() == "True", done.stderr
+        assert "built" not in done.stderr, done.stderr
+        assert library.stat().st_mtime_ns == built_at, f"rebuilt for checkout {checkout}"

@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from lit_sparse.attention.kernels.slots import KeySlots
+from lit_sparse.io.atomic import write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,19 @@ def build_directory(name: str) -> Path:
     ``~/.cache/torch_extensions``)."""
     root = os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions"
     return Path(root) / name
+
+
+def build_source(folder: Path) -> Path:
+    """The source, copied into its build folder once, and built from there.
+
+    torch writes the source's absolute path into ``build.ninja``, and ninja rebuilds when that
+    line changes: built from each checkout's own file, two checkouts of one commit (a
+    worktree, CI beside a clone) would rebuild over each other at every switch. The folder's
+    name holds the source's hash, so its copy is the same bytes for every checkout."""
+    copy = folder / SOURCE.name
+    if not copy.is_file() or copy.read_bytes() != SOURCE.read_bytes():
+        write_bytes(copy, SOURCE.read_bytes())
+    return copy
 
 
 @contextlib.contextmanager
@@ -105,27 +119,29 @@ def _extension():
 
         name = build_name()
         folder = build_directory(name)
-        first = not (folder / f"{name}.so").is_file()
-        if first:
+        library = folder / f"{name}.so"
+        built_at = library.stat().st_mtime_ns if library.is_file() else None
+        if built_at is None:
             print(
                 "building the CPU attention kernel (once per torch install and CPU, about a "
                 f"minute) in {folder} ...",
                 file=sys.stderr,
                 flush=True,
             )
-            start = time.perf_counter()
+        start = time.perf_counter()
         folder.mkdir(parents=True, exist_ok=True)
         with build_lock(folder):
             module = load(
                 name=name,
-                sources=[str(SOURCE)],
+                sources=[str(build_source(folder))],
                 extra_cflags=_FLAGS,
                 build_directory=str(folder),
                 verbose=False,
             )
-        if first:
+        if built_at is None or library.stat().st_mtime_ns != built_at:
+            again = "" if built_at is None else "re"
             seconds = time.perf_counter() - start
-            print(f"built the CPU attention kernel in {seconds:.0f} s", file=sys.stderr)
+            print(f"{again}built the CPU attention kernel in {seconds:.0f} s", file=sys.stderr)
         return module
     except Exception as err:  # no compiler, no ninja, unsupported platform
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
