@@ -64,8 +64,9 @@ def publish_result(
     """An end-of-fit evaluation's result, stamped and published: its ``step`` (the trainer's
     while fitting, else the evaluated checkpoint's) and ``checkpoint``; then, on rank zero,
     its ``metrics(prefix)`` logged to every logger, ``<filename>.json`` / ``.md`` written in
-    the run folder and, with ``print_table``, its table and the files printed. Returns the
-    written files' path without suffix (None: none)."""
+    the run folder and, with ``print_table``, its table and the files printed. A fit that
+    ended before ``max_steps`` (an early stop) says so in the JSON (``stopped_early``), so a
+    study counts it complete. Returns the written files' path without suffix (None: none)."""
     fitting = trainer.state.fn == TrainerFn.FITTING
     result.step = (
         trainer.global_step if fitting or checkpoint_step is None else int(checkpoint_step)
@@ -80,7 +81,10 @@ def publish_result(
     written = None
     if filename:
         written = run_dir(trainer) / filename
-        write_json(written.with_name(f"{filename}.json"), result.to_dict())
+        data = result.to_dict()
+        if fitting:
+            data["stopped_early"] = 0 < trainer.global_step < (trainer.max_steps or 0)
+        write_json(written.with_name(f"{filename}.json"), data)
         write_text(written.with_name(f"{filename}.md"), result.to_markdown())
     if print_table:
         print(result.to_markdown())

@@ -60,7 +60,7 @@ from lit_sparse.study.paper_matrix import (
     MatrixRun,
     identify,
 )
-from lit_sparse.study.preset import PRESETS
+from lit_sparse.study.preset import PRESETS, get_preset
 
 __all__ = ["PAPER", "RUNS", "MatrixRun", "RunRecord", "identify", "main", "read_run", "tables"]
 
@@ -354,6 +354,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--root", default=None, help="with --preset: folder of the runs (default runs/<preset>)"
     )
+    parser.add_argument(
+        "--results",
+        default=None,
+        metavar="DIR",
+        help="with --preset recall: --run writes each finished run's record here "
+        "(<task>/<variant>/seed<K>.json, small enough to commit); --table and --plot read "
+        "the records here instead of the run folders (docs/recall-study/results)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="with --run: print the commands")
     parser.add_argument("--out", default=None, help="with --table: also write this .md file")
     return parser
@@ -363,7 +371,7 @@ def _check_options(args: argparse.Namespace, extra: list[str]) -> None:
     if extra and args.run is None:
         raise ConfigError(f"{extra[0]}: unknown option (extra options go with --run)")
     if args.preset is None:
-        for name in ("seeds", "variants", "root", "tasks"):
+        for name in ("seeds", "variants", "root", "tasks", "results"):
             if getattr(args, name) is not None:
                 raise ConfigError(f"--{name}: only with --preset (e.g. --preset cpu)")
         if args.plot is not None:
@@ -378,6 +386,8 @@ def _check_options(args: argparse.Namespace, extra: list[str]) -> None:
             f"--run {args.run}: with --preset, --run takes no name (--variants and --seeds "
             "choose the runs)"
         )
+    if args.results is not None and get_preset(args.preset).measures != "recall":
+        raise ConfigError(f"--results {args.results}: only with --preset recall")
     if args.table:
         raise ConfigError(
             f"--table {args.table[0]}: with --preset, --table takes no RUN_DIR (the runs are "
@@ -390,14 +400,17 @@ def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
 
     runs = preset_runs(args.preset, args.seeds, args.variants, args.root, args.tasks)
     if args.list:
-        rows = []
+        rows, states = [], []
         for run in runs:
             status = run_status(run)
+            states.append(status.state.value)
             configs = f"configs/{run.variant.config} configs/{run.setup.config}"
             where = status.run_dir or run.experiment
             options = run.variant.task_options(run.setup) + run.variant.seed_overrides(run.seed)
-            rows.append([run.name, configs, " ".join(options), status.state.value, str(where)])
-        states = [row[3] for row in rows]
+            state = status.state.value
+            if status.state is RunState.COMPLETE:
+                state += f" ({status.detail})"
+            rows.append([run.name, configs, " ".join(options), state, str(where)])
         counts = ", ".join(f"{states.count(s)} {s}" for s in dict.fromkeys(states))
         print(markdown_table(["run", "configs", "options", "status", "folder"], rows))
         print(
@@ -420,7 +433,11 @@ def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
 
         try:
             outcomes = run_preset(
-                runs, fit_in_subprocess, extra, echo=lambda s: print(s, flush=True)
+                runs,
+                fit_in_subprocess,
+                extra,
+                echo=lambda s: print(s, flush=True),
+                results=None if args.results is None else Path(args.results),
             )
         except KeyboardInterrupt:
             return interrupted(
@@ -457,7 +474,7 @@ def _recall_report(args: argparse.Namespace, runs: list) -> int:
     """--table or --plot of the recall preset."""
     from lit_sparse.study.recall_results import collect_recall
 
-    study = collect_recall(runs)
+    study = collect_recall(runs, None if args.results is None else Path(args.results))
     if args.plot is not None:
         from lit_sparse.study.recall_plots import write_recall_plots
 

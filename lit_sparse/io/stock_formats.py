@@ -90,6 +90,11 @@ def stock_config(layout: str, config, lit_sparse_keys: dict[str, Any]) -> dict[s
             f"format={layout!r}: the model's attention ({attention['class_path']}) has no "
             f"{STOCK_CLASSES.get(layout, layout)} form; {describe_stock_layouts()}"
         )
+    if not config.ffn_width:
+        raise ConfigError(
+            f"format={layout!r}: the model's blocks have no MLP (ffn_hidden 0), and every "
+            f"{STOCK_CLASSES[layout]} block has one; use format 'lit_sparse'"
+        )
     fields = {
         "architectures": [STOCK_CLASSES[layout]],
         "model_type": layout,

@@ -431,11 +431,12 @@ def _versions(experiment: Path) -> list[Path]:
     )
 
 
-def complete_step(
+def finish(
     run_dir: Path, results: Sequence[str] = ("extrapolation.json", "position_loss.json")
-) -> int | None:
-    """The step a version folder finished at, if it holds the end-of-fit ``results`` (the
-    first one's step at its config's ``max_steps``, the others present)."""
+) -> tuple[int, bool] | None:
+    """(step, stopped early) of a version folder that holds the end-of-fit ``results``: the
+    first one's step at its config's ``max_steps``, or before it when the fit stopped early
+    (an early stop at its target), the others present; None for an unfinished folder."""
     import json
 
     config_file, first = run_dir / "config.yaml", run_dir / results[0]
@@ -443,10 +444,13 @@ def complete_step(
         return None
     max_steps = (load_yaml(config_file, "run config").get("trainer") or {}).get("max_steps")
     try:
-        step = json.loads(first.read_text()).get("step")
+        saved = json.loads(first.read_text())
+        step, early = saved.get("step"), saved.get("stopped_early") is True
     except (OSError, ValueError, AttributeError):
         return None
-    return step if step is not None and step == max_steps else None
+    if step is None or max_steps is None:
+        return None
+    return (step, early) if step == max_steps or (early and step < max_steps) else None
 
 
 def run_status(run: PresetRun) -> RunStatus:
@@ -454,9 +458,10 @@ def run_status(run: PresetRun) -> RunStatus:
     ``last.ckpt`` to resume from: ``fit --ckpt_path last`` picks it) or not started."""
     versions = _versions(run.experiment)
     for version in reversed(versions):
-        step = complete_step(version, run.preset.results)
-        if step is not None:
-            return RunStatus(RunState.COMPLETE, version, f"step {step}", versions)
+        done = finish(version, run.preset.results)
+        if done is not None:
+            detail = f"step {done[0]}" + (" (stopped early)" if done[1] else "")
+            return RunStatus(RunState.COMPLETE, version, detail, versions)
     saved = [v for v in versions if (v / "checkpoints" / "last.ckpt").is_file()]
     if saved:
         return RunStatus(RunState.INTERRUPTED, saved[-1], "has a last.ckpt", versions)

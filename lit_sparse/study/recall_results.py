@@ -20,8 +20,8 @@ import numpy as np
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.recall import RecallResult
-from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse.study.preset import Preset, PresetRun, RunState, Task, Variant, run_status
+from lit_sparse.study.recall_records import make_record, read_record, record_file
 from lit_sparse.study.seeds import Spread
 
 __all__ = ["RecallRun", "RecallStudy", "TaskResults", "VariantRecall", "collect_recall"]
@@ -37,6 +37,11 @@ class RecallRun:
     alpha_steps: np.ndarray | None = None
     alphas: np.ndarray | None = None
     """(S, L) every layer's alpha over the trajectory's steps (None: no alpha)."""
+    curve: dict[str, list] = field(default_factory=dict)
+    """The learning curve: ``step`` and every ``val/*`` tag over it."""
+    stopped_early: bool = False
+    wall_s: float | None = None
+    cpu_s: float | None = None
 
 
 @dataclass
@@ -148,54 +153,51 @@ class RecallStudy:
         return next((t for t in self.tasks if t.task.name == name), None)
 
 
-SETUP_KEYS = (
-    ("model", "arch", "n_layers"),
-    ("model", "arch", "d_model"),
-    ("model", "arch", "n_heads"),
-    ("model", "arch", "n_kv_heads"),
-    ("model", "lr"),
-    ("model", "warmup_steps"),
-    ("model", "min_lr_ratio"),
-    ("data", "class_path"),
-    ("data", "init_args", "seq_len"),
-    ("data", "init_args", "batch_size"),
-    ("data", "init_args", "vocab_size"),
-    ("data", "init_args", "num_kv_pairs"),
-    ("data", "init_args", "val_examples"),
-    ("trainer", "max_steps"),
-)
-"""Config values every run of one task must share (the attention and the seed aside)."""
-
-
-def _lookup(config: dict[str, Any], keys: Sequence[str]) -> Any:
-    value: Any = config
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
-
-
 def _read(run: PresetRun, run_dir: Path) -> tuple[RecallRun, dict[str, Any]]:
-    from lit_sparse.runs.analysis import load_run, read_result_json
+    """A run folder's results and the config values the study compares."""
+    return _from_record(run, make_record(run_dir, {}), run_dir)
 
-    saved = read_result_json(run_dir / "recall.json")
+
+def _from_record(
+    run: PresetRun, record: dict[str, Any], path: Path
+) -> tuple[RecallRun, dict[str, Any]]:
     try:
-        result = RecallResult.from_dict(saved or {})
+        result = RecallResult.from_dict(record["recall"])
     except (KeyError, TypeError, ValueError) as err:
-        raise ConfigError(f"{run_dir / 'recall.json'}: not a recall table ({err})") from None
-    loaded = load_run(run_dir, load_model=False)
-    trajectory = loaded.alpha_trajectory
+        raise ConfigError(f"{path}: not a recall table ({err})") from None
+    alpha = record.get("alpha")
     recall_run = RecallRun(
         run.seed,
-        run_dir,
+        path,
         result,
-        None if trajectory is None else trajectory.steps,
-        None if trajectory is None else trajectory.alphas,
+        None if alpha is None else np.asarray(alpha["steps"]),
+        None if alpha is None else np.asarray(alpha["alphas"], dtype=float),
+        curve=record.get("curve") or {},
+        stopped_early=bool(record.get("stopped_early")),
+        wall_s=record.get("wall_s"),
+        cpu_s=record.get("cpu_s"),
     )
-    return recall_run, load_yaml(run_dir / "config.yaml", "run config")
+    return recall_run, record["setup"]
 
 
-def collect_recall(runs: Sequence[PresetRun]) -> RecallStudy:
-    """Read every complete run of ``runs``; the others are listed as missing.
+def _finished(run: PresetRun, results: Path | None):
+    """(RecallRun, setup, where) of a finished run, or (None, why it is missing, None): read
+    from its record under ``results``, or from its run folder."""
+    if results is not None:
+        path = record_file(results, run.setup.name, run.variant.name, run.seed)
+        if not path.is_file():
+            return None, "no record", None
+        return (*_from_record(run, read_record(path), path), path)
+    status = run_status(run)
+    if status.state is not RunState.COMPLETE or status.run_dir is None:
+        return None, status.state.value, None
+    return (*_read(run, status.run_dir), status.run_dir)
+
+
+def collect_recall(runs: Sequence[PresetRun], results: Path | None = None) -> RecallStudy:
+    """Read every complete run of ``runs`` (from its record under ``results``, when given:
+    :mod:`lit_sparse.study.recall_records`; else from its run folder); the others are listed
+    as missing.
 
     Raises ConfigError when no run is complete, or when two runs of one task were not
     trained alike (a shared config value, the evaluation lengths or the policies differ).
@@ -207,12 +209,10 @@ def collect_recall(runs: Sequence[PresetRun]) -> RecallStudy:
     setups: dict[str, tuple[dict[str, Any], Path, tuple]] = {}
     missing: list[tuple[PresetRun, str]] = []
     for run in runs:
-        status = run_status(run)
-        if status.state is not RunState.COMPLETE or status.run_dir is None:
-            missing.append((run, status.state.value))
+        recall_run, values, where = _finished(run, results)
+        if recall_run is None:
+            missing.append((run, values))
             continue
-        recall_run, config = _read(run, status.run_dir)
-        values = {".".join(keys): _lookup(config, keys) for keys in SETUP_KEYS}
         shape = (
             tuple(values.items()),
             tuple(recall_run.result.lengths),
@@ -220,7 +220,7 @@ def collect_recall(runs: Sequence[PresetRun]) -> RecallStudy:
         )
         task = run.setup.name
         if task not in setups:
-            setups[task] = (values, status.run_dir, shape)
+            setups[task] = (values, where, shape)
         elif shape != setups[task][2]:
             reference = setups[task]
             differ = [
@@ -229,7 +229,7 @@ def collect_recall(runs: Sequence[PresetRun]) -> RecallStudy:
                 if a != b
             ] or [f"evaluation lengths/policies {reference[2][1:]} vs {shape[1:]}"]
             raise ConfigError(
-                f"{status.run_dir} was not trained like {reference[1]} ({'; '.join(differ)}): "
+                f"{where} was not trained like {reference[1]} ({'; '.join(differ)}): "
                 "a study compares runs that differ only in attention and seed"
             )
         variants = by_task.setdefault(task, {})
@@ -237,10 +237,13 @@ def collect_recall(runs: Sequence[PresetRun]) -> RecallStudy:
             recall_run
         )
     if not by_task:
-        raise ConfigError(
-            f"no complete run under {runs[0].root} (complete: recall.json at max_steps); run "
-            "the preset first with --run"
+        where = (
+            f"no record under {results}"
+            if results is not None
+            else f"no complete run under {runs[0].root} (complete: recall.json at max_steps "
+            "or at an early stop)"
         )
+        raise ConfigError(f"{where}; run the preset first with --run")
     tasks = []
     for task in preset.all_tasks:
         if task.name in by_task:

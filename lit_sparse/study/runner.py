@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from lit_sparse.errors import RunInUseError
 from lit_sparse.runs.folders import remove_failed_start
@@ -93,6 +95,8 @@ class Outcome:
     status: RunStatus
     holder: str | None = None
     """Who holds a busy run."""
+    cpu_s: float | None = None
+    """CPU seconds of the fit's process (user and system)."""
 
     @property
     def result(self) -> str:
@@ -117,6 +121,36 @@ def _clear_failed_starts(run: PresetRun, status: RunStatus, echo: Callable[[str]
                 echo(f"  cleared {version}: a start that stopped before its first checkpoint")
 
 
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _save_record(run: PresetRun, outcome: Outcome, results: Path, echo) -> None:
+    """The finished run's record under ``results`` (:mod:`lit_sparse.study.recall_records`);
+    one already there is kept (a skipped run's record carries its first times)."""
+    from lit_sparse.study.recall_records import (
+        make_record,
+        record_file,
+        source_commit,
+        write_record,
+    )
+
+    path = record_file(results, run.setup.name, run.variant.name, run.seed)
+    if outcome.action == "skipped" and path.is_file():
+        return
+    labels = {"task": run.setup.name, "variant": run.variant.name, "seed": run.seed}
+    trained = outcome.action != "skipped"
+    record = make_record(
+        outcome.status.run_dir,
+        labels,
+        wall_s=outcome.seconds if trained else None,
+        cpu_s=outcome.cpu_s if trained else None,
+        commit=source_commit(),
+    )
+    echo(f"  record: {write_record(path, record)}")
+
+
 def _train(run, index, total, launch, extra, echo) -> Outcome:
     """One claimed run: skipped if complete, else resumed or started in its own process."""
     head = f"[{index}/{total}] {run.name}"
@@ -135,7 +169,7 @@ def _train(run, index, total, launch, extra, echo) -> Outcome:
     action = "resumed" if resume else "started"
     echo(f"{head}: {'resuming' if resume else 'starting'}: python -m lit_sparse {' '.join(args)}")
     write_record(run, extra)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), _children_cpu_s()
     try:
         code = launch(args)
     except Exception:  # one broken run must not cost the rest of a long study
@@ -147,11 +181,12 @@ def _train(run, index, total, launch, extra, echo) -> Outcome:
         code = 1
         echo(
             f"{head}: fit returned without the end-of-fit results "
-            f"({' and '.join(run.preset.results)} at max_steps) in {run.experiment}"
+            f"({' and '.join(run.preset.results)} at max_steps, or an early stop) in "
+            f"{run.experiment}"
         )
     verdict = "complete" if code == 0 else f"failed ({describe_exit(code)})"
     echo(f"{head}: {verdict} after {seconds:.0f} s")
-    return Outcome(run, action, code, seconds, after)
+    return Outcome(run, action, code, seconds, after, cpu_s=_children_cpu_s() - cpu_start)
 
 
 def run_preset(
@@ -159,6 +194,7 @@ def run_preset(
     launch: Launcher = fit_in_subprocess,
     extra: Sequence[str] = (),
     echo: Callable[[str], None] = print,
+    results: Path | None = None,
 ) -> list[Outcome]:
     """Bring every run to complete, one after another.
 
@@ -166,7 +202,9 @@ def run_preset(
     options or edited configs is refused). Each run is claimed first (a run another live
     process holds is skipped, ``busy``); a run that fails, a crash or a kill of its process
     included, is reported and the next one starts; KeyboardInterrupt and SystemExit stop
-    the whole study (the claimed run's fit is stopped with it).
+    the whole study (the claimed run's fit is stopped with it). With ``results``, each
+    complete run's record is written there as it finishes (a recall study's committed
+    results), and a complete run without one gets it.
     """
     for run in runs:
         check_record(run, extra)
@@ -180,7 +218,10 @@ def run_preset(
             outcomes.append(Outcome(run, "busy", 0, 0.0, run_status(run), holder))
             continue
         try:
-            outcomes.append(_train(run, index, len(runs), launch, extra, echo))
+            outcome = _train(run, index, len(runs), launch, extra, echo)
+            if results is not None and outcome.code == 0:
+                _save_record(run, outcome, results, echo)
+            outcomes.append(outcome)
         finally:
             claim.release()
     return outcomes

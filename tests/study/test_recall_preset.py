@@ -98,12 +98,20 @@ def test_list_names_the_task_options(capsys, tmp_path):
 LONG = ("--data.init_args.min_examples", "2")  # the distance and passkey tasks' option
 
 
+def results_of(root: Path) -> Path:
+    return root.parent / "results"
+
+
 def run_study(root: Path) -> int:
     """mqar64, then distance and passkey with 2 examples per set beyond 1x (an option of
-    theirs: each experiment keeps its own options)."""
-    first = lit_main(preset_args(root, "--run", "--config", str(TINY), tasks=("mqar64",)))
+    theirs: each experiment keeps its own options); each finished run's record in
+    ``results_of(root)``."""
+    results = ("--results", str(results_of(root)))
+    first = lit_main(preset_args(root, "--run", *results, "--config", str(TINY), tasks=("mqar64",)))
     tiny = ("--config", str(TINY), *LONG)
-    return first or lit_main(preset_args(root, "--run", *tiny, tasks=("distance", "passkey")))
+    return first or lit_main(
+        preset_args(root, "--run", *results, *tiny, tasks=("distance", "passkey"))
+    )
 
 
 @pytest.fixture(scope="module")
@@ -242,3 +250,59 @@ def test_plot_writes_the_figures(tiny_study, capsys, tmp_path):
         image = imread(path)
         assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 300
         assert len({tuple(px) for px in image.reshape(-1, image.shape[2])[::97]}) > 10
+
+
+@pytest.mark.slow  # trains the tiny study (12 fits)
+def test_each_finished_run_leaves_a_record_to_commit(tiny_study):
+    """<results>/<task>/<variant>/seed<K>.json: recall.json whole, the learning curve, the
+    alpha trajectory, the steps, the times and the commit, in a few kB."""
+    root, out = tiny_study
+    records = sorted(results_of(root).rglob("*.json"))
+    assert len(records) == 12 and out.count("  record: ") == 12
+    for path in records:
+        record = json.loads(path.read_text())
+        task, variant, seed = path.parent.parent.name, path.parent.name, int(path.stem[4:])
+        assert (record["task"], record["variant"], record["seed"]) == (task, variant, seed)
+        assert record["recall"] == recall_json(root, task, variant, seed)
+        assert record["step"] == record["max_steps"] == 4 and not record["stopped_early"]
+        assert record["curve"]["step"] == [4] and 0 <= record["curve"]["val/acc"][0] <= 1
+        assert record["wall_s"] > 0 and record["cpu_s"] > 0
+        assert record["setup"]["model.arch.n_layers"] == 5
+        assert record["commit"] is None or re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", record["commit"])
+        assert (record["alpha"] is not None) == (variant == "fib_learned")
+        assert path.stat().st_size < 30_000
+
+
+@pytest.mark.slow  # trains the tiny study (12 fits)
+def test_table_and_plot_rebuild_from_the_records_alone(tiny_study, capsys, tmp_path):
+    """A machine with the committed records and no runs/ gets the same tables."""
+    import shutil
+
+    root, _ = tiny_study
+    assert lit_main(preset_args(root, "--table")) == 0
+    from_runs = capsys.readouterr().out
+    records = shutil.copytree(results_of(root), tmp_path / "results")
+    elsewhere = ["--results", str(records)]
+    assert lit_main([*preset_args(tmp_path / "no-runs", "--table"), *elsewhere]) == 0
+    assert capsys.readouterr().out == from_runs
+    plots = tmp_path / "plots"
+    assert lit_main([*preset_args(tmp_path / "no-runs", "--plot", str(plots)), *elsewhere]) == 0
+    assert len(list(plots.glob("*.png"))) == 5
+    assert not (tmp_path / "no-runs").exists()
+
+
+@pytest.mark.slow  # one fit
+def test_a_run_that_stops_early_is_complete(tmp_path, capsys):
+    """EarlyStopping at its threshold ends the fit before max_steps; recall.json says so,
+    --list shows the step it stopped at and --run counts it complete."""
+    stop = ROOT / "tests" / "configs" / "stop_at_first_validation.yaml"
+    one = {"seeds": (0,), "variants": ("dense",), "tasks": ("mqar64",)}
+    options = ("--config", str(TINY), "--config", str(stop))
+    assert lit_main(preset_args(tmp_path, "--run", *options, **one)) == 0
+    saved = recall_json(tmp_path, "mqar64", "dense", 0)
+    assert saved["step"] == 2 and saved["stopped_early"] is True
+    capsys.readouterr()
+    assert lit_main(preset_args(tmp_path, "--list", **one)) == 0
+    assert "| complete (step 2 (stopped early)) |" in capsys.readouterr().out
+    assert lit_main(preset_args(tmp_path, "--run", *options, **one)) == 0
+    assert ": complete (" in capsys.readouterr().out

@@ -1,0 +1,170 @@
+"""A finished recall run as one small JSON file, committed beside the study's document.
+
+A run folder (checkpoints, events) is large and machine-local; the record is what the
+document is built from, so ``matrix --preset recall --table/--plot --results DIR`` rebuilds it
+on any machine. ``DIR/<task>/<variant>/seed<K>.json`` holds the run's ``recall.json`` (every
+accuracy by policy, length and set, with each pattern's keys per query, decoding cache and
+coverage), its learning curve (every logged ``val/*`` scalar over steps), the alpha trajectory,
+the final and maximum steps and whether it stopped early, its wall and CPU time, the config
+values the study compares (:data:`SETUP_KEYS`), the options that started it and the commit
+it ran on.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lit_sparse.errors import DamagedFileError
+from lit_sparse.io.atomic import write_json
+from lit_sparse.io.yaml_files import load_yaml
+
+__all__ = [
+    "FORMAT",
+    "SETUP_KEYS",
+    "learning_curve",
+    "lookup",
+    "make_record",
+    "read_record",
+    "record_file",
+    "source_commit",
+    "write_record",
+]
+
+FORMAT = "lit_sparse.recall-run/1"
+
+SETUP_KEYS = (
+    ("model", "arch", "n_layers"),
+    ("model", "arch", "d_model"),
+    ("model", "arch", "n_heads"),
+    ("model", "arch", "n_kv_heads"),
+    ("model", "arch", "ffn_hidden"),
+    ("model", "lr"),
+    ("model", "warmup_steps"),
+    ("model", "min_lr_ratio"),
+    ("model", "weight_decay"),
+    ("data", "class_path"),
+    ("data", "init_args", "seq_len"),
+    ("data", "init_args", "batch_size"),
+    ("data", "init_args", "vocab_size"),
+    ("data", "init_args", "num_kv_pairs"),
+    ("data", "init_args", "val_examples"),
+    ("trainer", "max_steps"),
+)
+"""Config values every run of one task must share (the attention and the seed aside)."""
+
+
+def lookup(config: dict[str, Any], keys: Sequence[str]) -> Any:
+    """``config[k0][k1]...``, None where a level is missing."""
+    value: Any = config
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def record_file(results: Path, task: str, variant: str, seed: int) -> Path:
+    return Path(results) / task / variant / f"seed{seed}.json"
+
+
+def learning_curve(run_dir: Path, prefix: str = "val/") -> dict[str, list]:
+    """Every scalar tag under ``prefix`` in the run's TensorBoard events, as
+    ``{"step": [...], tag: [...]}`` over the steps where validation ran (None where a tag
+    was not logged at a step). Later events at a step win (a resume rewrites it)."""
+    from tensorboard.backend.event_processing.event_accumulator import (
+        SCALARS,
+        EventAccumulator,
+    )
+
+    events = EventAccumulator(str(run_dir), size_guidance={SCALARS: 0})
+    events.Reload()
+    by_tag: dict[str, dict[int, float]] = {}
+    for tag in events.Tags().get("scalars", []):
+        if tag.startswith(prefix):
+            ordered = sorted(events.Scalars(tag), key=lambda e: (e.step, e.wall_time))
+            by_tag[tag] = {e.step: round(float(e.value), 6) for e in ordered}
+    steps = sorted({step for values in by_tag.values() for step in values})
+    curve: dict[str, list] = {"step": steps}
+    for tag in sorted(by_tag):
+        curve[tag] = [by_tag[tag].get(step) for step in steps]
+    return curve
+
+
+def source_commit() -> str | None:
+    """The commit of the lit_sparse checkout this process imports (``+dirty`` with local
+    edits), None outside a git checkout."""
+    folder = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        if head.returncode:
+            return None
+        dirty = subprocess.run(
+            ["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def make_record(
+    run_dir: Path,
+    labels: dict[str, Any],
+    wall_s: float | None = None,
+    cpu_s: float | None = None,
+    commit: str | None = None,
+) -> dict[str, Any]:
+    """The record of a finished run folder; ``labels`` name it (task, variant, seed)."""
+    from lit_sparse.runs.analysis import load_run, read_result_json
+
+    run_dir = Path(run_dir)
+    recall = read_result_json(run_dir / "recall.json")
+    if recall is None:
+        raise DamagedFileError(f"{run_dir}: no recall.json; the run has not finished")
+    config = load_yaml(run_dir / "config.yaml", "run config")
+    trajectory = load_run(run_dir, load_model=False).alpha_trajectory
+    started = run_dir.parent / "preset.yaml"
+    return {
+        "format": FORMAT,
+        **labels,
+        "commit": commit,
+        "setup": {".".join(keys): lookup(config, keys) for keys in SETUP_KEYS},
+        "attention": lookup(config, ("model", "attention")),
+        "options": load_yaml(started, "run record").get("options") if started.is_file() else None,
+        "step": recall.get("step"),
+        "max_steps": lookup(config, ("trainer", "max_steps")),
+        "stopped_early": recall.get("stopped_early") is True,
+        "wall_s": None if wall_s is None else round(wall_s, 1),
+        "cpu_s": None if cpu_s is None else round(cpu_s, 1),
+        "curve": learning_curve(run_dir),
+        "alpha": None
+        if trajectory is None
+        else {
+            "steps": [int(s) for s in trajectory.steps],
+            "alphas": [[round(float(a), 6) for a in row] for row in trajectory.alphas],
+        },
+        "recall": recall,
+    }
+
+
+def write_record(path: Path, record: dict[str, Any]) -> Path:
+    return write_json(path, record)
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A record file; DamagedFileError naming it when it is not one."""
+    from lit_sparse.runs.analysis import read_result_json
+
+    record = read_result_json(path)
+    if record is None or record.get("format") != FORMAT:
+        found = None if record is None else record.get("format")
+        raise DamagedFileError(f"{path}: not a recall run record (format {found!r}, {FORMAT!r})")
+    return record
