@@ -78,7 +78,7 @@ def test_greedy_says_whether_argmax_produces_the_continuation():
 
 def test_the_output_layer_runs_at_the_continuation_positions_only(monkeypatch):
     """Issue 36: score built the whole (B, width, vocab) logits to read a few positions (16
-    contexts of 4,000 tokens with one-token continuations peaked at 2.3 GB; 0.8 GB now)."""
+    contexts of 4,000 tokens with one-token continuations peaked at 2.5 GB RSS here; 0.7 GB now)."""
     model = tiny_model(CASES["fibonacci-coprime-fibonacci-use"])
     pairs = [(list(range(1, 41)), [7]), (list(range(1, 31)), [8, 9]), ([3], [4, 5, 6])]
     head_rows = []
