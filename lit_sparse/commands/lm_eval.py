@@ -11,12 +11,16 @@ models). Needs the eval extra: pip install -e ".[eval]".
 --model_args of the lit_sparse model: pretrained (an exported folder, a run folder or a
 .ckpt file), dtype (float32, bfloat16, float16), max_length (tokens per window and
 per input; default the training length), truncation (error, or left to drop the oldest
-tokens of a longer input), max_gen_toks (default 256), tokenizer. The device is lm-eval's
---device (cpu, cuda, cuda:1).
+tokens of a longer input), max_gen_toks (default 256, for tasks that name none; lm-eval's
+--gen_kwargs max_gen_toks=N overrides a task's), tokenizer. The device is lm-eval's
+--device (cpu, cuda, cuda:1). The model has no chat template (--apply_chat_template is
+refused).
 """
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
 
 from lit_sparse.commands import reports_errors
@@ -25,6 +29,7 @@ from lit_sparse.errors import ConfigError
 __all__ = ["main"]
 
 PROG = "python -m lit_sparse lm-eval"
+MODEL = "lit_sparse"  # the registered name (lit_sparse.interop.lm_eval.MODEL_NAME)
 
 
 def _preamble() -> str:
@@ -40,11 +45,55 @@ def _preamble() -> str:
     )
 
 
+class _Unparsed(Exception):
+    """An argument list lm-eval's own parser should judge (and explain)."""
+
+
+class _RunOptions(argparse.ArgumentParser):
+    """The few options of lm-eval's ``run`` that are checked before lm-eval starts."""
+
+    def __init__(self):
+        super().__init__(add_help=False, allow_abbrev=False)
+        self.add_argument("--model", default=None)
+        self.add_argument("--limit", "-L", default=None)
+        self.add_argument("--apply_chat_template", nargs="?", const=True, default=None)
+
+    def error(self, message):
+        raise _Unparsed(message)
+
+
+def _check_run_options(argv: list[str]) -> None:
+    """One line, before lm-eval loads anything, for a ``--limit`` that leaves no documents
+    and a chat template the lit_sparse model does not have."""
+    if argv and argv[0] in ("ls", "validate"):
+        return
+    try:
+        options, _ = _RunOptions().parse_known_args(argv[1:] if argv[:1] == ["run"] else argv)
+    except _Unparsed:
+        return  # lm-eval's parser says what is wrong
+    if options.limit is not None:
+        try:
+            limit = float(options.limit)
+        except ValueError:
+            return
+        if not limit > 0 or math.isinf(limit):
+            raise ConfigError(
+                f"--limit {options.limit}: evaluates no documents; expected a number of "
+                "documents per task >= 1, or a fraction of them in (0, 1)"
+            )
+    if options.model == MODEL and options.apply_chat_template is not None:
+        raise ConfigError(
+            "--apply_chat_template: the lit_sparse model has no chat template (it is trained "
+            "on plain documents, and its tokenizer defines none); leave the option out"
+        )
+
+
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv in (["-h"], ["--help"]):
         print(_preamble())
+    _check_run_options(argv)
     from lit_sparse.interop.lm_eval import run_cli  # registers the model, or names the extra
 
     try:
@@ -56,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(
                 f"--tasks: {err}; `{PROG} ls tasks` lists lm-eval's tasks, and lit_sparse's "
                 f'(tag lit_sparse) need --include_path "$(python -m lit_sparse lm-eval-tasks)"'
+            ) from None
+        if "did not find any docs" in str(err):  # e.g. a task with an empty split
+            raise ConfigError(
+                f"--tasks: a task has no documents to evaluate ({err}); check its split, "
+                "--limit and --samples"
             ) from None
         raise
     return 0

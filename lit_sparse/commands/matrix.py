@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -395,6 +396,18 @@ def _check_options(args: argparse.Namespace, extra: list[str]) -> None:
         )
 
 
+def _run_command(args: argparse.Namespace, runs: list) -> str:
+    """The command that runs the listed runs: the preset, seeds, variants, tasks and root."""
+    words = ["--preset", args.preset, "--seeds"]
+    words += [str(seed) for seed in dict.fromkeys(run.seed for run in runs)]
+    for name in ("variants", "tasks"):
+        if getattr(args, name):
+            words += [f"--{name}", *getattr(args, name)]
+    if args.root is not None:
+        words += ["--root", args.root]
+    return f"python -m lit_sparse matrix {shlex.join(words)} --run"
+
+
 def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
     from lit_sparse.study.preset import RunState, preset_runs, run_status
 
@@ -415,8 +428,7 @@ def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
         print(markdown_table(["run", "configs", "options", "status", "folder"], rows))
         print(
             f"\n{len(runs)} runs: {counts}. Run them (skips complete runs, resumes "
-            f"interrupted ones): python -m lit_sparse matrix --preset {args.preset} --seeds "
-            f"{' '.join(str(r) for r in dict.fromkeys(run.seed for run in runs))} --run"
+            f"interrupted ones): {_run_command(args, runs)}"
         )
         return 0
     if args.run is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from lit_sparse.commands import reports_errors
 from lit_sparse.errors import ConfigError
@@ -64,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.val_examples is not None and args.val_examples < 1:
         raise ConfigError(f"--val-examples={args.val_examples}: expected an integer >= 1")
+    if args.out and Path(args.out).expanduser().is_dir():
+        raise ConfigError(
+            f"--out {args.out}: a folder; give the JSON file to write (e.g. "
+            f"{Path(args.out) / 'recall.json'})"
+        )
     from lit_sparse.callbacks import RecallEvaluation
     from lit_sparse.data.recall_data import recall_data_from_config
     from lit_sparse.evaluation.recall import evaluate_recall

@@ -17,6 +17,7 @@ as is. The same seed gives the same tensors; ``seed`` may also be a sequence of 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,10 +44,24 @@ Seed = int | Sequence[int]
 
 
 def _rng(seed: Seed) -> np.random.Generator:
-    keys = [seed] if isinstance(seed, (int, np.integer)) else list(seed)
-    if any(isinstance(k, bool) or int(k) != k or k < 0 for k in keys):
-        raise ConfigError(f"seed={seed!r}: expected integers >= 0")
+    single = isinstance(seed, (int, float, np.integer, np.floating))
+    keys = [seed] if single else seed
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, (Sequence, np.ndarray)):
+        keys = None
+    elif any(not _whole(k) for k in keys):
+        keys = None
+    if keys is None:
+        raise ConfigError(f"seed={seed!r}: expected an integer >= 0, or a sequence of them")
     return np.random.default_rng(np.random.SeedSequence([int(k) for k in keys]))
+
+
+def _whole(value) -> bool:
+    """Whether ``value`` is a whole number >= 0 (an int, or a float such as 3.0)."""
+    if isinstance(value, (int, np.integer)):
+        return not isinstance(value, bool) and value >= 0
+    if isinstance(value, (float, np.floating)):
+        return math.isfinite(value) and value >= 0 and int(value) == value
+    return False
 
 
 def _positive(**values: int) -> None:
@@ -71,10 +86,19 @@ def _sample_without_replacement(
 def gap_probabilities(space: int, power_a: float = 0.01) -> np.ndarray:
     """p(i) ∝ a·i^(a-1) for i = 1..space, normalised: the chance that a query lands at gap
     index i - 1 (Zoology's power law; a = 0.01 puts most queries near the pairs)."""
-    if not power_a > 0:
-        raise ConfigError(f"power_a={power_a!r}: expected a number > 0")
-    p = power_a * np.arange(1, space + 1, dtype=np.float64) ** (power_a - 1)
-    return p / p.sum()
+    number = isinstance(power_a, (int, float, np.integer, np.floating))
+    if isinstance(power_a, bool) or not number or not 0 < power_a < np.inf:
+        raise ConfigError(f"power_a={power_a!r}: expected a finite number > 0 (Zoology: 0.01)")
+    with np.errstate(all="ignore"):
+        p = power_a * np.arange(1, space + 1, dtype=np.float64) ** (power_a - 1)
+        p = p / p.sum()
+    if not (np.isfinite(p).all() and (p > 0).all()):
+        raise ConfigError(
+            f"power_a={power_a!r}: too large for {space} query gaps (the weights a·i^(a-1) "
+            "overflow or underflow float64); use a smaller power_a (Zoology: 0.01; above 1 "
+            "the queries go to the far end)"
+        )
+    return p
 
 
 def multiquery_ar(
@@ -142,7 +166,7 @@ def distance_retrieval(
     query is in the sequence, as in MQAR).
     """
     _positive(num_examples=num_examples, seq_len=seq_len, vocab_size=vocab_size)
-    d = np.broadcast_to(np.asarray(distances, dtype=np.int64), (num_examples,))
+    d = _distances(distances, num_examples)
     bad = d[(d < 2) | (d > seq_len - 2)]
     if bad.size:
         raise ConfigError(
@@ -162,6 +186,23 @@ def distance_retrieval(
     labels = np.full((n, seq_len), IGNORE_INDEX, dtype=np.int64)
     labels[rows, start + d] = values
     return torch.from_numpy(inputs.astype(np.int64)), torch.from_numpy(labels)
+
+
+def _distances(distances, num_examples: int) -> np.ndarray:
+    """``distances`` as (num_examples,) int64: one whole number, or one per example."""
+    values = np.asarray(distances, dtype=object if isinstance(distances, str) else None)
+    if values.ndim > 1 or (values.ndim == 1 and values.shape[0] != num_examples):
+        count = f"{values.shape[0]} values" if values.ndim == 1 else f"shape {values.shape}"
+        raise ConfigError(
+            f"distances: {count} for num_examples={num_examples}; give one distance, or one "
+            "per example"
+        )
+    flat = values.reshape(-1)
+    bad = next((v for v in flat.tolist() if not _whole(v)), None)
+    if bad is not None or values.dtype == bool:
+        shown = bad if bad is not None else distances
+        raise ConfigError(f"distances={shown!r}: expected whole numbers of tokens (>= 2)")
+    return np.broadcast_to(values.astype(np.int64), (num_examples,))
 
 
 def distance_buckets(low: int, high: int) -> list[tuple[int, int]]:

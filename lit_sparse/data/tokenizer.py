@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import tokenizers
 
 from lit_sparse.data.embedded import TOKENIZER_PATH
@@ -98,15 +99,29 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         """The ids of ``text``, as training tokenized a document (nothing added: no BOS, no
         EOS; an end-of-text token written out in the text becomes its id)."""
-        return self.tokenizer.encode(text, add_special_tokens=False).ids
+        try:
+            return self.tokenizer.encode(text, add_special_tokens=False).ids
+        except TypeError:
+            _check_text(text, "text")
+            raise
 
     def encode_batch(self, texts: Iterable[str]) -> list[list[int]]:
         """``encode`` of every text, in one call."""
-        return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+        texts = list(texts)
+        try:
+            encoded = self.tokenizer.encode_batch(texts, add_special_tokens=False)
+        except TypeError:
+            for n, text in enumerate(texts):
+                _check_text(text, f"texts[{n}]")
+            raise
+        return [e.ids for e in encoded]
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
-        """The text of ``ids`` (special tokens such as the end-of-text left out by default)."""
-        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+        """The text of ``ids`` (special tokens such as the end-of-text left out by default);
+        an id the tokenizer does not have, or one that is not an integer, is a ConfigError."""
+        return self.tokenizer.decode(
+            _checked_ids(ids, self.size), skip_special_tokens=skip_special_tokens
+        )
 
     @property
     def document_prefix(self) -> list[int]:
@@ -119,6 +134,38 @@ class Tokenizer:
 
 
 LoadedTokenizer = Tokenizer  # the name of earlier versions
+
+
+def _check_text(text, name: str) -> None:
+    """One ConfigError line for a ``text`` the tokenizer cannot take: not a string, or a
+    string that is not valid Unicode (a lone surrogate, e.g. from ``errors="surrogateescape"``)."""
+    if not isinstance(text, str):
+        raise ConfigError(f"{name}: expected a string, got {type(text).__name__} {text!r:.60}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ConfigError(
+            f"{name}: a lone surrogate {text[err.start]!r} at character {err.start} is not "
+            "valid Unicode text; decode the bytes with errors='replace' (or fix the source)"
+        ) from None
+
+
+def _checked_ids(ids, size: int) -> list[int]:
+    """``ids`` as a list of ints in [0, size); a ConfigError naming the first that is not."""
+    if hasattr(ids, "tolist"):  # a tensor or an array
+        ids = ids.tolist()
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise ConfigError(f"ids: expected a sequence of token ids, got {type(ids).__name__}")
+    out = []
+    for n, i in enumerate(ids):
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+            raise ConfigError(
+                f"ids[{n}]={i!r}: expected an integer token id, got {type(i).__name__}"
+            )
+        if not 0 <= i < size:
+            raise ConfigError(f"ids[{n}]={i}: not a token id of the tokenizer (ids 0..{size - 1})")
+        out.append(int(i))
+    return out
 
 
 def _config_eos_id(path: Path) -> int | None:

@@ -113,6 +113,7 @@ class Generation:
         seed: int | None = None,
         eos_id: int | None = None,
         prefill_chunk: int | None = DEFAULT_CHUNK,
+        vocab_limit: int | None = None,
     ):
         vocab = model.config.vocab_size
         check_chunk(prefill_chunk)
@@ -123,6 +124,16 @@ class Generation:
         self.sampler = Sampler(temperature, top_k, top_p, seed)
         if eos_id is not None and not (isinstance(eos_id, int) and 0 <= eos_id < vocab):
             raise ConfigError(f"eos_id={eos_id!r}: must be a token id in [0, {vocab})")
+        if vocab_limit is not None and (
+            isinstance(vocab_limit, bool)
+            or not isinstance(vocab_limit, int)
+            or not 1 <= vocab_limit <= vocab
+        ):
+            raise ConfigError(
+                f"vocab_limit={vocab_limit!r}: must be an integer in [1, {vocab}] (the model's "
+                "vocabulary), or None"
+            )
+        self.vocab_limit = None if vocab_limit == vocab else vocab_limit
         device = next(model.parameters()).device
         self.prompt = _prompt_tensor(prompt_ids, vocab, device)
         batch, length = self.prompt.shape
@@ -153,7 +164,7 @@ class Generation:
             # the last token is never fed back: the cache needs one position less
             self.cache = model.new_cache(batch, length + self.max_new_tokens - 1)
             logits = prefill(model, prompt, self.cache, self.prefill_chunk)  # (B, V)
-            tokens = self.sampler(logits, generator)
+            tokens = self.sampler(self._limited(logits), generator)
         stats.prefill_s = time.perf_counter() - start
         done = torch.zeros(batch, dtype=torch.bool, device=prompt.device)
         for step in range(self.max_new_tokens):
@@ -161,7 +172,7 @@ class Generation:
                 start = time.perf_counter()
                 with torch.inference_mode():
                     logits = model(tokens[:, None], self.cache)[:, -1]
-                    tokens = self.sampler(logits, generator)
+                    tokens = self.sampler(self._limited(logits), generator)
                 stats.decode_s += time.perf_counter() - start
             if self.eos_id is not None:
                 tokens = tokens.masked_fill(done, self.eos_id)
@@ -171,6 +182,12 @@ class Generation:
             yield tokens
             if self.eos_id is not None and bool(done.all()):
                 return
+
+    def _limited(self, logits: Tensor) -> Tensor:
+        """``logits`` (B, V) with the ids at or past ``vocab_limit`` never chosen."""
+        if self.vocab_limit is None:
+            return logits
+        return logits[:, : self.vocab_limit]  # the ids below the limit keep their positions
 
     def run(self) -> Tensor:
         """Every new token at once: (B, n), n <= max_new_tokens."""
@@ -188,6 +205,7 @@ def generate(
     seed: int | None = None,
     eos_id: int | None = None,
     prefill_chunk: int | None = DEFAULT_CHUNK,
+    vocab_limit: int | None = None,
 ) -> Generation:
     """Continue ``prompt_ids`` with ``model`` (a ``LanguageModel``): an iterator that yields
     the next token of every prompt, (B,), as soon as it is made.
@@ -206,6 +224,8 @@ def generate(
         prefill_chunk: the prompt goes through the model in chunks of this many tokens
             (None: at once); the first token's logits are the same either way, and memory
             is bounded by the chunk and the cache instead of the prompt.
+        vocab_limit: only ids below it are produced (a tokenizer's size, when the model's
+            vocabulary is padded past it: ``generate_text`` passes ``len(tokenizer)``).
 
     Each layer keeps the cache its attention pattern needs (``LanguageModel.new_cache``):
     a token costs the same at any context for the Fibonacci and sliding-window patterns.
@@ -220,4 +240,5 @@ def generate(
         seed=seed,
         eos_id=eos_id,
         prefill_chunk=prefill_chunk,
+        vocab_limit=vocab_limit,
     )

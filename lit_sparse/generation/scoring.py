@@ -7,7 +7,9 @@ and whether greedy decoding would produce the continuation, in padded batches.
 Right padding is exact for every attention plugin: a causal model's output at position t
 depends only on the tokens up to t (every pattern is prefix-consistent, which decoding
 relies on too), so the pad tokens after a row's last real token change none of its scored
-logits. Pairs are sorted by length, so a batch holds rows of similar length.
+logits. Pairs are sorted by length, so a batch holds rows of similar length. The output layer
+runs at the continuation positions only (``model.features``, then ``model.head``), so memory
+grows with the continuations' tokens times the vocabulary, not the whole batch's.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ TRUNCATION = ("error", "left")
 clipped from the left (the oldest tokens dropped) with a warning."""
 
 PAD_ID = 0  # right padding: any id serves, no real position reads it
+HEAD_ROWS = 1024
+"""Positions per output-layer call: the (positions, vocab) logits stay a few tens of MB (the
+(B, width, vocab) logits of 16 contexts of 16k tokens at a 32k vocabulary would be 34 GB)."""
 
 
 class Score(NamedTuple):
@@ -172,18 +177,31 @@ def score(
 
 
 def _score_batch(model, rows: list[tuple[list[int], int]], device: torch.device) -> list[Score]:
-    """One right-padded forward over ``rows`` (tokens, continuation length)."""
+    """One right-padded forward over ``rows`` (tokens, continuation length); the output layer
+    runs at the continuation positions only, ``HEAD_ROWS`` at a time."""
     width = max(len(tokens) - 1 for tokens, _ in rows)
     inputs = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
-    for r, (tokens, _) in enumerate(rows):
-        inputs[r, : len(tokens) - 1] = torch.tensor(tokens[:-1])
-    logits = model(inputs.to(device))  # (B, width, V)
-    out = []
+    row_of, position, targets = [], [], []
     for r, (tokens, n) in enumerate(rows):
         end = len(tokens) - 1  # the last real input position + 1
-        scored = logits[r, end - n : end].float().log_softmax(dim=-1)  # (n, V)
-        targets = torch.tensor(tokens[-n:], device=scored.device)
-        logprob = scored.gather(-1, targets[:, None]).sum()
-        greedy = bool((scored.argmax(dim=-1) == targets).all())
-        out.append(Score(float(logprob), greedy))
+        inputs[r, :end] = torch.tensor(tokens[:-1])
+        row_of += [r] * n
+        position += range(end - n, end)
+        targets += tokens[-n:]
+    features = model.features(inputs.to(device))  # (B, width, d_model)
+    where = features.device
+    scored = features[torch.tensor(row_of, device=where), torch.tensor(position, device=where)]
+    targets = torch.tensor(targets, device=where)  # scored: (P, d_model), targets: (P,)
+    logprobs = torch.empty(len(targets), dtype=torch.float64)
+    greedy = torch.empty(len(targets), dtype=torch.bool)
+    for start in range(0, len(targets), HEAD_ROWS):
+        part = slice(start, start + HEAD_ROWS)
+        logits = model.head(scored[part]).float().log_softmax(dim=-1)  # (<= HEAD_ROWS, V)
+        logprobs[part] = logits.gather(-1, targets[part, None]).squeeze(-1).double().cpu()
+        greedy[part] = (logits.argmax(dim=-1) == targets[part]).cpu()
+    out, start = [], 0
+    for _, n in rows:
+        part = slice(start, start + n)
+        out.append(Score(float(logprobs[part].sum()), bool(greedy[part].all())))
+        start += n
     return out

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import warnings
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.generation.generate import Generation
 from lit_sparse.generation.sampling import Sampler
 from lit_sparse.generation.scoring import check_length_options, length_limit
+from lit_sparse.generation.text import REPLACEMENT
 
 __all__ = ["cut_at_stop", "generate_text"]
 
@@ -33,14 +34,20 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
 def _checked_prompts(prompts) -> list[str]:
     if isinstance(prompts, str):
         raise ConfigError("prompts: expected a list of strings, got one string (wrap it: [prompt])")
+    if not isinstance(prompts, Iterable):
+        raise ConfigError(f"prompts: expected a list of strings, got {type(prompts).__name__}")
     prompts = list(prompts)
-    bad = next((p for p in prompts if not isinstance(p, str)), None)
-    if bad is not None:
-        raise ConfigError(f"prompts: expected strings, got {type(bad).__name__} {bad!r}")
+    for n, p in enumerate(prompts):
+        if not isinstance(p, str):
+            raise ConfigError(f"prompts[{n}]: expected a string, got {type(p).__name__} {p!r:.60}")
     return prompts
 
 
 def _checked_stop(stop) -> list[str]:
+    if stop is not None and not isinstance(stop, (str, Iterable)):
+        raise ConfigError(
+            f"stop={stop!r}: expected a string or a list of strings, got {type(stop).__name__}"
+        )
     stop = [stop] if isinstance(stop, str) else list(stop or ())
     for s in stop:
         if not isinstance(s, str) or not s:
@@ -137,19 +144,52 @@ def generate_text(
         for start in range(0, len(rows), batch_size):
             batch = rows[start : start + batch_size]
             generation = Generation(
-                model, [encoded[n] for n in batch], max_new_tokens, eos_id=eos_id, **sampling
+                model,
+                [encoded[n] for n in batch],
+                max_new_tokens,
+                eos_id=eos_id,
+                vocab_limit=min(len(tokenizer), model.config.vocab_size),
+                **sampling,
             )
             for n, text in zip(batch, _continue(generation, tokenizer, stop, eos_id), strict=True):
                 texts[n] = text
     return texts
 
 
+class _IncrementalText:
+    """One row's continuation as text, decoded as tokens arrive: each step decodes the new
+    token with a few tokens before it (a decoder may read its neighbours: a leading space
+    stripped, a character split across byte tokens), so a step costs the same at any
+    length; a character's first bytes wait for the rest (up to ``HOLD`` tokens), as in
+    vLLM's and text-generation-inference's detokenizers."""
+
+    HOLD = 8
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.ids = tokenizer, []
+        self.prefix = self.read = 0  # ids[prefix:read] were decoded already; ids[read:] wait
+
+    def push(self, token: int) -> str:
+        """Add ``token``; returns the text that became complete (often empty)."""
+        self.ids.append(token)
+        decode = self.tokenizer.decode
+        before = decode(self.ids[self.prefix : self.read])
+        after = decode(self.ids[self.prefix :])
+        waiting = after.endswith(REPLACEMENT) or len(after) < len(before)
+        if waiting and len(self.ids) - self.read < self.HOLD:
+            return ""
+        self.prefix, self.read = self.read, len(self.ids)
+        return after[len(before) :]
+
+
 def _continue(generation: Generation, tokenizer, stop: list[str], eos_id: int | None):
     """Each row's text, ending at its first stop string or end-of-text token; stops the
-    generation once every row has ended."""
+    generation once every row has ended. A stop string is looked for only where the new
+    text could complete one (the new text and the longest stop string's length before)."""
     rows = generation.prompt.shape[0]
-    new_ids: list[list[int]] = [[] for _ in range(rows)]
-    texts, ended = [""] * rows, [False] * rows
+    streams = [_IncrementalText(tokenizer) for _ in range(rows)]
+    ended, tails = [False] * rows, [""] * rows  # tails: the last reach characters
+    reach = max((len(s) for s in stop), default=1) - 1
     for tokens in generation:
         for r, token in enumerate(tokens.tolist()):
             if ended[r]:
@@ -157,8 +197,12 @@ def _continue(generation: Generation, tokenizer, stop: list[str], eos_id: int | 
             if token == eos_id:
                 ended[r] = True
                 continue
-            new_ids[r].append(token)
-            texts[r], ended[r] = cut_at_stop(tokenizer.decode(new_ids[r]), stop)
+            new = streams[r].push(token)
+            if new and stop:
+                text = tails[r] + new
+                ended[r] = cut_at_stop(text, stop)[1]
+                tails[r] = text[len(text) - reach :] if reach else ""
         if all(ended):
             break
-    return texts
+    # the whole text once per row: a character still held back, and the text before the stop
+    return [cut_at_stop(tokenizer.decode(stream.ids), stop)[0] for stream in streams]

@@ -44,6 +44,10 @@ MODEL_NAME = "lit_sparse"
 DEFAULT_BATCH = 16
 AUTO_BATCH_TOKENS = 16384  # batch_size=auto: about this many input tokens per forward
 DEFAULT_MAX_GEN_TOKS = 256
+NO_CHAT_TEMPLATE = (
+    "apply_chat_template: the lit_sparse model has no chat template (it is trained on plain "
+    "documents, and its tokenizer defines none); leave the option out"
+)
 GENERATION_KEYS = {"until", "max_gen_toks", "do_sample", "temperature", "top_k", "top_p", "seed"}
 
 log = logging.getLogger(__name__)
@@ -92,7 +96,9 @@ class LitSparseLM(TemplateLM):
             the others).
         truncation: ``error`` (default: an input above ``max_length`` is one clear error) or
             ``left`` (its oldest tokens are dropped, with a warning).
-        max_gen_toks: new tokens of ``generate_until`` when a task does not say (256).
+        max_gen_toks: new tokens of ``generate_until`` when a task does not say (256); a
+            task's own wins (lit_sparse_math_answer: 96): lm-eval's ``--gen_kwargs
+            max_gen_toks=N`` overrides it.
         tokenizer: another tokenizer than the one the folder or run names.
         trust_remote_code: accepted for lm-eval's ``--trust_remote_code``; the model runs
             lit_sparse's own code.
@@ -281,19 +287,50 @@ class LitSparseLM(TemplateLM):
         return texts
 
     def _check_fits(self, requests, prompt_tokens: list[int], new_tokens: int) -> None:
-        """One line naming the task and the model_args to change when a prompt and its
-        generation do not fit in max_length (with truncation=error)."""
+        """One line naming the task and what to change when a prompt and its generation do
+        not fit in max_length: a task's own max_gen_toks wins over the model argument's, so
+        ``--gen_kwargs max_gen_toks=N`` is what lowers it."""
+        limit = self._max_length
+        if new_tokens >= limit:  # no prompt fits, whatever the truncation
+            room = limit - (max(prompt_tokens) if self.truncation == "error" else 1)
+            fewer = (
+                f"--gen_kwargs max_gen_toks=N with N <= {room} (a task's max_gen_toks wins "
+                "over the model argument's), or "
+                if room >= 1
+                else ""
+            )
+            raise ConfigError(
+                f"task {requests[0].task_name or '?'}: max_gen_toks={new_tokens} leaves no "
+                f"room for a prompt within max_length={limit}; pass {fewer}--model_args "
+                "pretrained=...,max_length=N (lit_sparse's Fibonacci and sliding-window models "
+                "take any length)"
+            )
         if self.truncation != "error":
             return
         for request, tokens in zip(requests, prompt_tokens, strict=True):
-            if tokens + new_tokens > self._max_length:
+            if tokens + new_tokens > limit:
+                fewer = (
+                    f", --gen_kwargs max_gen_toks=N with N <= {limit - tokens} (a task's "
+                    "max_gen_toks wins over the model argument's)"
+                    if tokens < limit
+                    else ""
+                )
                 raise ConfigError(
                     f"task {request.task_name or '?'} (doc {request.doc_id}): a prompt of "
                     f"{tokens} tokens + max_gen_toks={new_tokens} exceed max_length="
-                    f"{self._max_length}; pass --model_args pretrained=...,max_length=N "
-                    "(lit_sparse's Fibonacci and sliding-window models take any length), or "
+                    f"{limit}; pass --model_args pretrained=...,max_length=N (lit_sparse's "
+                    f"Fibonacci and sliding-window models take any length){fewer}, or "
                     "truncation=left to drop the prompt's oldest tokens"
                 )
+
+    def chat_template(self, chat_template: bool | str = False) -> str | None:
+        """None: a lit_sparse model has no chat template (asking for one is an error)."""
+        if chat_template:
+            raise ConfigError(NO_CHAT_TEMPLATE)
+        return None
+
+    def apply_chat_template(self, chat_history, add_generation_prompt: bool = True) -> str:
+        raise ConfigError(NO_CHAT_TEMPLATE)
 
     def _generation_options(self, gen_kwargs: dict) -> dict[str, Any]:
         """generate_text's arguments from a request's generation kwargs."""

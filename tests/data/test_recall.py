@@ -4,6 +4,7 @@ needle and question, seeds, and the constraints refused with one clear message."
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -127,6 +128,34 @@ def test_seeds_reproduce_and_differ():
 def test_mqar_constraints(args, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         multiquery_ar(*args)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: multiquery_ar(4, L, KV, V, power_a=math.inf), "power_a=inf: expected a finite"),
+        (lambda: multiquery_ar(4, L, KV, V, power_a=1e6), "power_a=1000000.0: too large for"),
+        (lambda: multiquery_ar(4, L, KV, V, seed=1.5), "seed=1.5: expected an integer >= 0"),
+        (lambda: distance_retrieval(4, 32, 2.7, 64), "distances=2.7: expected whole numbers"),
+        (lambda: distance_retrieval(4, 32, math.nan, 64), "distances=nan: expected whole"),
+        (
+            lambda: distance_retrieval(4, 32, [2, 3, 4], 64),
+            "distances: 3 values for num_examples=4; give one distance, or one per example",
+        ),
+    ],
+    ids=["power-inf", "power-1e6", "seed-float", "distance-float", "distance-nan", "length"],
+)
+def test_bad_arguments_are_one_line_naming_them(make, message):
+    """Issue 36: power_a=inf or 1e6 drew from NaN weights, distances=2.7 became 2; the rest
+    were numpy's errors or a TypeError."""
+    with pytest.raises(ConfigError, match=re.escape(message)) as err:
+        make()
+    assert "\n" not in str(err.value)
+
+
+def test_a_large_power_that_fits_still_draws():
+    inputs, labels = multiquery_ar(4, L, KV, V, power_a=50.0, seed=0)
+    assert (labels != IGNORE_INDEX).sum() == 4 * KV
 
 
 def test_distance_task_places_the_query_exactly_d_after_the_key():

@@ -68,3 +68,31 @@ def test_a_config_json_names_the_eos(tokenizer, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"eos_token_id": 99999}))
     with pytest.raises(ConfigError, match="eos_token_id=99999 is not an id of its tokenizer"):
         Tokenizer.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda t: t.decode([5, 8192]), r"ids\[1\]=8192: not a token id of the tokenizer "),
+        (lambda t: t.decode([-1]), r"ids\[0\]=-1: not a token id of the tokenizer \(ids 0..8191\)"),
+        (lambda t: t.decode([3.7]), r"ids\[0\]=3.7: expected an integer token id, got float"),
+        (lambda t: t.decode(5), "ids: expected a sequence of token ids, got int"),
+        (lambda t: t.encode("ok \ud800"), r"text: a lone surrogate '\\ud800' at character 3 "),
+        (lambda t: t.encode(None), "text: expected a string, got NoneType None"),
+        (lambda t: t.encode_batch(["a", 7]), r"texts\[1\]: expected a string, got int 7"),
+    ],
+    ids=["past-the-vocabulary", "negative", "float", "not-a-list", "surrogate", "none", "batch"],
+)
+def test_bad_input_is_one_line_naming_the_argument(tokenizer, call, message):
+    """Issue 36: decode dropped ids past the vocabulary and truncated floats silently; -1, a
+    lone surrogate and None were tokenizers' own errors."""
+    with pytest.raises(ConfigError, match=message) as err:
+        call(tokenizer)
+    assert "\n" not in str(err.value)
+
+
+def test_decode_takes_tensors_and_numpy_ids(tokenizer):
+    import torch
+
+    ids = tokenizer.encode(TEXT)
+    assert tokenizer.decode(torch.tensor(ids)) == tokenizer.decode(np.array(ids)) == TEXT

@@ -120,10 +120,40 @@ def test_max_length_below_the_prompt_is_one_line(lm):
         lm.generate_until([long_request])
     assert "max_length=32; pass --model_args pretrained=...,max_length=N" in str(err.value)
     assert "\n" not in str(err.value)
-    with pytest.raises(ConfigError, match=r"a prompt of 1 tokens \+ max_gen_toks=40 exceed"):
+    with pytest.raises(ConfigError, match=r"max_gen_toks=40 leaves no room for a prompt"):
         lm.generate_until([request("generate_until", "a", {"until": [], "max_gen_toks": 40})])
     with pytest.raises(ConfigError, match="generation kwargs num_beams: not supported"):
         lm.generate_until([request("generate_until", "a", {"until": [], "num_beams": 2})])
+
+
+@pytest.mark.parametrize("truncation", ["error", "left"])
+def test_a_tasks_max_gen_toks_past_max_length_advises_gen_kwargs(random_export, truncation):
+    """Issue 36: lit_sparse_math_answer (max_gen_toks 96) on a model of 32 tokens advised
+    truncation=left, which cannot work, and the max_gen_toks model argument loses to the
+    task's: lm-eval's --gen_kwargs is what lowers it."""
+    lm = LitSparseLM(pretrained=str(random_export), max_gen_toks=8, truncation=truncation)
+    answer = Instance(
+        request_type="generate_until",
+        doc={},
+        arguments=("Q: What is 2 + 3?\nA:", {"until": ["\n"], "max_gen_toks": 96}),
+        idx=0,
+        metadata=("lit_sparse_math_answer", 0, 1),
+    )
+    with pytest.raises(ConfigError) as err:
+        lm.generate_until([answer])
+    message = str(err.value)
+    room = 32 - len(lm.tokenizer.encode(answer.args[0])) if truncation == "error" else 31
+    assert message.startswith(
+        "task lit_sparse_math_answer: max_gen_toks=96 leaves no room for a prompt within "
+        f"max_length=32; pass --gen_kwargs max_gen_toks=N with N <= {room} "
+    )
+    assert "truncation=left" not in message and "\n" not in message
+
+
+def test_asking_for_a_chat_template_is_one_line(lm):
+    assert lm.chat_template(False) is None
+    with pytest.raises(ConfigError, match="the lit_sparse model has no chat template"):
+        lm.chat_template(True)
 
 
 @pytest.mark.parametrize(

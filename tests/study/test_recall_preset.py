@@ -95,6 +95,16 @@ def test_list_names_the_task_options(capsys, tmp_path):
     assert all(r[3] == "not started" for r in rows) and len(rows) == 2 * 3 * 2
 
 
+def test_list_ends_with_the_command_that_runs_these_runs(capsys, tmp_path):
+    """Issue 36: the --run command left out --root (and --variants, --tasks)."""
+    root = tmp_path / "my runs"
+    args = preset_args(root, "--list", variants=("sw_keys",), tasks=("distance",))
+    assert lit_main(args) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    command = shlex.split(last.split("interrupted ones): ", 1)[1])
+    assert command == ["python", "-m", "lit_sparse", *args[:-1], "--run"]
+
+
 LONG = ("--data.init_args.min_examples", "2")  # the distance and passkey tasks' option
 
 
