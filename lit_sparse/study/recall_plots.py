@@ -5,7 +5,8 @@
   panel per evaluation length, the pattern's coverage of each bucket dotted below;
 - ``passkey.png``: keys recalled whole against evaluation length per variant, one panel per
   depth and a row per policy;
-- ``alpha_recall.png``: learned alpha per layer over steps, per task.
+- ``alpha_recall.png``: learned alpha per layer over steps, per task;
+- ``learning.png``: held-out accuracy against training examples, a line per run, per task.
 """
 
 from __future__ import annotations
@@ -130,6 +131,31 @@ def plot_alpha(study: RecallStudy, path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def plot_learning(study: RecallStudy, path: Path) -> Path | None:
+    """Held-out accuracy (``val/acc``) over training examples seen, one panel per task."""
+    tasks = [
+        t for t in study.tasks if any(r.curve.get("val/acc") for v in t.variants for r in v.runs)
+    ]
+    if not tasks:
+        return None
+    fig, (axes,) = _figure(len(tasks), height=3.8)
+    for ax, task in zip(axes, tasks, strict=True):
+        batch = task.setup.get("data.init_args.batch_size") or 1
+        for variant, color in zip(task.variants, _colors(len(task.variants)), strict=True):
+            for index, run in enumerate(r for r in variant.runs if r.curve.get("val/acc")):
+                steps, acc = run.curve["step"], run.curve["val/acc"]
+                points = [(s * batch, a) for s, a in zip(steps, acc, strict=True) if a is not None]
+                label = f"{variant.name} ({len(variant.runs)})" if index == 0 else None
+                ax.plot(*zip(*points, strict=True), color=color, linewidth=0.9, label=label)
+        ax.set_title(task.task.label or task.task.name, fontsize=9)
+        ax.set_xlabel("training examples seen")
+        ax.set_ylabel("held-out accuracy")
+        ax.set_ylim(-0.02, 1.02)
+    axes[-1].legend(fontsize=6, title="variant (seeds)", title_fontsize=6)
+    fig.suptitle("learning curves: a line per run (seed)", fontsize=9)
+    return _save(fig, path)
+
+
 def write_recall_plots(study: RecallStudy, folder: str | Path) -> list[Path]:
     """Write the figures into ``folder``; returns the files written."""
     folder = Path(folder)
@@ -142,4 +168,5 @@ def write_recall_plots(study: RecallStudy, folder: str | Path) -> list[Path]:
         elif kind == "passkey":
             written.append(plot_passkey(task, folder / "passkey.png"))
     written.append(plot_alpha(study, folder / "alpha_recall.png"))
+    written.append(plot_learning(study, folder / "learning.png"))
     return [p for p in written if p is not None]

@@ -117,7 +117,12 @@ def _mqar_table(study: RecallStudy) -> str | None:
     header = ["variant"]
     for task in tasks:
         name = task.sets(task.training_length)[0]
-        header += [f"{name} accuracy", f"keys/query at {task.training_length}", "cache rows"]
+        header += [
+            f"{name} accuracy",
+            "steps (early stops)",
+            f"keys/query at {task.training_length}",
+            "cache rows",
+        ]
     names = [v.name for v in study.preset.variants if any(t.variant(v.name) for t in tasks)]
     rows = []
     for name in names:
@@ -125,18 +130,23 @@ def _mqar_table(study: RecallStudy) -> str | None:
         for task in tasks:
             variant = task.variant(name)
             if variant is None:
-                row += ["-", "-", "-"]
+                row += ["-", "-", "-", "-"]
                 continue
             keys, cache = _offer_cell(variant, task.training_length)
-            row += [headline(task, variant, "use", task.training_length).format(3), keys, cache]
+            accuracy = headline(task, variant, "use", task.training_length).format(3)
+            early = sum(r.stopped_early for r in variant.runs)
+            steps = Spread.of([r.result.step for r in variant.runs]).format(0)
+            row += [accuracy, f"{steps} ({early}/{len(variant.runs)})", keys, cache]
         rows.append(row)
     return "\n".join(
         [
             "## MQAR: accuracy per setting",
             "",
             "Accuracy at the queries of the held-out examples (per example, averaged over "
-            "examples), with each pattern's keys per query (mean over layers) and its decoding "
-            "cache (rows of the largest layer) at the setting's length.",
+            "examples), the optimizer steps trained (a run stops early once held-out accuracy "
+            "reaches the config's threshold; the learning curves are in the records and "
+            "learning.png), with each pattern's keys per query (mean over layers) and its "
+            "decoding cache (rows of the largest layer) at the setting's length.",
             "",
             markdown_table(header, rows),
         ]
