@@ -307,3 +307,39 @@ def test_two_checkouts_of_one_commit_share_one_build_and_never_rebuild(tmp_path)
         assert done.stdout.strip() == "True", done.stderr
         assert "built" not in done.stderr, done.stderr
         assert library.stat().st_mtime_ns == built_at, f"rebuilt for checkout {checkout}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dim", [64, 128])
+def test_wide_heads_and_many_slots_equal_the_reference(dim, dtype):
+    """The paper's head dim (64) and wider, and more than 64 slots a query: every vector loop
+    runs past at::vec's widest load. Its loadu takes a count of at most one vector; a count
+    of 64 or more once built an empty lane mask on AVX-512 (zeros: every output wrong) and
+    overflowed a buffer on AVX2."""
+    tolerance = 1e-10 if dtype == torch.float64 else 1e-4
+    for plugin in (build_attention("sliding_window", window=80), build_attention("fibonacci")):
+        pattern = plugin.build(0, 1, 96).to(dtype)
+        q, k, v = inputs(96, dim=dim, dtype=dtype)
+        ours = run(compiled.compiled_attention, q, k, v, pattern)
+        reference = run(slots_attention, q, k, v, pattern)
+        for a, b in zip(ours, reference, strict=True):
+            torch.testing.assert_close(a, b, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("plugin", ["sliding_window", "fibonacci"])
+def test_decoding_with_wide_heads_equals_the_full_forward(plugin):
+    """A decoding step reads the same vectors: each token's logits, decoded one at a time
+    through the cache, equal the whole sequence's forward at head dim 64 with 81 slots."""
+    from lit_sparse import LanguageModel, ModelConfig
+
+    config = ModelConfig(vocab_size=64, context_length=96, n_layers=2, d_model=128, n_heads=2,
+                         n_kv_heads=1, head_dim=64, ffn_hidden=0)  # fmt: skip
+    options = {"window": 80} if plugin == "sliding_window" else {}
+    model = LanguageModel(config, build_attention(plugin, **options)).double().eval()
+    tokens = torch.randint(0, 64, (2, 100), generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        full = model(tokens)
+        cache = model.new_cache(2, 100)
+        steps = [model(tokens[:, :4], cache)]
+        steps += [model(tokens[:, t : t + 1], cache) for t in range(4, 100)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-9, atol=1e-9)

@@ -64,10 +64,12 @@ void parallel_items(int64_t n, int64_t threads, const F& fn) {
 template <typename T>
 using Vec = at::vec::Vectorized<T>;
 
-// Lanes [0, n) of x (n <= Vec::size() reads only those; the rest are zero).
+// Lanes [0, min(n, Vec::size())) of x; the rest are zero. at::vec's loadu takes a count of at
+// most size(): past it, AVX-512 builds a lane mask with 1 << count (64 lanes or more gave an
+// empty mask: zeros) and AVX2 copies count elements into a buffer of size() (an overflow).
 template <typename T>
 inline Vec<T> load(const T* x, int64_t n) {
-  return Vec<T>::loadu(x, n);
+  return Vec<T>::loadu(x, std::min<int64_t>(n, Vec<T>::size()));
 }
 
 template <typename T>
