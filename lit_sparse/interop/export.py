@@ -22,10 +22,17 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from lit_sparse.errors import ConfigError
+from lit_sparse.errors import ConfigError, DamagedFileError
 from lit_sparse.io import pretrained
 from lit_sparse.io.atomic import AtomicFolder, write_text
-from lit_sparse.io.pretrained import CONFIG_FILE, LAYOUTS, WEIGHTS_FILE, model_card
+from lit_sparse.io.pretrained import (
+    CONFIG_FILE,
+    LAYOUTS,
+    WEIGHTS_FILE,
+    lit_sparse_keys,
+    model_card,
+    read_config,
+)
 from lit_sparse.io.remote_code import REMOTE_CODE
 from lit_sparse.io.stock_formats import stock_layout_of
 from lit_sparse.io.tables import markdown_table
@@ -85,13 +92,23 @@ class ExportResult:
 
 
 def _check_out(out: Path) -> None:
-    """Refuse to write into anything but a new or empty folder or an earlier export."""
+    """Refuse to write into anything but a new or empty folder or an earlier export: a folder
+    whose config.json lit_sparse wrote (its format key at the top level, or under a stock
+    format's ``lit_sparse`` key). Another model's folder (a transformers one holds only
+    names an export writes) is refused, not replaced."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"out={str(out)!r}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / CONFIG_FILE).is_file():
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    try:
+        config = read_config(out)
+    except DamagedFileError:  # not JSON: not an export's either
+        config = {}
+    if config is None or lit_sparse_keys(config) is None:
+        found = "no config.json" if config is None else "its config.json is not lit_sparse's"
         raise ConfigError(
-            f"out={str(out)!r}: a folder with other files in it (not an earlier export); "
-            "choose a new or empty folder"
+            f"out={str(out)!r}: a folder with other files in it, not an earlier export "
+            f"({found}); choose a new or empty folder"
         )
 
 
