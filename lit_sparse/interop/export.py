@@ -23,11 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lit_sparse.errors import ConfigError, DamagedFileError
+from lit_sparse.interop.sources import run_tokenizer_checked
 from lit_sparse.io import pretrained
 from lit_sparse.io.atomic import AtomicFolder, write_text
 from lit_sparse.io.pretrained import (
     CONFIG_FILE,
     LAYOUTS,
+    TOKENIZER_FILE,
     WEIGHTS_FILE,
     lit_sparse_keys,
     model_card,
@@ -45,7 +47,6 @@ FORMATS = LAYOUTS
 """``lit_sparse`` (any plugin; remote code for transformers), ``llama`` (dense), ``mistral``
 (sliding window)."""
 
-TOKENIZER_FILE = "tokenizer.json"
 CARD_FILE = "README.md"
 
 
@@ -189,7 +190,11 @@ def _check_replaced(out: Path, build: Path) -> None:
 
 
 def export_run(
-    path: str | Path, out: str | Path, tokenizer: str | None = None, format: str | None = None
+    path: str | Path,
+    out: str | Path,
+    tokenizer: str | None = None,
+    format: str | None = None,
+    option: str = "tokenizer=...",
 ) -> ExportResult:
     """Export a run folder's newest checkpoint (or a ``.ckpt`` file of a run) to ``out``:
     model.safetensors, config.json (with the EOS id and the training length), the
@@ -200,12 +205,15 @@ def export_run(
     Args:
         path: a run folder, an experiment folder (its newest run) or a checkpoint file.
         out: a new or empty folder, or an earlier export (replaced as a whole).
-        tokenizer: the tokenizer to ship (default: the one the run's config.yaml names).
+        tokenizer: the tokenizer to ship (default: the one the run's config.yaml names,
+            refused when it is not the one the checkpoint was trained with); config.json
+            records its digest, checked whenever the folder loads.
         format: ``lit_sparse``, ``llama`` (dense) or ``mistral`` (sliding window);
             default: the stock format where one fits the model's attention, else lit_sparse.
+        option: how the caller names another tokenizer, for the messages (the command:
+            ``--tokenizer``).
     """
     import lit_sparse
-    from lit_sparse.data.tokenizer import load_tokenizer, run_tokenizer
 
     source, out = Path(path).expanduser(), Path(out).expanduser()
     if format is not None and format not in FORMATS:
@@ -221,7 +229,7 @@ def export_run(
     training_by = lock_holder(run.path)
     model = run.module.model
     chosen = choose_format(model.attention, format)
-    loaded = load_tokenizer(tokenizer or run_tokenizer(run.config))
+    loaded = run_tokenizer_checked(run, tokenizer, option)
     ids = {"eos_token_id": loaded.eos_id, "bos_token_id": loaded.eos_id}
     with AtomicFolder(out) as folder:
         build = folder.temporary
@@ -229,7 +237,7 @@ def export_run(
         for name, text in transformers_files(loaded.eos_token, loaded.eos_id).items():
             write_text(build / name, text)
         write_text(build / CARD_FILE, run_card(run, model, chosen))
-        pretrained.save(model, build, layout=chosen, extra=ids)
+        pretrained.save(model, build, layout=chosen, extra=ids, tokenizer_sha256=loaded.sha256)
         _check_replaced(out, build)
         files = _files_in_order(build)
     return ExportResult(
