@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     from lit_sparse.interop.export import export_run
 
-    result = export_run(args.path, args.out, args.tokenizer, args.format)
+    result = export_run(args.path, args.out, args.tokenizer, args.format, option="--tokenizer")
     if result.note:
         print(f"note: {result.note}", file=sys.stderr)
     print(result.to_text())

@@ -90,12 +90,11 @@ def _parser() -> argparse.ArgumentParser:
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    import torch
 
     from lit_sparse.generation import Generation, Sampler
     from lit_sparse.generation.text import TextStream
     from lit_sparse.generation.weights import weight_dtype
-    from lit_sparse.interop.sources import load_source
+    from lit_sparse.interop.sources import load_source, resolve_device
 
     # every cheap check before the model is loaded
     if args.max_new_tokens < 1:
@@ -113,14 +112,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"prompt_file={args.prompt_file!r}: not UTF-8 text ({err})") from None
     else:
         prompt = args.prompt or ""
-    try:
-        device = torch.device(args.device)
-    except RuntimeError as err:
-        raise ConfigError(f"device={args.device!r}: {err}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device={args.device!r}: CUDA is not available here")
+    device = resolve_device(args.device)
 
-    source = load_source(args.path, args.tokenizer)
+    source = load_source(args.path, args.tokenizer, option="--tokenizer")
     tokenizer = source.tokenizer
     ids = tokenizer.tokenizer.encode(prompt).ids if prompt else []
     ids = ids or [tokenizer.eos_id]  # an empty prompt starts a new document

@@ -22,10 +22,19 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from lit_sparse.errors import ConfigError
+from lit_sparse.errors import ConfigError, DamagedFileError
+from lit_sparse.interop.sources import run_tokenizer_checked
 from lit_sparse.io import pretrained
 from lit_sparse.io.atomic import AtomicFolder, write_text
-from lit_sparse.io.pretrained import CONFIG_FILE, LAYOUTS, WEIGHTS_FILE, model_card
+from lit_sparse.io.pretrained import (
+    CONFIG_FILE,
+    LAYOUTS,
+    TOKENIZER_FILE,
+    WEIGHTS_FILE,
+    lit_sparse_keys,
+    model_card,
+    read_config,
+)
 from lit_sparse.io.remote_code import REMOTE_CODE
 from lit_sparse.io.stock_formats import stock_layout_of
 from lit_sparse.io.tables import markdown_table
@@ -38,7 +47,6 @@ FORMATS = LAYOUTS
 """``lit_sparse`` (any plugin; remote code for transformers), ``llama`` (dense), ``mistral``
 (sliding window)."""
 
-TOKENIZER_FILE = "tokenizer.json"
 CARD_FILE = "README.md"
 
 
@@ -85,13 +93,23 @@ class ExportResult:
 
 
 def _check_out(out: Path) -> None:
-    """Refuse to write into anything but a new or empty folder or an earlier export."""
+    """Refuse to write into anything but a new or empty folder or an earlier export: a folder
+    whose config.json lit_sparse wrote (its format key at the top level, or under a stock
+    format's ``lit_sparse`` key). Another model's folder (a transformers one holds only
+    names an export writes) is refused, not replaced."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"out={str(out)!r}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / CONFIG_FILE).is_file():
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    try:
+        config = read_config(out)
+    except DamagedFileError:  # not JSON: not an export's either
+        config = {}
+    if config is None or lit_sparse_keys(config) is None:
+        found = "no config.json" if config is None else "its config.json is not lit_sparse's"
         raise ConfigError(
-            f"out={str(out)!r}: a folder with other files in it (not an earlier export); "
-            "choose a new or empty folder"
+            f"out={str(out)!r}: a folder with other files in it, not an earlier export "
+            f"({found}); choose a new or empty folder"
         )
 
 
@@ -172,7 +190,11 @@ def _check_replaced(out: Path, build: Path) -> None:
 
 
 def export_run(
-    path: str | Path, out: str | Path, tokenizer: str | None = None, format: str | None = None
+    path: str | Path,
+    out: str | Path,
+    tokenizer: str | None = None,
+    format: str | None = None,
+    option: str = "tokenizer=...",
 ) -> ExportResult:
     """Export a run folder's newest checkpoint (or a ``.ckpt`` file of a run) to ``out``:
     model.safetensors, config.json (with the EOS id and the training length), the
@@ -183,12 +205,15 @@ def export_run(
     Args:
         path: a run folder, an experiment folder (its newest run) or a checkpoint file.
         out: a new or empty folder, or an earlier export (replaced as a whole).
-        tokenizer: the tokenizer to ship (default: the one the run's config.yaml names).
+        tokenizer: the tokenizer to ship (default: the one the run's config.yaml names,
+            refused when it is not the one the checkpoint was trained with); config.json
+            records its digest, checked whenever the folder loads.
         format: ``lit_sparse``, ``llama`` (dense) or ``mistral`` (sliding window);
             default: the stock format where one fits the model's attention, else lit_sparse.
+        option: how the caller names another tokenizer, for the messages (the command:
+            ``--tokenizer``).
     """
     import lit_sparse
-    from lit_sparse.data.tokenizer import load_tokenizer, run_tokenizer
 
     source, out = Path(path).expanduser(), Path(out).expanduser()
     if format is not None and format not in FORMATS:
@@ -204,7 +229,7 @@ def export_run(
     training_by = lock_holder(run.path)
     model = run.module.model
     chosen = choose_format(model.attention, format)
-    loaded = load_tokenizer(tokenizer or run_tokenizer(run.config))
+    loaded = run_tokenizer_checked(run, tokenizer, option)
     ids = {"eos_token_id": loaded.eos_id, "bos_token_id": loaded.eos_id}
     with AtomicFolder(out) as folder:
         build = folder.temporary
@@ -212,7 +237,7 @@ def export_run(
         for name, text in transformers_files(loaded.eos_token, loaded.eos_id).items():
             write_text(build / name, text)
         write_text(build / CARD_FILE, run_card(run, model, chosen))
-        pretrained.save(model, build, layout=chosen, extra=ids)
+        pretrained.save(model, build, layout=chosen, extra=ids, tokenizer_sha256=loaded.sha256)
         _check_replaced(out, build)
         files = _files_in_order(build)
     return ExportResult(

@@ -99,7 +99,10 @@ class LitSparseLM(TemplateLM):
         max_gen_toks: new tokens of ``generate_until`` when a task does not say (256); a
             task's own wins (lit_sparse_math_answer: 96): lm-eval's ``--gen_kwargs
             max_gen_toks=N`` overrides it.
-        tokenizer: another tokenizer than the one the folder or run names.
+        tokenizer: another tokenizer than the one the folder or run names (used as asked,
+            with a note when the weights were trained with another).
+        verify_weights: check an exported folder's model.safetensors against the sha256 its
+            config.json records (``false``: weights changed on purpose, e.g. a fine-tune).
         trust_remote_code: accepted for lm-eval's ``--trust_remote_code``; the model runs
             lit_sparse's own code.
     """
@@ -115,6 +118,7 @@ class LitSparseLM(TemplateLM):
         truncation: str = "error",
         max_gen_toks: int = DEFAULT_MAX_GEN_TOKS,
         tokenizer: str | None = None,
+        verify_weights: bool = True,
         trust_remote_code: bool | None = None,
         **unknown: Any,
     ) -> None:
@@ -128,7 +132,7 @@ class LitSparseLM(TemplateLM):
             raise ConfigError(
                 f"model_args {', '.join(sorted(unknown))}: not options of the lit_sparse model; "
                 "allowed: pretrained, device, dtype, batch_size, max_length, truncation, "
-                "max_gen_toks, tokenizer"
+                "max_gen_toks, tokenizer, verify_weights"
             )
         if not pretrained:
             raise ConfigError(
@@ -139,6 +143,10 @@ class LitSparseLM(TemplateLM):
             raise ConfigError(
                 f"model_args pretrained={pretrained!r}: no such exported folder, run folder or "
                 "checkpoint"
+            )
+        if not isinstance(verify_weights, bool):
+            raise ConfigError(
+                f"model_args verify_weights={verify_weights!r}: expected true or false"
             )
         if truncation not in TRUNCATION:
             raise ConfigError(
@@ -154,7 +162,12 @@ class LitSparseLM(TemplateLM):
                 log.warning("model_args device=%s: CUDA is not available, using the CPU", device)
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model, self.tokenizer = load_pretrained(
-            pretrained, device=device, dtype=dtype, tokenizer=tokenizer
+            pretrained,
+            device=device,
+            dtype=dtype,
+            tokenizer=tokenizer,
+            verify_weights=verify_weights,
+            option="model_args tokenizer=...",
         )
         self._device = next(self.model.parameters()).device
         self.pretrained = str(pretrained)

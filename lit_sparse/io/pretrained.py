@@ -13,7 +13,10 @@ A folder (or a hub repository) holds:
   ``weights_sha256`` (of model.safetensors, checked on load like a checkpoint's CRCs: a
   changed byte is one line naming the file) and ``trained_attention`` (the attention config
   and training length the weights were trained with, and their digest: loading a folder
-  whose attention was edited since warns in one line naming the fields);
+  whose attention was edited since warns in one line naming the fields); an export, or
+  ``save_pretrained(tokenizer=...)``, adds ``tokenizer_sha256`` (the tokenizer beside it:
+  loading it checks tokenizer.json against it, as a run's checkpoint is checked against its
+  tokenizer);
 - ``configuration_lit_sparse.py``, ``modeling_lit_sparse.py``: the remote code that
   ``auto_map`` names (:mod:`lit_sparse.io.remote_code`);
 - ``README.md``: a model card (``python -m lit_sparse export`` adds the run's results).
@@ -23,10 +26,13 @@ or ``"mistral"``: transformers' own names and config, no remote code); :func:`lo
 those folders back as well.
 
 A damaged folder is one line naming the file, never a traceback: config.json that is not
-a JSON object, a truncated or altered model.safetensors, weights whose shapes do not fit
-config.json. A user who changed the weights on purpose loads them with
-``LanguageModel.from_pretrained(folder, verify_weights=False)`` and saves them again
-(``save_pretrained`` records the new digest).
+a JSON object or has no ``arch`` or ``attention``, a truncated or altered model.safetensors,
+weights whose shapes do not fit config.json. A user who changed the weights on purpose loads
+them with ``verify_weights=False`` and saves them again (``save_pretrained``, lit_sparse's or
+transformers', records the new digest). The checks are functions of their own
+(:func:`check_model_keys`, :func:`check_weights_digest`, :func:`check_fit`,
+:func:`warn_attention_changes`, :func:`check_tokenizer_digest`): transformers' loader of the
+remote-code model runs the same ones.
 """
 
 from __future__ import annotations
@@ -49,17 +55,26 @@ __all__ = [
     "CONFIG_FILE",
     "FORMAT",
     "LAYOUTS",
+    "TOKENIZER_FILE",
+    "TOKENIZER_SHA256",
     "TRAINED_ATTENTION",
     "WEIGHTS_FILE",
     "WEIGHTS_SHA256",
     "attention_changes",
+    "check_fit",
+    "check_model_keys",
+    "check_tokenizer_digest",
+    "check_weights_digest",
     "describe_attention",
     "file_sha256",
+    "lit_sparse_keys",
     "load",
     "model_card",
     "read_config",
     "save",
     "trained_attention",
+    "warn_attention_changes",
+    "weight_shapes",
 ]
 
 log = logging.getLogger(__name__)
@@ -70,6 +85,10 @@ WEIGHTS_FILE = "model.safetensors"
 LAYOUTS = ("lit_sparse", *stock_formats.STOCK_CLASSES)
 WEIGHTS_SHA256 = "weights_sha256"
 """config.json key: the sha256 of model.safetensors (hex)."""
+TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_SHA256 = "tokenizer_sha256"
+"""config.json key: the digest of the tokenizer shipped beside the weights (``Tokenizer.sha256``,
+of its canonical JSON: the digest a checkpoint records for the tokenizer it was trained with)."""
 TRAINED_ATTENTION = "trained_attention"
 """config.json key: ``{"attention", "context_length", "sha256"}``, what the weights were
 trained with (:func:`trained_attention`)."""
@@ -132,6 +151,104 @@ def attention_changes(config: dict[str, Any], attention: dict[str, Any]) -> list
     return changes
 
 
+def warn_attention_changes(
+    model_id: str, config: dict[str, Any], attention: dict[str, Any]
+) -> None:
+    """One warning line when the attention ``model_id`` builds (``attention``: its
+    ``to_config()``) differs from what its weights were trained with (:func:`attention_changes`)."""
+    changes = attention_changes(config, attention)
+    if changes:
+        log.warning(
+            "warning: %r: its %s attention differs from what the weights were trained with: "
+            "%s; the model attends other keys than in training",
+            model_id, CONFIG_FILE, ", ".join(changes),
+        )  # fmt: skip
+
+
+def check_model_keys(config: dict[str, Any], model_id: str | None = None) -> None:
+    """ConfigError unless ``config`` (a folder's lit_sparse keys; ``model_id`` names the
+    folder) names the model's shape (``arch``) and its attention plugin (``attention``): a
+    missing one is never a default (the paper's 60M shape, dense attention), which the
+    weights would not fit."""
+    wanted = {"arch": "the model's shape", "attention": "the attention plugin"}
+    missing = [
+        f"{key!r} ({what})"
+        for key, what in wanted.items()
+        if not isinstance(config.get(key), dict) and not (key == "attention" and config.get(key))
+    ]
+    if missing:
+        where = CONFIG_FILE if model_id is None else f"{model_id!r}: its {CONFIG_FILE}"
+        raise ConfigError(
+            f"{where} has no {' and no '.join(missing)}; a lit_sparse folder records both: it "
+            "is damaged or was not written by lit_sparse (export the run again)"
+        )
+
+
+def check_weights_digest(weights: str | os.PathLike, config: dict[str, Any]) -> None:
+    """DamagedFileError unless ``weights`` has the sha256 ``config`` records (no record, as in
+    folders written before it existed: nothing to check)."""
+    recorded = config.get(WEIGHTS_SHA256)
+    if isinstance(recorded, str) and file_sha256(weights) != recorded:
+        raise DamagedFileError(
+            f"{str(weights)!r} does not match the sha256 its {CONFIG_FILE} records (a "
+            "changed or truncated file): export the run again; weights changed on purpose "
+            "load with verify_weights=False (LanguageModel.from_pretrained, "
+            "lit_sparse.load_pretrained, transformers' from_pretrained), and save_pretrained "
+            "records their sha256"
+        )
+
+
+def check_tokenizer_digest(
+    tokenizer: str | os.PathLike,
+    config: dict[str, Any],
+    sha256: str,
+    option: str = "tokenizer=...",
+) -> None:
+    """DamagedFileError unless the tokenizer file ``tokenizer`` beside a folder's weights, whose
+    digest is ``sha256`` (``Tokenizer.sha256``), is the one ``config`` records (no record:
+    nothing to check). ``option`` names how the caller chooses another tokenizer on purpose."""
+    recorded = config.get(TOKENIZER_SHA256)
+    if isinstance(recorded, str) and recorded != sha256:
+        raise DamagedFileError(
+            f"{str(tokenizer)!r} is not the tokenizer its {CONFIG_FILE} records "
+            f"({TOKENIZER_SHA256} {recorded[:12]}..., the file {sha256[:12]}...): its token ids "
+            "would mean other text than the weights learned; export the run again, or choose "
+            f"another tokenizer on purpose with {option}"
+        )
+
+
+def weight_shapes(weights: str | os.PathLike) -> dict[str, tuple[int, ...]]:
+    """name -> shape of every tensor in a safetensors file, from its header alone; one
+    DamagedFileError line naming the file when it is not one (truncated, a damaged header)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(weights), framework="pt") as handle:
+            return {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
+    except Exception as err:  # SafetensorError, OSError, a header that is not JSON
+        raise _unreadable(weights, err) from None
+
+
+def check_fit(
+    expected: dict[str, Any], found: dict[str, Any], model_id: str, strict: bool = True
+) -> None:
+    """The weights (``found``: name -> shape) have the tensors and shapes the config builds
+    (``expected``: name -> shape); else one ConfigError line naming them. ``strict``: a
+    missing or extra tensor is an error too."""
+    problems = [f"missing {k}" for k in expected if k not in found] if strict else []
+    problems += [f"unexpected {k}" for k in found if k not in expected] if strict else []
+    problems += [
+        f"{k} is {list(shape)} in the weights, {list(expected[k])} for the config"
+        for k, shape in found.items()
+        if k in expected and tuple(shape) != tuple(expected[k])
+    ]
+    if problems:
+        shown = ", ".join(problems[:3]) + (
+            f" and {len(problems) - 3} more" if len(problems) > 3 else ""
+        )
+        raise ConfigError(f"{model_id!r}: {WEIGHTS_FILE} does not fit its config.json ({shown})")
+
+
 def read_config(folder: str | os.PathLike) -> dict[str, Any] | None:
     """A local folder's config.json as a dict (None: the folder has none); one
     DamagedFileError line naming it when it is not a JSON object."""
@@ -154,11 +271,18 @@ def read_config(folder: str | os.PathLike) -> dict[str, Any] | None:
 
 
 def save(
-    model, folder: Path, *, layout: str = "lit_sparse", extra: dict[str, Any] | None = None
+    model,
+    folder: Path,
+    *,
+    layout: str = "lit_sparse",
+    extra: dict[str, Any] | None = None,
+    tokenizer_sha256: str | None = None,
 ) -> list[str]:
     """``model.safetensors`` and ``config.json`` of ``model`` into ``folder`` (each written
     atomically), with the remote-code files in the ``lit_sparse`` layout; ``extra`` adds
-    config.json keys (the export's EOS id). Returns the names of the files written."""
+    config.json keys (the export's EOS id); ``tokenizer_sha256`` is the digest of the
+    tokenizer shipped beside (default: of the one ``LanguageModel.save_pretrained(tokenizer=
+    ...)`` writes, if any). Returns the names of the files written."""
     from safetensors.torch import save as safetensors_bytes
 
     if layout not in LAYOUTS:
@@ -175,6 +299,11 @@ def save(
         WEIGHTS_SHA256: hashlib.sha256(weights).hexdigest(),
         TRAINED_ATTENTION: trained_attention(model),
     }
+    if tokenizer_sha256 is None:  # the tokenizer LanguageModel.save_pretrained writes beside
+        shipped = getattr(model, "_tokenizer_to_save", None)
+        tokenizer_sha256 = getattr(shipped, "sha256", None)
+    if isinstance(tokenizer_sha256, str):
+        lit_sparse_keys[TOKENIZER_SHA256] = tokenizer_sha256
     files = {}
     if layout == "lit_sparse":
         config = {
@@ -196,15 +325,27 @@ def save(
     return [WEIGHTS_FILE, *files, CONFIG_FILE]
 
 
-def _lit_sparse_keys(model_id: str, config: Any) -> tuple[dict[str, Any], str | None]:
-    """The format/arch/attention keys of a folder's config.json and its stock layout (None:
-    lit_sparse's own names); anything else is one ConfigError line."""
-    if isinstance(config, dict) and config.get("format") == FORMAT:
+def lit_sparse_keys(config: Any) -> tuple[dict[str, Any], str | None] | None:
+    """The lit_sparse keys of a config.json (format, arch, attention, the records) and its
+    stock layout (None: lit_sparse's own), or None when lit_sparse did not write it: its own
+    format key is neither at the top level nor under a stock format's ``lit_sparse`` key."""
+    if not isinstance(config, dict):
+        return None
+    if config.get("format") == FORMAT:
         return config, None
-    if isinstance(config, dict) and config.get("model_type") in stock_formats.STOCK_CLASSES:
-        keys = config.get("lit_sparse")
-        if isinstance(keys, dict) and keys.get("format") == FORMAT:
+    keys = config.get("lit_sparse")
+    if config.get("model_type") in stock_formats.STOCK_CLASSES and isinstance(keys, dict):
+        if keys.get("format") == FORMAT:
             return keys, config["model_type"]
+    return None
+
+
+def _lit_sparse_keys(model_id: str, config: Any) -> tuple[dict[str, Any], str | None]:
+    """:func:`lit_sparse_keys`, and anything else one ConfigError line."""
+    found = lit_sparse_keys(config)
+    if found is not None:
+        return found
+    if isinstance(config, dict) and config.get("model_type") in stock_formats.STOCK_CLASSES:
         raise ConfigError(
             f"{model_id!r}: a {config['model_type']} folder not written by lit_sparse (its "
             "config.json has no 'lit_sparse' keys); load it with transformers' "
@@ -241,6 +382,7 @@ def load(
     or weights that do not fit config.json are one line naming the file; an attention
     config edited since training loads with a one-line warning naming the fields."""
     config, layout = _lit_sparse_keys(model_id, config)
+    check_model_keys(config, model_id)
     try:
         model = cls.from_config(config)
     except (KeyError, TypeError, ValueError) as err:
@@ -248,26 +390,15 @@ def load(
             f"{model_id!r}: its {CONFIG_FILE} does not build a model ({err})"
         ) from None
     weights = _weights_file(model_id, revision, cache_dir, force_download, local_files_only, token)
-    if verify_weights and isinstance(config.get(WEIGHTS_SHA256), str):
-        if file_sha256(weights) != config[WEIGHTS_SHA256]:
-            raise DamagedFileError(
-                f"{str(weights)!r} does not match the sha256 its {CONFIG_FILE} records (a "
-                "changed or truncated file): export the run again; weights changed on purpose "
-                "load with LanguageModel.from_pretrained(..., verify_weights=False), and "
-                "save_pretrained records their sha256"
-            )
+    if verify_weights:
+        check_weights_digest(weights, config)
     state = _read_weights(weights, map_location)
     if layout is not None:
         state = stock_formats.from_stock_names(state, model.config.n_layers)
-    _check_fit(model, state, model_id, strict)
+    expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    check_fit(expected, {name: tuple(t.shape) for name, t in state.items()}, model_id, strict)
     model.load_state_dict(state, strict=False)
-    changes = attention_changes(config, model.attention.to_config())
-    if changes:
-        log.warning(
-            "warning: %r: its %s attention differs from what the weights were trained with: "
-            "%s; the model attends other keys than in training",
-            model_id, CONFIG_FILE, ", ".join(changes),
-        )  # fmt: skip
+    warn_attention_changes(model_id, config, model.attention.to_config())
     if isinstance(config.get(TRAINED_ATTENTION), dict):
         model.trained_attention = config[TRAINED_ATTENTION]
     return model.to(torch.device(map_location)).eval()
@@ -292,6 +423,14 @@ def _weights_file(model_id, revision, cache_dir, force_download, local_files_onl
     )
 
 
+def _unreadable(weights: str | os.PathLike, err: Exception) -> DamagedFileError:
+    reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return DamagedFileError(
+        f"{str(weights)!r} cannot be read as safetensors ({reason}): it is truncated or "
+        "damaged; export the run again"
+    )
+
+
 def _read_weights(weights: str, map_location: str) -> dict[str, torch.Tensor]:
     """The tensors of a safetensors file; one line naming it when it is not one (truncated,
     a damaged header)."""
@@ -301,28 +440,7 @@ def _read_weights(weights: str, map_location: str) -> dict[str, torch.Tensor]:
     try:
         return load_file(weights, device=str(map_location))
     except (SafetensorError, OSError, ValueError) as err:
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise DamagedFileError(
-            f"{str(weights)!r} cannot be read as safetensors ({reason}): it is truncated or "
-            "damaged; export the run again"
-        ) from None
-
-
-def _check_fit(model, state: dict[str, torch.Tensor], model_id: str, strict: bool) -> None:
-    """The weights have the tensors and shapes the config builds (one line naming them)."""
-    expected = model.state_dict()
-    problems = [f"missing {k}" for k in expected if k not in state] if strict else []
-    problems += [f"unexpected {k}" for k in state if k not in expected] if strict else []
-    problems += [
-        f"{k} is {list(t.shape)} in the weights, {list(expected[k].shape)} for the config"
-        for k, t in state.items()
-        if k in expected and t.shape != expected[k].shape
-    ]
-    if problems:
-        shown = ", ".join(problems[:3]) + (
-            f" and {len(problems) - 3} more" if len(problems) > 3 else ""
-        )
-        raise ConfigError(f"{model_id!r}: {WEIGHTS_FILE} does not fit its config.json ({shown})")
+        raise _unreadable(weights, err) from None
 
 
 def describe_attention(attention) -> str:

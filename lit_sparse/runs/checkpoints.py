@@ -159,16 +159,22 @@ def checkpoint_tokenizer(checkpoint: dict[str, Any]) -> str | None:
     return None
 
 
-def check_tokenizer(trained: str | None, sha256: str, spec: str, path: Any) -> None:
+def check_tokenizer(
+    trained: str | None,
+    sha256: str,
+    spec: str,
+    path: Any,
+    hint: str = "use the run's own tokenizer",
+) -> None:
     """CheckpointError unless the checkpoint at ``path``, trained with the tokenizer of digest
     ``trained`` (:func:`checkpoint_tokenizer`; None: not recorded, passes), matches the
-    tokenizer of digest ``sha256`` (``spec`` names it in the message)."""
+    tokenizer of digest ``sha256`` (``spec`` names it in the message, ``hint`` says what
+    to do)."""
     if trained is not None and trained != sha256:
         raise CheckpointError(
             f"ckpt_path={str(path)!r} was trained with another tokenizer than "
             f"data.tokenizer={spec!r} (sha256 {trained[:12]}... in the checkpoint, "
-            f"{sha256[:12]}... here): token ids would mean other text; use the run's own "
-            "tokenizer"
+            f"{sha256[:12]}... here): token ids would mean other text; {hint}"
         )
 
 

@@ -1,9 +1,13 @@
 """lit_sparse.load_pretrained: the model and its tokenizer from an export, a run folder or a
-checkpoint, on a device and in a dtype; save_pretrained takes the tokenizer (issue 25, 17)."""
+checkpoint, on a device and in a dtype; save_pretrained takes the tokenizer (issue 25, 17);
+bad arguments and an edited tokenizer.json are one line (issue 36)."""
 
 from __future__ import annotations
 
 import json
+import logging
+import re
+import shutil
 import subprocess
 import sys
 
@@ -13,7 +17,7 @@ import torch
 import lit_sparse
 from lit_sparse import LanguageModel
 from lit_sparse.__main__ import main as lit_main
-from lit_sparse.errors import ConfigError
+from lit_sparse.errors import ConfigError, DamagedFileError
 
 
 def test_an_export_loads_with_its_tokenizer(random_export):
@@ -81,8 +85,12 @@ def test_save_pretrained_without_a_tokenizer_writes_none(tmp_path):
 
     random_model().save_pretrained(tmp_path)
     assert not (tmp_path / "tokenizer.json").exists()
-    with pytest.raises(ConfigError, match="has no tokenizer.json; name the model's tokenizer"):
+    with pytest.raises(
+        ConfigError, match="has no tokenizer.json; name the model's tokenizer"
+    ) as err:
         lit_sparse.load_pretrained(tmp_path)
+    assert "with tokenizer=..." in str(err.value), "the Python argument, not a CLI flag"
+    assert "--tokenizer" not in str(err.value)
     _, tokenizer = lit_sparse.load_pretrained(tmp_path, tokenizer="embedded")
     assert tokenizer.source == "embedded"
 
@@ -102,19 +110,79 @@ def test_dtype_and_the_eos_from_config_json(random_export, tmp_path):
     assert tokenizer.eos_id == 5 and tokenizer.document_prefix == [5]
 
 
+def absent(kind: str) -> bool:
+    backend = getattr(torch, kind, None)
+    return not (backend is not None and backend.is_available())
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"path": "nowhere"}, "path='nowhere': no such run folder, checkpoint or exported"),
+        ({"path": None}, "path=None: expected a run folder, a checkpoint or an exported"),
         ({"dtype": "float8"}, "dtype='float8': allowed: auto, float32"),
+        ({"dtype": torch.int64}, "dtype=torch.int64: the weights are floating point; allowed"),
         ({"device": "tpu:x"}, "device='tpu:x'"),
+        pytest.param(
+            {"device": "mps"},
+            "device='mps': MPS is not available here",
+            marks=pytest.mark.skipif(not absent("mps"), reason="this machine has MPS"),
+        ),
+        pytest.param(
+            {"device": "xpu"},
+            "device='xpu': XPU is not available here",
+            marks=pytest.mark.skipif(not absent("xpu"), reason="this machine has an XPU"),
+        ),
     ],
+    ids=["nowhere", "None", "float8", "int64", "tpu:x", "mps", "xpu"],
 )
-def test_bad_input_is_one_line(random_export, kwargs, message):
-    kwargs = {"path": random_export, **kwargs}
-    with pytest.raises(ConfigError, match=message) as err:
+def test_bad_input_is_one_line_before_the_model_is_read(random_export, tmp_path, kwargs, message):
+    """Issue 36: ``dtype=torch.int64``, an absent ``mps`` or ``xpu`` and ``path=None`` were
+    tracebacks. The folder's weights are damaged: the bad argument is named first."""
+    folder = tmp_path / "model"
+    shutil.copytree(random_export, folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    kwargs = {"path": folder, **kwargs}
+    with pytest.raises(ConfigError, match=re.escape(message)) as err:
         lit_sparse.load_pretrained(**kwargs)
     assert "\n" not in str(err.value)
+
+
+def swap_two_token_ids(path) -> None:
+    values = json.loads(path.read_text())
+    vocab = values["model"]["vocab"]
+    vocab["the"], vocab["and"] = vocab["and"], vocab["the"]
+    path.write_text(json.dumps(values))
+
+
+def test_an_edited_tokenizer_json_is_refused_unless_named_on_purpose(
+    random_export, tmp_path, capsys, caplog
+):
+    """Issue 36: config.json recorded no digest of tokenizer.json, so an edited one loaded
+    silently (token ids meaning other text than the weights learned)."""
+    folder = tmp_path / "model"
+    shutil.copytree(random_export, folder)
+    config = json.loads((folder / "config.json").read_text())
+    assert config["tokenizer_sha256"] == lit_sparse.Tokenizer.from_pretrained().sha256
+    edited = folder / "tokenizer.json"
+    swap_two_token_ids(edited)
+    with pytest.raises(DamagedFileError) as err:
+        lit_sparse.load_pretrained(folder)
+    message = str(err.value)
+    assert "\n" not in message and str(edited) in message
+    assert "is not the tokenizer its config.json records" in message
+    assert "with tokenizer=..." in message
+    code = lit_main(["generate", str(folder), "--prompt", "ROMEO:", "--max_new_tokens", "2"])
+    lines = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(lines) == 1 and "is not the tokenizer" in lines[0], lines
+    assert "with --tokenizer" in lines[0]
+    # a tokenizer named on purpose is used as asked, with a note
+    with caplog.at_level(logging.WARNING, logger="lit_sparse.interop.sources"):
+        _, tokenizer = lit_sparse.load_pretrained(folder, tokenizer=str(edited))
+    assert tokenizer.sha256 != config["tokenizer_sha256"]
+    (note,) = [r.getMessage() for r in caplog.records]
+    assert note.startswith("note: the tokenizer named") and "using it as asked" in note
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ transformers = pytest.importorskip("transformers")
 from tiny_runs import shared_run  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
+import lit_sparse.interop.hf  # noqa: E402, F401  (registers the classes: no remote code)
 from lit_sparse import LanguageModel, build_attention  # noqa: E402
 from lit_sparse.__main__ import main as lit_main  # noqa: E402
 from lit_sparse.errors import ConfigError  # noqa: E402

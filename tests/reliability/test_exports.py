@@ -142,6 +142,44 @@ def test_an_earlier_export_with_files_of_its_own_is_not_replaced(finished_run, t
     assert tree(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["exp"]
 
 
+def another_models_folder(folder) -> None:
+    """A stock transformers gpt2 folder: it holds only names an export writes."""
+    folder.mkdir()
+    gpt2 = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_layer": 12}
+    (folder / "config.json").write_text(json.dumps(gpt2))
+    (folder / "model.safetensors").write_bytes(b"gpt2's weights")
+    (folder / "tokenizer.json").write_text('{"model": "gpt2"}')
+    (folder / "README.md").write_text("# gpt2\n")
+
+
+@pytest.mark.slow  # the finished run (trained)
+def test_another_models_folder_is_not_replaced(finished_run, tmp_path, capsys):
+    """Issue 36: any folder with a config.json counted as an earlier export, so a gpt2
+    folder was replaced (exit 0, every file overwritten). Only a config.json lit_sparse
+    wrote makes one: its format key at the top level or under a stock format's
+    ``lit_sparse`` key."""
+    out = tmp_path / "gpt2"
+    another_models_folder(out)
+    before = tree(out)
+    code, err = export_command(finished_run, out, capsys)
+    assert code == 2 and len(errors(err)) == 1, err
+    assert f"out={str(out)!r}" in err[-1] and "not an earlier export" in err[-1]
+    assert "its config.json is not lit_sparse's" in err[-1]
+    assert tree(out) == before and sorted(p.name for p in tmp_path.iterdir()) == ["gpt2"]
+    readme_only = tmp_path / "notes"
+    readme_only.mkdir()
+    (readme_only / "README.md").write_text("mine")
+    code, err = export_command(finished_run, readme_only, capsys)
+    assert code == 2 and "(no config.json)" in err[-1]
+    # an earlier export is one, in lit_sparse's format or a stock one (keys under lit_sparse)
+    earlier = export_run(finished_run, tmp_path / "earlier").folder
+    config = json.loads((earlier / "config.json").read_text())
+    stock = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "lit_sparse": config}
+    (earlier / "config.json").write_text(json.dumps(stock))
+    assert export_command(finished_run, earlier, capsys)[0] == 0
+    assert json.loads((earlier / "config.json").read_text())["format"] == config["format"]
+
+
 @pytest.mark.slow  # the finished run (trained)
 def test_a_read_only_file_system_is_one_line(finished_run, tmp_path, monkeypatch, capsys):
     """``export RUN --out ro_fs/new_sub``: the issue saw an OSError traceback from mkdir."""

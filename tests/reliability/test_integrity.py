@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import fractions
 import json
+import logging
 
 import pytest
 import torch
+import yaml
 
 import lit_sparse
 from lit_sparse.commands.tasks import main as tasks_main
@@ -100,3 +102,55 @@ def test_a_checkpoint_is_tied_to_its_tokenizer(finished_run, other_tokenizer, ca
     assert "another tokenizer" in capsys.readouterr().err
     # its own tokenizer is accepted
     assert lit_sparse.load_run(finished_run).tokenizer_sha256 is not None
+
+
+@pytest.mark.slow  # the finished run (trained), lm-eval's import
+def test_a_runs_tokenizer_changed_since_training_is_refused_by_every_route(
+    finished_run, other_tokenizer, tmp_path, capsys, caplog
+):
+    """Issue 36: only fit and validate checked it; load_pretrained, generate, lm-eval's
+    ``pretrained=RUN`` and export used the changed file silently (export shipped it)."""
+    from lit_sparse.__main__ import main as lit_main
+
+    run = copy_run(finished_run, tmp_path)
+    tokenizer_file = tmp_path / "tokenizer" / "tokenizer.json"
+    tokenizer_file.parent.mkdir()
+    tokenizer_file.write_bytes(TOKENIZER_PATH.read_bytes())  # the one it was trained with
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["data"]["init_args"]["tokenizer"] = str(tokenizer_file)
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    trained = lit_sparse.load_run(run).tokenizer_sha256
+    assert lit_sparse.load_pretrained(run)[1].sha256 == trained  # the same tokenizer: loads
+
+    tokenizer_file.write_bytes(other_tokenizer.read_bytes())  # changed after training
+    with pytest.raises(CheckpointError) as err:
+        lit_sparse.load_pretrained(run)
+    message = str(err.value)
+    assert "\n" not in message and "was trained with another tokenizer" in message
+    assert str(tokenizer_file) in message and "with tokenizer=..." in message
+    for command in (
+        ["generate", str(run), "--prompt", "ROMEO:", "--max_new_tokens", "2"],
+        ["export", str(run), "--out", str(tmp_path / "exported")],
+    ):
+        code = lit_main(command)
+        lines = capsys.readouterr().err.splitlines()
+        assert code == 2 and len(errors(lines)) == 1, (command, lines)
+        assert "another tokenizer" in lines[-1] and "with --tokenizer" in lines[-1], lines
+    assert not (tmp_path / "exported").exists()
+    lm_eval_model = pytest.importorskip("lit_sparse.interop.lm_eval")
+    with pytest.raises(CheckpointError, match="another tokenizer.*model_args tokenizer="):
+        lm_eval_model.LitSparseLM(pretrained=str(run), device="cpu")
+
+    # named on purpose: used as asked, with a note; the export records the one it ships
+    with caplog.at_level(logging.WARNING, logger="lit_sparse.interop.sources"):
+        _, tokenizer = lit_sparse.load_pretrained(run, tokenizer=str(tokenizer_file))
+        exported = tmp_path / "exported"
+        code = lit_main(
+            ["export", str(run), "--out", str(exported), "--tokenizer", str(other_tokenizer)]
+        )
+    assert code == 0 and tokenizer.sha256 != trained
+    notes = [r.getMessage() for r in caplog.records]
+    assert len(notes) == 2 and all("using it as asked" in note for note in notes), notes
+    recorded = json.loads((exported / "config.json").read_text())["tokenizer_sha256"]
+    assert recorded == tokenizer.sha256
+    assert lit_sparse.load_pretrained(exported)[1].sha256 == recorded  # the shipped file's

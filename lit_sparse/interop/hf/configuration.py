@@ -5,7 +5,8 @@ The source of truth is lit_sparse's own keys, ``arch`` (the ``ModelConfig`` fiel
 and other tools read (``hidden_size``, ``num_hidden_layers``, ``max_position_embeddings``,
 ...) are derived from them, so the two can never disagree. A folder saved by transformers'
 ``save_pretrained`` keeps every key, and ``lit_sparse.LanguageModel.from_pretrained`` reads
-it like one written by lit_sparse.
+it like one written by lit_sparse. A config.json without ``arch`` or ``attention`` is refused
+(:meth:`LitSparseConfig.from_dict`): a default shape or plugin would not be the weights'.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from transformers import PretrainedConfig
 
 from lit_sparse.attention import build_attention
 from lit_sparse.config import ModelConfig
-from lit_sparse.io.pretrained import FORMAT
+from lit_sparse.io.pretrained import FORMAT, check_model_keys
 from lit_sparse.io.stock_formats import shape_fields
 
 __all__ = ["LitSparseConfig"]
@@ -64,6 +65,15 @@ class LitSparseConfig(PretrainedConfig):
         keep = ("format", "arch", "attention", *shape_fields(self.model_config))
         values.update({key: getattr(self, key) for key in keep})
         return values
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs):
+        """transformers' ``from_dict`` (what ``from_pretrained`` and the Auto classes build a
+        config.json's config with), refusing one without ``arch`` or ``attention`` in one
+        line: the defaults (the paper's 60M shape, dense attention) are not the weights'."""
+        name = kwargs.get("name_or_path")  # the Auto classes pass the folder
+        check_model_keys(config_dict, None if name is None else str(name))
+        return super().from_dict(config_dict, **kwargs)
 
     @classmethod
     def from_network(cls, network, **kwargs) -> LitSparseConfig:

@@ -5,6 +5,15 @@ modules under their own names (``embedding``, ``blocks``, ``norm``), so its stat
 the ``LanguageModel``'s, key for key, and a folder saved by either loads in the other.
 ``generate`` decodes through :class:`~lit_sparse.interop.hf.cache.LitSparseCache` (each
 pattern's own bounded cache) unless told not to cache.
+
+``from_pretrained`` (and so the Auto classes and ``pipeline``) runs the checks
+``lit_sparse.load_pretrained`` runs, the same functions (:mod:`lit_sparse.io.pretrained`),
+before transformers reads a weight: config.json names the shape and the attention, the
+weights have the sha256 it records and fit that shape, tokenizer.json is the one it records;
+an attention edited since training warns naming the fields. ``verify_weights=False`` loads
+files changed on purpose. ``save_pretrained`` records the digest of the weights it wrote and
+the shape of the live modules (after ``resize_token_embeddings``, say), so lit_sparse loads a
+fine-tune back.
 """
 
 from __future__ import annotations
@@ -12,22 +21,38 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from lit_sparse.attention import build_attention
+from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError
 from lit_sparse.interop.hf.cache import RIGHT_PADDED, LitSparseCache
 from lit_sparse.interop.hf.configuration import LitSparseConfig
 from lit_sparse.interop.hf.padding import check_positions, padded_forward, row_layout
+from lit_sparse.io import pretrained
 from lit_sparse.io.atomic import write_text
-from lit_sparse.io.pretrained import CONFIG_FILE
+from lit_sparse.io.pretrained import (
+    CONFIG_FILE,
+    TOKENIZER_FILE,
+    TOKENIZER_SHA256,
+    WEIGHTS_FILE,
+    WEIGHTS_SHA256,
+)
 from lit_sparse.io.remote_code import AUTO_MAP, REMOTE_CODE
-from lit_sparse.model import LanguageModel, RotaryEmbedding
+from lit_sparse.io.stock_formats import shape_fields
+from lit_sparse.model import LanguageModel, RMSNorm, RotaryEmbedding
+
+try:  # transformers 5: init functions that skip a tensor the checkpoint already filled
+    from transformers import initialization as init
+except ImportError:  # transformers 4 initialises only the modules a checkpoint lacks
+    from torch.nn import init
 
 __all__ = ["CACHE_ARGUMENT", "LitSparseForCausalLM", "LitSparsePreTrainedModel"]
 
@@ -57,17 +82,32 @@ class LitSparsePreTrainedModel(PreTrainedModel):
     _is_stateful = False
 
     def _init_weights(self, module) -> None:
-        """Only RoPE's table is computed here (it is never saved; transformers builds the
-        model without data first): the weights are lit_sparse's own initialisation or the
-        checkpoint's."""
+        """lit_sparse's own initialisation (``LanguageModel.reset_parameters``: N(0, std),
+        the residual outputs N(0, std / sqrt(2L)), the norms at 1) of what transformers
+        initialises itself: a model built without data, a tensor the checkpoint lacks, new
+        embedding rows; and RoPE's table (never saved: transformers builds the model without
+        data first)."""
+        arch = self.config.model_config
         if isinstance(module, RotaryEmbedding):
-            arch = self.config.model_config
             with torch.device("cpu"):
                 inv_freq = RotaryEmbedding(arch.head_dim, arch.rope_theta).inv_freq
             device = module.inv_freq.device
             module.inv_freq = inv_freq.to("cpu" if device.type == "meta" else device)
             module._tables.clear()
             module._step = None
+        elif isinstance(module, (nn.Linear, nn.Embedding)):
+            residual = any(module is out for out in self._residual_outs())
+            std = arch.std / math.sqrt(2 * arch.n_layers) if residual else arch.std
+            init.normal_(module.weight, mean=0.0, std=std)
+        elif isinstance(module, RMSNorm):
+            init.ones_(module.weight)
+
+    def _residual_outs(self):
+        """The layers that write into the residual stream: attention's and the MLP's output."""
+        for block in getattr(self, "blocks", ()):
+            yield block.attn.o_proj
+            if block.ffn is not None:
+                yield block.ffn.down
 
 
 class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
@@ -86,6 +126,29 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
         self._network = (network,)  # a tuple: not registered a second time
         self.post_init()
 
+    @classmethod
+    def from_pretrained(
+        cls, pretrained_model_name_or_path, *model_args, verify_weights: bool = True, **kwargs
+    ):
+        """transformers' ``from_pretrained`` after the checks ``lit_sparse.load_pretrained``
+        runs (one line naming the folder or file each): config.json names the model's shape
+        and attention, model.safetensors has the sha256 config.json records and fits that
+        shape, tokenizer.json beside it is the one config.json records; an attention edited
+        since training loads with one warning line naming the fields.
+
+        Args:
+            verify_weights: check the weights' and the tokenizer's sha256; False loads files
+                changed on purpose (the shape is checked all the same).
+        """
+        name = str(pretrained_model_name_or_path)
+        raw = _verify(pretrained_model_name_or_path, kwargs, verify_weights)
+        model = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        if raw is not None:
+            pretrained.warn_attention_changes(name, raw, model.config.attention)
+            if isinstance(raw.get(pretrained.TRAINED_ATTENTION), dict):
+                model.network.trained_attention = raw[pretrained.TRAINED_ATTENTION]
+        return model
+
     @property
     def network(self) -> LanguageModel:
         """The wrapped ``lit_sparse.LanguageModel`` (the same modules and weights)."""
@@ -102,6 +165,29 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
 
     def get_input_embeddings(self):
         return self.embedding
+
+    def resize_token_embeddings(self, *args, **kwargs):
+        """transformers' resize, and the shape (``arch``, the network's config) follows."""
+        result = super().resize_token_embeddings(*args, **kwargs)
+        self._sync_shape()
+        return result
+
+    def _sync_shape(self) -> None:
+        """``config.arch``, the standard shape keys and the network's config from the live
+        modules (the embedding's rows and width, the blocks)."""
+        arch = {
+            **self.config.arch,
+            "vocab_size": self.embedding.num_embeddings,
+            "d_model": self.embedding.embedding_dim,
+            "n_layers": len(self.blocks),
+        }
+        if arch == self.config.arch:
+            return
+        shape = ModelConfig.from_dict(arch)
+        self.config.arch = shape.to_dict()
+        for key, value in shape_fields(shape).items():
+            setattr(self.config, key, value)
+        self.network.config = shape
 
     def set_input_embeddings(self, value) -> None:
         self.embedding = self.network.embedding = value
@@ -226,14 +312,72 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
     def save_pretrained(self, save_directory, *args, **kwargs):
         """transformers' ``save_pretrained``, plus the remote-code files and their
         ``auto_map``, so the folder loads with ``trust_remote_code=True`` anywhere and with
-        ``lit_sparse.LanguageModel.from_pretrained``."""
+        ``lit_sparse.LanguageModel.from_pretrained``; config.json records the shape of the
+        live modules and the sha256 of the model.safetensors written (a fine-tune is not
+        refused as a damaged copy of the weights it started from)."""
+        self._sync_shape()
         result = super().save_pretrained(save_directory, *args, **kwargs)
         folder = Path(save_directory)
         config_path = folder / CONFIG_FILE
-        if config_path.is_file():
+        if config_path.is_file() and kwargs.get("is_main_process", True):
             config = json.loads(config_path.read_text())
             config["auto_map"] = dict(AUTO_MAP)
+            weights = folder / WEIGHTS_FILE
+            if weights.is_file():  # one file (lit_sparse reads no other)
+                config[WEIGHTS_SHA256] = pretrained.file_sha256(weights)
+            else:
+                config.pop(WEIGHTS_SHA256, None)
             write_text(config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
             for name, text in REMOTE_CODE.items():
                 write_text(folder / name, text)
         return result
+
+
+def _resolve(name: str, filename: str, kwargs: dict[str, Any]) -> str | None:
+    """The local path of ``filename`` in the folder or hub repository ``from_pretrained``
+    reads (None: it has none, or it cannot be resolved: transformers' loader says why)."""
+    from transformers.utils import cached_file
+
+    hub = ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
+    options = {key: kwargs[key] for key in hub if kwargs.get(key) is not None}
+    try:
+        return cached_file(name, filename, _raise_exceptions_for_missing_entries=False, **options)
+    except (OSError, ValueError):
+        return None
+
+
+def _verify(name_or_path, kwargs: dict[str, Any], verify_weights: bool) -> dict | None:
+    """The checks of ``lit_sparse.load_pretrained``, with its functions, on the folder
+    ``from_pretrained`` is to read; returns its config.json (None: nothing checked, as for
+    weights given as a state dict, sharded or ``.bin`` weights: transformers reads those
+    unchecked)."""
+    if name_or_path is None or kwargs.get("state_dict") is not None:
+        return None
+    name = str(name_or_path)
+    config_path, weights = (_resolve(name, f, kwargs) for f in (CONFIG_FILE, WEIGHTS_FILE))
+    if config_path is None or weights is None:
+        return None
+    raw = pretrained.read_config(Path(config_path).parent)
+    pretrained.check_model_keys(raw, name)
+    config = kwargs.get("config")
+    if not isinstance(config, LitSparseConfig):  # the Auto classes pass the one they built
+        config = LitSparseConfig.from_dict(raw)
+    if verify_weights:
+        pretrained.check_weights_digest(weights, raw)
+        tokenizer = isinstance(raw.get(TOKENIZER_SHA256), str) and _resolve(
+            name, TOKENIZER_FILE, kwargs
+        )
+        if tokenizer:
+            from lit_sparse.data.tokenizer import load_tokenizer
+
+            pretrained.check_tokenizer_digest(
+                tokenizer,
+                raw,
+                load_tokenizer(str(tokenizer)).sha256,
+                option="from_pretrained(..., verify_weights=False)",
+            )
+    with torch.device("meta"):  # the shapes the config builds, with no memory
+        network = LanguageModel(config.model_config, build_attention(config.attention))
+    expected = {key: tuple(t.shape) for key, t in network.state_dict().items()}
+    pretrained.check_fit(expected, pretrained.weight_shapes(weights), name)
+    return raw
