@@ -51,17 +51,30 @@ def test_the_preset_has_the_issues_variants_and_tasks():
     ]
     assert [t.name for t in RECALL.tasks if not t.default] == ["mqar256"]
     runs = preset_runs("recall", seeds=[0, 1, 2])
-    assert len(runs) == 9 * 4 * 3 and runs[0].name == "mqar64/dense/seed0"
-    assert runs[36].name == "mqar64/dense/seed1"  # seed-major: whole seeds first
+    # the MQAR tasks (4 layers) leave out fib_coprime: there it is fib_linear
+    assert len(runs) == (8 + 8 + 9 + 9) * 3 and runs[0].name == "mqar64/dense/seed0"
+    assert runs[34].name == "mqar64/dense/seed1"  # seed-major: whole seeds first
+    assert {r.setup.name for r in runs if r.variant.name == "fib_coprime"} == {
+        "distance",
+        "passkey",
+    }
 
 
 def test_each_task_overlay_is_at_its_length_and_trains_alike():
     import yaml
 
+    from lit_sparse.attention.offsets import schedule_alphas
+
     shared = None
     for task in RECALL.tasks:
         config = yaml.safe_load((ROOT / "configs" / task.config).read_text())
         assert config["data"]["init_args"]["seq_len"] == task.seq_len
+        # MQAR at the depth dense learns it in budget (4), the others at 5; where coprime
+        # staggering is the linear schedule (stride 1 at 4 layers), the preset skips it
+        layers = config["model"]["arch"].pop("n_layers")
+        assert layers == (4 if task.name.startswith("mqar") else 5)
+        same = schedule_alphas("coprime", layers) == schedule_alphas("linear", layers)
+        assert dict(task.same_as) == ({"fib_coprime": "fib_linear"} if same else {})
         recipe = (config["model"], {k: config["trainer"][k] for k in ("max_steps", "precision")})
         assert shared is None or recipe == shared  # one recipe for every task
         shared = recipe
