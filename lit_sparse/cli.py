@@ -36,15 +36,14 @@ from lit_sparse.parsing.arguments import (
     full_help_requested,
 )
 from lit_sparse.runs import is_global_rank_zero, launch, release_all
-from lit_sparse.runs.checkpoints import FinalCheckpoint
 from lit_sparse.runs.matching import check_checkpoint
 from lit_sparse.runs.quiet import quiet_evaluation, quiet_lightning
-from lit_sparse.runs.resumed_validation import ResumedValidation
 from lit_sparse.runs.summary import fit_summary
 from lit_sparse.runs.trainer import (
     LitSparseTrainer,
     check_trainer_options,
     drop_checkpoint_callbacks,
+    with_run_callbacks,
 )
 
 # field docstrings (ModelConfig, SourceConfig) become --help text
@@ -178,8 +177,7 @@ class LitSparseCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs) -> Trainer:
         trainer = super().instantiate_trainer(**kwargs)
-        trainer.callbacks.insert(0, FinalCheckpoint())  # its on_train_end runs first
-        trainer.callbacks.append(ResumedValidation())
+        with_run_callbacks(trainer.callbacks)
         return trainer
 
     def _before(self, subcommand: str) -> None:

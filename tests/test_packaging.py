@@ -3,6 +3,7 @@ a user's own ``callbacks.py`` cannot shadow them."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -80,3 +81,42 @@ def test_package_data_ships_every_lm_eval_task_file():
     files = set((folder / "lm_eval_tasks").iterdir()) - {folder / "lm_eval_tasks" / "__pycache__"}
     assert files and files == shipped
     assert {p.suffix for p in files} == {".yaml", ".py"}
+
+
+def test_package_data_ships_every_config():
+    """configs/ ships as lit_sparse/configs (a link to it in the checkout: one copy)."""
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["lit_sparse"]
+    shipped = {p.resolve() for pattern in patterns for p in (ROOT / "lit_sparse").glob(pattern)}
+    configs = {p.resolve() for p in (ROOT / "configs").rglob("*") if p.is_file()}
+    assert configs and shipped == configs
+
+
+@pytest.mark.slow  # builds and installs a wheel
+def test_a_wheel_install_finds_the_configs(tmp_path):
+    """The commands find the configs in the installed package, not beside a checkout."""
+    source, site = tmp_path / "source", tmp_path / "site"
+    skip = shutil.ignore_patterns("__pycache__", "callbacks", "*.egg-info")
+    for folder in ("lit_sparse", "configs", "callbacks"):
+        shutil.copytree(ROOT / folder, source / folder, symlinks=True, ignore=skip)
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    wheel = [*pip, "wheel", str(source), "--no-deps", "--no-build-isolation", "-w", str(tmp_path)]
+    subprocess.run(wheel, check=True, capture_output=True)
+    (built,) = tmp_path.glob("lit_sparse-*.whl")
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(built)], check=True)
+    shutil.rmtree(source)  # nothing of the checkout is left to find
+    done = subprocess.run(
+        [sys.executable, "-m", "lit_sparse", "matrix", "--run", "fib_fixed_w8", "--dry-run"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    words = done.stdout.split()
+    config = Path(words[words.index("--config") + 1])
+    assert config == site / "lit_sparse" / "configs" / "fixed.yaml"
+    assert config.is_file()

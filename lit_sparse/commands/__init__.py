@@ -1,6 +1,7 @@
 """The project's own commands, one module each, dispatched by ``python -m lit_sparse``
 (``OWN_COMMANDS`` in ``lit_sparse/__main__.py``); each module has ``main(argv) -> int``,
-wrapped in :func:`reports_errors`.
+wrapped in :func:`reports_errors`: it parses its options (:func:`command_parser`) and calls
+the library, which computes (``lit_sparse.study``, ``bench``, ``interop``...).
 
 - :mod:`~lit_sparse.commands.coverage`: the distances each layer attends, their union, two hops.
 - :mod:`~lit_sparse.commands.flops`: forward FLOPs per token by term, dense against sparse.
@@ -55,13 +56,23 @@ def print_report(report: Any, json_path: str | None = None) -> int:
     return 0
 
 
-def config_parser(command: str, description: str) -> argparse.ArgumentParser:
-    """The options of a command on the model of config files: ``--config`` (repeatable),
-    ``--length``, ``--json``; further ``--model.*`` / ``--data.*`` options are overrides."""
-    parser = argparse.ArgumentParser(
+def command_parser(command: str, description: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """The option parser of ``python -m lit_sparse <command>``, its help in the project's
+    format; ``kwargs`` go to ArgumentParser (e.g. ``epilog``)."""
+    return argparse.ArgumentParser(
         formatter_class=HelpFormatter,
         prog=f"python -m lit_sparse {command}",
         description=description,
+        **kwargs,
+    )
+
+
+def config_parser(command: str, description: str) -> argparse.ArgumentParser:
+    """The options of a command on the model of config files: ``--config`` (repeatable),
+    ``--length``, ``--json``; further ``--model.*`` / ``--data.*`` options are overrides."""
+    parser = command_parser(
+        command,
+        description,
         epilog="Further options: --model.<key> VALUE and --data.<key> VALUE (as fit takes them).",
     )
     parser.add_argument(

@@ -48,7 +48,7 @@ from lit_sparse.bench.attention import (
 from lit_sparse.bench.rows import bench_table, run_lengths
 from lit_sparse.bench.timing import progress
 from lit_sparse.bench.train import TRAIN_SHAPES, train_batch
-from lit_sparse.commands import reports_errors
+from lit_sparse.commands import command_parser, reports_errors
 from lit_sparse.errors import ConfigError
 from lit_sparse.parsing.help_text import HelpFormatter
 
@@ -102,11 +102,7 @@ def _length_spec(args: argparse.Namespace, length: int) -> dict[str, Any]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        formatter_class=HelpFormatter,
-        prog="python -m lit_sparse bench",
-        description=__doc__.split("\n\n")[0],
-    )
+    parser = command_parser("bench", __doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     attention = sub.add_parser(
         "attention", help="one attention call, forward + backward", formatter_class=HelpFormatter

@@ -16,19 +16,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from lit_sparse.commands import reports_errors
+from lit_sparse.commands import command_parser, reports_errors
 from lit_sparse.errors import ConfigError, interrupted
-from lit_sparse.parsing.help_text import HelpFormatter
 
 __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        formatter_class=HelpFormatter,
-        prog="python -m lit_sparse generate",
-        description=__doc__.split("\n\n")[1],
-    )
+    parser = command_parser("generate", __doc__.split("\n\n")[1])
     parser.add_argument("path", help="a run folder, a .ckpt file of a run or an exported folder")
     prompt = parser.add_mutually_exclusive_group()
     prompt.add_argument(

@@ -15,18 +15,14 @@ import argparse
 import sys
 import textwrap
 
-from lit_sparse.commands import reports_errors
-from lit_sparse.parsing.help_text import HelpFormatter, plain
+from lit_sparse.commands import command_parser, reports_errors
+from lit_sparse.parsing.help_text import plain
 
 __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        formatter_class=HelpFormatter,
-        prog="python -m lit_sparse plugins",
-        description=__doc__.split("\n\n")[1],
-    )
+    parser = command_parser("plugins", __doc__.split("\n\n")[1])
     parser.add_argument("names", nargs="*", help="plugins to show (default: every one)")
     return parser
 

@@ -18,19 +18,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from lit_sparse.commands import reports_errors
+from lit_sparse.commands import command_parser, reports_errors
 from lit_sparse.errors import ConfigError
-from lit_sparse.parsing.help_text import HelpFormatter
 
 __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m lit_sparse recall",
-        description=__doc__.split("\n\n")[1],
-        formatter_class=HelpFormatter,
-    )
+    parser = command_parser("recall", __doc__.split("\n\n")[1])
     parser.add_argument("run", metavar="RUN_DIR", help="a run folder or checkpoint")
     parser.add_argument(
         "--multiples",

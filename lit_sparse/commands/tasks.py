@@ -17,10 +17,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from lit_sparse.commands import reports_errors
+from lit_sparse.commands import command_parser, reports_errors
 from lit_sparse.data.tokenizer import run_tokenizer
 from lit_sparse.errors import ConfigError
-from lit_sparse.parsing.help_text import HelpFormatter
 
 __all__ = ["main", "run_tokenizer"]
 
@@ -28,11 +27,7 @@ __all__ = ["main", "run_tokenizer"]
 def _parser() -> argparse.ArgumentParser:
     from lit_sparse.callbacks.tasks import TASKS
 
-    parser = argparse.ArgumentParser(
-        formatter_class=HelpFormatter,
-        prog="python -m lit_sparse tasks",
-        description=__doc__.split("\n\n")[1],
-    )
+    parser = command_parser("tasks", __doc__.split("\n\n")[1])
     parser.add_argument("path", help="a run directory or a .ckpt file")
     parser.add_argument(
         "--tasks", nargs="+", choices=TASKS, default=list(TASKS), help="which tasks"

@@ -8,7 +8,9 @@ and their checks, the Trainer the Lightning commands build, and reading a run ba
 - :mod:`~lit_sparse.runs.checkpoints`: atomic writes, CRC-verified reads, the final step saved.
 - :mod:`~lit_sparse.runs.launch`: the run folder a command writes, handed to DDP's processes.
 - :mod:`~lit_sparse.runs.matching`: a checkpoint checked against the command's config.
-- :mod:`~lit_sparse.runs.trainer`: ``extrapolate`` and a fit loop that completes a finished run.
+- :mod:`~lit_sparse.runs.trainer`: ``extrapolate``, a fit loop that completes a finished run,
+  and fit's run handling for a command that trains outside the CLI (``run_trainer``).
+- :mod:`~lit_sparse.runs.events`: a run's TensorBoard scalars.
 - :mod:`~lit_sparse.runs.resumed_validation`: the validation a resume in place hides, logged again.
 - :mod:`~lit_sparse.runs.summary`: what fit prints when it ends.
 - :mod:`~lit_sparse.runs.analysis`: ``load_run``: a run's model, alphas, losses and tables.

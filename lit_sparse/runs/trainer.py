@@ -1,25 +1,37 @@
 """The Trainer the Lightning commands build: one more command (``extrapolate``), ``validate``
 and ``test`` printing one table of the held-out sets, a fit loop that completes a resumed
-run's end-of-fit work, and the trainer options refused before any run folder exists."""
+run's end-of-fit work, the trainer options refused before any run folder exists, and fit's
+run handling for a command that trains outside the CLI (:func:`run_trainer`)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.loops.fit_loop import _FitLoop
 
 from lit_sparse.callbacks import LengthExtrapolation
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation import ExtrapolationResult
+from lit_sparse.runs.checkpoints import AtomicCheckpointIO, FinalCheckpoint
+from lit_sparse.runs.locks import RunLock
 from lit_sparse.runs.model_summary import use_sparse_flops_summary
+from lit_sparse.runs.resumed_validation import ResumedValidation
 from lit_sparse.runs.summary import held_out_table
 
-__all__ = ["LitSparseTrainer", "check_trainer_options", "drop_checkpoint_callbacks"]
+__all__ = [
+    "LitSparseTrainer",
+    "check_trainer_options",
+    "drop_checkpoint_callbacks",
+    "run_trainer",
+    "with_run_callbacks",
+]
 
 
 def check_trainer_options(trainer: Any, subcommand: str) -> None:
@@ -232,3 +244,38 @@ class LitSparseTrainer(Trainer):
         finally:
             self.callbacks.remove(callback)
         return callback.result
+
+
+def with_run_callbacks(callbacks: list[Callback]) -> list[Callback]:
+    """fit's own callbacks around a run's (``callbacks``, changed in place and returned):
+    FinalCheckpoint first (its ``on_train_end`` saves the final step before any end-of-fit
+    evaluation), ResumedValidation last."""
+    callbacks.insert(0, FinalCheckpoint())
+    callbacks.append(ResumedValidation())
+    return callbacks
+
+
+@contextlib.contextmanager
+def run_trainer(
+    logger: TensorBoardLogger,
+    command: str,
+    checkpoint_every: int | None = None,
+    callbacks: list[Callback] | None = None,
+    **trainer_args: Any,
+) -> Iterator[LitSparseTrainer]:
+    """The Trainer of a run that a command trains outside the CLI, handled as fit's: its
+    folder (``logger.log_dir``) locked for ``command`` while the block runs (a second
+    process gets one line naming the holder), checkpoints written atomically and verified
+    when read (AtomicCheckpointIO), ``checkpoints/last.ckpt`` every ``checkpoint_every``
+    optimizer steps and at the final one (FinalCheckpoint)."""
+    lock = RunLock.acquire(logger.log_dir, command)
+    try:
+        last = ModelCheckpoint(save_last=True, save_top_k=0, every_n_train_steps=checkpoint_every)
+        yield LitSparseTrainer(
+            logger=logger,
+            callbacks=with_run_callbacks([*(callbacks or []), last]),
+            plugins=[AtomicCheckpointIO()],
+            **trainer_args,
+        )
+    finally:
+        lock.release()

@@ -1,2 +1,17 @@
-"""Studies over the run matrix: the paper's matrix and numbers, and the seeded CPU-scale preset
-(its runs, skip/resume, statistics over seeds, tables and plots)."""
+"""Studies: the paper's matrix, numbers and tables, the analyses of a config (coverage, FLOPs),
+the retrieval probe's grid, and the seeded presets (their runs, skip/resume, statistics over
+seeds, tables, plots). The commands (``matrix``, ``probe``, ``coverage``, ``flops``) parse
+their options and call these.
+
+- :mod:`~lit_sparse.study.paper_matrix`, :mod:`~lit_sparse.study.paper_tables`: the paper's
+  runs and numbers; Tables 1, 3 and 4 from run folders.
+- :mod:`~lit_sparse.study.coverage`, :mod:`~lit_sparse.study.flops`: the distances a config's
+  attention reaches; its forward FLOPs per token by term, dense against sparse.
+- :mod:`~lit_sparse.study.probe`: the retrieval-probe grid (paper table 2).
+- :mod:`~lit_sparse.study.preset`, :mod:`~lit_sparse.study.runner`,
+  :mod:`~lit_sparse.study.reports`: the presets' runs, running them, what ``matrix --preset``
+  prints.
+- :mod:`~lit_sparse.study.seeds`, :mod:`~lit_sparse.study.figures`: what the seeded studies
+  share; beside them each study's own: ``cpu_results``, ``cpu_report``, ``cpu_plots`` and
+  ``recall_records``, ``recall_results``, ``recall_report``, ``recall_plots``.
+"""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,9 @@ __all__ = [
     "identify",
 ]
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
-"""The repository's configs/ folder."""
+CONFIG_DIR = Path(resources.files("lit_sparse") / "configs").resolve()
+"""The shipped configs: package data in an installed wheel (``lit_sparse/configs``); in a
+checkout, ``lit_sparse/configs`` links to the repository's ``configs/`` folder."""
 WINDOWS = (6, 8, 10, 12)
 PAPER_SETS = ("fineweb_edu", "wikipedia", "tinystories", "math")
 

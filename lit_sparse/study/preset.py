@@ -148,6 +148,9 @@ class Preset:
     """The end-of-fit files a complete run holds (the first one names its step)."""
     measures: str = "perplexity"
     """What its tables and plots report: ``perplexity`` (the cpu study) or ``recall``."""
+    setup_keys: tuple[str, ...] = ()
+    """Config values (dotted keys) every run of one task must share: the attention and the
+    seed aside, the runs of a study differ in nothing else."""
 
     @property
     def all_tasks(self) -> tuple[Task, ...]:
@@ -174,6 +177,12 @@ CPU = Preset(
     name="cpu",
     config="study/cpu.yaml",
     root="runs/cpu",
+    setup_keys=tuple(
+        "model.arch.n_layers model.arch.d_model model.arch.n_heads model.arch.n_kv_heads "
+        "model.arch.head_dim model.lr model.warmup_steps data.init_args.seq_len "
+        "data.init_args.batch_size data.init_args.val_windows trainer.max_steps "
+        "trainer.accumulate_grad_batches trainer.devices".split()
+    ),
     variants=(
         Variant("dense", "dense.yaml", "dense", "dense"),
         Variant("fib_fixed", "fixed.yaml", "fib fixed", "fib_fixed_w8"),
@@ -213,6 +222,13 @@ RECALL = Preset(
     tasks=RECALL_TASKS,
     results=("recall.json",),
     measures="recall",
+    setup_keys=tuple(
+        "model.arch.n_layers model.arch.d_model model.arch.n_heads model.arch.n_kv_heads "
+        "model.arch.ffn_hidden model.lr model.warmup_steps model.min_lr_ratio "
+        "model.weight_decay data.class_path data.init_args.seq_len data.init_args.batch_size "
+        "data.init_args.vocab_size data.init_args.num_kv_pairs data.init_args.val_examples "
+        "trainer.max_steps".split()
+    ),
     variants=(
         Variant("dense", "dense.yaml", "dense", None),
         Variant("fib_fixed", "fixed.yaml", "fib fixed", None),

@@ -1,11 +1,11 @@
-"""The recall study's figures (PNG, matplotlib's Agg canvas; the cpu study's helpers):
+"""The recall study's figures (:mod:`lit_sparse.study.figures`):
 
 - ``mqar.png``: accuracy per MQAR setting per variant, mean ± sd over seeds;
 - ``distance_<policy>.png``: accuracy against the key-to-query distance per variant, one
   panel per evaluation length, the pattern's coverage of each bucket dotted below;
 - ``passkey.png``: keys recalled whole against evaluation length per variant, one panel per
   depth and a row per policy;
-- ``alpha_recall.png``: learned alpha per layer over steps, per task;
+- ``alpha_recall.png``: learned alpha per layer over steps, per task and variant;
 - ``learning.png``: held-out accuracy against training examples, a line per run, per task.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lit_sparse.study.plots import _band, _colors, _figure, _save
+from lit_sparse.study.figures import band, figure, palette, plot_alpha, save
 from lit_sparse.study.recall_report import _task_kind, headline
 from lit_sparse.study.recall_results import RecallStudy, TaskResults
 
@@ -26,7 +26,7 @@ def plot_mqar(study: RecallStudy, path: Path) -> Path | None:
     tasks = [t for t in study.tasks if _task_kind(t) == "mqar"]
     if not tasks:
         return None
-    fig, ((ax,),) = _figure(1, height=4.0)
+    fig, ((ax,),) = figure(1, height=4.0)
     names = [v.name for v in study.preset.variants if any(t.variant(v.name) for t in tasks)]
     width = 0.8 / max(1, len(tasks))
     for index, task in enumerate(tasks):
@@ -43,7 +43,7 @@ def plot_mqar(study: RecallStudy, path: Path) -> Path | None:
     ax.set_ylabel("accuracy at the queries")
     ax.set_title("MQAR: accuracy per setting (mean ± sd over seeds)")
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def _bucket_centre(bounds: list[int]) -> float:
@@ -52,15 +52,15 @@ def _bucket_centre(bounds: list[int]) -> float:
 
 def plot_distance(task: TaskResults, policy: str, path: Path) -> Path:
     lengths = task.lengths
-    fig, axes = _figure(len(lengths), height=3.8, rows=2)
-    colors = _colors(len(task.variants))
+    fig, axes = figure(len(lengths), height=3.8, rows=2)
+    colors = palette(len(task.variants))
     for column, length in enumerate(lengths):
         top, bottom = axes[0][column], axes[1][column]
         names = [n for n in task.sets(length) if task.first.distances.get(n)]
         x = [_bucket_centre(task.first.distances[n]) for n in names]
         for variant, color in zip(task.variants, colors, strict=True):
             label = f"{variant.name} ({len(variant.runs)})"
-            _band(top, x, [variant.spread(policy, length, n) for n in names], label, color)
+            band(top, x, [variant.spread(policy, length, n) for n in names], label, color)
             coverage = [variant.coverage(policy, length, n) for n in names]
             bottom.plot(
                 x,
@@ -85,19 +85,19 @@ def plot_distance(task: TaskResults, policy: str, path: Path) -> Path:
         "over seeds; dotted line: the training length)",
         fontsize=9,
     )
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_passkey(task: TaskResults, path: Path) -> Path:
     depths = task.sets()
-    fig, axes = _figure(len(depths), height=3.4, rows=len(task.policies))
-    colors = _colors(len(task.variants))
+    fig, axes = figure(len(depths), height=3.4, rows=len(task.policies))
+    colors = palette(len(task.variants))
     for row, policy in enumerate(task.policies):
         for column, depth in enumerate(depths):
             ax = axes[row][column]
             for variant, color in zip(task.variants, colors, strict=True):
                 spreads = [variant.spread(policy, t, depth, "exact") for t in task.lengths]
-                _band(ax, task.lengths, spreads, f"{variant.name} ({len(variant.runs)})", color)
+                band(ax, task.lengths, spreads, f"{variant.name} ({len(variant.runs)})", color)
             ax.set_xscale("log", base=2)
             ax.set_xticks(task.lengths, [task.multiple(t) for t in task.lengths])
             ax.set_ylim(-0.03, 1.03)
@@ -106,29 +106,7 @@ def plot_passkey(task: TaskResults, path: Path) -> Path:
             ax.set_ylabel("keys recalled whole")
     axes[0][-1].legend(fontsize=6, title="variant (seeds)", title_fontsize=6)
     fig.suptitle(f"{task.task.name}: passkey against length and depth", fontsize=9)
-    return _save(fig, path)
-
-
-def plot_alpha(study: RecallStudy, path: Path) -> Path | None:
-    panels = [(t, v) for t in study.tasks for v in t.variants if v.learns_alpha]
-    if not panels:
-        return None
-    fig, (axes,) = _figure(len(panels), height=3.8)
-    for ax, (task, variant) in zip(axes, panels, strict=True):
-        runs = [r for r in variant.runs if r.alphas is not None and len(r.alphas)]
-        layers = runs[0].alphas.shape[1]
-        colors = _colors(layers)
-        for run in runs:
-            for layer in range(layers):
-                ax.plot(run.alpha_steps, run.alphas[:, layer], color=colors[layer], linewidth=0.9)
-        ax.set_title(f"{task.task.name}: {variant.name} ({len(runs)} seeds)", fontsize=9)
-        ax.set_xlabel("optimizer step")
-        ax.set_ylabel("alpha")
-        for layer in range(layers):
-            ax.plot([], [], color=colors[layer], label=f"layer {layer}")
-        ax.legend(fontsize=6)
-    fig.suptitle("learned alpha per layer, one line per seed", fontsize=9)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_learning(study: RecallStudy, path: Path) -> Path | None:
@@ -138,10 +116,10 @@ def plot_learning(study: RecallStudy, path: Path) -> Path | None:
     ]
     if not tasks:
         return None
-    fig, (axes,) = _figure(len(tasks), height=3.8)
+    fig, (axes,) = figure(len(tasks), height=3.8)
     for ax, task in zip(axes, tasks, strict=True):
         batch = task.setup.get("data.init_args.batch_size") or 1
-        for variant, color in zip(task.variants, _colors(len(task.variants)), strict=True):
+        for variant, color in zip(task.variants, palette(len(task.variants)), strict=True):
             for index, run in enumerate(r for r in variant.runs if r.curve.get("val/acc")):
                 steps, acc = run.curve["step"], run.curve["val/acc"]
                 points = [(s * batch, a) for s, a in zip(steps, acc, strict=True) if a is not None]
@@ -153,7 +131,7 @@ def plot_learning(study: RecallStudy, path: Path) -> Path | None:
         ax.set_ylim(-0.02, 1.02)
     axes[-1].legend(fontsize=6, title="variant (seeds)", title_fontsize=6)
     fig.suptitle("learning curves: a line per run (seed)", fontsize=9)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def write_recall_plots(study: RecallStudy, folder: str | Path) -> list[Path]:
@@ -167,6 +145,7 @@ def write_recall_plots(study: RecallStudy, folder: str | Path) -> list[Path]:
                 written.append(plot_distance(task, policy, folder / f"distance_{policy}.png"))
         elif kind == "passkey":
             written.append(plot_passkey(task, folder / "passkey.png"))
-    written.append(plot_alpha(study, folder / "alpha_recall.png"))
+    alpha = [(f"{t.task.name}: {v.name}", v) for t in study.tasks for v in t.variants]
+    written.append(plot_alpha(alpha, folder / "alpha_recall.png"))
     written.append(plot_learning(study, folder / "learning.png"))
     return [p for p in written if p is not None]

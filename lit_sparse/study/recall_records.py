@@ -6,8 +6,8 @@ on any machine. ``DIR/<task>/<variant>/seed<K>.json`` holds the run's ``recall.j
 accuracy by policy, length and set, with each pattern's keys per query, decoding cache and
 coverage), its learning curve (every logged ``val/*`` scalar over steps), the alpha trajectory,
 the final and maximum steps and whether it stopped early, its wall and CPU time, the config
-values the study compares (:data:`SETUP_KEYS`), the options that started it and the commit
-it ran on.
+values the study compares (the recall preset's ``setup_keys``), the options that started it
+and the commit it ran on.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import Any
 from lit_sparse.errors import DamagedFileError
 from lit_sparse.io.atomic import write_json
 from lit_sparse.io.yaml_files import load_yaml
+from lit_sparse.study.preset import RECALL
+from lit_sparse.study.seeds import lookup
 
 __all__ = [
     "FORMAT",
-    "SETUP_KEYS",
     "learning_curve",
-    "lookup",
     "make_record",
     "read_record",
     "record_file",
@@ -34,34 +34,6 @@ __all__ = [
 ]
 
 FORMAT = "lit_sparse.recall-run/1"
-
-SETUP_KEYS = (
-    ("model", "arch", "n_layers"),
-    ("model", "arch", "d_model"),
-    ("model", "arch", "n_heads"),
-    ("model", "arch", "n_kv_heads"),
-    ("model", "arch", "ffn_hidden"),
-    ("model", "lr"),
-    ("model", "warmup_steps"),
-    ("model", "min_lr_ratio"),
-    ("model", "weight_decay"),
-    ("data", "class_path"),
-    ("data", "init_args", "seq_len"),
-    ("data", "init_args", "batch_size"),
-    ("data", "init_args", "vocab_size"),
-    ("data", "init_args", "num_kv_pairs"),
-    ("data", "init_args", "val_examples"),
-    ("trainer", "max_steps"),
-)
-"""Config values every run of one task must share (the attention and the seed aside)."""
-
-
-def lookup(config: dict[str, Any], keys: Sequence[str]) -> Any:
-    """``config[k0][k1]...``, None where a level is missing."""
-    value: Any = config
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
 
 
 def record_file(results: Path, task: str, variant: str, seed: int) -> Path:
@@ -72,22 +44,14 @@ def learning_curve(run_dir: Path, prefix: str = "val/") -> dict[str, list]:
     """Every scalar tag under ``prefix`` in the run's TensorBoard events, as
     ``{"step": [...], tag: [...]}`` over the steps where validation ran (None where a tag
     was not logged at a step). Later events at a step win (a resume rewrites it)."""
-    from tensorboard.backend.event_processing.event_accumulator import (
-        SCALARS,
-        EventAccumulator,
-    )
+    from lit_sparse.runs.events import read_scalars
 
-    events = EventAccumulator(str(run_dir), size_guidance={SCALARS: 0})
-    events.Reload()
-    by_tag: dict[str, dict[int, float]] = {}
-    for tag in events.Tags().get("scalars", []):
-        if tag.startswith(prefix):
-            ordered = sorted(events.Scalars(tag), key=lambda e: (e.step, e.wall_time))
-            by_tag[tag] = {e.step: round(float(e.value), 6) for e in ordered}
+    by_tag = read_scalars(run_dir, prefix)
     steps = sorted({step for values in by_tag.values() for step in values})
     curve: dict[str, list] = {"step": steps}
     for tag in sorted(by_tag):
-        curve[tag] = [by_tag[tag].get(step) for step in steps]
+        values = [by_tag[tag].get(step) for step in steps]
+        curve[tag] = [None if v is None else round(v, 6) for v in values]
     return curve
 
 
@@ -121,8 +85,10 @@ def make_record(
     wall_s: float | None = None,
     cpu_s: float | None = None,
     commit: str | None = None,
+    keys: Sequence[str] = RECALL.setup_keys,
 ) -> dict[str, Any]:
-    """The record of a finished run folder; ``labels`` name it (task, variant, seed)."""
+    """The record of a finished run folder; ``labels`` name it (task, variant, seed), its
+    ``setup`` holds the config values at ``keys``."""
     from lit_sparse.runs.analysis import load_run, read_result_json
 
     run_dir = Path(run_dir)
@@ -136,11 +102,11 @@ def make_record(
         "format": FORMAT,
         **labels,
         "commit": commit,
-        "setup": {".".join(keys): lookup(config, keys) for keys in SETUP_KEYS},
-        "attention": lookup(config, ("model", "attention")),
+        "setup": {key: lookup(config, key) for key in keys},
+        "attention": lookup(config, "model.attention"),
         "options": load_yaml(started, "run record").get("options") if started.is_file() else None,
         "step": recall.get("step"),
-        "max_steps": lookup(config, ("trainer", "max_steps")),
+        "max_steps": lookup(config, "trainer.max_steps"),
         "stopped_early": recall.get("stopped_early") is True,
         "wall_s": None if wall_s is None else round(wall_s, 1),
         "cpu_s": None if cpu_s is None else round(cpu_s, 1),

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from lit_sparse.io.tables import markdown_table
+from lit_sparse.study import seeds
 from lit_sparse.study.recall_results import RecallStudy, TaskResults, VariantRecall
-from lit_sparse.study.seeds import Spread, beyond_spread
+from lit_sparse.study.seeds import Spread
 
 __all__ = ["QUESTIONS", "Question", "headline", "recall_tables"]
 
@@ -22,10 +23,6 @@ RULE = (
     "seed spread when |mean_a - mean_b| > sd_a + sd_b; with one seed on a side nothing is "
     "marked."
 )
-
-
-def _verdict(flag: bool | None) -> str:
-    return "n/a (one seed)" if flag is None else ("yes" if flag else "no")
 
 
 KINDS = {"MQARDataModule": "mqar", "DistanceDataModule": "distance", "PasskeyDataModule": "passkey"}
@@ -90,15 +87,9 @@ def _header(study: RecallStudy) -> list[str]:
     lines += [_setup_line(task) for task in study.tasks]
     lines.append("")
     for task in study.tasks:
-        counts = ", ".join(f"{v.name} {len(v.runs)}" for v in task.variants)
-        lines.append(f"Seeds per variant, {task.task.name}: {counts}.")
+        lines.append(f"Seeds per variant, {task.task.name}: {seeds.seed_counts(task.variants)}.")
     if study.missing:
-        lines += [
-            "",
-            "Not complete, left out: "
-            + ", ".join(f"{run.name} ({state})" for run, state in study.missing)
-            + ".",
-        ]
+        lines += ["", seeds.left_out(study.missing)]
     return [*lines, "", RULE]
 
 
@@ -138,18 +129,14 @@ def _mqar_table(study: RecallStudy) -> str | None:
             steps = Spread.of([r.result.step for r in variant.runs]).format(0)
             row += [accuracy, f"{steps} ({early}/{len(variant.runs)})", keys, cache]
         rows.append(row)
-    return "\n".join(
-        [
-            "## MQAR: accuracy per setting",
-            "",
-            "Accuracy at the queries of the held-out examples (per example, averaged over "
-            "examples), the optimizer steps trained (a run stops early once held-out accuracy "
-            "reaches the config's threshold; the learning curves are in the records and "
-            "learning.png), with each pattern's keys per query (mean over layers) and its "
-            "decoding cache (rows of the largest layer) at the setting's length.",
-            "",
-            markdown_table(header, rows),
-        ]
+    return seeds.section(
+        "MQAR: accuracy per setting",
+        "Accuracy at the queries of the held-out examples (per example, averaged over "
+        "examples), the optimizer steps trained (a run stops early once held-out accuracy "
+        "reaches the config's threshold; the learning curves are in the records and "
+        "learning.png), with each pattern's keys per query (mean over layers) and its "
+        "decoding cache (rows of the largest layer) at the setting's length.",
+        markdown_table(header, rows),
     )
 
 
@@ -277,34 +264,16 @@ def _passkey_table(task: TaskResults) -> list[str]:
 
 
 def _alpha_table(study: RecallStudy) -> str:
-    rows = []
-    for task in study.tasks:
-        for variant in task.variants:
-            if not variant.learns_alpha:
-                continue
-            ends, drifts = variant.alpha_end(), variant.alpha_drift()
-            for layer, (end, drift) in enumerate(zip(ends, drifts, strict=True)):
-                rows.append(
-                    [
-                        task.task.name,
-                        variant.name,
-                        str(layer),
-                        end.format(4),
-                        drift.format(4, sign=True),
-                        _verdict(beyond_spread(drift)),
-                    ]
-                )
-    if not rows:
-        return "## Learned alpha\n\nNo run with a learned alpha schedule."
-    return "\n".join(
+    return seeds.alpha_table(
         [
-            "## Learned alpha: drift per layer",
-            "",
-            "Alpha at the end and its drift from the start, per layer, over seeds; 'moved' = "
-            "the drift differs from zero beyond its seed spread.",
-            "",
-            markdown_table(["task", "variant", "layer", "end", "drift", "moved"], rows),
-        ]
+            ([task.task.name, variant.name], variant)
+            for task in study.tasks
+            for variant in task.variants
+        ],
+        ["task", "variant"],
+        "Learned alpha: drift per layer",
+        "Alpha at the end and its drift from the start, per layer, over seeds; 'moved' = "
+        "the drift differs from zero beyond its seed spread.",
     )
 
 
@@ -395,55 +364,26 @@ def _question_rows(study: RecallStudy) -> list[list[str]]:
             )
             if not first.n or not second.n:
                 continue
-            spread = first.sd + second.sd
             where = f"{length} ({task.multiple(length)}), {item.policy}"
             if item.part != "all":
                 where += f", buckets {item.part} T"
             against = f"{item.b} at 1x" if item.against_1x else item.b
             rows.append(
-                [
-                    item.question,
-                    task.task.name,
-                    f"{item.a} - {against}",
-                    where,
-                    first.format(3),
-                    second.format(3),
-                    f"{first.mean - second.mean:+.3f}",
-                    "-" if math.isnan(spread) else f"{spread:.3f}",
-                    _verdict(beyond_spread(first, second)),
-                ]
+                [item.question, task.task.name, f"{item.a} - {against}", where]
+                + seeds.compared(first, second, 3)
             )
     return rows
 
 
 def _questions_table(study: RecallStudy) -> str:
-    rows = _question_rows(study)
-    if not rows:
-        return "## Comparisons\n\nNone of the compared variants were run."
-    return "\n".join(
-        [
-            "## Comparisons behind the questions",
-            "",
-            "Each task's headline number (MQAR: accuracy; distance: the mean accuracy over "
-            "the buckets; passkey: keys recalled whole, mean over depths) of variant a "
-            "against variant b (for (e): against a itself at 1x; 'beyond T' buckets are "
-            "compared with a's buckets within T at 1x). Higher is better.",
-            "",
-            markdown_table(
-                [
-                    "question",
-                    "task",
-                    "a - b",
-                    "at",
-                    "a",
-                    "b",
-                    "a - b",
-                    "sd_a + sd_b",
-                    "beyond spread",
-                ],
-                rows,
-            ),
-        ]
+    return seeds.comparison_table(
+        "Comparisons behind the questions",
+        "Each task's headline number (MQAR: accuracy; distance: the mean accuracy over "
+        "the buckets; passkey: keys recalled whole, mean over depths) of variant a "
+        "against variant b (for (e): against a itself at 1x; 'beyond T' buckets are "
+        "compared with a's buckets within T at 1x). Higher is better.",
+        ["question", "task", "a - b", "at"],
+        _question_rows(study),
     )
 
 

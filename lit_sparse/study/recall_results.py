@@ -1,11 +1,11 @@
-"""The recall preset's finished runs, grouped by task and variant, as spreads over seeds.
+"""The recall preset's finished runs, grouped by task and variant, as spreads over seeds
+(:mod:`lit_sparse.study.seeds`).
 
 Per run: its ``recall.json`` (:class:`lit_sparse.evaluation.recall.RecallResult`: accuracy
 per held-out set, evaluation length and ``new_offsets`` policy, with each pattern's keys per
-query, decoding cache and coverage) and, for a learned schedule, every layer's alpha over
-steps. Per (task, variant), each quantity is a :class:`lit_sparse.study.seeds.Spread` over
-the seeds (mean and sample standard deviation), compared with the rule of
-:func:`lit_sparse.study.seeds.beyond_spread`.
+query, decoding cache and coverage), its learning curve and, for a learned schedule, every
+layer's alpha over steps: read from its run folder or from its record
+(:mod:`lit_sparse.study.recall_records`).
 """
 
 from __future__ import annotations
@@ -20,23 +20,18 @@ import numpy as np
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.recall import RecallResult
-from lit_sparse.study.preset import Preset, PresetRun, RunState, Task, Variant, run_status
+from lit_sparse.study import seeds
+from lit_sparse.study.preset import Preset, PresetRun, Task
 from lit_sparse.study.recall_records import make_record, read_record, record_file
 from lit_sparse.study.seeds import Spread
 
 __all__ = ["RecallRun", "RecallStudy", "TaskResults", "VariantRecall", "collect_recall"]
 
 
-@dataclass
-class RecallRun:
-    """The end-of-fit results of one finished run."""
+@dataclass(kw_only=True)
+class RecallRun(seeds.SeedRun):
+    """A finished run: ``result`` is its RecallResult."""
 
-    seed: int
-    path: Path
-    result: RecallResult
-    alpha_steps: np.ndarray | None = None
-    alphas: np.ndarray | None = None
-    """(S, L) every layer's alpha over the trajectory's steps (None: no alpha)."""
     curve: dict[str, list] = field(default_factory=dict)
     """The learning curve: ``step`` and every ``val/*`` tag over it."""
     stopped_early: bool = False
@@ -44,16 +39,8 @@ class RecallRun:
     cpu_s: float | None = None
 
 
-@dataclass
-class VariantRecall:
+class VariantRecall(seeds.VariantRuns):
     """One variant's finished runs in one task, one per seed."""
-
-    variant: Variant
-    runs: list[RecallRun]
-
-    @property
-    def name(self) -> str:
-        return self.variant.name
 
     def spread(self, policy: str, length: int, set_name: str, key: str = "accuracy") -> Spread:
         """``accuracy`` (or ``exact``) of a held-out set over seeds."""
@@ -85,44 +72,12 @@ class VariantRecall:
         keys, rows = offer["keys_per_query"], offer["cache_rows"]
         return sum(keys) / len(keys), max(rows)
 
-    @property
-    def learns_alpha(self) -> bool:
-        return any(
-            r.alphas is not None and len(r.alphas) > 1 and np.ptp(r.alphas, axis=0).max() > 0
-            for r in self.runs
-        )
 
-    def alpha_drift(self) -> list[Spread]:
-        """Per layer: alpha at the end minus alpha at the start, over seeds."""
-        runs = [r for r in self.runs if r.alphas is not None and len(r.alphas)]
-        layers = runs[0].alphas.shape[1] if runs else 0
-        return [Spread.of([r.alphas[-1, k] - r.alphas[0, k] for r in runs]) for k in range(layers)]
-
-    def alpha_end(self) -> list[Spread]:
-        runs = [r for r in self.runs if r.alphas is not None and len(r.alphas)]
-        layers = runs[0].alphas.shape[1] if runs else 0
-        return [Spread.of([r.alphas[-1, k] for r in runs]) for k in range(layers)]
-
-
-@dataclass
-class TaskResults:
+@dataclass(kw_only=True)
+class TaskResults(seeds.RunGroup):
     """Every variant with a finished run in one task, in the preset's order."""
 
     task: Task
-    variants: list[VariantRecall]
-    setup: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def first(self) -> RecallResult:
-        return self.variants[0].runs[0].result
-
-    @property
-    def training_length(self) -> int:
-        return self.first.training_length
-
-    @property
-    def lengths(self) -> list[int]:
-        return self.first.lengths
 
     @property
     def policies(self) -> list[str]:
@@ -133,12 +88,6 @@ class TaskResults:
         if length is None:
             return self.first.sets
         return [s for s in self.first.sets if self.first.cell(self.policies[0], length, s)]
-
-    def variant(self, name: str) -> VariantRecall | None:
-        return next((v for v in self.variants if v.name == name), None)
-
-    def multiple(self, length: int) -> str:
-        return f"{length / self.training_length:g}x"
 
 
 @dataclass
@@ -153,45 +102,24 @@ class RecallStudy:
         return next((t for t in self.tasks if t.task.name == name), None)
 
 
-def _read(run: PresetRun, run_dir: Path) -> tuple[RecallRun, dict[str, Any]]:
-    """A run folder's results and the config values the study compares."""
-    return _from_record(run, make_record(run_dir, {}), run_dir)
-
-
-def _from_record(
-    run: PresetRun, record: dict[str, Any], path: Path
-) -> tuple[RecallRun, dict[str, Any]]:
+def _from_record(run: PresetRun, record: dict[str, Any], path: Path) -> tuple[Any, Any, Any]:
     try:
         result = RecallResult.from_dict(record["recall"])
     except (KeyError, TypeError, ValueError) as err:
         raise ConfigError(f"{path}: not a recall table ({err})") from None
     alpha = record.get("alpha")
     recall_run = RecallRun(
-        run.seed,
-        path,
-        result,
-        None if alpha is None else np.asarray(alpha["steps"]),
-        None if alpha is None else np.asarray(alpha["alphas"], dtype=float),
+        seed=run.seed,
+        path=path,
+        result=result,
+        alpha_steps=None if alpha is None else np.asarray(alpha["steps"]),
+        alphas=None if alpha is None else np.asarray(alpha["alphas"], dtype=float),
         curve=record.get("curve") or {},
         stopped_early=bool(record.get("stopped_early")),
         wall_s=record.get("wall_s"),
         cpu_s=record.get("cpu_s"),
     )
-    return recall_run, record["setup"]
-
-
-def _finished(run: PresetRun, results: Path | None):
-    """(RecallRun, setup, where) of a finished run, or (None, why it is missing, None): read
-    from its record under ``results``, or from its run folder."""
-    if results is not None:
-        path = record_file(results, run.setup.name, run.variant.name, run.seed)
-        if not path.is_file():
-            return None, "no record", None
-        return (*_from_record(run, read_record(path), path), path)
-    status = run_status(run)
-    if status.state is not RunState.COMPLETE or status.run_dir is None:
-        return None, status.state.value, None
-    return (*_read(run, status.run_dir), status.run_dir)
+    return recall_run, record["setup"], path
 
 
 def collect_recall(runs: Sequence[PresetRun], results: Path | None = None) -> RecallStudy:
@@ -202,41 +130,20 @@ def collect_recall(runs: Sequence[PresetRun], results: Path | None = None) -> Re
     Raises ConfigError when no run is complete, or when two runs of one task were not
     trained alike (a shared config value, the evaluation lengths or the policies differ).
     """
-    if not runs:
-        raise ConfigError("no runs to read")
-    preset = runs[0].preset
-    by_task: dict[str, dict[str, VariantRecall]] = {}
-    setups: dict[str, tuple[dict[str, Any], Path, tuple]] = {}
-    missing: list[tuple[PresetRun, str]] = []
-    for run in runs:
-        recall_run, values, where = _finished(run, results)
-        if recall_run is None:
-            missing.append((run, values))
-            continue
-        shape = (
-            tuple(values.items()),
-            tuple(recall_run.result.lengths),
-            tuple(recall_run.result.policies),
-        )
-        task = run.setup.name
-        if task not in setups:
-            setups[task] = (values, where, shape)
-        elif shape != setups[task][2]:
-            reference = setups[task]
-            differ = [
-                f"{key} {a!r} vs {b!r}"
-                for (key, a), (_, b) in zip(reference[2][0], shape[0], strict=True)
-                if a != b
-            ] or [f"evaluation lengths/policies {reference[2][1:]} vs {shape[1:]}"]
-            raise ConfigError(
-                f"{where} was not trained like {reference[1]} ({'; '.join(differ)}): "
-                "a study compares runs that differ only in attention and seed"
-            )
-        variants = by_task.setdefault(task, {})
-        variants.setdefault(run.variant.name, VariantRecall(run.variant, [])).runs.append(
-            recall_run
-        )
-    if not by_task:
+
+    def read(run: PresetRun) -> tuple[Any, Any, Any]:
+        if results is not None:
+            path = record_file(results, run.setup.name, run.variant.name, run.seed)
+            if not path.is_file():
+                return None, "no record", None
+            return _from_record(run, read_record(path), path)
+        run_dir, state = seeds.complete_dir(run)
+        if run_dir is None:
+            return None, state, None
+        return _from_record(run, make_record(run_dir, {}, keys=run.preset.setup_keys), run_dir)
+
+    groups, missing = seeds.collect_alike(runs, read, "policies", VariantRecall)
+    if not groups:
         where = (
             f"no record under {results}"
             if results is not None
@@ -244,10 +151,5 @@ def collect_recall(runs: Sequence[PresetRun], results: Path | None = None) -> Re
             "or at an early stop)"
         )
         raise ConfigError(f"{where}; run the preset first with --run")
-    tasks = []
-    for task in preset.all_tasks:
-        if task.name in by_task:
-            found = by_task[task.name]
-            ordered = [found[v.name] for v in preset.variants if v.name in found]
-            tasks.append(TaskResults(task, ordered, setups[task.name][0]))
-    return RecallStudy(preset, tasks, missing)
+    tasks = [TaskResults(task=t, variants=v, setup=setup) for t, v, setup in groups]
+    return RecallStudy(runs[0].preset, tasks, missing)

@@ -147,6 +147,7 @@ def _save_record(run: PresetRun, outcome: Outcome, results: Path, echo) -> None:
         wall_s=outcome.seconds if trained else None,
         cpu_s=outcome.cpu_s if trained else None,
         commit=source_commit(),
+        keys=run.preset.setup_keys,
     )
     echo(f"  record: {write_record(path, record)}")
 

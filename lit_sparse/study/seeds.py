@@ -1,21 +1,21 @@
-"""A preset's finished runs, grouped by variant, and their statistics over seeds.
+"""The layer the seeded studies share (the cpu study: :mod:`~lit_sparse.study.cpu_results`;
+the recall study: :mod:`~lit_sparse.study.recall_results`): a finished run of one seed with
+its alpha trajectory, a variant's runs as spreads over seeds, reading a preset's runs with the
+check that the runs of one task were trained alike, and what every study's tables share (the
+verdict, the comparison cells, the header's lines, the alpha table).
 
-Per run: perplexity per held-out set and evaluation length (``extrapolation.json``), the
-position-binned NLL at the last validation (``position_loss.json``) and every layer's alpha
-over steps (``lit_sparse.load_run``). Per variant, each quantity is a :class:`Spread` over the
-seeds: mean and sample standard deviation (n - 1 in the denominator).
-
-The rule for "beyond the seed spread" (:func:`beyond_spread`): two means differ beyond the
-spread when ``|mean_a - mean_b| > sd_a + sd_b``; a quantity differs from zero (a change
-against 1x, an alpha drift) when ``|mean| > sd``. With fewer than two seeds on a side the
-spread is unknown and nothing is marked.
+Per variant, each quantity is a :class:`Spread` over the seeds: mean and sample standard
+deviation (n - 1 in the denominator). The rule for "beyond the seed spread"
+(:func:`beyond_spread`): two means differ beyond the spread when ``|mean_a - mean_b| > sd_a +
+sd_b``; a quantity differs from zero (a change against 1x, an alpha drift) when ``|mean| >
+sd``. With fewer than two seeds on a side the spread is unknown and nothing is marked.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,11 +23,26 @@ from typing import Any
 import numpy as np
 
 from lit_sparse.errors import ConfigError
-from lit_sparse.evaluation.extrapolation import ExtrapolationResult
-from lit_sparse.io.yaml_files import load_yaml
-from lit_sparse.study.preset import Preset, PresetRun, RunState, Variant, run_status
+from lit_sparse.io.tables import markdown_table
+from lit_sparse.study.preset import PresetRun, RunState, Task, Variant, run_status
 
-__all__ = ["SeedRun", "Spread", "StudyResults", "VariantResults", "beyond_spread", "collect"]
+__all__ = [
+    "RunGroup",
+    "SeedRun",
+    "Spread",
+    "VariantRuns",
+    "alpha_table",
+    "beyond_spread",
+    "collect_alike",
+    "compared",
+    "comparison_table",
+    "complete_dir",
+    "left_out",
+    "lookup",
+    "section",
+    "seed_counts",
+    "verdict",
+]
 
 
 @dataclass(frozen=True)
@@ -72,16 +87,24 @@ def beyond_spread(a: Spread, b: Spread | None = None) -> bool | None:
     return abs(a.mean - b.mean) > a.sd + b.sd
 
 
-@dataclass
+def lookup(config: dict[str, Any], key: str) -> Any:
+    """``config`` at a dotted ``key`` (``model.arch.n_layers``), None where a level is
+    missing."""
+    value: Any = config
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+@dataclass(kw_only=True)
 class SeedRun:
     """The end-of-fit results of one finished run."""
 
     seed: int
     path: Path
-    """Its version folder."""
-    extrapolation: ExtrapolationResult
-    bins: dict[str, list[float | None]]
-    """set -> mean NLL per position bin, at the last validation."""
+    """Where it was read: its version folder, or its record."""
+    result: Any
+    """The study's end-of-fit result (an ExtrapolationResult, a RecallResult)."""
     alpha_steps: np.ndarray | None = None
     """(S,) optimizer steps of the alpha trajectory (None: no alpha, e.g. dense)."""
     alphas: np.ndarray | None = None
@@ -89,61 +112,36 @@ class SeedRun:
 
 
 @dataclass
-class VariantResults:
-    """One variant's finished runs, one per seed."""
+class VariantRuns:
+    """One variant's finished runs in one task, one per seed."""
 
     variant: Variant
-    runs: list[SeedRun]
+    runs: list
 
     @property
     def name(self) -> str:
         return self.variant.name
 
     @property
-    def seeds(self) -> list[int]:
-        return [run.seed for run in self.runs]
-
-    def ppl(self, set_name: str, length: int) -> Spread:
-        return Spread.of([run.extrapolation.ppl(set_name, length) for run in self.runs])
-
-    def change(self, set_name: str, length: int) -> Spread:
-        """Per-seed change against the training length, in percent."""
-        return Spread.of([run.extrapolation.change_pct(set_name, length) for run in self.runs])
-
-    def bins(self, set_name: str) -> list[Spread]:
-        per_run = [run.bins.get(set_name) or [] for run in self.runs]
-        n_bins = max((len(b) for b in per_run), default=0)
-        return [Spread.of([b[k] if k < len(b) else None for b in per_run]) for k in range(n_bins)]
-
-    def first_last(self, set_name: str) -> Spread:
-        """First bin minus last bin per seed: how much lower the loss is late in the window."""
-        values = []
-        for run in self.runs:
-            bins = run.bins.get(set_name) or []
-            if bins and bins[0] is not None and bins[-1] is not None:
-                values.append(bins[0] - bins[-1])
-        return Spread.of(values)
-
-    @property
     def learns_alpha(self) -> bool:
         """Some layer's alpha moved during training in some run (a learned schedule)."""
         return any(
-            run.alphas is not None and len(run.alphas) > 1 and np.ptp(run.alphas, axis=0).max() > 0
-            for run in self.runs
+            r.alphas is not None and len(r.alphas) > 1 and np.ptp(r.alphas, axis=0).max() > 0
+            for r in self.runs
         )
 
-    def _alpha_runs(self) -> list[SeedRun]:
+    def alpha_runs(self) -> list[SeedRun]:
         return [run for run in self.runs if run.alphas is not None and len(run.alphas)]
 
     def alpha_at(self, index: int) -> list[Spread]:
         """Per layer: alpha at trajectory point ``index`` (0: the start, -1: the end)."""
-        runs = self._alpha_runs()
+        runs = self.alpha_runs()
         n_layers = runs[0].alphas.shape[1] if runs else 0
         return [Spread.of([run.alphas[index, k] for run in runs]) for k in range(n_layers)]
 
     def alpha_drift(self) -> list[Spread]:
-        """Per layer: alpha at the end minus alpha at step 0, over seeds."""
-        runs = self._alpha_runs()
+        """Per layer: alpha at the end minus alpha at the start, over seeds."""
+        runs = self.alpha_runs()
         n_layers = runs[0].alphas.shape[1] if runs else 0
         return [
             Spread.of([run.alphas[-1, k] - run.alphas[0, k] for run in runs])
@@ -151,128 +149,152 @@ class VariantResults:
         ]
 
 
-SETUP_KEYS = (
-    ("model", "arch", "n_layers"),
-    ("model", "arch", "d_model"),
-    ("model", "arch", "n_heads"),
-    ("model", "arch", "n_kv_heads"),
-    ("model", "arch", "head_dim"),
-    ("model", "lr"),
-    ("model", "warmup_steps"),
-    ("data", "init_args", "seq_len"),
-    ("data", "init_args", "batch_size"),
-    ("data", "init_args", "val_windows"),
-    ("trainer", "max_steps"),
-    ("trainer", "accumulate_grad_batches"),
-    ("trainer", "devices"),
-)
-"""Config values every run of a study must share (the attention and the seed aside)."""
+@dataclass(kw_only=True)
+class RunGroup:
+    """The variants of one task trained alike, each with a finished run, in the preset's
+    order."""
 
-
-def _lookup(config: dict[str, Any], keys: Sequence[str]) -> Any:
-    value: Any = config
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
-
-
-@dataclass
-class StudyResults:
-    """Every variant with at least one finished run, in the preset's order."""
-
-    preset: Preset
-    variants: list[VariantResults]
-    missing: list[tuple[PresetRun, str]]
-    """Runs asked for that are not complete, and their state."""
+    variants: list
     setup: dict[str, Any] = field(default_factory=dict)
-    """The shared config values (``SETUP_KEYS``, dotted)."""
+    """The config values the runs share (the preset's ``setup_keys``)."""
 
     @property
-    def first(self) -> SeedRun:
-        return self.variants[0].runs[0]
+    def first(self) -> Any:
+        """The first run's result."""
+        return self.variants[0].runs[0].result
 
     @property
     def training_length(self) -> int:
-        return self.first.extrapolation.training_length
+        return self.first.training_length
 
     @property
     def lengths(self) -> list[int]:
-        return list(self.first.extrapolation.lengths)
+        return list(self.first.lengths)
 
-    @property
-    def sets(self) -> list[str]:
-        return self.first.extrapolation.sets
-
-    def variant(self, name: str) -> VariantResults | None:
+    def variant(self, name: str) -> Any:
         return next((v for v in self.variants if v.name == name), None)
 
     def multiple(self, length: int) -> str:
         return f"{length / self.training_length:g}x"
 
 
-def _read(run: PresetRun, run_dir: Path) -> tuple[SeedRun, dict[str, Any]]:
-    from lit_sparse.runs.analysis import load_run
-
-    loaded = load_run(run_dir, load_model=False)
-    if loaded.extrapolation is None or loaded.position_loss is None:
-        raise ConfigError(f"{run_dir}: no extrapolation.json or position_loss.json")
-    trajectory = loaded.alpha_trajectory
-    seed_run = SeedRun(
-        seed=run.seed,
-        path=run_dir,
-        extrapolation=loaded.extrapolation,
-        bins=dict(loaded.position_loss.get("sets") or {}),
-        alpha_steps=None if trajectory is None else trajectory.steps,
-        alphas=None if trajectory is None else trajectory.alphas,
-    )
-    return seed_run, load_yaml(run_dir / "config.yaml", "run config")
+def complete_dir(run: PresetRun) -> tuple[Path | None, str]:
+    """(the complete version folder, "") of a run, or (None, its state)."""
+    status = run_status(run)
+    if status.state is not RunState.COMPLETE or status.run_dir is None:
+        return None, status.state.value
+    return status.run_dir, ""
 
 
-def collect(runs: Sequence[PresetRun]) -> StudyResults:
-    """Read every complete run of ``runs``; the others are listed as missing.
+Read = Callable[[PresetRun], tuple[Any, Any, Any]]
+"""A run -> (its SeedRun, the setup values it compares, where it was read), or (None, why it
+is missing, None)."""
 
-    Raises ConfigError when no run is complete, or when two runs were not trained alike
-    (a shared config value differs, or their evaluation lengths or held-out sets differ).
+
+def collect_alike(
+    runs: Sequence[PresetRun], read: Read, compared: str, variant_type: type = VariantRuns
+) -> tuple[list[tuple[Task, list, dict[str, Any]]], list[tuple[PresetRun, str]]]:
+    """Read every run of ``runs`` (``read``): per task that has a finished run, (the task,
+    its variants in the preset's order, its setup values); and the runs not read, with why.
+
+    Raises ConfigError when there are no runs, or when two runs of one task were not trained
+    alike (a setup value, the evaluation lengths or the result's ``compared``, e.g. its
+    held-out ``sets``, differ).
     """
     if not runs:
         raise ConfigError("no runs to read")
-    by_variant: dict[str, VariantResults] = {}
+    found: dict[str, dict[str, VariantRuns]] = {}
+    firsts: dict[str, tuple[dict[str, Any], Path, tuple]] = {}
     missing: list[tuple[PresetRun, str]] = []
-    setup: dict[str, Any] | None = None
-    reference: tuple[PresetRun, Path, tuple] | None = None
     for run in runs:
-        status = run_status(run)
-        if status.state is not RunState.COMPLETE or status.run_dir is None:
-            missing.append((run, status.state.value))
+        seed_run, values, where = read(run)
+        if seed_run is None:
+            missing.append((run, values))
             continue
-        seed_run, config = _read(run, status.run_dir)
-        values = {".".join(keys): _lookup(config, keys) for keys in SETUP_KEYS}
-        shape = (
-            tuple(values.items()),
-            tuple(seed_run.extrapolation.lengths),
-            tuple(seed_run.extrapolation.sets),
-        )
-        if reference is None:
-            reference, setup = (run, status.run_dir, shape), values
-        elif shape != reference[2]:
+        result = seed_run.result
+        shape = (tuple(values.items()), tuple(result.lengths), tuple(getattr(result, compared)))
+        _, first, expected = firsts.setdefault(run.setup.name, (values, where, shape))
+        if shape != expected:
             differ = [
                 f"{key} {a!r} vs {b!r}"
-                for (key, a), (_, b) in zip(reference[2][0], shape[0], strict=True)
+                for (key, a), (_, b) in zip(expected[0], shape[0], strict=True)
                 if a != b
-            ] or [f"evaluation lengths/sets {reference[2][1:]} vs {shape[1:]}"]
+            ] or [f"evaluation lengths/{compared} {expected[1:]} vs {shape[1:]}"]
             raise ConfigError(
-                f"{status.run_dir} was not trained like {reference[1]} ({'; '.join(differ)}): "
-                "a study compares runs that differ only in attention and seed"
+                f"{where} was not trained like {first} ({'; '.join(differ)}): a study "
+                "compares runs that differ only in attention and seed"
             )
-        by_variant.setdefault(run.variant.name, VariantResults(run.variant, [])).runs.append(
-            seed_run
-        )
-    if not by_variant:
-        where = runs[0].root
-        raise ConfigError(
-            f"no complete run under {where} (complete: extrapolation.json and "
-            "position_loss.json at max_steps); run the preset first with --run"
-        )
+        variants = found.setdefault(run.setup.name, {})
+        variants.setdefault(run.variant.name, variant_type(run.variant, [])).runs.append(seed_run)
     preset = runs[0].preset
-    ordered = [by_variant[v.name] for v in preset.variants if v.name in by_variant]
-    return StudyResults(preset, ordered, missing, setup or {})
+    groups = [
+        (task, [found[task.name][v.name] for v in preset.variants if v.name in found[task.name]])
+        for task in preset.all_tasks
+        if task.name in found
+    ]
+    return [(task, variants, firsts[task.name][0]) for task, variants in groups], missing
+
+
+# ------------------------------------------------------------------------- the tables
+def verdict(flag: bool | None) -> str:
+    return "n/a (one seed)" if flag is None else ("yes" if flag else "no")
+
+
+def compared(a: Spread, b: Spread | None, digits: int, sign: bool = False) -> list[str]:
+    """A comparison's cells: a, b (None: against zero), a - b, sd_a + sd_b and whether the
+    two differ beyond the seed spread."""
+    spread = a.sd + (0.0 if b is None else b.sd)  # nan with one seed on a side
+    return [
+        a.format(digits, sign),
+        "0" if b is None else b.format(digits, sign),
+        f"{a.mean - (0.0 if b is None else b.mean):+.{digits}f}",
+        "-" if math.isnan(spread) else f"{spread:.{digits}f}",
+        verdict(beyond_spread(a, b)),
+    ]
+
+
+def comparison_table(title: str, text: str, labels: list[str], rows: list[list[str]]) -> str:
+    """The comparisons' table: per row, the ``labels`` cells and :func:`compared`'s."""
+    if not rows:
+        return "## Comparisons\n\nNone of the compared variants were run."
+    header = [*labels, "a", "b", "a - b", "sd_a + sd_b", "beyond spread"]
+    return section(title, text, markdown_table(header, rows))
+
+
+def section(title: str, text: str, table: str) -> str:
+    """One table of a study's document: its title, what it shows, the table."""
+    return "\n".join([f"## {title}", "", text, "", table])
+
+
+def seed_counts(variants: Sequence[VariantRuns]) -> str:
+    return ", ".join(f"{v.name} {len(v.runs)}" for v in variants)
+
+
+def left_out(missing: Sequence[tuple[PresetRun, str]]) -> str:
+    return "Not complete, left out: " + ", ".join(f"{r.name} ({s})" for r, s in missing) + "."
+
+
+def alpha_table(
+    groups: Sequence[tuple[list[str], VariantRuns]],
+    labels: list[str],
+    title: str,
+    text: str,
+    start: bool = False,
+) -> str:
+    """Per variant that learns alpha (each of ``groups`` named by its ``labels`` cells) and
+    layer: alpha at the start (``start``) and at the end, the drift and whether it moved."""
+    rows = []
+    for cells, variant in groups:
+        if not variant.learns_alpha:
+            continue
+        columns = [variant.alpha_at(0)] if start else []
+        columns += [variant.alpha_at(-1), variant.alpha_drift()]
+        for layer, (*values, drift) in enumerate(zip(*columns, strict=True)):
+            rows.append(
+                [*cells, str(layer), *(v.format(4) for v in values), drift.format(4, sign=True)]
+                + [verdict(beyond_spread(drift))]
+            )
+    if not rows:
+        return "## Learned alpha\n\nNo run with a learned alpha schedule."
+    header = [*labels, "layer", *(["start"] if start else []), "end", "drift", "moved"]
+    return section(title, text, markdown_table(header, rows))

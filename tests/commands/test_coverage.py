@@ -9,8 +9,9 @@ import pytest
 
 from lit_sparse.__main__ import main as lit_main
 from lit_sparse.attention import offsets
-from lit_sparse.commands.coverage import compute_coverage, format_ranges, main, two_hop
+from lit_sparse.commands.coverage import main
 from lit_sparse.parsing.config_files import read_model_config
+from lit_sparse.study.coverage import compute_coverage, format_ranges, two_hop
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from lit_sparse.__main__ import main as lit_main
-from lit_sparse.commands.matrix import RUNS, identify, read_run
+from lit_sparse.study.paper_matrix import RUNS, identify
+from lit_sparse.study.paper_tables import read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,10 @@ import yaml
 
 from lit_sparse.__main__ import main as lit_main
 from lit_sparse.attention.gaussian_read import rung_width_at
-from lit_sparse.commands.probe import main, probe_parser, run_probe
+from lit_sparse.commands.probe import main
+from lit_sparse.runs.checkpoints import read_checkpoint
+from lit_sparse.runs.locks import holds_lock
+from lit_sparse.study.probe import probe_parser, run_probe
 
 pytestmark = pytest.mark.slow  # trains, starts processes or benches
 
@@ -53,6 +58,34 @@ def test_gaussian_read_anneals_its_width(tmp_path):
     width = rung_width_at(0.5, 40.0, 0.5, 0.8)  # 40 -> 0.5 over the first 80 %: 40 - 39.5 * 5/8
     assert width == pytest.approx(40 - 39.5 * 0.625)
     assert state["rung_widths"] == pytest.approx([width, width])
+
+
+def test_a_cell_is_a_run_with_its_last_checkpoint(tmp_path):
+    """A cell trains through fit's run handling: ``last.ckpt`` at the final step (written
+    atomically, verified when read) and its folder's lock released when it is done."""
+    run = run_probe(2, "uniform", 0, "interpolate", steps=2, out=tmp_path, progress_bar=False)
+    assert Path(run.log_dir) == tmp_path / "depth2_uniform_interpolate" / "seed0"
+    assert read_checkpoint(Path(run.log_dir, "checkpoints", "last.ckpt"))["global_step"] == 2
+    assert not holds_lock(run.log_dir)
+
+
+def test_a_cell_another_process_trains_is_refused(tmp_path, capsys):
+    folder = tmp_path / "depth2_uniform_interpolate" / "seed0"
+    code = (
+        "import time; from lit_sparse.runs import RunLock; "
+        f"RunLock.acquire({str(folder)!r}, 'probe'); print('held', flush=True); time.sleep(600)"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        args = ["--depths", "2", "--inits", "uniform", "--reads", "interpolate", "--seeds", "0"]
+        assert main([*args, "--steps", "2", "--out", str(tmp_path), "--no-progress"]) == 2
+    finally:
+        holder.kill()
+        holder.wait()
+    err = capsys.readouterr().err
+    assert f"error: {folder} is in use by process {holder.pid}" in err
+    assert not (folder / "checkpoints").exists()
 
 
 def test_too_few_held_out_sequences_are_refused(capsys, tmp_path):

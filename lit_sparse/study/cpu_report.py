@@ -1,16 +1,17 @@
-"""The study's tables over seeds (Markdown): perplexity at each evaluation length and its
+"""The cpu study's tables over seeds (Markdown): perplexity at each evaluation length and its
 change against 1x, position-binned NLL, learned alpha's drift per layer, the comparisons the
 paper's claims rest on (marked where they exceed the seed spread), and the paper's numbers as
 a qualitative reference at its own, different scale."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from lit_sparse.io.tables import markdown_table
+from lit_sparse.study import seeds
+from lit_sparse.study.cpu_results import StudyResults
 from lit_sparse.study.paper_matrix import PAPER, PAPER_ARCH
-from lit_sparse.study.seeds import Spread, StudyResults, beyond_spread
+from lit_sparse.study.seeds import Spread, beyond_spread
 
 __all__ = ["CLAIMS", "Comparison", "comparisons", "study_tables"]
 
@@ -66,10 +67,6 @@ CLAIMS: tuple[Comparison, ...] = (
 """The comparisons the paper's qualitative claims rest on (docs/paper.md section 6)."""
 
 
-def _verdict(flag: bool | None) -> str:
-    return "n/a (one seed)" if flag is None else ("yes" if flag else "no")
-
-
 def _mark(spread: Spread, digits: int, sign: bool = False) -> str:
     text = spread.format(digits, sign)
     return text + " *" if beyond_spread(spread) else text
@@ -112,20 +109,10 @@ def comparisons(results: StudyResults) -> list[list[str]]:
             if a is None or not a.n or (item.b is not None and (b is None or not b.n)):
                 continue
             digits, signed = (2, False) if item.metric == "ppl" else (1, True)
-            diff = a.mean - (0.0 if b is None else b.mean)
-            spread = a.sd + (0.0 if b is None else b.sd)  # nan with one seed on a side
+            label = _metric_label(results, item.metric)
             rows.append(
-                [
-                    item.claim,
-                    f"{item.a} - {item.b or '0'}",
-                    _metric_label(results, item.metric),
-                    set_name,
-                    a.format(digits, signed),
-                    "0" if b is None else b.format(digits, signed),
-                    f"{diff:+.{digits}f}",
-                    "-" if math.isnan(spread) else f"{spread:.{digits}f}",
-                    _verdict(beyond_spread(a, b)),
-                ]
+                [item.claim, f"{item.a} - {item.b or '0'}", label, set_name]
+                + seeds.compared(a, b, digits, signed)
             )
     return rows
 
@@ -152,20 +139,10 @@ def _setup_line(results: StudyResults) -> str:
 
 
 def _header(results: StudyResults) -> list[str]:
-    counts = ", ".join(f"{v.name} {len(v.runs)}" for v in results.variants)
-    lines = [
-        f"# The {results.preset.name} preset over seeds",
-        "",
-        _setup_line(results),
-        "",
-        f"Seeds per variant: {counts}.",
-    ]
+    lines = [f"# The {results.preset.name} preset over seeds", "", _setup_line(results), ""]
+    lines.append(f"Seeds per variant: {seeds.seed_counts(results.variants)}.")
     if results.missing:
-        lines.append(
-            "Not complete, left out: "
-            + ", ".join(f"{run.name} ({state})" for run, state in results.missing)
-            + "."
-        )
+        lines.append(seeds.left_out(results.missing))
     return [*lines, "", RULE]
 
 
@@ -191,15 +168,11 @@ def _ppl_table(results: StudyResults) -> str:
                     *(_mark(variant.change(set_name, t), 1, sign=True) for t in longer),
                 ]
             )
-    return "\n".join(
-        [
-            "## Perplexity against evaluation length",
-            "",
-            "Held-out perplexity (mean ± sd over seeds) at 1x the training length and beyond, "
-            "and each seed's change against its own 1x, averaged.",
-            "",
-            markdown_table(header, rows),
-        ]
+    return seeds.section(
+        "Perplexity against evaluation length",
+        "Held-out perplexity (mean ± sd over seeds) at 1x the training length and beyond, "
+        "and each seed's change against its own 1x, averaged.",
+        markdown_table(header, rows),
     )
 
 
@@ -217,76 +190,33 @@ def _bins_table(results: StudyResults) -> str:
             )
     rows = [row[:-1] + ["-"] * (n_bins + 3 - len(row)) + row[-1:] for row in rows]
     header = ["variant", "set", *(f"b{k}" for k in range(n_bins)), f"b0 - b{n_bins - 1}"]
-    return "\n".join(
-        [
-            "## Position-binned NLL",
-            "",
-            f"Mean NLL in {n_bins} bins of position within the training-length window, at the "
-            "last validation (mean ± sd over seeds); b0 - b"
-            f"{n_bins - 1}: how much lower the loss is late in the window.",
-            "",
-            markdown_table(header, rows),
-        ]
+    return seeds.section(
+        "Position-binned NLL",
+        f"Mean NLL in {n_bins} bins of position within the training-length window, at the "
+        f"last validation (mean ± sd over seeds); b0 - b{n_bins - 1}: how much lower the loss "
+        "is late in the window.",
+        markdown_table(header, rows),
     )
 
 
 def _alpha_table(results: StudyResults) -> str:
-    rows = []
-    for variant in results.variants:
-        if not variant.learns_alpha:
-            continue
-        start, end, drift = variant.alpha_at(0), variant.alpha_at(-1), variant.alpha_drift()
-        for layer, (a, b, d) in enumerate(zip(start, end, drift, strict=True)):
-            rows.append(
-                [
-                    variant.name,
-                    str(layer),
-                    a.format(4),
-                    b.format(4),
-                    d.format(4, sign=True),
-                    _verdict(beyond_spread(d)),
-                ]
-            )
-    if not rows:
-        return "## Learned alpha\n\nNo run with a learned alpha schedule."
-    return "\n".join(
-        [
-            "## Learned alpha: total drift per layer",
-            "",
-            "Alpha at step 0 and at the end, and the drift (end minus start) per layer, over "
-            "seeds; 'moved' = the drift differs from zero beyond its seed spread.",
-            "",
-            markdown_table(["variant", "layer", "start", "end", "drift", "moved"], rows),
-        ]
+    return seeds.alpha_table(
+        [([variant.name], variant) for variant in results.variants],
+        ["variant"],
+        "Learned alpha: total drift per layer",
+        "Alpha at step 0 and at the end, and the drift (end minus start) per layer, over "
+        "seeds; 'moved' = the drift differs from zero beyond its seed spread.",
+        start=True,
     )
 
 
 def _comparison_table(results: StudyResults) -> str:
-    rows = comparisons(results)
-    if not rows:
-        return "## Comparisons\n\nNone of the compared variants were run."
-    return "\n".join(
-        [
-            "## Comparisons behind the paper's claims",
-            "",
-            "Difference of means (a - b) against the sum of the seed standard deviations; "
-            "'beyond spread' applies the rule above. Lower perplexity is better.",
-            "",
-            markdown_table(
-                [
-                    "claim",
-                    "a - b",
-                    "metric",
-                    "set",
-                    "a",
-                    "b",
-                    "a - b",
-                    "sd_a + sd_b",
-                    "beyond spread",
-                ],
-                rows,
-            ),
-        ]
+    return seeds.comparison_table(
+        "Comparisons behind the paper's claims",
+        "Difference of means (a - b) against the sum of the seed standard deviations; "
+        "'beyond spread' applies the rule above. Lower perplexity is better.",
+        ["claim", "a - b", "metric", "set"],
+        comparisons(results),
     )
 
 
@@ -319,28 +249,18 @@ def _paper_table(results: StudyResults) -> str:
             ]
         )
     arch = PAPER_ARCH
-    return "\n".join(
-        [
-            "## The paper's numbers (a different scale: qualitative reference only)",
-            "",
-            f"The paper's runs: {arch['n_layers']} layers, d_model {arch['d_model']}, T = 1024, "
-            "13,000 steps x 32,768 tokens on FineWeb-Edu, Wikipedia, TinyStories and math, one "
-            "seed each (docs/paper.md section 6). Its extrapolation lengths are 2x and 4x (ours "
-            "4x and 16x), its data and scale are not ours: no number here is comparable to the "
-            "tables above, only the direction of a difference.",
-            "",
-            markdown_table(
-                [
-                    "variant",
-                    "paper run",
-                    "FineWeb-Edu ppl (1024)",
-                    "change at 2x %",
-                    "change at 4x %",
-                    "b0 - b7",
-                ],
-                rows,
-            ),
-        ]
+    return seeds.section(
+        "The paper's numbers (a different scale: qualitative reference only)",
+        f"The paper's runs: {arch['n_layers']} layers, d_model {arch['d_model']}, T = 1024, "
+        "13,000 steps x 32,768 tokens on FineWeb-Edu, Wikipedia, TinyStories and math, one "
+        "seed each (docs/paper.md section 6). Its extrapolation lengths are 2x and 4x (ours "
+        "4x and 16x), its data and scale are not ours: no number here is comparable to the "
+        "tables above, only the direction of a difference.",
+        markdown_table(
+            ["variant", "paper run", "FineWeb-Edu ppl (1024)", "change at 2x %"]
+            + ["change at 4x %", "b0 - b7"],
+            rows,
+        ),
     )
 
 

@@ -1,0 +1,79 @@
+"""What the studies' figures share (PNG, rendered off-screen with matplotlib's Agg canvas; no
+pyplot state): a figure and its panels, a band of mean ± sd over seeds, a palette, and the
+learned alpha per layer over steps (one thin line per seed and layer, a thick one for the mean
+over seeds)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from lit_sparse.study.seeds import Spread, VariantRuns
+
+__all__ = ["band", "figure", "palette", "plot_alpha", "save"]
+
+
+def figure(panels: int, height: float = 3.6, rows: int = 1):
+    """A figure and its axes, always indexed [row][panel]."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5.2 * panels, height * rows), dpi=110, layout="constrained")
+    return fig, fig.subplots(rows, panels, squeeze=False)
+
+
+def save(fig, path: Path) -> Path:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from lit_sparse.io.atomic import write_bytes
+
+    FigureCanvasAgg(fig)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return write_bytes(path, buffer.getvalue())
+
+
+def band(ax, x, spreads: list[Spread], label: str, color) -> None:
+    """The mean over seeds as a line, and a band of ± sd where there are two seeds or more."""
+    mean = np.array([s.mean for s in spreads])
+    sd = np.array([s.sd if s.n >= 2 else 0.0 for s in spreads])
+    ax.plot(x, mean, marker="o", markersize=3, label=label, color=color)
+    if any(s.n >= 2 for s in spreads):
+        ax.fill_between(x, mean - sd, mean + sd, color=color, alpha=0.18, linewidth=0)
+
+
+def palette(n: int):
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"]
+    return [cmap(i % 10) for i in range(n)]
+
+
+def plot_alpha(panels: Sequence[tuple[str, VariantRuns]], path: Path) -> Path | None:
+    """A panel per (title, variant) that learns alpha: every layer's alpha over steps."""
+    panels = [(title, variant) for title, variant in panels if variant.learns_alpha]
+    if not panels:
+        return None
+    fig, (axes,) = figure(len(panels), height=4.0)
+    for ax, (title, variant) in zip(axes, panels, strict=True):
+        runs = variant.alpha_runs()
+        n_layers = runs[0].alphas.shape[1]
+        color = palette(n_layers)
+        for run in runs:
+            for k in range(n_layers):
+                ax.plot(
+                    run.alpha_steps, run.alphas[:, k], color=color[k], alpha=0.35, linewidth=0.8
+                )
+        steps = runs[0].alpha_steps
+        if all(len(r.alpha_steps) == len(steps) and (r.alpha_steps == steps).all() for r in runs):
+            mean = np.mean([r.alphas for r in runs], axis=0)  # (S, L) over seeds
+            for k in range(n_layers):
+                ax.plot(steps, mean[:, k], color=color[k], linewidth=2, label=f"layer {k}")
+        ax.set_title(f"{title} ({len(runs)} seeds)")
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel("alpha")
+        ax.legend(fontsize=7)
+    fig.suptitle("thin: each seed; thick: mean over seeds", fontsize=8)
+    return save(fig, path)
