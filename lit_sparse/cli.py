@@ -36,7 +36,7 @@ from lit_sparse.parsing.arguments import (
     full_help_requested,
 )
 from lit_sparse.runs import is_global_rank_zero, launch, release_all
-from lit_sparse.runs.checkpoints import FinalCheckpoint
+from lit_sparse.runs.checkpoints import FinalCheckpoint, RandomStates
 from lit_sparse.runs.matching import check_checkpoint
 from lit_sparse.runs.quiet import quiet_evaluation, quiet_lightning
 from lit_sparse.runs.resumed_validation import ResumedValidation
@@ -179,7 +179,7 @@ class LitSparseCLI(LightningCLI):
     def instantiate_trainer(self, **kwargs) -> Trainer:
         trainer = super().instantiate_trainer(**kwargs)
         trainer.callbacks.insert(0, FinalCheckpoint())  # its on_train_end runs first
-        trainer.callbacks.append(ResumedValidation())
+        trainer.callbacks.extend([ResumedValidation(), RandomStates()])
         return trainer
 
     def _before(self, subcommand: str) -> None:
