@@ -21,10 +21,10 @@ from typing import Any
 
 import lightning.pytorch as pl
 import numpy as np
+
 from lit_sparse.callbacks.images import heatmap_image, log_image
 from lit_sparse.callbacks.run_dir import purge_step, run_dir, write_json
 from lit_sparse.callbacks.tensorboard import CATEGORY, SeriesRuns, write_layout
-
 from lit_sparse.errors import ConfigError
 
 __all__ = ["AlphaTrajectory", "alpha_tag", "custom_scalars_layout", "layer_run"]

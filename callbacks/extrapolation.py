@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
-from lit_sparse.callbacks.run_dir import publish_result, run_dir
 
+from lit_sparse.callbacks.run_dir import publish_result, run_dir
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.extrapolation import (
     ExtrapolationResult,

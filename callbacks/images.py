@@ -14,8 +14,8 @@ from pathlib import Path
 import lightning.pytorch as pl
 import numpy as np
 from lightning.pytorch.loggers import TensorBoardLogger
-from lit_sparse.callbacks.run_dir import run_dir
 
+from lit_sparse.callbacks.run_dir import run_dir
 from lit_sparse.io.atomic import write_bytes
 
 __all__ = ["cell_edges", "heatmap_image", "image_path", "lines_image", "log_image"]

@@ -25,10 +25,10 @@ from typing import Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
+
 from lit_sparse.callbacks.images import lines_image, log_image
 from lit_sparse.callbacks.run_dir import purge_step, run_dir, write_json
 from lit_sparse.callbacks.tensorboard import SeriesRuns, write_layout
-
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.position_loss import PositionBinnedNLL, bin_edges
 

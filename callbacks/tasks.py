@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
-from lit_sparse.callbacks.run_dir import run_dir, write_json
 
+from lit_sparse.callbacks.run_dir import run_dir, write_json
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.forced_choice import ChoiceItem, TaskResult, score_task
 from lit_sparse.evaluation.lego import lego_items

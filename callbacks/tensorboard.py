@@ -20,6 +20,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.loggers import TensorBoardLogger
+
 from lit_sparse.callbacks.run_dir import purge_step
 
 __all__ = ["CATEGORY", "SeriesRuns", "tensorboard_logger", "write_layout"]

@@ -1,8 +1,6 @@
-"""Module paths of earlier versions keep importing, with a DeprecationWarning.
-
-Run folders saved before the package was grouped into layers name
-``lit_sparse.checkpoints.AtomicCheckpointIO`` in their config.yaml, and notebooks import
-``lit_sparse.analysis``; each old path is the module at its new home, the same objects.
+"""Old module paths with users import until :data:`REMOVED_IN`, with a FutureWarning (users
+see it by default): saved run configs name ``lit_sparse.checkpoints.AtomicCheckpointIO`` and
+notebooks import ``lit_sparse.analysis``. Each is the module at its new home, the same objects.
 """
 
 from __future__ import annotations
@@ -13,19 +11,12 @@ import importlib.util
 import sys
 import warnings
 
+REMOVED_IN = "0.3.0"
+"""The lit_sparse version without the old paths."""
+
 MOVED = {
     "lit_sparse.analysis": "lit_sparse.runs.analysis",
-    "lit_sparse.atomic_files": "lit_sparse.io.atomic",
     "lit_sparse.checkpoints": "lit_sparse.runs.checkpoints",
-    "lit_sparse.config_files": "lit_sparse.parsing.config_files",
-    "lit_sparse.export": "lit_sparse.interop.export",
-    "lit_sparse.generation.decode_bench": "lit_sparse.bench.decode",
-    "lit_sparse.generation.sources": "lit_sparse.interop.sources",
-    "lit_sparse.list_options": "lit_sparse.parsing.list_options",
-    "lit_sparse.pretrained": "lit_sparse.io.pretrained",
-    "lit_sparse.resume": "lit_sparse.runs.resume",
-    "lit_sparse.resumed_validation": "lit_sparse.runs.resumed_validation",
-    "lit_sparse.tables": "lit_sparse.io.tables",
 }
 """old module path -> where it lives now."""
 
@@ -36,8 +27,9 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec):
         warnings.warn(
-            f"{spec.name} moved to {MOVED[spec.name]}; the old path will be removed",
-            DeprecationWarning,
+            f"{spec.name} moved to {MOVED[spec.name]}; the old path will be removed in "
+            f"lit_sparse {REMOVED_IN} (a saved config.yaml: write the new path there)",
+            FutureWarning,
             stacklevel=2,
         )
         return importlib.import_module(MOVED[spec.name])

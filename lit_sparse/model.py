@@ -196,17 +196,13 @@ class LanguageModel(
     def forward(
         self, idx: Tensor, cache: DecodingCache | None = None, *, logits_to_keep: int = 0
     ) -> Tensor:
-        """Logits of ``idx`` (B, T). With a ``cache`` (:meth:`new_cache`), ``idx`` continues
-        the cached sequence: the prompt (whole or in chunks), then one token at a time.
-        ``logits_to_keep`` > 0 computes the output layer for the last that many positions
-        only (B, logits_to_keep, vocab): a prefill needs the last one, and the (T, vocab)
-        logits of a long prompt would dwarf everything else."""
-        x = self.embedding(idx).to(self.norm.weight.dtype)  # (B, T, d_model)
-        for layer, block in enumerate(self.blocks):
-            x = block(x, None if cache is None else cache.layers[layer])
-        if logits_to_keep > 0:
-            x = x[:, -logits_to_keep:]  # (B, n, d_model)
-        return linear(self.norm(x), self.embedding.weight)  # tied head: (B, T or n, vocab)
+        """Logits of ``idx`` (B, T): ``head(features(idx, cache))``. With a ``cache``
+        (:meth:`new_cache`), ``idx`` continues the cached sequence: the prompt (whole or in
+        chunks), then one token at a time. ``logits_to_keep`` > 0 computes the output layer for
+        the last that many positions only (B, logits_to_keep, vocab): a prefill needs the last
+        one, and the (T, vocab) logits of a long prompt would dwarf everything else."""
+        x = self.features(idx, cache)  # (B, T, d_model)
+        return self.head(x[:, -logits_to_keep:] if logits_to_keep > 0 else x)
 
     def new_cache(self, batch: int, max_length: int) -> DecodingCache:
         """Every layer's decoder for ``batch`` sequences of up to ``max_length`` tokens, on
@@ -252,18 +248,18 @@ class LanguageModel(
         """Per layer, distances attended at ``length`` that training never used."""
         return {i: pattern.unseen_distances(length) for i, pattern in enumerate(self.patterns)}
 
-    def features(self, idx: Tensor) -> Tensor:
+    def features(self, idx: Tensor, cache: DecodingCache | None = None) -> Tensor:
         """The normalised last hidden states (B, T, d_model) of ``idx`` that the output layer
-        reads (``forward`` is ``head(features(idx))``)."""
-        x = self.embedding(idx)  # (B, T, d_model)
-        for block in self.blocks:
-            x = block(x)
+        reads, in the dtype of the norms (a ``cache`` as in :meth:`forward`)."""
+        x = self.embedding(idx).to(self.norm.weight.dtype)  # bfloat16 weights: float32 sums
+        for layer, block in enumerate(self.blocks):
+            x = block(x, None if cache is None else cache.layers[layer])
         return self.norm(x)
 
     def head(self, features: Tensor) -> Tensor:
         """The tied output layer: logits (..., vocab) of features (..., d_model), e.g. at the
         few positions a task asks about only."""
-        return F.linear(features, self.embedding.weight)
+        return linear(features, self.embedding.weight)
 
     def num_parameters(self, exclude_embedding: bool = False) -> int:
         total = sum(p.numel() for p in self.parameters())

@@ -7,110 +7,27 @@ layer runs at those positions only, and validation also scores :class:`RecallAcc
 
 from __future__ import annotations
 
-import math
-import random
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import lightning.pytorch as pl
-import numpy as np
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor, nn
-from torchmetrics import Metric
 
 from lit_sparse.attention import AttentionPlugin, build_attention
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError, NonFiniteLossError
+from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, TokenNLL, labelled_counts
 from lit_sparse.model import LanguageModel, token_nll
-
-
-def rng_states() -> dict[str, Any]:
-    """Python, numpy and torch generator states, as tensors and ints (weights_only-safe)."""
-    version, internal, gauss = random.getstate()
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    states = {
-        "python": [version, list(internal), gauss],
-        "numpy": [name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def set_rng_states(states: dict[str, Any]) -> None:
-    version, internal, gauss = states["python"]
-    random.setstate((version, tuple(internal), gauss))
-    name, keys, pos, has_gauss, cached = states["numpy"]
-    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(states["torch"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-
-
-def warmup_cosine(step: int, warmup_steps: int, max_steps: int, min_lr_ratio: float) -> float:
-    """LR multiplier at optimizer step ``step`` (0-based; the paper counts from 1).
-
-    The paper's schedule at its step p = step + 1: a linear warmup p / warmup_steps, reaching
-    1 at p = warmup_steps, then a cosine from 1 to ``min_lr_ratio`` over the steps up to
-    ``max_steps``, flat after. So step 0 trains at 1/warmup (not 0) and the last of
-    ``max_steps`` steps at ``min_lr_ratio``.
-    """
-    p = step + 1
-    if p < warmup_steps:
-        return p / warmup_steps
-    progress = min(1.0, (p - warmup_steps) / max(1, max_steps - warmup_steps))
-    return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
-
-
-OPTIMIZERS = ("adamw", "adamw8bit")
-
-
-def eight_bit_adamw(device: torch.device | None = None):
-    """bitsandbytes' AdamW8bit class, or ConfigError saying how to get it: bitsandbytes is
-    not installed, or has no 8-bit optimizer kernel for ``device``."""
-    try:
-        import bitsandbytes
-        from bitsandbytes.optim import AdamW8bit
-    except ImportError as err:
-        raise ConfigError(
-            f"model.optimizer='adamw8bit' needs bitsandbytes ({err}): pip install "
-            "'lit_sparse[bnb]', or use model.optimizer 'adamw'"
-        ) from None
-    if device is not None and not _has_kernel(
-        "bitsandbytes::optimizer_update_8bit_blockwise", device
-    ):
-        raise ConfigError(
-            f"model.optimizer='adamw8bit': bitsandbytes {bitsandbytes.__version__} has no 8-bit "
-            f"optimizer kernel for {device.type} tensors; install a bitsandbytes build for "
-            "this device, or use model.optimizer 'adamw'"
-        )
-    return AdamW8bit
-
-
-def _has_kernel(op: str, device: torch.device) -> bool:
-    """Whether the operator ``op`` has a kernel for ``device``'s type (True if torch cannot
-    tell)."""
-    try:
-        return torch._C._dispatch_has_kernel_for_dispatch_key(op, device.type.upper())
-    except (AttributeError, RuntimeError):
-        return True
-
+from lit_sparse.optimizers import OPTIMIZERS, eight_bit_adamw
+from lit_sparse.schedule import warmup_cosine
 
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
-RESUMABLE_HPARAMS = (
-    "lr",
-    "min_lr_ratio",
-    "warmup_steps",
-    "max_steps",
-    "weight_decay",
-    "betas",
-    "eps",
-)
+RESUMABLE_HPARAMS = tuple("lr min_lr_ratio warmup_steps max_steps weight_decay betas eps".split())
 """Optimizer and schedule values a resume may change; they apply from the resume step."""
 
 PAPER_MODEL = ModelConfig()
@@ -121,73 +38,6 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return list(a) == list(b)
     return a == b
-
-
-class TokenNLL(Metric):
-    """Token-weighted mean negative log-likelihood; sum and count reduce across processes."""
-
-    full_state_update = False
-
-    def __init__(self):
-        super().__init__()
-        self.add_state("total", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("count", torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
-
-    def update(self, nll: Tensor) -> None:
-        self.total += nll.detach().double().sum()
-        self.count += nll.numel()
-
-    def compute(self) -> Tensor:
-        return (self.total / self.count.clamp(min=1)).float()
-
-
-IGNORE_INDEX = -100
-"""The label of a position where nothing is asked (``F.cross_entropy``'s ignore_index)."""
-
-
-class RecallAccuracy(Metric):
-    """Accuracy at the labelled positions of the examples it sees.
-
-    ``accuracy``: per example, the share of its labelled positions whose prediction is the
-    label, averaged over examples (MQAR's definition); ``exact``: the share of examples with
-    every labelled position right. Examples without a labelled position are not counted. The
-    sums reduce across processes, so the result under DDP is the one over all examples.
-    """
-
-    full_state_update = False
-
-    def __init__(self):
-        super().__init__()
-        self.add_state("total", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("exact", torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
-        self.add_state("examples", torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
-
-    def update(self, correct: Tensor, labelled: Tensor) -> None:
-        """``correct`` and ``labelled``: (B, T) booleans (a prediction equals its label; a
-        position has a label)."""
-        asked = labelled.sum(-1)  # (B,)
-        hits = (correct & labelled).sum(-1)
-        keep = asked > 0
-        self.total += (hits[keep].double() / asked[keep].double()).sum()
-        self.exact += (hits[keep] == asked[keep]).sum()
-        self.examples += keep.sum()
-
-    def compute(self) -> dict[str, Tensor]:
-        examples = self.examples.clamp(min=1).double()
-        return {
-            "accuracy": (self.total / examples).float(),
-            "exact": (self.exact.double() / examples).float(),
-            "examples": self.examples.clone(),
-        }
-
-
-def labelled_counts(logits: Tensor, mask: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
-    """(B, T) booleans ``correct`` (the argmax of the logits at a labelled position is its
-    target) from the logits (N, V) of the N labelled positions of ``mask`` (B, T) and their
-    targets (N,); and the mask itself, for :meth:`RecallAccuracy.update`."""
-    correct = torch.zeros_like(mask)
-    correct[mask] = logits.argmax(-1) == targets
-    return correct, mask
 
 
 class LitLanguageModel(pl.LightningModule):
@@ -322,12 +172,7 @@ class LitLanguageModel(pl.LightningModule):
             f"--ckpt_path {run}, e.g. with a lower --model.lr (it applies from that step)"
         )
 
-    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["rng_states"] = rng_states()
-
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        if "rng_states" in checkpoint:
-            set_rng_states(checkpoint["rng_states"])
         saved = checkpoint.get("hyper_parameters") or {}
         self._resumed_hparams = {k: saved[k] for k in RESUMABLE_HPARAMS if k in saved}
 
@@ -337,23 +182,19 @@ class LitLanguageModel(pl.LightningModule):
     def _apply_resumed_changes(self) -> None:
         """A resume with other optimizer or schedule values (RESUMABLE_HPARAMS) than the
         checkpoint's: the restored optimizer and schedule state would keep the old ones, so
-        set the new ones from this step on (nothing is touched when nothing changed)."""
+        the new ones apply from this step on (nothing is touched when nothing changed)."""
         saved, hp = getattr(self, "_resumed_hparams", None), self.hparams
         self._resumed_hparams = None
         if not saved or all(_same(saved[k], hp.get(k)) for k in saved):
             return
-        optimizer = self.trainer.optimizers[0]
-        schedule = self.trainer.lr_scheduler_configs[0].scheduler
-        groups = optimizer.param_groups
-        for i, group in enumerate(groups):
+        optimizer, config = self.trainer.optimizers[0], self.trainer.lr_scheduler_configs[0]
+        for i, group in enumerate(optimizer.param_groups):
             group["betas"], group["eps"] = tuple(hp.betas), hp.eps
             group["weight_decay"] = hp.weight_decay if i == 0 else 0.0
             group["initial_lr"] = hp.lr
-        schedule.base_lrs = [hp.lr for _ in groups]
-        factor = warmup_cosine(schedule.last_epoch, hp.warmup_steps, hp.max_steps, hp.min_lr_ratio)
-        for group in groups:
-            group["lr"] = hp.lr * factor
-        schedule._last_lr = [group["lr"] for group in groups]
+        # a LambdaLR anew at this step: its base the new lr, its lambda reads the new rest
+        old = config.scheduler
+        config.scheduler = type(old)(optimizer, old.lr_lambdas, last_epoch=old.last_epoch - 1)
 
     def configure_optimizers(self):
         decay = [p for p in self.parameters() if p.requires_grad and p.ndim >= 2]

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from lit_sparse import FibonacciAttention, LanguageModel, ModelConfig
+from lit_sparse.generation.weights import bfloat16_weights
 from lit_sparse.model import RotaryEmbedding
 
 
@@ -101,6 +102,20 @@ def test_the_same_weights_run_at_any_length(length):
     assert logits.shape == (2, length, 101) and torch.isfinite(logits).all()
 
 
+@pytest.mark.parametrize("narrow", [bfloat16_weights, lambda model: model.to(torch.bfloat16)])
+def test_forward_is_the_head_of_the_features_in_bfloat16(narrow):
+    """The sparse-label path (``head(features(x))`` at the labelled positions) runs the
+    network ``forward`` runs: bfloat16 matrices with float32 norms (decoding weights) and a
+    model wholly in bfloat16 alike, bit for bit."""
+    torch.manual_seed(0)
+    model = narrow(LanguageModel(small_config(), FibonacciAttention(schedule="learned")))
+    idx = torch.randint(0, 101, (2, 40))  # 80 rows: every product takes one path
+    with torch.no_grad():
+        logits = model(idx)
+        assert logits.dtype == model.norm.weight.dtype
+        assert torch.equal(model.head(model.features(idx)), logits)
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -108,7 +123,7 @@ def test_the_same_weights_run_at_any_length(length):
         ({"d_model": 60}, r"d_model \(60\) must equal n_heads x head_dim \(4 x 16 = 64\)"),
         ({"context_length": 0}, "context_length must be a positive integer, got 0"),
         ({"vocab_size": -5}, "vocab_size must be a positive integer, got -5"),
-        ({"ffn_hidden": 0}, "ffn_hidden must be a positive integer"),
+        ({"ffn_hidden": -1}, r"ffn_hidden must be an integer >= 0 \(0: no MLP\)"),
     ],
 )
 def test_bad_config_raises_naming_the_field(overrides, message):

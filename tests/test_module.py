@@ -7,7 +7,10 @@ import pytest
 import torch
 
 from lit_sparse import FibonacciAttention, ModelConfig
-from lit_sparse.module import LitLanguageModel, TokenNLL, warmup_cosine
+from lit_sparse.metrics import TokenNLL
+from lit_sparse.module import LitLanguageModel
+from lit_sparse.optimizers import eight_bit_adamw
+from lit_sparse.schedule import warmup_cosine
 
 TINY = ModelConfig(
     vocab_size=64, context_length=32, n_layers=2, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16
@@ -62,14 +65,15 @@ def test_adamw8bit_is_bitsandbytes_with_the_same_groups_and_schedule():
     assert not torch.equal(before, module.model.embedding.weight)
 
 
-def test_adamw8bit_without_a_kernel_for_the_device_is_one_line(monkeypatch):
+def test_adamw8bit_without_a_kernel_for_the_device_is_one_line():
+    """bitsandbytes registers its 8-bit update for the CPU, not for Apple's MPS: torch's
+    operator registry (``torch.library.get_kernel``) tells, and the refusal names the device."""
     pytest.importorskip("bitsandbytes")
-    from lit_sparse import module as module_file
+    from bitsandbytes.optim import AdamW8bit
 
-    monkeypatch.setattr(module_file, "_has_kernel", lambda op, device: False)
-    module = LitLanguageModel(TINY, optimizer="adamw8bit")
-    with pytest.raises(ValueError, match="has no 8-bit optimizer kernel for cpu tensors"):
-        module.configure_optimizers()
+    assert eight_bit_adamw(torch.device("cpu")) is AdamW8bit
+    with pytest.raises(ValueError, match="has no 8-bit optimizer kernel for mps tensors"):
+        eight_bit_adamw(torch.device("mps"))
 
 
 def test_adamw8bit_without_bitsandbytes_is_refused_before_any_work(monkeypatch):

@@ -15,13 +15,13 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
+
 from lit_sparse.callbacks import (
     AlphaTrajectory,
     LengthExtrapolation,
     PositionLoss,
     SparseThroughputMonitor,
 )
-
 from lit_sparse.config import ModelConfig
 from lit_sparse.data import TextDataModule
 from lit_sparse.module import LitLanguageModel

@@ -85,7 +85,7 @@ def natten_available() -> bool:
 def build_plugin(name: str, window: int, keys: int):
     """The plugin of row ``name``, configured to attend ``keys`` keys per query."""
     if name == SDPA:
-        from lit_sparse import build_attention
+        from lit_sparse.attention import build_attention
 
         return build_attention("dense", backend="sdpa")
     plugins = bench_plugins(window, keys)

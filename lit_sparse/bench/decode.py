@@ -144,8 +144,7 @@ class DecodeBenchSpec:
 
 def decode_plugin(name: str, window: int, training_length: int):
     """The plugin ``name`` attending as many keys per query as fibonacci with ``window``."""
-    from lit_sparse import build_attention
-    from lit_sparse.attention import offsets
+    from lit_sparse.attention import build_attention, offsets
 
     keys = len(offsets.layer_distances(1.0, offsets.fibonacci_rungs(15), window, training_length))
     if name == "fibonacci":
@@ -166,8 +165,9 @@ def decode_model(spec: DecodeBenchSpec, plugin: str, dtype: str = "float32"):
     ``dtype`` (CPU: the matrices only; CUDA: the whole model)."""
     import torch
 
-    from lit_sparse import LanguageModel, ModelConfig
+    from lit_sparse.config import ModelConfig
     from lit_sparse.generation.weights import bfloat16_weights
+    from lit_sparse.model import LanguageModel
 
     config = ModelConfig(
         vocab_size=spec.vocab_size,

@@ -22,7 +22,8 @@ def train_case(spec: dict[str, Any]):
     import torch
     import torch.nn.functional as F
 
-    from lit_sparse import LanguageModel, ModelConfig
+    from lit_sparse.config import ModelConfig
+    from lit_sparse.model import LanguageModel
 
     device = torch.device(spec["device"])
     gen = torch.Generator(device="cpu").manual_seed(0)

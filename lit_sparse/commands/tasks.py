@@ -43,16 +43,16 @@ def _parser() -> argparse.ArgumentParser:
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    import lit_sparse
     from lit_sparse.callbacks.tasks import GROUP_LABELS, encoder, task_items
     from lit_sparse.data.tokenizer import load_tokenizer
     from lit_sparse.evaluation.forced_choice import results_table, score_task
+    from lit_sparse.runs.analysis import load_run
     from lit_sparse.runs.checkpoints import check_tokenizer
 
     path = Path(args.path)
     if not path.exists():
         raise ConfigError(f"path={args.path!r}: no such run directory or checkpoint")
-    run = lit_sparse.load_run(path)
+    run = load_run(path)
     if run.module is None:
         raise ConfigError(f"path={args.path!r}: no checkpoint found (checkpoints/*.ckpt)")
     spec = args.tokenizer or run_tokenizer(run.config)

@@ -4,7 +4,7 @@ For each policy (``use`` or ``drop`` the distances that appear only beyond the t
 length; :func:`lit_sparse.evaluation.extrapolation.with_new_offsets` rebuilds the model with
 the same weights) and each evaluation length, every held-out set the data has at that length
 (``datamodule.loaders_at(length)``: MQAR settings, distance buckets, passkey depths) is scored
-with :class:`lit_sparse.module.RecallAccuracy` at its labelled positions, the output layer
+with :class:`lit_sparse.metrics.RecallAccuracy` at its labelled positions, the output layer
 computed there only. Sparse patterns run their O(T * keys) kernels, so 64x the training
 length fits on a CPU; a batch is cut after its last asked position (the model is causal, so
 the tokens after it change no answer).
@@ -36,8 +36,8 @@ from lit_sparse.attention.offsets import composed_reach
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.extrapolation import extrapolation_lengths, with_new_offsets
 from lit_sparse.io.tables import markdown_table
+from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, labelled_counts
 from lit_sparse.model import LanguageModel
-from lit_sparse.module import IGNORE_INDEX, RecallAccuracy, labelled_counts
 
 __all__ = ["FORMAT", "POLICIES", "RecallResult", "evaluate_recall", "pattern_offer"]
 

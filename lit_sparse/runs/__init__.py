@@ -5,7 +5,7 @@ and their checks, the Trainer the Lightning commands build, and reading a run ba
   checkpoint, evaluation folders.
 - :mod:`~lit_sparse.runs.locks`: one process writes a run (``flock``; the holder is named).
 - :mod:`~lit_sparse.runs.resume`: what ``--ckpt_path last`` means; values a resume may change.
-- :mod:`~lit_sparse.runs.checkpoints`: atomic writes, CRC-verified reads, the final step saved.
+- :mod:`~lit_sparse.runs.checkpoints`: atomic writes, CRC-verified reads, the final step, RNG.
 - :mod:`~lit_sparse.runs.launch`: the run folder a command writes, handed to DDP's processes.
 - :mod:`~lit_sparse.runs.matching`: a checkpoint checked against the command's config.
 - :mod:`~lit_sparse.runs.trainer`: ``extrapolate``, a fit loop that completes a finished run,

@@ -1,4 +1,5 @@
-"""Checkpoint files: atomic writes, readable-or-refused loads, finding a run's last one.
+"""Checkpoint files: atomic writes, readable-or-refused loads, finding a run's last one, and
+what a run's checkpoints hold beyond Lightning's (the generators' states, the final step).
 
 Lightning writes a checkpoint through a temporary file in the system temp folder and moves it
 into place, which is a copy (not atomic) when the two are on different file systems, and
@@ -16,12 +17,14 @@ from __future__ import annotations
 
 import os
 import pickle
+import random
 import re
 import zipfile
 import zlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
@@ -176,6 +179,35 @@ def check_tokenizer(
             f"data.tokenizer={spec!r} (sha256 {trained[:12]}... in the checkpoint, "
             f"{sha256[:12]}... here): token ids would mean other text; {hint}"
         )
+
+
+class RandomStates(Callback):
+    """Every checkpoint holds the Python, numpy and torch generators' states (``rng_states``,
+    tensors and ints: weights_only-safe), and a resumed fit restores them: it draws what the
+    uninterrupted run would have drawn."""
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        version, internal, gauss = random.getstate()
+        name, keys, pos, has_gauss, cached = np.random.get_state()
+        states = checkpoint["rng_states"] = {
+            "python": [version, list(internal), gauss],
+            "numpy": [name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
+            "torch": torch.get_rng_state(),
+        }
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            states["cuda"] = torch.cuda.get_rng_state_all()
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        if "rng_states" not in checkpoint:  # a checkpoint of another trainer
+            return
+        states = checkpoint["rng_states"]
+        version, internal, gauss = states["python"]
+        random.setstate((version, tuple(internal), gauss))
+        name, keys, pos, has_gauss, cached = states["numpy"]
+        np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+        torch.set_rng_state(states["torch"])
+        if "cuda" in states and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(states["cuda"])
 
 
 class FinalCheckpoint(Callback):

@@ -19,7 +19,7 @@ from lightning.pytorch.loops.fit_loop import _FitLoop
 from lit_sparse.callbacks import LengthExtrapolation
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation import ExtrapolationResult
-from lit_sparse.runs.checkpoints import AtomicCheckpointIO, FinalCheckpoint
+from lit_sparse.runs.checkpoints import AtomicCheckpointIO, FinalCheckpoint, RandomStates
 from lit_sparse.runs.locks import RunLock
 from lit_sparse.runs.model_summary import use_sparse_flops_summary
 from lit_sparse.runs.resumed_validation import ResumedValidation
@@ -249,9 +249,10 @@ class LitSparseTrainer(Trainer):
 def with_run_callbacks(callbacks: list[Callback]) -> list[Callback]:
     """fit's own callbacks around a run's (``callbacks``, changed in place and returned):
     FinalCheckpoint first (its ``on_train_end`` saves the final step before any end-of-fit
-    evaluation), ResumedValidation last."""
+    evaluation), then ResumedValidation and RandomStates (the generators in every
+    checkpoint, restored on resume)."""
     callbacks.insert(0, FinalCheckpoint())
-    callbacks.append(ResumedValidation())
+    callbacks.extend([ResumedValidation(), RandomStates()])
     return callbacks
 
 

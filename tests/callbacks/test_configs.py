@@ -6,10 +6,11 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-import lit_sparse.callbacks
 import pytest
 import yaml
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, ThroughputMonitor
+
+import lit_sparse.callbacks
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "quickstart.yaml")

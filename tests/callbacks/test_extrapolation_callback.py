@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from lit_sparse.callbacks import LengthExtrapolation
 from tiny_runs import SEQ_LEN, scalars
 
+from lit_sparse.callbacks import LengthExtrapolation
 from lit_sparse.evaluation import ExtrapolationResult, evaluate_lengths
 
 LENGTHS = [SEQ_LEN, 2 * SEQ_LEN, 4 * SEQ_LEN]

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lit_sparse.callbacks.images import cell_edges, heatmap_image, image_path
 from tiny_runs import STAGGERED, fit_run, read_events
 
+from lit_sparse.callbacks.images import cell_edges, heatmap_image, image_path
 from lit_sparse.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

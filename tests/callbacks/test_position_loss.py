@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from lit_sparse.callbacks import PositionBinnedNLL, PositionLoss, bin_edges
 from tiny_runs import (
     N_BINS,
     SEQ_LEN,
@@ -19,6 +18,8 @@ from tiny_runs import (
     tiny_trainer,
 )
 from torchmetrics.utilities.data import dim_zero_sum
+
+from lit_sparse.callbacks import PositionBinnedNLL, PositionLoss, bin_edges
 
 
 def direct_bins(module, datamodule, set_name: str, n_bins: int) -> tuple[np.ndarray, int]:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-from lit_sparse.callbacks import SparseThroughputMonitor
 from tiny_runs import scalars
 
+from lit_sparse.callbacks import SparseThroughputMonitor
 from lit_sparse.evaluation import flops_per_batch
 
 

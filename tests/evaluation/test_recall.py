@@ -15,8 +15,9 @@ from lit_sparse.attention import build_attention
 from lit_sparse.config import ModelConfig
 from lit_sparse.data import DistanceDataModule, MQARDataModule
 from lit_sparse.evaluation.recall import RecallResult, evaluate_recall, pattern_offer
+from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, labelled_counts
 from lit_sparse.model import LanguageModel
-from lit_sparse.module import IGNORE_INDEX, LitLanguageModel, RecallAccuracy, labelled_counts
+from lit_sparse.module import LitLanguageModel
 
 FIB = {"class_path": "lit_sparse.FibonacciAttention", "init_args": {"window": 2, "n_rungs": 9}}
 

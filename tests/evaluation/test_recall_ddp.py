@@ -24,7 +24,7 @@ def _free_port() -> int:
 
 
 def _metric_worker(rank: int, port: int, out: str) -> None:
-    from lit_sparse.module import IGNORE_INDEX, RecallAccuracy
+    from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=3)
     try:
@@ -56,12 +56,12 @@ def test_the_metric_reduces_over_every_rank(tmp_path):
 def test_two_process_fit_logs_the_single_process_accuracy(tmp_path):
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import ModelCheckpoint
-    from lit_sparse.callbacks import RecallEvaluation
     from tiny_runs import scalars, tiny_module, tiny_trainer
 
+    from lit_sparse.callbacks import RecallEvaluation
     from lit_sparse.data import DistanceDataModule
     from lit_sparse.evaluation.recall import evaluate_recall
-    from lit_sparse.module import IGNORE_INDEX
+    from lit_sparse.metrics import IGNORE_INDEX
     from lit_sparse.runs.analysis import load_run
 
     pl.seed_everything(0, verbose=False)

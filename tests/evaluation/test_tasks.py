@@ -10,11 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.callbacks import ModelCheckpoint
-from lit_sparse.callbacks import TaskAccuracy
 from torch import nn
 
 from lit_sparse import FibonacciAttention, LanguageModel, ModelConfig
 from lit_sparse.__main__ import main as lit_main
+from lit_sparse.callbacks import TaskAccuracy
 from lit_sparse.data.tokenizer import load_tokenizer
 from lit_sparse.evaluation.forced_choice import ChoiceItem, choose, score_task
 from lit_sparse.evaluation.lego import lego_items

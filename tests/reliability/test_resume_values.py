@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from lit_sparse.cli import main
-from lit_sparse.module import warmup_cosine
+from lit_sparse.schedule import warmup_cosine
 
 from .cli_runs import (
     ROOT,
