@@ -54,10 +54,16 @@ def preset_args(root: Path, *action: str, seeds=SEEDS, variants=VARIANTS) -> lis
 def tiny_study(tmp_path_factory) -> tuple[Path, str]:
     """fib fixed and fib learned, seeds 0 and 1, 6 steps each at T = 16 (the preset's
     callbacks and evaluation lengths), run by ``matrix --preset cpu --run``."""
+    from lit_sparse.study import runner
+
     root = tmp_path_factory.mktemp("study") / "runs" / "cpu"
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out):
         patch.setattr(sys, "argv", ["lit_sparse"])
+        # each fit through the same CLI in this process: a process per fit is what the
+        # claim, crash and kill tests below check; here it would only add four interpreter
+        # and Lightning start-ups (9 s of CPU each)
+        patch.setattr(runner, "fit_in_subprocess", lambda args: lit_main(list(args)))
         assert lit_main(preset_args(root, "--run", "--config", str(TINY))) == 0
     return root, out.getvalue()
 

@@ -1,6 +1,10 @@
 """python -m lit_sparse lm-eval: lm-eval's own command line with the lit_sparse model, on a
 shipped task, offline; its per-document scores against lit_sparse.score; lm-eval's ``hf``
-model on an export once the export loads in transformers."""
+model on an export once the export loads in transformers.
+
+The tests' commands run in one interpreter of their own (:func:`lm_eval_each`): a start
+costs torch's and lm-eval's imports, and each command lm-eval's index of its task files (8 s
+of CPU, built once there), more than the commands themselves."""
 
 from __future__ import annotations
 
@@ -19,26 +23,94 @@ pytest.importorskip("lm_eval")
 pytestmark = pytest.mark.slow  # starts lm-eval in a process
 
 LIMIT = 3
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
 def lm_eval(args: list[str], cwd) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    """``python -m lit_sparse lm-eval ARGS`` as its own process (for a command that needs one:
+    :func:`lm_eval_each` runs the tests' commands in one)."""
     return subprocess.run(
         [sys.executable, "-m", "lit_sparse", "lm-eval", *args],
         capture_output=True,
         text=True,
         timeout=900,
         cwd=cwd,
-        env=env,
+        env={**os.environ, **OFFLINE},
     )
 
 
-def test_a_shipped_rolling_task_runs_offline_and_scores_documents_as_score_does(
-    random_export, tmp_path
-):
-    out = tmp_path / "results"
-    done = lm_eval(
-        [
+RUN_EACH = """
+import json, os, sys, traceback
+from lit_sparse.__main__ import main
+try:  # each command's TaskManager indexes lm-eval's ~14,000 task files (8 s): once here
+    from lm_eval.tasks._index import TaskIndex
+    built, build = {}, TaskIndex.build
+    def once(paths, **options):
+        paths = list(paths)
+        key = (tuple(map(str, paths)), tuple(sorted(options.items())))
+        if key not in built:
+            built[key] = build(paths, **options)
+        return dict(built[key])
+    TaskIndex.build = staticmethod(once)
+except (ImportError, AttributeError):
+    pass
+for job in json.loads(sys.argv[1]):
+    os.chdir(job["cwd"])
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        os.dup2(os.open(job[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+    try:
+        code = main(["lm-eval", *job["args"]])
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else int(done.code is not None)
+    except Exception:  # as an uncaught exception ends a process: its traceback, status 1
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush(), sys.stderr.flush()
+    for fd, copy in saved.items():
+        os.dup2(copy, fd)
+    with open(job["code"], "w") as out:
+        out.write(str(code))
+"""
+
+
+def lm_eval_each(jobs: dict[str, tuple[list[str], os.PathLike]], folder) -> dict:
+    """``python -m lit_sparse lm-eval ARGS`` in CWD for each ``name: (ARGS, CWD)``, all in one
+    interpreter (``lit_sparse.__main__.main`` one after another, stdout and stderr in files of
+    ``folder``): name -> a CompletedProcess like :func:`lm_eval`'s."""
+    files = {
+        name: {"args": args, "cwd": str(cwd)}
+        | {kind: str(folder / f"{name}.{kind}") for kind in ("stdout", "stderr", "code")}
+        for name, (args, cwd) in jobs.items()
+    }
+    runner = subprocess.run(
+        [sys.executable, "-c", RUN_EACH, json.dumps(list(files.values()))],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, **OFFLINE},
+    )
+    done = {}
+    for name, job in files.items():
+        read = {
+            kind: open(job[kind]).read() if os.path.exists(job[kind]) else ""
+            for kind in ("stdout", "stderr", "code")
+        }
+        code = int(read["code"]) if read["code"] else runner.returncode  # the runner died
+        err = read["stderr"] + (runner.stderr if not read["code"] else "")
+        done[name] = subprocess.CompletedProcess(job["args"], code, read["stdout"], err)
+    return done
+
+
+@pytest.fixture(scope="module")
+def commands(random_export, tmp_path_factory) -> dict:
+    """The tests' commands, run once in one interpreter; each in its own folder (``cwd``)."""
+    folder = tmp_path_factory.mktemp("lm_eval_cli")
+    cwd = {name: folder / name for name in ("rolling", "unknown", "hf")}
+    for path in cwd.values():
+        path.mkdir()
+    jobs = {
+        "rolling": [
             "--model", "lit_sparse",
             "--model_args", f"pretrained={random_export},max_length=512",
             "--device", "cpu",  # lm-eval's own option (a device in model_args clashes with it)
@@ -47,10 +119,34 @@ def test_a_shipped_rolling_task_runs_offline_and_scores_documents_as_score_does(
             "--limit", str(LIMIT),
             "--batch_size", "4",
             "--log_samples",
-            "--output_path", str(out),
+            "--output_path", str(cwd["rolling"] / "results"),
         ],
-        tmp_path,
-    )  # fmt: skip
+        "unknown": [
+            "--model", "lit_sparse",
+            "--model_args", f"pretrained={random_export}",
+            "--tasks", "no_such_task",
+            "--include_path", str(TASKS_DIR),
+        ],
+    }  # fmt: skip
+    if "auto_map" in json.loads((random_export / "config.json").read_text()):
+        jobs["hf"] = [
+            "--model", "hf",
+            "--model_args", f"pretrained={random_export},trust_remote_code=True",
+            "--device", "cpu",
+            "--tasks", "lit_sparse_math_ppl",
+            "--include_path", str(TASKS_DIR),
+            "--limit", str(LIMIT),
+            "--output_path", str(cwd["hf"] / "hf"),
+        ]  # fmt: skip
+    done = lm_eval_each({name: (args, cwd[name]) for name, args in jobs.items()}, folder)
+    return {name: (done.get(name), cwd[name]) for name in cwd}
+
+
+def test_a_shipped_rolling_task_runs_offline_and_scores_documents_as_score_does(
+    random_export, commands
+):
+    done, cwd = commands["rolling"]
+    out = cwd / "results"
     assert done.returncode == 0, done.stderr[-3000:]
     (results_file,) = out.rglob("results_*.json")
     results = json.loads(results_file.read_text())["results"]["lit_sparse_math_ppl"]
@@ -69,40 +165,21 @@ def test_a_shipped_rolling_task_runs_offline_and_scores_documents_as_score_does(
         assert float(got) == pytest.approx(expected.logprob, rel=1e-4)
 
 
-def test_an_unknown_task_is_one_line(random_export, tmp_path):
-    done = lm_eval(
-        [
-            "--model", "lit_sparse",
-            "--model_args", f"pretrained={random_export}",
-            "--tasks", "no_such_task",
-            "--include_path", str(TASKS_DIR),
-        ],
-        tmp_path,
-    )  # fmt: skip
+def test_an_unknown_task_is_one_line(commands):
+    done, _ = commands["unknown"]
     assert done.returncode == 2, done.stderr[-3000:]
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: --tasks:") and "no_such_task" in last
 
 
-def test_lm_evals_hf_model_on_an_export(random_export, tmp_path):
+def test_lm_evals_hf_model_on_an_export(random_export, commands):
     """``--model hf`` needs the export to load in transformers (model_type, auto_map and the
     remote code: the transformers branch, issue 26)."""
     config = json.loads((random_export / "config.json").read_text())
     if "auto_map" not in config:
         pytest.skip("the export's config.json has no auto_map: it does not load in transformers")
-    out = tmp_path / "hf"
-    done = lm_eval(
-        [
-            "--model", "hf",
-            "--model_args", f"pretrained={random_export},trust_remote_code=True",
-            "--device", "cpu",
-            "--tasks", "lit_sparse_math_ppl",
-            "--include_path", str(TASKS_DIR),
-            "--limit", str(LIMIT),
-            "--output_path", str(out),
-        ],
-        tmp_path,
-    )  # fmt: skip
+    done, cwd = commands["hf"]
+    out = cwd / "hf"
     assert done.returncode == 0, done.stderr[-3000:]
     (results_file,) = out.rglob("results_*.json")
     results = json.loads(results_file.read_text())["results"]["lit_sparse_math_ppl"]
