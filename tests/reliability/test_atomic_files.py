@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from lit_sparse import atomic_files
 from lit_sparse.errors import StorageError
+from lit_sparse.io import atomic as atomic_files
 from lit_sparse.io.atomic import (
     AtomicFile,
     AtomicFolder,
