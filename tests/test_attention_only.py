@@ -43,6 +43,10 @@ def test_the_stock_layouts_refuse_blocks_without_an_mlp(layout, tmp_path):
     with pytest.raises(ConfigError, match="no MLP \\(ffn_hidden 0\\).*format 'lit_sparse'"):
         pretrained.save(LanguageModel(config, plugin), tmp_path, layout=layout)
     assert not list(tmp_path.iterdir())
+    from lit_sparse.interop.export import choose_format
+
+    assert choose_format(plugin, None) == layout  # with an MLP: the stock layout
+    assert choose_format(plugin, None, has_mlp=False) == "lit_sparse"  # export's default
 
 
 @pytest.mark.slow  # one fit, then transformers
@@ -53,8 +57,10 @@ def test_an_attention_only_model_trains_exports_decodes_and_loads_in_transformer
     from lit_sparse.__main__ import main as lit_main
 
     monkeypatch.setattr(sys, "argv", ["lit_sparse"])
+    # dense: its default export format would be the stock Llama one, which has no place for
+    # blocks without an MLP, so export must choose lit_sparse's own
     configs = [
-        "configs/fixed.yaml",
+        "configs/dense.yaml",
         "configs/study/recall/mqar64.yaml",
         "tests/configs/tiny_recall.yaml",
     ]
@@ -63,7 +69,7 @@ def test_an_attention_only_model_trains_exports_decodes_and_loads_in_transformer
     assert lit_main(["fit", *args, "--model.arch.ffn_hidden", "0",
                      "--trainer.logger.init_args.save_dir", str(runs)]) == 0  # fmt: skip
     exported = tmp_path / "exported"
-    assert lit_main(["export", str(runs / "fixed" / "version_0"), "--out", str(exported)]) == 0
+    assert lit_main(["export", str(runs / "dense" / "version_0"), "--out", str(exported)]) == 0
     config = json.loads((exported / "config.json").read_text())
     assert config["arch"]["ffn_hidden"] == 0 and config["intermediate_size"] == 0
 

@@ -113,13 +113,14 @@ def _check_out(out: Path) -> None:
         )
 
 
-def choose_format(attention, requested: str | None) -> str:
+def choose_format(attention, requested: str | None, has_mlp: bool = True) -> str:
     """The export format of a model with plugin ``attention``: ``requested``, or the stock
-    one where transformers has the pattern (dense: llama, sliding window: mistral), else
-    lit_sparse's own. A stock format the pattern does not have is one ConfigError line."""
+    one where transformers has the pattern (dense: llama, sliding window: mistral) and the
+    blocks have an MLP as every stock block does, else lit_sparse's own. A stock format the
+    pattern does not have is one ConfigError line."""
     if requested is not None and requested not in FORMATS:
         raise ConfigError(f"format={requested!r}: must be one of {', '.join(FORMATS)}")
-    stock = stock_layout_of(attention.to_config())
+    stock = stock_layout_of(attention.to_config()) if has_mlp else None
     chosen = requested or stock or "lit_sparse"
     if chosen != "lit_sparse" and chosen != stock:
         name = type(attention).name or type(attention).__name__
@@ -228,7 +229,7 @@ def export_run(
         raise ConfigError(f"path={str(path)!r}: no checkpoint found ({run.path}/checkpoints)")
     training_by = lock_holder(run.path)
     model = run.module.model
-    chosen = choose_format(model.attention, format)
+    chosen = choose_format(model.attention, format, has_mlp=bool(model.config.ffn_width))
     loaded = run_tokenizer_checked(run, tokenizer, option)
     ids = {"eos_token_id": loaded.eos_id, "bos_token_id": loaded.eos_id}
     with AtomicFolder(out) as folder:
