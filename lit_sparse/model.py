@@ -201,8 +201,10 @@ class LanguageModel(
         chunks), then one token at a time. ``logits_to_keep`` > 0 computes the output layer for
         the last that many positions only (B, logits_to_keep, vocab): a prefill needs the last
         one, and the (T, vocab) logits of a long prompt would dwarf everything else."""
-        x = self.features(idx, cache)  # (B, T, d_model)
-        return self.head(x[:, -logits_to_keep:] if logits_to_keep > 0 else x)
+        x = self._hidden(idx, cache)  # (B, T, d_model)
+        if logits_to_keep > 0:
+            x = x[:, -logits_to_keep:]  # the norm too runs at the kept positions only
+        return self.head(self.norm(x))
 
     def new_cache(self, batch: int, max_length: int) -> DecodingCache:
         """Every layer's decoder for ``batch`` sequences of up to ``max_length`` tokens, on
@@ -251,10 +253,14 @@ class LanguageModel(
     def features(self, idx: Tensor, cache: DecodingCache | None = None) -> Tensor:
         """The normalised last hidden states (B, T, d_model) of ``idx`` that the output layer
         reads, in the dtype of the norms (a ``cache`` as in :meth:`forward`)."""
+        return self.norm(self._hidden(idx, cache))
+
+    def _hidden(self, idx: Tensor, cache: DecodingCache | None = None) -> Tensor:
+        """The last block's output (B, T, d_model), before the final norm."""
         x = self.embedding(idx).to(self.norm.weight.dtype)  # bfloat16 weights: float32 sums
         for layer, block in enumerate(self.blocks):
             x = block(x, None if cache is None else cache.layers[layer])
-        return self.norm(x)
+        return x
 
     def head(self, features: Tensor) -> Tensor:
         """The tied output layer: logits (..., vocab) of features (..., d_model), e.g. at the

@@ -211,13 +211,19 @@ class RandomStates(Callback):
 
 
 class FinalCheckpoint(Callback):
-    """Saves ``last.ckpt`` at the step training ends when no save fell on it.
+    """ModelCheckpoint's saves at a run's two edges: the step it resumes at and the step it ends.
 
-    ModelCheckpoint writes last.ckpt at the end only if it wrote none during the run, so with a
-    checkpoint every 100 steps and ``max_steps`` 150 the last 50 steps were never saved. This
-    runs first among ``on_train_end`` hooks (the CLI puts it first), so the final step is on
-    disk before the end-of-fit evaluation starts. A run resumed at its final step (to finish
-    its end-of-fit work) is not saved again.
+    - A resumed run does not save its first step again. ModelCheckpoint does not restore the
+      step it last saved, so after resuming at a step its interval divides, the end of the
+      first micro-batch looked like a step to save: last.ckpt was rewritten in the middle of
+      a gradient accumulation, and a second kill then resumed past that micro-batch without
+      its gradient.
+    - It saves ``last.ckpt`` at the step training ends when no save fell on it. ModelCheckpoint
+      writes last.ckpt at the end only if it wrote none during the run, so with a checkpoint
+      every 100 steps and ``max_steps`` 150 the last 50 steps were never saved. This runs first
+      among ``on_train_end`` hooks (the CLI puts it first), so the final step is on disk before
+      the end-of-fit evaluation starts. A run resumed at its final step (to finish its
+      end-of-fit work) is not saved again.
     """
 
     def __init__(self) -> None:
@@ -225,6 +231,14 @@ class FinalCheckpoint(Callback):
 
     def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
         self._loaded_step = checkpoint.get("global_step")
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if self._loaded_step is None:
+            return
+        for callback in trainer.checkpoint_callbacks:
+            if isinstance(callback, ModelCheckpoint):
+                # the checkpoint it resumed from holds this step
+                callback._last_global_step_saved = trainer.global_step
 
     def on_train_end(self, trainer, pl_module) -> None:
         step = trainer.global_step

@@ -11,6 +11,7 @@ from lit_sparse.io.tables import markdown_table
 from lit_sparse.study import seeds
 from lit_sparse.study.cpu_results import StudyResults
 from lit_sparse.study.paper_matrix import PAPER, PAPER_ARCH
+from lit_sparse.study.preset import CPU
 from lit_sparse.study.seeds import Spread, beyond_spread
 
 __all__ = ["CLAIMS", "Comparison", "comparisons", "study_tables"]
@@ -35,16 +36,7 @@ class Comparison:
     4x or 16x: the middle and the longest evaluation length)."""
 
 
-_SPARSE = (
-    "fib_fixed",
-    "fib_learned",
-    "fib_linear",
-    "fib_coprime",
-    "pow2_fixed",
-    "pow2_linear",
-    "bigbird",
-    "sliding_window",
-)
+_SPARSE = tuple(v.name for v in CPU.variants if v.name != "dense")
 CLAIMS: tuple[Comparison, ...] = (
     *(
         Comparison(

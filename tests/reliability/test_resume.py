@@ -101,15 +101,21 @@ def straight(tmp_path_factory) -> Path:
 
 
 def test_killed_run_resumes_to_bit_identical_weights(tmp_path, straight, fork_server):
+    """Killed in the middle of a gradient accumulation, then killed again at the same
+    micro-batch of its resume (the first resumed micro-batch is at a step the checkpoint
+    interval divides: a resume that saved there lost its gradient), then resumed."""
     seed = int.from_bytes(os.urandom(2), "little")
-    # a micro-batch in the second half of an accumulation, after the first checkpoint
-    kill_at = random.Random(seed).choice(range(2 * ACCUMULATE + 1, STEPS * ACCUMULATE, 2))
-    note = f"(kill before micro-batch {kill_at}, seed {seed})"
+    # the second micro-batch of the step after a checkpoint (step 2 or 4)
+    kill_at = random.Random(seed).choice([2 * ACCUMULATE + 1, 4 * ACCUMULATE + 1])
+    note = f"(kill before micro-batch {kill_at} twice, seed {seed})"
 
     broken = tmp_path / "broken"
     broken.mkdir()
     killed = fit(broken, "--config", str(run_config(tmp_path, kill_at)), server=fork_server)
     assert killed.returncode == -9, f"{note} {killed.stderr[-3000:]}"
+    again = fit(broken, "--config", str(run_config(tmp_path, kill_at)), "--ckpt_path", "last",
+                server=fork_server)  # fmt: skip
+    assert again.returncode == -9, f"{note} {again.stderr[-3000:]}"
     resumed = fit(broken, "--config", str(run_config(tmp_path, None)), "--ckpt_path", "last")
     assert resumed.returncode == 0, f"{note} {resumed.stderr[-3000:]}"
 

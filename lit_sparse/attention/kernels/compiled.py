@@ -76,9 +76,9 @@ def build_source(folder: Path) -> Path:
     line changes: built from each checkout's own file, two checkouts of one commit (a
     worktree, CI beside a clone) would rebuild over each other at every switch. The folder's
     name holds the source's hash, so its copy is the same bytes for every checkout."""
-    copy = folder / SOURCE.name
-    if not copy.is_file() or copy.read_bytes() != SOURCE.read_bytes():
-        write_bytes(copy, SOURCE.read_bytes())
+    copy, source = folder / SOURCE.name, SOURCE.read_bytes()
+    if not copy.is_file() or copy.read_bytes() != source:
+        write_bytes(copy, source)
     return copy
 
 
