@@ -1,6 +1,7 @@
 """The processes of ``bench attention`` and ``bench train``: one fresh process per length times
-every row (so rows share inputs and load), and on the CPU one more per row measures its peak
-memory; their rows and table.
+every row (so rows share inputs and load); on the CPU each row's peak memory is measured
+first, each in a fork of that process taken before it has run anything (on Linux; elsewhere
+in a fresh process per row); their rows and table.
 
 ``speedup_vs_dense`` divides the dense time at the same length by the row's time, both from
 the same process; ``speedup_vs_flex`` (attention) divides the time of the row's FlexAttention
@@ -15,7 +16,9 @@ A flex row also has ``block_density`` (the share of causal tiles its mask comput
 from __future__ import annotations
 
 import json
+import os
 import sys
+import traceback
 from typing import Any
 
 from lit_sparse.bench import timing
@@ -51,13 +54,60 @@ def _timing(spec: dict[str, Any]) -> dict[str, Any]:
     return measured
 
 
-def measure(spec: dict[str, Any]) -> dict[str, Any]:
-    """What a child process measures: ``spec["mode"]`` "memory" (one row) or "time"."""
+def measure(spec: dict[str, Any], fresh: bool = False) -> dict[str, Any]:
+    """What a child process measures: ``spec["mode"]`` "memory" (one row) or "time"; a
+    ``fresh`` process (nothing run in it yet) given ``spec["fork_peaks"]`` first measures
+    each row's peak memory in a fork of itself (:func:`_forked_peaks`)."""
     import torch
 
+    forks = fresh and spec.get("fork_peaks") and spec["mode"] == "time"
+    peaks = _forked_peaks(spec) if forks else None
     if spec.get("threads"):
         torch.set_num_threads(spec["threads"])
-    return _memory(spec) if spec["mode"] == "memory" else _timing(spec)
+    if spec["mode"] == "memory":
+        return _memory(spec)
+    measured = _timing(spec)
+    if peaks is not None:
+        measured["peaks"] = peaks
+    return measured
+
+
+FORKS_FOR_PEAKS = sys.platform == "linux" and hasattr(os, "fork")
+"""Whether a timing process can measure its rows' peaks in forks of itself (Linux: a fork
+starts from the parent's peak resident set, its current one, and VmHWM is per process)."""
+
+
+def _forked_peaks(spec: dict[str, Any]) -> dict[str, float | None]:
+    """Each row's peak (:func:`_memory`) in a fork of this process, which has imported torch
+    and run nothing: what a fresh process per row measured, without its start-up (None for
+    a row whose fork fails; flex rows have none, as in :func:`_peaks`)."""
+    peaks: dict[str, float | None] = {}
+    for plugin in spec["plugins"]:
+        if is_flex(plugin):
+            continue
+        progress(f"T={spec['length']} {plugin}: peak memory ...")
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: one row's peak, then out without the parent's exit work
+            os.close(read)
+            code = 1
+            try:
+                row = measure({**spec, "mode": "memory", "plugin": plugin})
+                os.write(write, json.dumps(row).encode())
+                code = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            answer = pipe.read()
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        if code != 0 or not answer:
+            progress(f"memory process failed (exit {code})")
+        peaks[plugin] = json.loads(answer)["peak_mb"] if code == 0 and answer else None
+    return peaks
 
 
 def run_child(spec: dict[str, Any]) -> dict[str, Any] | None:
@@ -66,10 +116,10 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _peaks(spec: dict[str, Any], plugins: list[str]) -> dict[str, float | None]:
-    """CPU: each row's peak memory, each in its own fresh process (CUDA: none here, the
-    timing process reads the allocator's)."""
+    """CPU without forks: each row's peak memory, each in its own fresh process (CUDA: none
+    here, the timing process reads the allocator's; Linux: the timing process forks)."""
     peaks: dict[str, float | None] = {}
-    for plugin in plugins if spec["device"] == "cpu" else ():
+    for plugin in plugins if spec["device"] == "cpu" and not spec.get("fork_peaks") else ():
         if is_flex(plugin):  # a compile per process: its time is the point, not its memory
             continue
         progress(f"T={spec['length']} {plugin}: peak memory ...")
@@ -81,6 +131,7 @@ def _peaks(spec: dict[str, Any], plugins: list[str]) -> dict[str, float | None]:
 def length_rows(spec: dict[str, Any], plugins: list[str]) -> list[dict[str, Any]]:
     """Every row at one length: peaks, then the interleaved timing of all of them."""
     length, kind = spec["length"], spec["kind"]
+    spec = {**spec, "fork_peaks": spec["device"] == "cpu" and FORKS_FOR_PEAKS}
     peaks = _peaks(spec, plugins)
     progress(f"T={length}: timing {', '.join(plugins)} in interleaved rounds ...")
     measured = run_child({**spec, "mode": "time", "plugins": plugins}) or {}
@@ -189,4 +240,4 @@ def bench_table(rows: list[dict[str, Any]], kind: str) -> str:
 
 
 if __name__ == "__main__":  # the child process of one measurement
-    print(json.dumps(measure(json.loads(sys.argv[1]))))
+    print(json.dumps(measure(json.loads(sys.argv[1]), fresh=True)))

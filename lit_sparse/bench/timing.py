@@ -5,7 +5,8 @@
   rounds, one call of each per round, so a change in the machine's load hits all alike; up
   to ``repeats`` rounds (fewer once ``budget`` seconds per plugin are spent); the median.
 - peak memory: on the CPU the rise in the process's peak resident set (VmHWM) over
-  one call, meaningful in a fresh process only; on CUDA the allocator's peak.
+  one call, meaningful in a fresh process only (or a fork of one that has run nothing: a
+  fork's VmHWM starts at its resident set); on CUDA the allocator's peak.
 - bandwidth: one large device copy, best of five (the first touches fresh pages).
 - busy cores: processes that spin on a core each while the timed rounds run.
 """
@@ -78,7 +79,8 @@ def copy_bandwidth(device) -> float:
 
 def call_peak_mb(run: Callable[[], None], device) -> float:
     """The rise in peak memory over one call of ``run``: the process's resident set on the
-    CPU (meaningful in a fresh process only), the allocator's peak on CUDA."""
+    CPU (meaningful in a fresh process only, or a fork of one), the allocator's peak on
+    CUDA."""
     import torch
 
     if device.type == "cuda":

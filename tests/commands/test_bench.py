@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -30,13 +31,24 @@ ATTENTION_KEYS = {"pass", "speedup_vs_flex"}
 
 
 @pytest.mark.slow
-def test_bench_attention_writes_rows_floors_and_skips_dense_above_its_length(tmp_path, capsys):
+def test_bench_attention_writes_rows_floors_and_skips_dense_above_its_length(
+    tmp_path, capsys, monkeypatch
+):
     """One bench run (its processes are the cost) checks the rows, the table, the floor
-    columns and dense's maximum length: bfloat16 inputs, T = 32 and 64 with dense up to 32."""
+    columns and dense's maximum length: bfloat16 inputs, T = 32 and 64 with dense up to 32.
+    On Linux each length is one process: the rows' peaks are measured in forks of it."""
+    from lit_sparse.bench import rows as bench_rows
+
+    started, run_child = [], bench_rows.run_child
+    monkeypatch.setattr(
+        bench_rows, "run_child", lambda spec: started.append(spec) or run_child(spec)
+    )
     path = tmp_path / "rows.json"
     args = ["attention", "--lengths", "32", "64", "--plugins", "fibonacci", LEARNED]
     args += ["--dtype", "bfloat16", "--dense-max-length", "32"]
     assert main([*args, "--repeats", "1", "--json", str(path)]) == 0
+    if sys.platform == "linux":  # one process per length: the peaks are measured in its forks
+        assert [(spec["length"], spec["mode"]) for spec in started] == [(32, "time"), (64, "time")]
     rows = json.loads(path.read_text())
     assert [(r["T"], r["plugin"]) for r in rows] == [
         (32, "dense"),
@@ -47,7 +59,7 @@ def test_bench_attention_writes_rows_floors_and_skips_dense_above_its_length(tmp
     ]
     for row in rows:
         assert set(row) == ROW_KEYS | FLOOR_KEYS | ATTENTION_KEYS
-        assert row["ms"] > 0 and row["peak_mb"] >= 0
+        assert row["ms"] > 0 and row["peak_mb"] >= 0  # measured: not None
         assert row["pass"] == "fwd+bwd" and row["speedup_vs_flex"] is None
     # dense runs up to --dense-max-length only; above it no row divides by it
     assert [r["speedup_vs_dense"] for r in rows if r["plugin"] == "dense"] == [1.0]

@@ -225,54 +225,6 @@ def test_table_without_complete_runs_says_so(tmp_path, capsys):
     assert len(err) == 1 and "no complete run under" in err[0]
 
 
-def test_a_killed_study_resumes_its_interrupted_run(tmp_path, capsys):
-    """SIGKILL the study after the run's first checkpoint; the same command again resumes it
-    in its own folder (fit --ckpt_path last) instead of starting over."""
-    root = tmp_path / "runs" / "cpu"
-    longer = ["--config", str(TINY), "--trainer.max_steps", "100",
-              "--trainer.val_check_interval", "50"]  # fmt: skip
-    args = preset_args(root, "--run", *longer, seeds=(0,), variants=("fib_fixed",))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # tiny steps: one thread is quicker
-    process = subprocess.Popen(
-        [sys.executable, "-m", "lit_sparse", *args],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    experiment = root / "fib_fixed" / "seed0"
-    checkpoint = experiment / "version_0" / "checkpoints" / "last.ckpt"
-    try:
-        deadline = time.monotonic() + 600
-        while not checkpoint.is_file() and process.poll() is None:
-            assert time.monotonic() < deadline, "no checkpoint within 10 minutes"
-            time.sleep(0.05)
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    # the study is reaped, but its fit child, killed with it, may still be closing its files:
-    # the run is free once the kernel has dropped the child's locks
-    deadline = time.monotonic() + 60
-    while lock_holder(experiment) or lock_holder(experiment / "version_0"):
-        assert time.monotonic() < deadline, lock_holder(experiment)
-        time.sleep(0.05)
-    assert not (experiment / "version_0" / "extrapolation.json").exists()
-    assert lit_main([*args, "--dry-run"]) == 0
-    assert capsys.readouterr().out.strip().endswith("--ckpt_path last")
-
-    assert lit_main(args) == 0
-    out = capsys.readouterr().out
-    assert "[1/1] fib_fixed/seed0: resuming: python -m lit_sparse fit " in out
-    assert re.search(r"^\| fib_fixed/seed0 \| resumed \| complete \| \d+ \|$", out, re.M)
-    assert [p.name for p in experiment.glob("version_*")] == ["version_0"]
-    run_dir = experiment / "version_0"
-    resumed = list(run_dir.glob("config.resume-*.yaml"))
-    assert len(resumed) == 1 and int(resumed[0].stem.split("-")[-1]) % 50 == 0
-    extrapolation = json.loads((run_dir / "extrapolation.json").read_text())
-    assert extrapolation["step"] == 100 and extrapolation["lengths"] == [16, 64, 256]
-
-
 def study_callbacks(path: Path, *faults: dict) -> Path:
     """A config with the preset's callbacks (configs/study/cpu.yaml) and ``faults`` after
     them (a list in a later config replaces the earlier list)."""
@@ -324,16 +276,62 @@ def test_two_studies_on_one_root_never_train_a_run_twice(tmp_path, fault_importa
         assert skipped, f"the other study did not skip {name}: {both[-4000:]}"
 
 
-@pytest.mark.slow
-def test_a_crashed_fit_is_reported_and_the_study_goes_on(tmp_path, fault_importable, capsys):
-    """Each fit is its own process: a segfault in one run ends that run, not the study."""
+def test_a_killed_study_resumes_its_run_and_a_crashed_fit_spares_the_next(
+    tmp_path, fault_importable, capsys
+):
+    """Two tests in one study (their fits in processes are the cost), issue 33's merge of
+    'a killed study resumes its interrupted run' and 'a crashed fit is reported and the
+    study goes on'. SIGKILL a study of fib learned after its run's first checkpoint; the
+    same options again for fib fixed and fib learned: fib fixed's fit dies of SIGSEGV (each
+    fit is its own process: the study reports it and goes on), fib learned resumes in its
+    own folder (fit --ckpt_path last) instead of starting over."""
     root = tmp_path / "runs" / "cpu"
     crash = study_callbacks(tmp_path / "crash.yaml", fault("SegfaultIn", part="fib_fixed"))
-    args = preset_args(root, "--run", "--config", str(TINY), "--config", str(crash), seeds=(0,))
-    assert lit_main(args) == 1
+    longer = ["--config", str(TINY), "--config", str(crash), "--trainer.max_steps", "100",
+              "--trainer.val_check_interval", "50"]  # fmt: skip
+    first = preset_args(root, "--run", *longer, seeds=(0,), variants=("fib_learned",))
+    args = preset_args(root, "--run", *longer, seeds=(0,))  # fib fixed, then fib learned
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # tiny steps: one thread is quicker
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lit_sparse", *first],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    experiment = root / "fib_learned" / "seed0"
+    checkpoint = experiment / "version_0" / "checkpoints" / "last.ckpt"
+    try:
+        deadline = time.monotonic() + 600
+        while not checkpoint.is_file() and process.poll() is None:
+            assert time.monotonic() < deadline, "no checkpoint within 10 minutes"
+            time.sleep(0.05)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    # the study is reaped, but its fit child, killed with it, may still be closing its files:
+    # the run is free once the kernel has dropped the child's locks
+    deadline = time.monotonic() + 60
+    while lock_holder(experiment) or lock_holder(experiment / "version_0"):
+        assert time.monotonic() < deadline, lock_holder(experiment)
+        time.sleep(0.05)
+    assert not (experiment / "version_0" / "extrapolation.json").exists()
+    assert lit_main([*args, "--dry-run"]) == 0
+    planned = capsys.readouterr().out.strip().splitlines()
+    assert planned[-1].endswith("--ckpt_path last") and "fib_learned" in planned[-1]
+
+    assert lit_main(args) == 1  # a run failed
     out = capsys.readouterr().out
     assert re.search(
         r"^\| fib_fixed/seed0 \| started \| failed \(killed by SIGSEGV\) \|", out, re.M
     )
-    assert re.search(r"^\| fib_learned/seed0 \| started \| complete \| \d+ \|$", out, re.M)
-    assert (root / "fib_learned" / "seed0" / "version_0" / "extrapolation.json").is_file()
+    assert "[2/2] fib_learned/seed0: resuming: python -m lit_sparse fit " in out
+    assert re.search(r"^\| fib_learned/seed0 \| resumed \| complete \| \d+ \|$", out, re.M)
+    assert [p.name for p in experiment.glob("version_*")] == ["version_0"]
+    run_dir = experiment / "version_0"
+    resumed = list(run_dir.glob("config.resume-*.yaml"))
+    assert len(resumed) == 1 and int(resumed[0].stem.split("-")[-1]) % 50 == 0
+    assert (run_dir / "extrapolation.json").is_file()
+    extrapolation = json.loads((run_dir / "extrapolation.json").read_text())
+    assert extrapolation["step"] == 100 and extrapolation["lengths"] == [16, 64, 256]

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from .cli_runs import _HANDOFF, OBSERVERS, ROOT, checkpoint_every, config_args, write_callbacks
+from .cli_runs import (
+    _HANDOFF,
+    OBSERVERS,
+    ROOT,
+    ForkServer,
+    checkpoint_every,
+    config_args,
+    write_callbacks,
+)
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +42,12 @@ def in_workdir(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
     monkeypatch.delenv(_HANDOFF, raising=False)
     return tmp_path
+
+
+@pytest.fixture(scope="module")
+def fork_server():
+    """A :class:`~tests.reliability.cli_runs.ForkServer` for the module's tests that kill
+    fits (one import of torch and Lightning for all of them)."""
+    server = ForkServer()
+    yield server
+    server.close()

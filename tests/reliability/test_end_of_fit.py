@@ -1,7 +1,9 @@
 """Kills at the resume's own start-up and inside the end-of-fit evaluation, with a stale
 temporary checkpoint between them: every crash stays resumable, the final step is saved
 although max_steps is not a multiple of the checkpoint interval, the evaluation a kill
-interrupted is completed, and no TensorBoard event of the final step is purged."""
+interrupted is completed, and no TensorBoard event of the final step is purged. (The killed
+fits are forks of one process that imported torch and Lightning:
+:class:`~tests.reliability.cli_runs.ForkServer`.)"""
 
 from __future__ import annotations
 
@@ -20,7 +22,6 @@ from .cli_runs import (
     config_args,
     fault,
     run_cli,
-    run_process,
     write_callbacks,
 )
 
@@ -34,7 +35,9 @@ def scalar_steps(run) -> dict[str, list[int]]:
     return {tag: [e.step for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
 
 
-def test_every_crash_stays_resumable_and_end_of_fit_work_is_completed(in_workdir, capsys):
+def test_every_crash_stays_resumable_and_end_of_fit_work_is_completed(
+    in_workdir, capsys, fork_server
+):
     def config(name: str, *faults: dict):
         path = write_callbacks(
             in_workdir / f"{name}.yaml", checkpoint_every(2), *OBSERVERS, *faults, max_steps=STEPS
@@ -44,12 +47,12 @@ def test_every_crash_stays_resumable_and_end_of_fit_work_is_completed(in_workdir
     run = in_workdir / "runs/fixed/version_0"
     last = run / "checkpoints/last.ckpt"
 
-    first = run_process(in_workdir, *config("first", fault("KillBeforeBatch", batch=6)))
+    first = fork_server.run(in_workdir, *config("first", fault("KillBeforeBatch", batch=6)))
     assert first.returncode == -signal.SIGKILL, first.stderr[-2000:]
     assert torch.load(last, weights_only=True)["global_step"] == 2
 
     # the resume dies in its own start-up (config saved, purge marker written)
-    again = run_process(
+    again = fork_server.run(
         in_workdir, *config("start", fault("KillAtTrainStart")), "--ckpt_path", "last"
     )
     assert again.returncode == -signal.SIGKILL, again.stderr[-2000:]
@@ -63,7 +66,7 @@ def test_every_crash_stays_resumable_and_end_of_fit_work_is_completed(in_workdir
     stale.write_bytes(b"partial")
 
     # a second crash before the next checkpoint: inside the end-of-fit extrapolation
-    third = run_process(
+    third = fork_server.run(
         in_workdir, *config("eval", fault("KillInExtrapolation")), "--ckpt_path", "last"
     )
     assert third.returncode == -signal.SIGKILL, third.stderr[-2000:]

@@ -16,7 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from lit_sparse.cli import main
 
-from .cli_runs import _HANDOFF, run_process
+from .cli_runs import _HANDOFF, ForkServer
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"
@@ -54,12 +54,14 @@ def run_config(tmp_path: Path, kill_at: int | None) -> Path:
     return path
 
 
-def fit(workdir: Path, *extra: str, process: bool = False) -> subprocess.CompletedProcess:
-    """learned.yaml + tiny.yaml + ``extra`` in ``workdir``: in this process, or as its own
-    process when it is to be killed (``process=True``)."""
+def fit(
+    workdir: Path, *extra: str, server: ForkServer | None = None
+) -> subprocess.CompletedProcess:
+    """learned.yaml + tiny.yaml + ``extra`` in ``workdir``: in this process, or as a process
+    of its own (forked by ``server``) when it is to be killed."""
     args = ["fit", "--config", str(ROOT / "configs" / "learned.yaml"), "--config", str(TINY)]
-    if process:
-        return run_process(workdir, *args, *extra)
+    if server is not None:
+        return server.run(workdir, *args, *extra)
     err = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(err):
         patch.chdir(workdir)
@@ -98,7 +100,7 @@ def straight(tmp_path_factory) -> Path:
     return workdir
 
 
-def test_killed_run_resumes_to_bit_identical_weights(tmp_path, straight):
+def test_killed_run_resumes_to_bit_identical_weights(tmp_path, straight, fork_server):
     """Killed in the middle of a gradient accumulation, then killed again at the same
     micro-batch of its resume (the first resumed micro-batch is at a step the checkpoint
     interval divides: a resume that saved there lost its gradient), then resumed."""
@@ -109,10 +111,10 @@ def test_killed_run_resumes_to_bit_identical_weights(tmp_path, straight):
 
     broken = tmp_path / "broken"
     broken.mkdir()
-    killed = fit(broken, "--config", str(run_config(tmp_path, kill_at)), process=True)
+    killed = fit(broken, "--config", str(run_config(tmp_path, kill_at)), server=fork_server)
     assert killed.returncode == -9, f"{note} {killed.stderr[-3000:]}"
     again = fit(broken, "--config", str(run_config(tmp_path, kill_at)), "--ckpt_path", "last",
-                process=True)  # fmt: skip
+                server=fork_server)  # fmt: skip
     assert again.returncode == -9, f"{note} {again.stderr[-3000:]}"
     resumed = fit(broken, "--config", str(run_config(tmp_path, None)), "--ckpt_path", "last")
     assert resumed.returncode == 0, f"{note} {resumed.stderr[-3000:]}"
@@ -153,42 +155,37 @@ def _started(experiment: Path) -> int:
     return len(list(experiment.glob("version_*/config*.yaml")))
 
 
-def test_five_kills_at_random_moments_then_last_gives_the_uninterrupted_weights(tmp_path, straight):
+def test_five_kills_at_random_moments_then_last_gives_the_uninterrupted_weights(
+    tmp_path, straight, fork_server
+):
     """Item 13 of issue 24: SIGKILL the same ``fit --ckpt_path last`` five times at random
     moments once it is about to train (during its steps, a checkpoint save, the validation
     or its end-of-fit work), then let it finish: the weights, optimizer and schedule equal
-    the uninterrupted run's, bit for bit."""
+    the uninterrupted run's, bit for bit. (Each fit is a fork of one process that imported
+    torch and Lightning: :class:`~tests.reliability.cli_runs.ForkServer`.)"""
     seed = int.from_bytes(os.urandom(2), "little")
     rng = random.Random(seed)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     config = run_config(tmp_path, None)
-    command = [sys.executable, "-m", "lit_sparse", "fit", "--config",
-               str(ROOT / "configs" / "learned.yaml"), "--config", str(TINY),
-               "--config", str(config), "--ckpt_path", "last"]  # fmt: skip
+    args = ["fit", "--config", str(ROOT / "configs" / "learned.yaml"), "--config", str(TINY),
+            "--config", str(config), "--ckpt_path", "last"]  # fmt: skip
     experiment = tmp_path / "runs" / "learned"
     kills, moments = 0, []
     for _attempt in range(15):
         if kills == 5:
             break
         before = _started(experiment)
-        process = subprocess.Popen(
-            command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
+        _, stderr = fork_server.start(tmp_path, *args)
         deadline = time.monotonic() + 600
-        while _started(experiment) == before and process.poll() is None:
+        while _started(experiment) == before and fork_server.poll() is None:
             assert time.monotonic() < deadline, "the fit never got to training"
             time.sleep(0.02)
         delay = rng.uniform(0.0, 2.0)
-        try:
-            process.wait(timeout=delay)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        err = process.communicate()[1].decode()
-        if process.returncode == -9:
+        code = fork_server.kill_after(delay)
+        if code == -9:
             kills += 1
             moments.append(round(delay, 2))
         else:
-            assert process.returncode == 0, f"seed {seed}: {err[-3000:]}"
+            assert code == 0, f"seed {seed}: {stderr.read_text()[-3000:]}"
     note = f"(seed {seed}, killed {moments} s after the fit was about to train)"
     assert kills == 5, note
     final = fit(tmp_path, "--config", str(config), "--ckpt_path", "last")
