@@ -10,6 +10,7 @@ fit is two processes and what the tests check is what the two processes do toget
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -32,12 +33,18 @@ DDP = ["--trainer.strategy", "ddp"]
 
 def _fit(server, workdir: Path, strategy: list[str], *callbacks: dict, resume: bool = False):
     workdir.mkdir(exist_ok=True)
-    alphas = OBSERVERS[0]  # AlphaTrajectory, every step
+    alphas, extrapolation = OBSERVERS[0], OBSERVERS[2]  # alpha every step; 1x, 2x, 4x at the end
     extra = write_callbacks(
-        workdir / "callbacks.yaml", checkpoint_every(2), alphas, *callbacks, max_steps=STEPS
+        workdir / "callbacks.yaml",
+        checkpoint_every(2),
+        alphas,
+        extrapolation,
+        *callbacks,
+        max_steps=STEPS,
     )
     args = ["fit", *config_args("learned.yaml", extra), "--trainer.devices", "2", *strategy]
-    return server.run(workdir, *args, *(["--ckpt_path", "last"] if resume else []))
+    resuming = ["--ckpt_path", "last"] if resume else []
+    return server.run(workdir, *args, *resuming, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +75,9 @@ def _losses(run: Path) -> list[float]:
 
 
 def test_fsdp2_trains_as_ddp_does(runs):
-    """The same seed and data: the same losses and learned alphas at every step (float32)."""
+    """The same seed and data: the same losses and learned alphas at every step (float32),
+    the same perplexities at 1x, 2x and 4x the training length when fit ends (where process
+    1 has no 4x window: under FSDP2 a forward is collective, unless the weights are whole)."""
     from lit_sparse.runs.analysis import load_run
 
     torch.testing.assert_close(_losses(runs["fsdp2"]), _losses(runs["ddp"]), rtol=0, atol=1e-5)
@@ -78,6 +87,12 @@ def test_fsdp2_trains_as_ddp_does(runs):
     torch.testing.assert_close(alphas, torch.tensor(ddp.alpha_trajectory.alphas), atol=1e-5, rtol=0)
     assert (alphas[-1] != alphas[0]).all()  # alpha did learn
     assert fsdp2.step == STEPS
+    tables = [json.loads((runs[n] / "extrapolation.json").read_text()) for n in ("ddp", "fsdp2")]
+    for name, lengths in tables[0]["sets"].items():
+        assert [v["windows"] for v in lengths.values()] == [4, 2, 1]
+        for length, value in lengths.items():
+            ppl = tables[1]["sets"][name][length]["ppl"]
+            assert ppl == pytest.approx(value["ppl"], rel=1e-5), (name, length)
 
 
 def test_a_sharded_checkpoint_exports_as_the_ddp_file_does(runs, tmp_path):
