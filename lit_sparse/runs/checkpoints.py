@@ -56,7 +56,8 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Lightning checkpoint IO whose saves are atomic on local file systems and whose loads
-    refuse a damaged file (:func:`verify_checkpoint`)."""
+    refuse a damaged file (:func:`verify_checkpoint`); a sharded checkpoint's folder loads
+    as its whole weights (``validate``, ``test``, ``extrapolate`` of an FSDP2 run)."""
 
     def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
         if storage_options is not None or "://" in str(path):
@@ -66,6 +67,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict[str, Any]:
         if "://" not in str(path):
             verify_checkpoint(path)
+            if is_sharded_checkpoint(path):  # the whole weights, read in this process
+                return read_folder(path)
         return super().load_checkpoint(path, map_location=map_location, weights_only=weights_only)
 
 

@@ -4,7 +4,7 @@ in the middle of a save resumes to the uninterrupted run's weights.
 
 Four 2-process fits of the tiny learned-alpha model (6 steps, a checkpoint every 2), forked
 from one process that imported torch and Lightning: DDP, FSDP2, and FSDP2 killed while
-saving step 4 then resumed. About 60 worker-seconds, over the 30 of CONTRIBUTING.md: each
+saving step 4 then resumed. About 50 worker-seconds, over the 30 of CONTRIBUTING.md: each
 fit is two processes and what the tests check is what the two processes do together.
 """
 
@@ -22,7 +22,16 @@ from tiny_runs import scalars
 from lit_sparse.errors import CheckpointError
 from lit_sparse.runs.checkpoints import read_checkpoint
 
-from .cli_runs import OBSERVERS, ROOT, checkpoint_every, config_args, fault, write_callbacks
+from .cli_runs import (
+    OBSERVERS,
+    ROOT,
+    checkpoint_every,
+    config_args,
+    copy_run,
+    fault,
+    run_cli,
+    write_callbacks,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -126,6 +135,17 @@ def test_killed_in_a_save_it_resumes_to_the_uninterrupted_weights(runs):
         "config.resume-2.yaml",
         "config.yaml",
     ]
+
+
+def test_validate_scores_the_folder_in_one_process(runs, in_workdir, capsys):
+    """``validate`` of the sharded checkpoint on one process (its whole weights) gives the
+    held-out loss the two processes logged at that step, and logs under the run's evals/."""
+    run = copy_run(runs["fsdp2"], in_workdir)
+    ckpt = ["--config", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints/last.ckpt")]
+    one = ["--trainer.devices", "1", "--trainer.strategy", "auto"]
+    assert run_cli(["validate", *ckpt, *one], capsys)[0] == 0
+    logged = scalars(run / "evals" / "validate-step6")["val/loss"]
+    assert list(logged.values()) == [pytest.approx(scalars(run)["val/loss"][STEPS], abs=1e-5)]
 
 
 def test_a_damaged_shard_is_refused_in_one_line(runs, tmp_path):
