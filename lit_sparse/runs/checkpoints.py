@@ -40,6 +40,7 @@ from lit_sparse.runs.checkpoint_folders import (
     is_sharded_checkpoint,
     read_folder,
 )
+from lit_sparse.runs.locks import is_global_rank_zero
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
@@ -90,13 +91,15 @@ def _unreadable(path: Path, reason: str) -> CheckpointError:
 
 
 def _verify_folder(path: Path) -> Path:
-    """A sharded checkpoint's folder: its ``meta.pt`` a whole zip, every shard whole."""
+    """A sharded checkpoint's folder: its ``meta.pt`` a whole zip, every shard whole. The
+    first process of a job reads every shard; the others check their sizes (the whole
+    checkpoint is read once, and the strategy's load acts on process 0's verdict)."""
     stat = (path / METADATA).stat()
     key = (str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if key in _VERIFIED:
         return path
     verify_checkpoint(path / METADATA)
-    problem = folder_problem(path)
+    problem = folder_problem(path, read_files=is_global_rank_zero())
     if problem is not None:
         raise CheckpointError(
             f"ckpt_path={str(path)!r} is damaged, so it is not used: {problem}{_others(path)}"

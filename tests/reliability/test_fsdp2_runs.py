@@ -28,6 +28,7 @@ from .cli_runs import (
     checkpoint_every,
     config_args,
     copy_run,
+    errors,
     fault,
     run_cli,
     write_callbacks,
@@ -42,14 +43,9 @@ DDP = ["--trainer.strategy", "ddp"]
 
 def _fit(server, workdir: Path, strategy: list[str], *callbacks: dict, resume: bool = False):
     workdir.mkdir(exist_ok=True)
-    alphas, extrapolation = OBSERVERS[0], OBSERVERS[2]  # alpha every step; 1x, 2x, 4x at the end
+    # alpha every step, validation NLL by position, 1x / 2x / 4x at the end
     extra = write_callbacks(
-        workdir / "callbacks.yaml",
-        checkpoint_every(2),
-        alphas,
-        extrapolation,
-        *callbacks,
-        max_steps=STEPS,
+        workdir / "callbacks.yaml", checkpoint_every(2), *OBSERVERS, *callbacks, max_steps=STEPS
     )
     args = ["fit", *config_args("learned.yaml", extra), "--trainer.devices", "2", *strategy]
     resuming = ["--ckpt_path", "last"] if resume else []
@@ -84,9 +80,10 @@ def _losses(run: Path) -> list[float]:
 
 
 def test_fsdp2_trains_as_ddp_does(runs):
-    """The same seed and data: the same losses and learned alphas at every step (float32),
-    the same perplexities at 1x, 2x and 4x the training length when fit ends (where process
-    1 has no 4x window: under FSDP2 a forward is collective, unless the weights are whole)."""
+    """The same seed and data: the same losses and learned alphas at every step (float32), the
+    same held-out NLL by position, the same perplexities at 1x, 2x and 4x the training length
+    when fit ends (where process 1 has no 4x window: under FSDP2 a forward is collective,
+    unless the weights are whole)."""
     from lit_sparse.runs.analysis import load_run
 
     torch.testing.assert_close(_losses(runs["fsdp2"]), _losses(runs["ddp"]), rtol=0, atol=1e-5)
@@ -96,6 +93,10 @@ def test_fsdp2_trains_as_ddp_does(runs):
     torch.testing.assert_close(alphas, torch.tensor(ddp.alpha_trajectory.alphas), atol=1e-5, rtol=0)
     assert (alphas[-1] != alphas[0]).all()  # alpha did learn
     assert fsdp2.step == STEPS
+    positions = [json.loads((runs[n] / "position_loss.json").read_text()) for n in ("ddp", "fsdp2")]
+    assert positions[1]["step"] == positions[0]["step"] == STEPS
+    for name, bins in positions[0]["sets"].items():
+        torch.testing.assert_close(positions[1]["sets"][name], bins, atol=1e-5, rtol=0)
     tables = [json.loads((runs[n] / "extrapolation.json").read_text()) for n in ("ddp", "fsdp2")]
     for name, lengths in tables[0]["sets"].items():
         assert [v["windows"] for v in lengths.values()] == [4, 2, 1]
@@ -139,13 +140,22 @@ def test_killed_in_a_save_it_resumes_to_the_uninterrupted_weights(runs):
 
 def test_validate_scores_the_folder_in_one_process(runs, in_workdir, capsys):
     """``validate`` of the sharded checkpoint on one process (its whole weights) gives the
-    held-out loss the two processes logged at that step, and logs under the run's evals/."""
+    held-out loss the two processes logged at that step, and logs under the run's evals/;
+    a config of another model is refused before anything is built."""
     run = copy_run(runs["fsdp2"], in_workdir)
     ckpt = ["--config", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints/last.ckpt")]
     one = ["--trainer.devices", "1", "--trainer.strategy", "auto"]
     assert run_cli(["validate", *ckpt, *one], capsys)[0] == 0
     logged = scalars(run / "evals" / "validate-step6")["val/loss"]
     assert list(logged.values()) == [pytest.approx(scalars(run)["val/loss"][STEPS], abs=1e-5)]
+    # checked against the command's model before anything is built, as a file is
+    code, lines = run_cli(["validate", *ckpt, *one, "--model.arch.norm_eps", "1e-5"], capsys)
+    assert code == 2
+    assert errors(lines) == [
+        f"error: ckpt_path={str(run / 'checkpoints/last.ckpt')!r} holds a different model than "
+        "the config: model.arch.norm_eps: config 1e-05, checkpoint 1e-06 (use the run's own "
+        "config.yaml)"
+    ]
 
 
 def test_a_damaged_shard_is_refused_in_one_line(runs, tmp_path):
