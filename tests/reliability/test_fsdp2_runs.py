@@ -132,6 +132,8 @@ def test_killed_in_a_save_it_resumes_to_the_uninterrupted_weights(runs):
     for key, tensor in expected["state_dict"].items():
         assert torch.equal(found["state_dict"][key], tensor), key
     assert found["lr_schedulers"] == expected["lr_schedulers"]
+    # the cut save's folder (.last.ckpt.build-<pid>-...) went with the next save
+    assert not [p.name for p in (runs["resumed"] / "checkpoints").iterdir() if ".build-" in p.name]
     assert sorted(p.name for p in runs["resumed"].glob("config*.yaml")) == [
         "config.resume-2.yaml",
         "config.yaml",
