@@ -17,8 +17,8 @@ from transformers import PretrainedConfig
 
 from lit_sparse.attention import build_attention
 from lit_sparse.config import ModelConfig
-from lit_sparse.io.pretrained import FORMAT, check_model_keys
-from lit_sparse.io.stock_formats import shape_fields
+from lit_sparse.formats.pretrained import FORMAT, check_model_keys
+from lit_sparse.formats.stock import shape_fields
 
 __all__ = ["LitSparseConfig"]
 
