@@ -5,7 +5,7 @@
   and its model card.
 - :mod:`~lit_sparse.formats.stock`: the same network in transformers' Llama/Mistral layouts,
   and the standard config.json keys of a ``ModelConfig``.
-- :mod:`~lit_sparse.formats.remote_code`: the remote-code files a folder carries for
+- :mod:`~lit_sparse.formats.remote`: the remote-code files a folder carries for
   transformers' Auto classes.
 - :mod:`~lit_sparse.formats.transformers_files`: the tokenizer and generation configs beside
   an export.

@@ -18,7 +18,7 @@ A folder (or a hub repository) holds:
   loading it checks tokenizer.json against it, as a run's checkpoint is checked against its
   tokenizer);
 - ``configuration_lit_sparse.py``, ``modeling_lit_sparse.py``: the remote code that
-  ``auto_map`` names (:mod:`lit_sparse.formats.remote_code`);
+  ``auto_map`` names (:mod:`lit_sparse.formats.remote`);
 - ``README.md``: a model card (``python -m lit_sparse export`` adds the run's results).
 
 A dense or sliding-window model can instead be saved in a stock layout (``layout="llama"``
@@ -48,7 +48,7 @@ import torch
 
 from lit_sparse.errors import ConfigError, DamagedFileError
 from lit_sparse.formats import stock
-from lit_sparse.formats.remote_code import AUTO_MAP, REMOTE_CODE
+from lit_sparse.formats.remote import AUTO_MAP, REMOTE_CODE
 from lit_sparse.io.atomic import write_bytes, write_text
 
 __all__ = [

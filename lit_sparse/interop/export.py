@@ -33,7 +33,7 @@ from lit_sparse.formats.pretrained import (
     model_card,
     read_config,
 )
-from lit_sparse.formats.remote_code import REMOTE_CODE
+from lit_sparse.formats.remote import REMOTE_CODE
 from lit_sparse.formats.stock import stock_layout_of
 from lit_sparse.formats.transformers_files import transformers_files
 from lit_sparse.interop.sources import run_tokenizer_checked

@@ -41,7 +41,7 @@ from lit_sparse.formats.pretrained import (
     WEIGHTS_FILE,
     WEIGHTS_SHA256,
 )
-from lit_sparse.formats.remote_code import AUTO_MAP, REMOTE_CODE
+from lit_sparse.formats.remote import AUTO_MAP, REMOTE_CODE
 from lit_sparse.formats.stock import shape_fields
 from lit_sparse.interop.hf.cache import RIGHT_PADDED, LitSparseCache
 from lit_sparse.interop.hf.configuration import LitSparseConfig
