@@ -42,7 +42,6 @@ from lit_sparse.formats.pretrained import (
     WEIGHTS_SHA256,
 )
 from lit_sparse.formats.remote import AUTO_MAP, REMOTE_CODE
-from lit_sparse.formats.stock import shape_fields
 from lit_sparse.interop.hf.cache import RIGHT_PADDED, LitSparseCache
 from lit_sparse.interop.hf.configuration import LitSparseConfig
 from lit_sparse.interop.hf.padding import check_positions, padded_forward, row_layout
@@ -183,11 +182,8 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
         }
         if arch == self.config.arch:
             return
-        shape = ModelConfig.from_dict(arch)
-        self.config.arch = shape.to_dict()
-        for key, value in shape_fields(shape).items():
-            setattr(self.config, key, value)
-        self.network.config = shape
+        self.network.config = shape = ModelConfig.from_dict(arch)
+        self.config.set_shape(shape)
 
     def set_input_embeddings(self, value) -> None:
         self.embedding = self.network.embedding = value
