@@ -79,9 +79,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FORMAT = "lit_sparse.io.pretrained/1"
-"""config.json's format key: the name of the module that first wrote it, kept so every folder
-saved since loads (not an import path)."""
+FORMAT = "lit_sparse.io.pretrained/1"  # every folder saved so far: a name, not a module path
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 LAYOUTS = ("lit_sparse", *stock.STOCK_CLASSES)

@@ -6,8 +6,7 @@ trust_remote_code=True)`` works in a process that never imported lit_sparse: tra
 imports the files, which import lit_sparse's own classes (``lit_sparse.interop.hf``, the
 ``hf`` extra) and subclass them under the folder's module names (so transformers'
 ``save_pretrained`` copies these files again, and nothing else). lit_sparse reads them as
-text and never imports them: their import of ``lit_sparse.interop.hf``, a layer above, is the
-one the import contracts in pyproject.toml let through.
+text: their import of ``lit_sparse.interop.hf``, above, is the one pyproject.toml lets through.
 """
 
 from __future__ import annotations
