@@ -6,8 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from torch import nn
 
-from lit_sparse.bench.decode import PLUGINS, DecodeBenchSpec, decode_model, decode_plugin
+from lit_sparse.bench.decode import (
+    PLUGINS,
+    DecodeBenchSpec,
+    decode_model,
+    decode_plugin,
+    weight_bytes,
+)
 from lit_sparse.bench.decode_transformers import TRANSFORMERS_ROWS
 from lit_sparse.commands.bench import main
 
@@ -127,6 +134,47 @@ def test_batches_dtypes_the_floor_and_the_breakdown(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "| context | batch | dtype | plugin | ms/step | tokens/s | x dense | x floor |" in table
     assert "| proj ms | attn ms | head ms | other ms |" in table
+
+
+def test_quantize_int8_adds_int8_rows_whose_floor_counts_int8_bytes(tmp_path, capsys):
+    """--quantize int8: rows of dtype int8 beside the float32 ones, the same columns; their
+    floor is the int8 matrices (input width padded to 16), one float32 scale per output
+    channel and the float32 norms, over the copy bandwidth."""
+    path = tmp_path / "decode.json"
+    args = ["decode", *TINY, "--contexts", "100", "--tokens", "2", "--rss-tokens", "0"]
+    args += ["--plugins", "dense", "fibonacci", "--quantize", "int8"]
+    assert main([*args, "--json", str(path)]) == 0
+    rows = json.loads(path.read_text())
+    assert [(r["dtype"], r["plugin"]) for r in rows] == [
+        (d, p) for d in ("float32", "int8") for p in ("dense", "fibonacci")
+    ]
+    fp32 = decode_model(DecodeBenchSpec(**SPEC), "fibonacci")
+    matrices = [m.weight for m in fp32.modules() if isinstance(m, (nn.Linear, nn.Embedding))]
+    norms = sum(p.numel() * 4 for n, p in fp32.named_parameters() if "norm" in n)
+    int8 = norms + sum(w.shape[0] * (-(-w.shape[1] // 16) * 16 + 4) for w in matrices)
+    for row in rows:
+        assert set(row) == set(rows[0])
+        assert row["weight_bytes"] == (int8 if row["dtype"] == "int8" else weight_bytes(fp32))
+        assert row["floor_ms"] == pytest.approx(
+            1e3 * row["weight_bytes"] / (row["bandwidth_gb_s"] * 1e9)
+        )
+        assert row["x_floor"] == pytest.approx(row["ms_per_step"] / row["floor_ms"])
+    assert "| 100 | 1 | int8 | fibonacci |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--quantize", "int4"], "error: quantize='int4': expected one of none, int8\n"),
+        (
+            ["--quantize", "int8", "--device", "cuda"],
+            "error: quantize='int8' with device='cuda': the int8 kernel runs on the CPU only\n",
+        ),
+    ],
+)
+def test_a_bad_quantize_is_one_line(args, message, capsys):
+    assert main(["decode", *args]) == 2
+    assert capsys.readouterr().err == message
 
 
 def test_a_batch_of_sequences_decodes_like_each_alone():
