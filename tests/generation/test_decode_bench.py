@@ -109,57 +109,42 @@ def test_sparse_plugins_attend_equal_keys_per_query(name):
 def test_batches_dtypes_the_floor_and_the_breakdown(tmp_path, capsys):
     """One process per batch size; each row's tokens/s is its batch over its step time, its
     floor the weights' bytes over the copy bandwidth of its process (bfloat16: half the
-    matrices' bytes), and the breakdown's parts are there."""
+    matrices' bytes; --quantize int8: rows of dtype int8 with the same columns, their bytes
+    the int8 matrices, input width padded to 16, and a float32 scale per output channel),
+    and the breakdown's parts are there."""
     path = tmp_path / "decode.json"
     args = ["decode", *TINY, "--contexts", "100", "--tokens", "2", "--rss-tokens", "0"]
     args += ["--plugins", "dense", "fibonacci", "--batch", "1", "3"]
-    args += ["--dtype", "float32", "bfloat16", "--breakdown"]
+    args += ["--dtype", "float32", "bfloat16", "--quantize", "int8", "--breakdown"]
     assert main([*args, "--json", str(path)]) == 0
     rows = json.loads(path.read_text())
+    dtypes = ("float32", "bfloat16", "int8")
     assert [(r["batch"], r["dtype"], r["plugin"]) for r in rows] == [
-        (b, d, p) for b in (1, 3) for d in ("float32", "bfloat16") for p in ("dense", "fibonacci")
+        (b, d, p) for b in (1, 3) for d in dtypes for p in ("dense", "fibonacci")
     ]
     model = decode_model(DecodeBenchSpec(**SPEC), "fibonacci")
     fp32_bytes = sum(p.numel() * 4 for p in model.parameters())
     norms = sum(p.numel() * 4 for n, p in model.named_parameters() if "norm" in n)
+    matrices = [m.weight for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding))]
+    stored = {
+        "float32": fp32_bytes,
+        "bfloat16": norms + (fp32_bytes - norms) // 2,
+        "int8": norms + sum(w.shape[0] * (-(-w.shape[1] // 16) * 16 + 4) for w in matrices),
+    }
+    assert weight_bytes(model) == stored["float32"]
     for row in rows:
+        assert set(row) == set(rows[0])
         assert row["tokens_per_s"] == pytest.approx(row["batch"] / (row["ms_per_step"] / 1e3))
         assert row["ms_per_token"] == pytest.approx(row["ms_per_step"] / row["batch"])
         assert row["x_floor"] == pytest.approx(row["ms_per_step"] / row["floor_ms"])
         floor = 1e3 * row["weight_bytes"] / (row["bandwidth_gb_s"] * 1e9)
         assert row["floor_ms"] == pytest.approx(floor)
-        half = norms + (fp32_bytes - norms) // 2
-        assert row["weight_bytes"] == (fp32_bytes if row["dtype"] == "float32" else half)
+        assert row["weight_bytes"] == stored[row["dtype"]]
         assert all(row[key] > 0 for key in ("proj_ms", "attn_ms", "head_ms", "other_ms"))
     table = capsys.readouterr().out
     assert "| context | batch | dtype | plugin | ms/step | tokens/s | x dense | x floor |" in table
     assert "| proj ms | attn ms | head ms | other ms |" in table
-
-
-def test_quantize_int8_adds_int8_rows_whose_floor_counts_int8_bytes(tmp_path, capsys):
-    """--quantize int8: rows of dtype int8 beside the float32 ones, the same columns; their
-    floor is the int8 matrices (input width padded to 16), one float32 scale per output
-    channel and the float32 norms, over the copy bandwidth."""
-    path = tmp_path / "decode.json"
-    args = ["decode", *TINY, "--contexts", "100", "--tokens", "2", "--rss-tokens", "0"]
-    args += ["--plugins", "dense", "fibonacci", "--quantize", "int8"]
-    assert main([*args, "--json", str(path)]) == 0
-    rows = json.loads(path.read_text())
-    assert [(r["dtype"], r["plugin"]) for r in rows] == [
-        (d, p) for d in ("float32", "int8") for p in ("dense", "fibonacci")
-    ]
-    fp32 = decode_model(DecodeBenchSpec(**SPEC), "fibonacci")
-    matrices = [m.weight for m in fp32.modules() if isinstance(m, (nn.Linear, nn.Embedding))]
-    norms = sum(p.numel() * 4 for n, p in fp32.named_parameters() if "norm" in n)
-    int8 = norms + sum(w.shape[0] * (-(-w.shape[1] // 16) * 16 + 4) for w in matrices)
-    for row in rows:
-        assert set(row) == set(rows[0])
-        assert row["weight_bytes"] == (int8 if row["dtype"] == "int8" else weight_bytes(fp32))
-        assert row["floor_ms"] == pytest.approx(
-            1e3 * row["weight_bytes"] / (row["bandwidth_gb_s"] * 1e9)
-        )
-        assert row["x_floor"] == pytest.approx(row["ms_per_step"] / row["floor_ms"])
-    assert "| 100 | 1 | int8 | fibonacci |" in capsys.readouterr().out
+    assert "| 100 | 3 | int8 | fibonacci |" in table
 
 
 @pytest.mark.parametrize(
