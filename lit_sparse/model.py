@@ -265,6 +265,8 @@ class LanguageModel(
     def head(self, features: Tensor) -> Tensor:
         """The tied output layer: logits (..., vocab) of features (..., d_model), e.g. at the
         few positions a task asks about only."""
+        if not isinstance(self.embedding, nn.Embedding):  # int8 (generation/quantize.py)
+            return self.embedding.project(features)
         return linear(features, self.embedding.weight)
 
     def num_parameters(self, exclude_embedding: bool = False) -> int:
