@@ -38,18 +38,12 @@ class ModelConfig:
     projections use init_std / sqrt(2 * n_layers). Read ``std`` for the value in use."""
 
     def __post_init__(self):
-        for name in (
-            "vocab_size",
-            "context_length",
-            "n_layers",
-            "d_model",
-            "n_heads",
-            "n_kv_heads",
-            "head_dim",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
+        for field in fields(self):  # the sizes (typed int) are positive, the floats > 0
+            name, value = field.name, getattr(self, field.name)
+            if field.type == "int" and (not isinstance(value, int) or value <= 0):
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+            if field.type.startswith("float") and value is not None and not value > 0:
+                raise ConfigError(f"{name} must be > 0, got {value!r}")
         if self.n_heads % self.n_kv_heads:
             raise ConfigError(
                 f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({self.n_kv_heads})"
@@ -68,10 +62,6 @@ class ModelConfig:
                 f"ffn_hidden must be an integer >= 0 (0: no MLP) or None (the default width), "
                 f"got {self.ffn_hidden!r}"
             )
-        for name in ("norm_eps", "rope_theta", "init_std"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ConfigError(f"{name} must be > 0, got {value!r}")
 
     # Derived values are properties, not filled-in fields: a default instance then stays a
     # default when another field (d_model) changes, e.g. in a layered CLI config.

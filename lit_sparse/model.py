@@ -6,7 +6,7 @@ Attention projects q, k, v (GQA: fewer k/v heads), rotates q and k at absolute p
 With a decoding cache (``new_cache``) the prompt runs through the same path and each later
 token through the layer's decoder, which reads only the cached rows its pattern attends to.
 ``save_pretrained`` / ``from_pretrained`` / ``push_to_hub`` come from huggingface_hub's
-mixin (safetensors weights and a config.json: :mod:`lit_sparse.io.pretrained`).
+mixin (safetensors weights and a config.json: :mod:`lit_sparse.formats.pretrained`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from lit_sparse.attention.decoding import DecodeShape, DecodingCache, LayerDecod
 from lit_sparse.attention.kernels.mixed_linear import linear
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import DamagedFileError
-from lit_sparse.io import pretrained
+from lit_sparse.formats import pretrained
 
 
 class Linear(nn.Linear):
@@ -265,13 +265,15 @@ class LanguageModel(
     def head(self, features: Tensor) -> Tensor:
         """The tied output layer: logits (..., vocab) of features (..., d_model), e.g. at the
         few positions a task asks about only."""
+        if not isinstance(self.embedding, nn.Embedding):  # int8 (generation/quantize.py)
+            return self.embedding.project(features)
         return linear(features, self.embedding.weight)
 
     def num_parameters(self, exclude_embedding: bool = False) -> int:
         total = sum(p.numel() for p in self.parameters())
         return total - self.embedding.weight.numel() if exclude_embedding else total
 
-    # ------------------------------------------ huggingface_hub mixin (io/pretrained.py)
+    # -------------------------------------- huggingface_hub mixin (formats/pretrained.py)
     def save_pretrained(self, save_directory, *, tokenizer=None, **kwargs):
         """Write model.safetensors, config.json and a model card into ``save_directory``
         (huggingface_hub's ``save_pretrained``; ``push_to_hub=True`` and its options pass

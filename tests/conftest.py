@@ -57,6 +57,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
-# The tiny training runs shared by the callbacks, evaluation and notebook tests (tests/ is
-# on sys.path as the root conftest's folder).
+# tests/ is on sys.path as the root conftest's folder. A crashed worker's fatal-signal
+# traceback or timed-out stacks, printed by the controller:
+from crash_reports import (  # noqa: E402, F401
+    pytest_configure,
+    pytest_configure_node,
+    pytest_runtest_logstart,
+    pytest_testnodedown,
+    pytest_timeout_cancel_timer,
+    pytest_timeout_set_timer,
+    pytest_unconfigure,
+)
+
+# The tiny training runs shared by the callbacks, evaluation and notebook tests:
 from tiny_runs import learned_run, staggered_run  # noqa: E402, F401

@@ -13,7 +13,7 @@ import torch
 
 from lit_sparse import LanguageModel, ModelConfig, build_attention, generate
 from lit_sparse.errors import ConfigError
-from lit_sparse.io import pretrained
+from lit_sparse.formats import pretrained
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -123,6 +123,9 @@ def test_forward_is_the_head_of_the_features_in_bfloat16(narrow):
         ({"d_model": 60}, r"d_model \(60\) must equal n_heads x head_dim \(4 x 16 = 64\)"),
         ({"context_length": 0}, "context_length must be a positive integer, got 0"),
         ({"vocab_size": -5}, "vocab_size must be a positive integer, got -5"),
+        ({"head_dim": 16.0}, "head_dim must be a positive integer, got 16.0"),
+        ({"rope_theta": -1.0}, r"rope_theta must be > 0, got -1.0"),
+        ({"init_std": 0.0}, r"init_std must be > 0, got 0.0"),
         ({"ffn_hidden": -1}, r"ffn_hidden must be an integer >= 0 \(0: no MLP\)"),
     ],
 )

@@ -6,7 +6,8 @@ How it measures:
 - the model is the paper's shape by default (16 layers, d_model 512, 8 query and 2 key/value
   heads, vocabulary 32,768, trained at 1024 tokens), random weights, float32 (``--dtype
   bfloat16``: the matrices in bfloat16, activations and sums float32 on the CPU; on CUDA the
-  whole model in bfloat16);
+  whole model in bfloat16; ``--quantize int8`` adds rows of dtype int8, the matrices in int8
+  with float32 scales per output channel, CPU only: :mod:`lit_sparse.generation.quantize`);
 - every sparse plugin attends the same number of keys per query: fibonacci's window W plus
   its rungs (19 at W = 8); sliding_window a window of that many keys; bigbird the window W,
   2 global keys and the rest random per 64-query block; ``fibonacci_learned`` is the
@@ -21,8 +22,9 @@ How it measures:
   dense's median over the row's (same dtype);
 - the floor: a step at B = 1 reads every weight once, so it takes at least the weights'
   bytes over the memory bandwidth, measured in the same process with one large copy
-  (:func:`lit_sparse.bench.timing.copy_bandwidth`); ``x_floor`` is ``ms_per_step`` over that
-  time (at larger B a step is compute-bound, and the ratio grows with B);
+  (:func:`lit_sparse.bench.timing.copy_bandwidth`; an int8 row's bytes are its int8 matrices
+  and scales); ``x_floor`` is ``ms_per_step`` over that time (at larger B a step is
+  compute-bound, and the ratio grows with B);
 - ``--breakdown``: after the timed rounds, a few more steps with timers on the modules say
   where a step's time goes: ``proj_ms`` the projections (q, k, v, o and the MLP's three),
   ``attn_ms`` the attention reads (RoPE and the cache: the attention modules less their
@@ -91,6 +93,8 @@ class DecodeBenchSpec:
     """Sequences decoded together per step, one process per value."""
     dtypes: list[str] = field(default_factory=lambda: ["float32"])
     """The weights' dtypes, timed side by side."""
+    quantize: str = "none"
+    """int8: also time the model with int8 matrices (rows of dtype int8, beside the dtypes')."""
     tokens: int = 16
     """Timed steps per plugin and context (after 2 warm-up steps)."""
     window: int = 8
@@ -140,6 +144,17 @@ class DecodeBenchSpec:
             )
         if self.device not in ("cpu", "cuda"):
             raise ConfigError(f"device={self.device!r}: expected cpu or cuda")
+        from lit_sparse.generation.quantize import check_quantize
+
+        if check_quantize(self.quantize) == "int8" and self.device != "cpu":
+            raise ConfigError(
+                f"quantize='int8' with device={self.device!r}: the int8 kernel runs on the CPU only"
+            )
+
+    @property
+    def weight_formats(self) -> list[str]:
+        """The rows' dtypes: the ``dtypes``, then int8 where ``quantize`` asks for it."""
+        return [*self.dtypes, *(["int8"] if self.quantize == "int8" else [])]
 
 
 def decode_plugin(name: str, window: int, training_length: int):
@@ -162,10 +177,11 @@ def decode_plugin(name: str, window: int, training_length: int):
 
 def decode_model(spec: DecodeBenchSpec, plugin: str, dtype: str = "float32"):
     """The benched model of ``plugin``, in eval mode on ``spec.device``, its weights in
-    ``dtype`` (CPU: the matrices only; CUDA: the whole model)."""
+    ``dtype`` (CPU: the matrices only; CUDA: the whole model; int8: the matrices, CPU)."""
     import torch
 
     from lit_sparse.config import ModelConfig
+    from lit_sparse.generation.quantize import quantize_int8
     from lit_sparse.generation.weights import bfloat16_weights
     from lit_sparse.model import LanguageModel
 
@@ -183,13 +199,19 @@ def decode_model(spec: DecodeBenchSpec, plugin: str, dtype: str = "float32"):
     model = LanguageModel(config, attention).eval().to(spec.device)
     if dtype == "bfloat16":
         model = model.to(torch.bfloat16) if spec.device == "cuda" else bfloat16_weights(model)
+    elif dtype == "int8":
+        model = quantize_int8(model)
     return model
 
 
 def weight_bytes(model) -> int:
     """Bytes one decoding step at batch 1 reads at least: every parameter once (the tied
-    embedding is the output layer's matrix)."""
-    return sum(p.numel() * p.element_size() for p in model.parameters())
+    embedding is the output layer's matrix), and an int8 model's matrices and scales."""
+    from lit_sparse.generation.quantize import Int8Weight
+
+    int8 = [m for m in model.modules() if isinstance(m, Int8Weight)]
+    stored = [*model.parameters(), *(t for m in int8 for t in (m.weight, m.scale))]
+    return sum(t.numel() * t.element_size() for t in stored)
 
 
 class _Decoder:
@@ -274,7 +296,7 @@ def _time_context(spec: DecodeBenchSpec, context: int, batch: int) -> dict[str, 
     hf = spec.transformers and batch == 1 and "float32" in spec.dtypes
     rounds = -(-spec.tokens // ROUND_TOKENS) if hf else spec.tokens
     steps_per_round = ROUND_TOKENS if hf else 1
-    for dtype in spec.dtypes:
+    for dtype in spec.weight_formats:
         for plugin in spec.plugins:
             key = f"{plugin}|{dtype}"
             try:
@@ -399,7 +421,7 @@ def _rows_of(spec: DecodeBenchSpec, context: int, batch: int, measured: dict) ->
     rows = []
     timing = measured["rows"]
     bandwidth = measured.get("bandwidth")
-    for dtype in spec.dtypes:
+    for dtype in spec.weight_formats:
         dense = timing.get(f"dense|{dtype}", {}).get("ms_per_step")
         for plugin in _row_names(spec, batch, dtype):
             key = f"{plugin}|{dtype}"

@@ -98,7 +98,7 @@ def _transformers_model(name: str, network):
         return LitSparseForCausalLM.from_network(network)
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from lit_sparse.io.stock_formats import stock_config, to_stock_names
+    from lit_sparse.formats.stock import stock_config, to_stock_names
 
     layout = _LAYOUT[name]
     keys = {"format": "", "arch": {}, "attention": network.attention.to_config()}

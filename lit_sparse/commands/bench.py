@@ -311,6 +311,12 @@ def _decode_parser(sub) -> None:
         dest="dtypes",
         help="the weights' dtypes, timed side by side (bfloat16: half the bytes per step)",
     )
+    decode.add_argument(
+        "--quantize",
+        default=defaults.quantize,
+        help="int8: also time the model with int8 matrices and float32 scales (rows of dtype "
+        "int8 beside the --dtype rows; their floor counts the int8 bytes; CPU only)",
+    )
     decode.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to time")
     decode.add_argument(
         "--breakdown",

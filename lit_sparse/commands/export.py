@@ -19,7 +19,7 @@ import argparse
 import sys
 
 from lit_sparse.commands import reports_errors
-from lit_sparse.io.pretrained import LAYOUTS as FORMATS
+from lit_sparse.formats.pretrained import LAYOUTS as FORMATS
 from lit_sparse.parsing.help_text import HelpFormatter
 
 __all__ = ["main"]

@@ -8,6 +8,7 @@ rows for Fibonacci layers). Generation stops at the tokenizer's end-of-text toke
 
     python -m lit_sparse generate runs/quickstart/coprime --prompt "ROMEO:" --max_new_tokens 60
     python -m lit_sparse generate exported/ --prompt_file prompt.txt --temperature 0 --stats
+    python -m lit_sparse generate exported/ --prompt "ROMEO:" --quantize int8
 """
 
 from __future__ import annotations
@@ -67,6 +68,13 @@ def _parser() -> argparse.ArgumentParser:
         "half the time per token on a CPU at batch 1); activations and sums stay float32",
     )
     parser.add_argument(
+        "--quantize",
+        default="none",
+        help="none (default) or int8: the matrices in int8 with a float32 scale per output "
+        "channel, a quarter of float32's bytes per step (CPU only; not with --dtype bfloat16, "
+        "which int8 replaces); norms, caches and the residual stream stay float32",
+    )
+    parser.add_argument(
         "--prefill_chunk",
         "--prefill-chunk",
         type=int,
@@ -87,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
 
     from lit_sparse.generation import Generation, Sampler
+    from lit_sparse.generation.quantize import check_quantize, quantize
     from lit_sparse.generation.text import TextStream
     from lit_sparse.generation.weights import weight_dtype
     from lit_sparse.interop.sources import load_source, resolve_device
@@ -97,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.prefill_chunk < 1:
         raise ConfigError(f"prefill_chunk={args.prefill_chunk}: must be an integer >= 1")
     Sampler(args.temperature, args.top_k, args.top_p, args.seed)
+    if check_quantize(args.quantize) == "int8" and args.dtype != "float32":
+        raise ConfigError(
+            f"quantize='int8' with dtype={args.dtype!r}: int8 replaces the matrices --dtype "
+            "would narrow; use one of them"
+        )
     if args.prompt_file is not None:
         prompt_path = Path(args.prompt_file)
         if not prompt_path.is_file():
@@ -108,13 +122,18 @@ def main(argv: list[str] | None = None) -> int:
     else:
         prompt = args.prompt or ""
     device = resolve_device(args.device)
+    if args.quantize == "int8" and device.type != "cpu":
+        raise ConfigError(
+            f"quantize='int8' with device={args.device!r}: the int8 kernel runs on the CPU "
+            "only (on a GPU use --dtype bfloat16)"
+        )
 
     source = load_source(args.path, args.tokenizer, option="--tokenizer")
     tokenizer = source.tokenizer
     ids = tokenizer.tokenizer.encode(prompt).ids if prompt else []
     ids = ids or [tokenizer.eos_id]  # an empty prompt starts a new document
     generation = Generation(
-        weight_dtype(source.model.to(device), args.dtype),
+        quantize(weight_dtype(source.model.to(device), args.dtype), args.quantize),
         [ids],
         args.max_new_tokens,
         temperature=args.temperature,

@@ -24,8 +24,8 @@ import tokenizers
 from lit_sparse.data.embedded import TOKENIZER_PATH
 from lit_sparse.data.hub import OFFLINE_HINT, DataSourceUnavailable, is_network_error, require_hub
 from lit_sparse.errors import ConfigError
+from lit_sparse.formats.pretrained import CONFIG_FILE
 from lit_sparse.io.atomic import write_text
-from lit_sparse.io.pretrained import CONFIG_FILE
 
 __all__ = [
     "EOS_CANDIDATES",
@@ -88,7 +88,7 @@ class Tokenizer:
         and the configs transformers' ``AutoTokenizer`` and ``generate`` read for the
         end-of-text token (as ``export`` does); ``from_pretrained(folder)`` reads it back.
         Returns the tokenizer.json path."""
-        from lit_sparse.io.transformers_files import transformers_files
+        from lit_sparse.formats.transformers_files import transformers_files
 
         folder = Path(folder).expanduser()
         folder.mkdir(parents=True, exist_ok=True)

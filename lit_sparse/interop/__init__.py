@@ -6,6 +6,6 @@
   checkpoint or an exported folder.
 - :mod:`~lit_sparse.interop.hf`: the models in Hugging Face transformers (the ``hf`` extra):
   ``LitSparseForCausalLM``, its bounded cache, registration with the Auto classes.
-- :mod:`~lit_sparse.io.transformers_files`: the tokenizer and generation configs an
+- :mod:`~lit_sparse.formats.transformers_files`: the tokenizer and generation configs an
   export carries for transformers; :mod:`~lit_sparse.interop.extras`: the extras' checks.
 """

@@ -23,10 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lit_sparse.errors import ConfigError, DamagedFileError
-from lit_sparse.interop.sources import run_tokenizer_checked
-from lit_sparse.io import pretrained
-from lit_sparse.io.atomic import AtomicFolder, write_text
-from lit_sparse.io.pretrained import (
+from lit_sparse.formats import pretrained
+from lit_sparse.formats.pretrained import (
     CONFIG_FILE,
     LAYOUTS,
     TOKENIZER_FILE,
@@ -35,10 +33,12 @@ from lit_sparse.io.pretrained import (
     model_card,
     read_config,
 )
-from lit_sparse.io.remote_code import REMOTE_CODE
-from lit_sparse.io.stock_formats import stock_layout_of
+from lit_sparse.formats.remote import REMOTE_CODE
+from lit_sparse.formats.stock import stock_layout_of
+from lit_sparse.formats.transformers_files import transformers_files
+from lit_sparse.interop.sources import run_tokenizer_checked
+from lit_sparse.io.atomic import AtomicFolder, write_text
 from lit_sparse.io.tables import markdown_table
-from lit_sparse.io.transformers_files import transformers_files
 from lit_sparse.runs.checkpoint_folders import checkpoint_bytes
 from lit_sparse.runs.locks import lock_holder
 

@@ -20,7 +20,7 @@ import torch
 
 from lit_sparse.data.tokenizer import Tokenizer, run_tokenizer
 from lit_sparse.errors import ConfigError
-from lit_sparse.io.pretrained import (
+from lit_sparse.formats.pretrained import (
     CONFIG_FILE,
     TOKENIZER_FILE,
     TOKENIZER_SHA256,

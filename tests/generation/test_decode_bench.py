@@ -6,8 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from torch import nn
 
-from lit_sparse.bench.decode import PLUGINS, DecodeBenchSpec, decode_model, decode_plugin
+from lit_sparse.bench.decode import (
+    PLUGINS,
+    DecodeBenchSpec,
+    decode_model,
+    decode_plugin,
+    weight_bytes,
+)
 from lit_sparse.bench.decode_transformers import TRANSFORMERS_ROWS
 from lit_sparse.commands.bench import main
 
@@ -102,31 +109,57 @@ def test_sparse_plugins_attend_equal_keys_per_query(name):
 def test_batches_dtypes_the_floor_and_the_breakdown(tmp_path, capsys):
     """One process per batch size; each row's tokens/s is its batch over its step time, its
     floor the weights' bytes over the copy bandwidth of its process (bfloat16: half the
-    matrices' bytes), and the breakdown's parts are there."""
+    matrices' bytes; --quantize int8: rows of dtype int8 with the same columns, their bytes
+    the int8 matrices, input width padded to 16, and a float32 scale per output channel),
+    and the breakdown's parts are there."""
     path = tmp_path / "decode.json"
     args = ["decode", *TINY, "--contexts", "100", "--tokens", "2", "--rss-tokens", "0"]
     args += ["--plugins", "dense", "fibonacci", "--batch", "1", "3"]
-    args += ["--dtype", "float32", "bfloat16", "--breakdown"]
+    args += ["--dtype", "float32", "bfloat16", "--quantize", "int8", "--breakdown"]
     assert main([*args, "--json", str(path)]) == 0
     rows = json.loads(path.read_text())
+    dtypes = ("float32", "bfloat16", "int8")
     assert [(r["batch"], r["dtype"], r["plugin"]) for r in rows] == [
-        (b, d, p) for b in (1, 3) for d in ("float32", "bfloat16") for p in ("dense", "fibonacci")
+        (b, d, p) for b in (1, 3) for d in dtypes for p in ("dense", "fibonacci")
     ]
     model = decode_model(DecodeBenchSpec(**SPEC), "fibonacci")
     fp32_bytes = sum(p.numel() * 4 for p in model.parameters())
     norms = sum(p.numel() * 4 for n, p in model.named_parameters() if "norm" in n)
+    matrices = [m.weight for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding))]
+    stored = {
+        "float32": fp32_bytes,
+        "bfloat16": norms + (fp32_bytes - norms) // 2,
+        "int8": norms + sum(w.shape[0] * (-(-w.shape[1] // 16) * 16 + 4) for w in matrices),
+    }
+    assert weight_bytes(model) == stored["float32"]
     for row in rows:
+        assert set(row) == set(rows[0])
         assert row["tokens_per_s"] == pytest.approx(row["batch"] / (row["ms_per_step"] / 1e3))
         assert row["ms_per_token"] == pytest.approx(row["ms_per_step"] / row["batch"])
         assert row["x_floor"] == pytest.approx(row["ms_per_step"] / row["floor_ms"])
         floor = 1e3 * row["weight_bytes"] / (row["bandwidth_gb_s"] * 1e9)
         assert row["floor_ms"] == pytest.approx(floor)
-        half = norms + (fp32_bytes - norms) // 2
-        assert row["weight_bytes"] == (fp32_bytes if row["dtype"] == "float32" else half)
+        assert row["weight_bytes"] == stored[row["dtype"]]
         assert all(row[key] > 0 for key in ("proj_ms", "attn_ms", "head_ms", "other_ms"))
     table = capsys.readouterr().out
     assert "| context | batch | dtype | plugin | ms/step | tokens/s | x dense | x floor |" in table
     assert "| proj ms | attn ms | head ms | other ms |" in table
+    assert "| 100 | 3 | int8 | fibonacci |" in table
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--quantize", "int4"], "error: quantize='int4': expected one of none, int8\n"),
+        (
+            ["--quantize", "int8", "--device", "cuda"],
+            "error: quantize='int8' with device='cuda': the int8 kernel runs on the CPU only\n",
+        ),
+    ],
+)
+def test_a_bad_quantize_is_one_line(args, message, capsys):
+    assert main(["decode", *args]) == 2
+    assert capsys.readouterr().err == message
 
 
 def test_a_batch_of_sequences_decodes_like_each_alone():

@@ -77,11 +77,11 @@ def test_a_model_with_bfloat16_weights_keeps_float32_activations():
 PROMPTS = ["To be, or not to be", "ROMEO:", "First Citizen:\nBefore we proceed", "12 + 7 ="]
 
 
-def generated(path, prompt: str, dtype: str, monkeypatch) -> str:
+def generated(path, prompt: str, dtype: str, monkeypatch, extra=()) -> str:
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
     args = ["generate", str(path), "--prompt", prompt, "--temperature", "0", "--ignore_eos"]
-    assert lit_main([*args, "--max_new_tokens", "40", "--dtype", dtype]) == 0
+    assert lit_main([*args, "--max_new_tokens", "40", "--dtype", dtype, *extra]) == 0
     return out.getvalue()
 
 

@@ -18,9 +18,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 import lit_sparse  # noqa: E402
 from lit_sparse.errors import DamagedFileError  # noqa: E402
+from lit_sparse.formats.pretrained import file_sha256  # noqa: E402
 from lit_sparse.interop.lm_eval import LitSparseLM  # noqa: E402
 from lit_sparse.interop.shipped_tasks import TASKS_DIR  # noqa: E402
-from lit_sparse.io.pretrained import file_sha256  # noqa: E402
 
 pytestmark = pytest.mark.slow  # lm-eval's import and an evaluation
 

@@ -17,7 +17,9 @@ import sys
 import pytest
 
 import lit_sparse
+from lit_sparse.evaluation.extrapolation import evaluate_lengths
 from lit_sparse.interop.shipped_tasks import TASKS_DIR
+from tests.tiny_runs import SEQ_LEN, tiny_datamodule
 
 pytest.importorskip("lm_eval")
 pytestmark = pytest.mark.slow  # starts lm-eval in a process
@@ -103,10 +105,10 @@ def lm_eval_each(jobs: dict[str, tuple[list[str], os.PathLike]], folder) -> dict
 
 
 @pytest.fixture(scope="module")
-def commands(random_export, tmp_path_factory) -> dict:
+def commands(random_export, learned_export, tmp_path_factory) -> dict:
     """The tests' commands, run once in one interpreter; each in its own folder (``cwd``)."""
     folder = tmp_path_factory.mktemp("lm_eval_cli")
-    cwd = {name: folder / name for name in ("rolling", "unknown", "hf")}
+    cwd = {name: folder / name for name in ("rolling", "unknown", "hf", "agreement")}
     for path in cwd.values():
         path.mkdir()
     jobs = {
@@ -126,6 +128,17 @@ def commands(random_export, tmp_path_factory) -> dict:
             "--model_args", f"pretrained={random_export}",
             "--tasks", "no_such_task",
             "--include_path", str(TASKS_DIR),
+        ],
+        "agreement": [  # the first held-out play, whole, in windows of the training length
+            "--model", "lit_sparse",
+            "--model_args", f"pretrained={learned_export},max_length={SEQ_LEN}",
+            "--device", "cpu",
+            "--tasks", "lit_sparse_shakespeare_ppl",
+            "--include_path", str(TASKS_DIR),
+            "--limit", "1",
+            "--batch_size", "256",
+            "--log_samples",
+            "--output_path", str(cwd["agreement"] / "results"),
         ],
     }  # fmt: skip
     if "auto_map" in json.loads((random_export / "config.json").read_text()):
@@ -184,3 +197,26 @@ def test_lm_evals_hf_model_on_an_export(random_export, commands):
     (results_file,) = out.rglob("results_*.json")
     results = json.loads(results_file.read_text())["results"]["lit_sparse_math_ppl"]
     assert math.isfinite(results["word_perplexity,none"])
+
+
+def test_lm_evals_documents_give_the_projects_own_token_perplexity(learned_run, commands):
+    """The rolling task on the first held-out play through lm-eval (windows of the training
+    length after the end-of-text token) and the project's own evaluation of the held-out
+    stream (``evaluate_lengths``, as ``validate`` and ``extrapolate`` score it) over the
+    windows that play fills score the same tokens in the same windows; only the play's last
+    partial window differs (lm-eval reads it with a full window of context, the stream's
+    windows stop before it). Their token perplexities agree within 0.5 %."""
+    done, cwd = commands["agreement"]
+    assert done.returncode == 0, done.stderr[-3000:]
+    (samples_file,) = (cwd / "results").rglob("samples_lit_sparse_shakespeare_ppl_*.jsonl")
+    (sample,) = [json.loads(line) for line in samples_file.read_text().splitlines()]
+    got = sample["filtered_resps"][0]
+    tokens = len(lit_sparse.Tokenizer.from_pretrained().encode(sample["doc"]["text"]))
+    lm_evals = math.exp(-float(got[0] if isinstance(got, list) else got) / tokens)
+
+    windows = tokens // SEQ_LEN  # the stream's windows within the play (no EOS predicted)
+    datamodule = tiny_datamodule(val_windows=windows)
+    datamodule.setup("validate")
+    ours = evaluate_lengths(learned_run.module, datamodule, [SEQ_LEN], sets=["shakespeare"])
+    assert ours.tokens["shakespeare"][SEQ_LEN] == windows * SEQ_LEN > tokens - SEQ_LEN
+    assert ours.ppl("shakespeare", SEQ_LEN) == pytest.approx(lm_evals, rel=5e-3)

@@ -28,6 +28,18 @@ def lm(random_export) -> LitSparseLM:
     return LitSparseLM(pretrained=str(random_export), device="cpu", batch_size=4)
 
 
+def test_the_entry_point_loads_the_model_that_lm_eval_registers():
+    """The installed ``lm_eval.models`` entry point, loaded as a plugin registry loads it
+    (``EntryPoint.load``), is the class lm-eval's own registry names ``lit_sparse``."""
+    from importlib.metadata import entry_points
+
+    from lm_eval.api.registry import get_model
+
+    (point,) = entry_points(group="lm_eval.models", name="lit_sparse")
+    assert point.value == "lit_sparse.interop.lm_eval:LitSparseLM"
+    assert point.load() is LitSparseLM is get_model("lit_sparse")
+
+
 def request(kind: str, *args, n: int = 0) -> Instance:
     return Instance(request_type=kind, doc={}, arguments=args, idx=n)
 

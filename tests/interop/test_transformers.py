@@ -24,12 +24,12 @@ from transformers import AutoConfig, AutoModelForCausalLM, StoppingCriteria  # n
 
 from lit_sparse import LanguageModel, build_attention, generate, list_attention  # noqa: E402
 from lit_sparse.errors import ConfigError  # noqa: E402
+from lit_sparse.formats import pretrained  # noqa: E402
 from lit_sparse.interop.hf import (  # noqa: E402
     LitSparseCache,
     LitSparseConfig,
     LitSparseForCausalLM,
 )
-from lit_sparse.io import pretrained  # noqa: E402
 
 CASES = generation_cases()
 PLUGINS = {name: plugin for name, plugin in CASES.items() if not name.endswith("-drop")}

@@ -159,7 +159,7 @@ def test_an_attention_edited_since_training_warns_as_lit_sparse_warns(
         ("lit_sparse", lit_sparse.load_pretrained),
     ]:
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="lit_sparse.io.pretrained"):
+        with caplog.at_level(logging.WARNING, logger="lit_sparse.formats.pretrained"):
             load(folder)
         warned[route] = [record.getMessage() for record in caplog.records]
     (line,) = warned["transformers"]

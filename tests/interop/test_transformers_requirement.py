@@ -55,7 +55,7 @@ def test_missing_transformers_names_the_extra(no_transformers, capsys):
 @pytest.mark.slow
 def test_lit_sparse_and_its_export_do_not_import_transformers():
     code = (
-        "import sys, lit_sparse, lit_sparse.interop.export, lit_sparse.io.pretrained\n"
+        "import sys, lit_sparse, lit_sparse.interop.export, lit_sparse.formats.pretrained\n"
         "import lit_sparse.commands.export\n"
         "assert 'transformers' not in sys.modules, 'transformers was imported'\n"
     )

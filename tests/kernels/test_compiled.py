@@ -196,14 +196,17 @@ def test_threads_follow_affinity_quota_and_torch(monkeypatch):
 
 
 def test_the_build_is_keyed_by_torch_the_python_abi_and_the_source(monkeypatch, tmp_path):
-    """Two environments (another torch, another Python) or two checkouts (another source)
-    get their own build folders instead of rebuilding over each other's."""
+    """Two environments (another torch, another Python, another ninja) or two checkouts
+    (another source) get their own build folders instead of rebuilding over each other's."""
     name = compiled.build_name()
     assert name == compiled.build_name()  # stable
     monkeypatch.setattr(compiled.torch, "__version__", "0.0.1")
     assert compiled.build_name() != name
     monkeypatch.undo()
     monkeypatch.setattr(compiled.sysconfig, "get_config_var", lambda key: "cpython-399-x")
+    assert compiled.build_name() != name
+    monkeypatch.undo()
+    monkeypatch.setattr(compiled, "_ninja", lambda: ("1.11.1", None))
     assert compiled.build_name() != name
     monkeypatch.undo()
     source = tmp_path / "slots_cpu.cpp"
@@ -289,11 +292,20 @@ def test_slots_that_would_read_outside_the_inputs_are_refused(problem):
 def test_two_checkouts_of_one_commit_share_one_build_and_never_rebuild(tmp_path):
     """torch writes the source's path into build.ninja: each checkout's own path made ninja
     rebuild (about a minute, silently) whenever another checkout had loaded last. The build
-    reads its own copy of the source, so a checkout anywhere loads the same build."""
+    reads its own copy of the source, so a checkout anywhere loads the same build. Nor does
+    the ninja that PATH finds first matter (a system one, 1.11 here, logs commands under
+    other hashes than the environment's 1.13: they took turns rebuilding): the build runs
+    the ninja package's."""
     assert compiled.available()
     library = compiled.build_directory(compiled.build_name()) / f"{compiled.build_name()}.so"
     built_at = library.stat().st_mtime_ns
-    for checkout in ("a", "b", "a"):
+    path = os.environ.get("PATH", "")
+    system_first = {**os.environ, "PATH": os.pathsep.join(["/usr/bin", "/bin", path])}
+    environment_first = {
+        **os.environ,
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), path]),
+    }
+    for checkout, env in (("a", system_first), ("b", environment_first), ("a", system_first)):
         source = tmp_path / checkout / "slots_cpu.cpp"
         source.parent.mkdir(exist_ok=True)
         source.write_bytes(compiled.SOURCE.read_bytes())
@@ -302,7 +314,7 @@ def test_two_checkouts_of_one_commit_share_one_build_and_never_rebuild(tmp_path)
             f"compiled.SOURCE = Path({str(source)!r})\nprint(compiled.available())"
         )
         done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=240
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env=env
         )
         assert done.stdout.strip() == "True", done.stderr
         assert "built" not in done.stderr, done.stderr

@@ -21,9 +21,9 @@ import torch
 from lit_sparse import LanguageModel, build_attention
 from lit_sparse.__main__ import main as lit_main
 from lit_sparse.errors import ConfigError, DamagedFileError
+from lit_sparse.formats.pretrained import TRAINED_ATTENTION, WEIGHTS_SHA256, file_sha256
 from lit_sparse.interop.export import export_run
 from lit_sparse.io import atomic
-from lit_sparse.io.pretrained import TRAINED_ATTENTION, WEIGHTS_SHA256, file_sha256
 from lit_sparse.runs.checkpoints import read_checkpoint
 
 from .cli_runs import copy_run, errors, tracebacks
@@ -333,7 +333,7 @@ def test_an_edited_attention_config_warns_naming_the_fields(saved, caplog):
         change(config)
         config_file.write_text(json.dumps(config))
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="lit_sparse.io.pretrained"):
+        with caplog.at_level(logging.WARNING, logger="lit_sparse.formats.pretrained"):
             model = LanguageModel.from_pretrained(folder)
         return model, [r.getMessage() for r in caplog.records]
 

@@ -3,10 +3,11 @@ loader and cached (``$TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extension
 
 The op is plain loops over each query's slots, threads taking small work items from a shared
 counter (see the source's header). Building needs a C++ compiler and ninja (a dependency);
-it takes about a minute, once per build key: the CPU, the torch version, the Python ABI and
-the source's hash, so environments and checkouts that differ in any of them keep their own
-builds side by side instead of rebuilding over each other. Where it cannot be built, or
-with ``LIT_SPARSE_CPU_KERNEL=csr``, :func:`available` is False and the sparse-BLAS kernel
+it takes about a minute, once per build key: the CPU, the torch version, the Python ABI, the
+ninja version (the ``ninja`` package's binary runs the build) and the source's hash, so
+environments and checkouts that differ in any of them keep their own builds side by side
+instead of rebuilding over each other. Where it cannot be built, or with
+``LIT_SPARSE_CPU_KERNEL=csr``, :func:`available` is False and the sparse-BLAS kernel
 (``csr.py``) runs instead; the reason is logged once.
 
 Threads: :func:`usable_threads` counts the cores this process may use: the CPU affinity
@@ -53,11 +54,36 @@ def _cpu_signature() -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:10]
 
 
+def _ninja() -> tuple[str, str | None]:
+    """The version and folder of the ``ninja`` package's binary (a dependency), the one the
+    build runs: ninja versions hash commands differently in ``.ninja_log`` (1.11 and 1.13
+    each read the other's entry as a changed command), so a system ninja earlier on PATH and
+    the environment's took turns rebuilding the same folder."""
+    try:
+        import ninja
+    except ImportError:  # torch's own check then names what is missing
+        return "", None
+    return getattr(ninja, "__version__", ""), getattr(ninja, "BIN_DIR", None)
+
+
+@contextlib.contextmanager
+def _ninja_first_on_path():
+    """PATH with the ``ninja`` package's binary first while torch's loader runs ninja."""
+    _, folder = _ninja()
+    saved = os.environ.get("PATH", "")
+    if folder:
+        os.environ["PATH"] = os.pathsep.join([folder, saved])
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = saved
+
+
 def build_name() -> str:
     """The extension's name, which names its build folder: the CPU's signature and a hash of
-    the torch version, the Python ABI, the compiler flags and the source."""
+    the torch version, the Python ABI, the compiler flags, the ninja version and the source."""
     abi = sysconfig.get_config_var("SOABI") or sys.implementation.cache_tag
-    parts = [torch.__version__, abi, " ".join(_FLAGS), SOURCE.read_text()]
+    parts = [torch.__version__, abi, " ".join(_FLAGS), _ninja()[0], SOURCE.read_text()]
     digest = hashlib.sha1("\0".join(parts).encode()).hexdigest()[:12]
     return f"lit_sparse_slots_cpu_{_cpu_signature()}_{digest}"
 
@@ -130,7 +156,7 @@ def _extension():
             )
         start = time.perf_counter()
         folder.mkdir(parents=True, exist_ok=True)
-        with build_lock(folder):
+        with build_lock(folder), _ninja_first_on_path():
             module = load(
                 name=name,
                 sources=[str(build_source(folder))],

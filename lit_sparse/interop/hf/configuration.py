@@ -17,8 +17,8 @@ from transformers import PretrainedConfig
 
 from lit_sparse.attention import build_attention
 from lit_sparse.config import ModelConfig
-from lit_sparse.io.pretrained import FORMAT, check_model_keys
-from lit_sparse.io.stock_formats import shape_fields
+from lit_sparse.formats.pretrained import FORMAT, check_model_keys
+from lit_sparse.formats.stock import shape_fields
 
 __all__ = ["LitSparseConfig"]
 
@@ -47,15 +47,18 @@ class LitSparseConfig(PretrainedConfig):
         shape = ModelConfig.from_dict(dict(arch or {}))
         plugin = build_attention(attention)
         plugin.check(shape.n_layers)
-        derived = shape_fields(shape)
-        for key in (*derived, "format", "training_length"):
+        for key in (*shape_fields(shape), "format"):
             kwargs.pop(key, None)
         kwargs.setdefault("tie_word_embeddings", True)
         super().__init__(**kwargs)
         self.format = FORMAT
-        self.arch = shape.to_dict()
         self.attention = plugin.to_config()
-        for key, value in derived.items():
+        self.set_shape(shape)
+
+    def set_shape(self, shape: ModelConfig) -> None:
+        """``arch`` and the standard shape keys (``hidden_size``, ...), both from ``shape``."""
+        self.arch = shape.to_dict()
+        for key, value in shape_fields(shape).items():
             setattr(self, key, value)
 
     def to_diff_dict(self) -> dict[str, Any]:

@@ -7,7 +7,7 @@ the ``LanguageModel``'s, key for key, and a folder saved by either loads in the 
 pattern's own bounded cache) unless told not to cache.
 
 ``from_pretrained`` (and so the Auto classes and ``pipeline``) runs the checks
-``lit_sparse.load_pretrained`` runs, the same functions (:mod:`lit_sparse.io.pretrained`),
+``lit_sparse.load_pretrained`` runs, the same functions (:mod:`lit_sparse.formats.pretrained`),
 before transformers reads a weight: config.json names the shape and the attention, the
 weights have the sha256 it records and fit that shape, tokenizer.json is the one it records;
 an attention edited since training warns naming the fields. ``verify_weights=False`` loads
@@ -33,20 +33,19 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 from lit_sparse.attention import build_attention
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError
-from lit_sparse.interop.hf.cache import RIGHT_PADDED, LitSparseCache
-from lit_sparse.interop.hf.configuration import LitSparseConfig
-from lit_sparse.interop.hf.padding import check_positions, padded_forward, row_layout
-from lit_sparse.io import pretrained
-from lit_sparse.io.atomic import write_text
-from lit_sparse.io.pretrained import (
+from lit_sparse.formats import pretrained
+from lit_sparse.formats.pretrained import (
     CONFIG_FILE,
     TOKENIZER_FILE,
     TOKENIZER_SHA256,
     WEIGHTS_FILE,
     WEIGHTS_SHA256,
 )
-from lit_sparse.io.remote_code import AUTO_MAP, REMOTE_CODE
-from lit_sparse.io.stock_formats import shape_fields
+from lit_sparse.formats.remote import AUTO_MAP, REMOTE_CODE
+from lit_sparse.interop.hf.cache import RIGHT_PADDED, LitSparseCache
+from lit_sparse.interop.hf.configuration import LitSparseConfig
+from lit_sparse.interop.hf.padding import check_positions, padded_forward, row_layout
+from lit_sparse.io.atomic import write_text
 from lit_sparse.model import LanguageModel, RMSNorm, RotaryEmbedding
 
 try:  # transformers 5: init functions that skip a tensor the checkpoint already filled
@@ -183,11 +182,8 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
         }
         if arch == self.config.arch:
             return
-        shape = ModelConfig.from_dict(arch)
-        self.config.arch = shape.to_dict()
-        for key, value in shape_fields(shape).items():
-            setattr(self.config, key, value)
-        self.network.config = shape
+        self.network.config = shape = ModelConfig.from_dict(arch)
+        self.config.set_shape(shape)
 
     def set_input_embeddings(self, value) -> None:
         self.embedding = self.network.embedding = value

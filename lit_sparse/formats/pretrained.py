@@ -8,7 +8,7 @@ A folder (or a hub repository) holds:
   "init_args"}}``; a plugin from another package is recorded by its class path, and loading
   names the package when it is not installed. Beside them the keys transformers reads
   (``model_type`` ``lit_sparse``, ``architectures``, ``auto_map``, the standard shape keys,
-  ``training_length``; :mod:`lit_sparse.io.stock_formats`), and ``python -m lit_sparse
+  ``training_length``; :mod:`lit_sparse.formats.stock`), and ``python -m lit_sparse
   export`` adds ``eos_token_id`` / ``bos_token_id``. Two keys guard the folder:
   ``weights_sha256`` (of model.safetensors, checked on load like a checkpoint's CRCs: a
   changed byte is one line naming the file) and ``trained_attention`` (the attention config
@@ -18,7 +18,7 @@ A folder (or a hub repository) holds:
   loading it checks tokenizer.json against it, as a run's checkpoint is checked against its
   tokenizer);
 - ``configuration_lit_sparse.py``, ``modeling_lit_sparse.py``: the remote code that
-  ``auto_map`` names (:mod:`lit_sparse.io.remote_code`);
+  ``auto_map`` names (:mod:`lit_sparse.formats.remote`);
 - ``README.md``: a model card (``python -m lit_sparse export`` adds the run's results).
 
 A dense or sliding-window model can instead be saved in a stock layout (``layout="llama"``
@@ -47,9 +47,9 @@ from typing import Any
 import torch
 
 from lit_sparse.errors import ConfigError, DamagedFileError
-from lit_sparse.io import stock_formats
+from lit_sparse.formats import stock
+from lit_sparse.formats.remote import AUTO_MAP, REMOTE_CODE
 from lit_sparse.io.atomic import write_bytes, write_text
-from lit_sparse.io.remote_code import AUTO_MAP, REMOTE_CODE
 
 __all__ = [
     "CONFIG_FILE",
@@ -79,10 +79,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-FORMAT = "lit_sparse.io.pretrained/1"
+FORMAT = "lit_sparse.io.pretrained/1"  # every folder saved so far: a name, not a module path
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
-LAYOUTS = ("lit_sparse", *stock_formats.STOCK_CLASSES)
+LAYOUTS = ("lit_sparse", *stock.STOCK_CLASSES)
 WEIGHTS_SHA256 = "weights_sha256"
 """config.json key: the sha256 of model.safetensors (hex)."""
 TOKENIZER_FILE = "tokenizer.json"
@@ -289,7 +289,7 @@ def save(
         raise ConfigError(f"layout={layout!r}: must be one of {', '.join(LAYOUTS)}")
     state = {name: t.detach().contiguous().cpu() for name, t in model.state_dict().items()}
     if layout != "lit_sparse":
-        state = stock_formats.to_stock_names(state, model.config.n_layers)
+        state = stock.to_stock_names(state, model.config.n_layers)
     weights = safetensors_bytes(state, metadata={"format": "pt"})
     dtype = str(model.embedding.weight.dtype).removeprefix("torch.")
     lit_sparse_keys = {
@@ -309,13 +309,13 @@ def save(
         config = {
             **lit_sparse_keys,
             "model_type": "lit_sparse",
-            "architectures": [stock_formats.LIT_SPARSE_CLASS],
+            "architectures": [stock.LIT_SPARSE_CLASS],
             "auto_map": dict(AUTO_MAP),
-            **stock_formats.shape_fields(model.config),
+            **stock.shape_fields(model.config),
         }
         files.update(REMOTE_CODE)
     else:
-        config = stock_formats.stock_config(layout, model.config, lit_sparse_keys)
+        config = stock.stock_config(layout, model.config, lit_sparse_keys)
     config.update({"torch_dtype": dtype, **(extra or {})})
     folder = Path(folder)
     write_bytes(folder / WEIGHTS_FILE, weights)
@@ -334,7 +334,7 @@ def lit_sparse_keys(config: Any) -> tuple[dict[str, Any], str | None] | None:
     if config.get("format") == FORMAT:
         return config, None
     keys = config.get("lit_sparse")
-    if config.get("model_type") in stock_formats.STOCK_CLASSES and isinstance(keys, dict):
+    if config.get("model_type") in stock.STOCK_CLASSES and isinstance(keys, dict):
         if keys.get("format") == FORMAT:
             return keys, config["model_type"]
     return None
@@ -345,7 +345,7 @@ def _lit_sparse_keys(model_id: str, config: Any) -> tuple[dict[str, Any], str | 
     found = lit_sparse_keys(config)
     if found is not None:
         return found
-    if isinstance(config, dict) and config.get("model_type") in stock_formats.STOCK_CLASSES:
+    if isinstance(config, dict) and config.get("model_type") in stock.STOCK_CLASSES:
         raise ConfigError(
             f"{model_id!r}: a {config['model_type']} folder not written by lit_sparse (its "
             "config.json has no 'lit_sparse' keys); load it with transformers' "
@@ -394,7 +394,7 @@ def load(
         check_weights_digest(weights, config)
     state = _read_weights(weights, map_location)
     if layout is not None:
-        state = stock_formats.from_stock_names(state, model.config.n_layers)
+        state = stock.from_stock_names(state, model.config.n_layers)
     expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
     check_fit(expected, {name: tuple(t.shape) for name, t in state.items()}, model_id, strict)
     model.load_state_dict(state, strict=False)
@@ -469,10 +469,8 @@ def model_card(
     header = f"---\nlibrary_name: {library}\ntags:\n- lit_sparse\n- sparse-attention\n"
     header += "- text-generation\n---\n"
     remote = ", trust_remote_code=True" if layout == "lit_sparse" else ""
-    stock = stock_formats.STOCK_CLASSES.get(layout)
-    loads_as = (
-        f" (a stock `{stock}`: no remote code)" if stock else " (remote code: lit_sparse[hf])"
-    )
+    cls = stock.STOCK_CLASSES.get(layout)
+    loads_as = f" (a stock `{cls}`: no remote code)" if cls else " (remote code: lit_sparse[hf])"
     return (
         f"{header}\n# {title}\n\n"
         f"A decoder-only language model ({model.num_parameters():,} parameters: {shape}) "

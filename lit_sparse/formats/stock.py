@@ -51,8 +51,9 @@ _BLOCK_NAMES = {
 
 def shape_fields(config) -> dict[str, Any]:
     """The standard config.json keys of a ``ModelConfig`` (what transformers, lm-eval and the
-    hub's model pages read): ``training_length`` and ``max_position_embeddings`` are both
-    the training length (the model itself runs at any length)."""
+    hub's model pages read), the one place its fields get transformers' names (every layout
+    and ``LitSparseConfig`` take them from here): ``training_length`` and
+    ``max_position_embeddings`` are both the training length (the model runs at any length)."""
     return {
         "vocab_size": config.vocab_size,
         "hidden_size": config.d_model,

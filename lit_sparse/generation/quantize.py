@@ -1,0 +1,147 @@
+"""Int8 weights for decoding on a CPU: a step streams about a quarter of float32's bytes.
+
+:func:`quantize_int8` stores every matrix a decoding step reads (the attention projections
+q, k, v, o, the MLP's gate, up and down, and the tied embedding, which is also the output
+layer) as int8 with one float32 scale per output channel, symmetric: ``w ~ scale * q``,
+``q = round(w / scale)`` in [-127, 127], ``scale = max|w| / 127`` of its row. The norms,
+the caches, the residual stream and everything between the products stay float32.
+
+The products run through ``torch._weight_int8pack_mm``, the weight-only int8 kernel gpt-fast
+and torchao use. On the CPU it is vectorised for bfloat16 activations only (its float32
+path is a scalar loop, 10x slower than float32's own product), so each product's input is
+rounded to bfloat16, the kernel widens int8 and bfloat16 to float32 and sums in float32, and
+its result is rounded to bfloat16 once before the float32 scale multiplies it. Its inner
+loop reads 16 columns at a time from aligned rows, so the stored matrices have their input
+width padded with zero columns to a multiple of 16 (the paper's MLP down projection reads
+1,366 channels: 1,376 stored), and each input is padded to match.
+
+``torch.ao.quantization.quantize_dynamic`` (fbgemm) was measured too: as fast at the
+paper's shape (within 4 %), but it rounds the activations to 7-bit integers per tensor as
+well, which put its logits 5x further from float32's, and its quantized-tensor API is
+deprecated (docs/performance.md, "int8 weights").
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lit_sparse.errors import ConfigError
+from lit_sparse.model import LanguageModel, Linear
+
+__all__ = [
+    "QUANTIZE",
+    "Int8Embedding",
+    "Int8Linear",
+    "Int8Weight",
+    "check_quantize",
+    "quantize",
+    "quantize_int8",
+]
+
+QUANTIZE = ("none", "int8")
+"""The ``--quantize`` choices: none (the weights as they are) or int8."""
+
+ALIGN = 16
+"""The kernel reads this many input channels at a time (aligned rows)."""
+
+
+class Int8Weight(nn.Module):
+    """An int8 matrix (out_features, in_features padded to ``ALIGN``) with float32 scales per
+    output channel, and its product with float32 inputs."""
+
+    def __init__(self, weight: Tensor):
+        super().__init__()
+        out_features, in_features = weight.shape
+        matrix = weight.detach().float()
+        scale = matrix.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / 127
+        values = torch.round(matrix / scale[:, None]).clamp_(-127, 127).to(torch.int8)
+        self.in_features, self.out_features = in_features, out_features
+        padded = -(-in_features // ALIGN) * ALIGN
+        self.register_buffer("weight", F.pad(values, (0, padded - in_features)).contiguous())
+        self.register_buffer("scale", scale)
+        ones = torch.ones(out_features, dtype=torch.bfloat16, device=weight.device)
+        self.register_buffer("_unit", ones, persistent=False)  # the kernel's own scales
+
+    def product(self, x: Tensor) -> Tensor:
+        """``x @ W.T`` (..., out_features) in float32 for x (..., in_features)."""
+        rows = x.reshape(-1, self.in_features).to(torch.bfloat16, copy=True)  # aligned, new
+        padding = self.weight.shape[1] - self.in_features
+        if padding:
+            rows = F.pad(rows, (0, padding))
+        out = torch._weight_int8pack_mm(rows, self.weight, self._unit)  # (rows, out) bfloat16
+        return torch.mul(out, self.scale).view(*x.shape[:-1], self.out_features)
+
+    def dequantized(self) -> Tensor:
+        """The float32 matrix the int8 values and scales stand for (out, in)."""
+        return self.weight[:, : self.in_features].float() * self.scale[:, None]
+
+    def train(self, mode: bool = True):
+        if mode:
+            raise ConfigError(
+                "quantize='int8': int8 weights are for decoding and evaluation only; train the "
+                "float32 model and quantize a copy"
+            )
+        return super().train(False)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+
+
+class Int8Linear(Int8Weight):
+    """A bias-free projection with int8 weights (replaces :class:`lit_sparse.model.Linear`)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.product(x)
+
+
+class Int8Embedding(Int8Weight):
+    """The tied embedding in int8: a token's row is its int8 values times its scale, and
+    :meth:`project` is the output layer (``LanguageModel.head`` calls it)."""
+
+    def forward(self, idx: Tensor) -> Tensor:
+        rows = F.embedding(idx, self.weight[:, : self.in_features]).float()
+        return rows * F.embedding(idx, self.scale[:, None])
+
+    def project(self, features: Tensor) -> Tensor:
+        return self.product(features)
+
+
+def quantize_int8(model: LanguageModel) -> LanguageModel:
+    """``model`` with its matrices in int8, in place (see the module doc); returns it. The
+    model must be on the CPU and in eval mode; its weights may be float32 or bfloat16."""
+    if not isinstance(model, LanguageModel):
+        raise ConfigError(
+            f"quantize='int8': expected a lit_sparse LanguageModel, got {type(model).__name__}"
+        )
+    device = model.norm.weight.device
+    if device.type != "cpu":
+        raise ConfigError(
+            f"quantize='int8': the int8 kernel is used on the CPU only; the model is on "
+            f"{device} (use --device cpu, or --dtype bfloat16 on a GPU)"
+        )
+    if model.training:
+        raise ConfigError(
+            "quantize='int8': the model is in training mode; int8 weights are for decoding "
+            "and evaluation only (call model.eval() first)"
+        )
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, Linear):
+                setattr(module, name, Int8Linear(child.weight))
+    if isinstance(model.embedding, nn.Embedding):
+        model.embedding = Int8Embedding(model.embedding.weight)
+    return model.eval()
+
+
+def check_quantize(name: str) -> str:
+    """``name`` if it is a ``--quantize`` choice, else one ConfigError line."""
+    if name not in QUANTIZE:
+        raise ConfigError(f"quantize={name!r}: expected one of {', '.join(QUANTIZE)}")
+    return name
+
+
+def quantize(model: LanguageModel, name: str) -> LanguageModel:
+    """``model`` with its decoding weights quantized as ``name`` says ("none": as it is)."""
+    return quantize_int8(model) if check_quantize(name) == "int8" else model
