@@ -36,6 +36,7 @@ from lit_sparse.parsing.arguments import (
     full_help_requested,
 )
 from lit_sparse.runs import is_global_rank_zero, launch, release_all
+from lit_sparse.runs.checkpoints import is_checkpoint
 from lit_sparse.runs.matching import check_checkpoint
 from lit_sparse.runs.quiet import quiet_evaluation, quiet_lightning
 from lit_sparse.runs.summary import fit_summary
@@ -154,7 +155,7 @@ class LitSparseCLI(LightningCLI):
         Lightning's own step, the command's model values hold."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
-        if ckpt_path and Path(ckpt_path).is_file():
+        if ckpt_path and is_checkpoint(ckpt_path):  # a file, or a sharded checkpoint's folder
             filename = self.save_config_kwargs.get("config_filename")
             check_checkpoint(self.config[subcommand], subcommand, filename)
 

@@ -7,6 +7,7 @@ layer runs at those positions only, and validation also scores :class:`RecallAcc
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +25,7 @@ from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, TokenNLL, labelled_
 from lit_sparse.model import LanguageModel, token_nll
 from lit_sparse.optimizers import OPTIMIZERS, eight_bit_adamw
 from lit_sparse.schedule import warmup_cosine
+from lit_sparse.sharding import data_parallel_mesh, gathered, mixed_precision, shard_model
 
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
@@ -106,6 +108,18 @@ class LitLanguageModel(pl.LightningModule):
         self.val_nll = nn.ModuleDict()
         self.val_acc = nn.ModuleDict()
         self._sparse_labels = False
+        self._evaluating = contextlib.ExitStack()
+
+    def configure_model(self) -> None:
+        """Under a device mesh (Lightning's ModelParallelStrategy:
+        ``configs/strategy/fsdp2.yaml``) each block and the rest of the network are sharded
+        with FSDP2 (:mod:`lit_sparse.sharding`); otherwise nothing changes."""
+        if self.device_mesh is None or getattr(self, "_sharded", False):
+            return
+        mesh = data_parallel_mesh(self.device_mesh)
+        policy = mixed_precision(self.trainer.precision, mesh.device_type)
+        shard_model(self.model, self.model.blocks, mesh, policy)
+        self._sharded = True
 
     @property
     def config(self) -> ModelConfig:
@@ -220,6 +234,12 @@ class LitLanguageModel(pl.LightningModule):
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
         return list(getattr(datamodule, "val_set_names", None) or ["val"])
 
+    def on_validation_start(self) -> None:
+        # sharded: every process holds the whole weights while it scores its own windows
+        self._evaluating.enter_context(gathered(self.model))
+
+    on_test_start = on_validation_start
+
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
         self._sparse_labels = bool(getattr(datamodule, "sparse_labels", False))
@@ -295,7 +315,11 @@ class LitLanguageModel(pl.LightningModule):
         if accuracies:
             self.log(f"{prefix}/acc", torch.stack(accuracies).mean(), prog_bar=True)
 
+    def on_test_end(self) -> None:
+        self._evaluating.close()
+
     def on_validation_end(self) -> None:
+        self._evaluating.close()  # after the callbacks' hooks: their evaluations too
         # "step" served the loggers (and ModelCheckpoint at this validation); a later
         # checkpoint must name its own step, not this one's
         if self._trainer is not None:

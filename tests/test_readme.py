@@ -36,6 +36,17 @@ SKIPPED = {
     "--trainer.strategy ddp --trainer.accumulate_grad_batches 1 "
     "--trainer.val_check_interval 500": "four DDP processes; two-process DDP runs in "
     "tests/callbacks/test_callbacks_ddp.py and tests/data/test_ddp.py",
+    "python -m lit_sparse fit --config configs/coprime.yaml --trainer.devices 4 "
+    "--trainer.strategy configs/strategy/fsdp2.yaml --trainer.accumulate_grad_batches 1 "
+    "--trainer.val_check_interval 500": "four FSDP2 processes; two-process FSDP2 runs of the "
+    "same strategy config in tests/reliability/test_fsdp2_runs.py",
+    "torchrun --nnodes 4 --nproc-per-node 8 --node-rank $NODE_RANK --master-addr $HEAD_NODE "
+    "--master-port 29500 -m lit_sparse fit --config configs/coprime.yaml --trainer.strategy "
+    "configs/strategy/fsdp2.yaml --trainer.num_nodes 4 --trainer.devices 8 --data.batch_size 1 "
+    "--trainer.accumulate_grad_batches 1": "32 processes on 4 machines",
+    "srun python -m lit_sparse fit --config configs/coprime.yaml --trainer.strategy "
+    "configs/strategy/fsdp2.yaml --trainer.num_nodes 4 --trainer.devices 8 --data.batch_size 1 "
+    "--trainer.accumulate_grad_batches 1": "a SLURM allocation of 4 machines",
     "tensorboard --logdir runs": "starts a server that runs until stopped",
     "python -m lit_sparse probe --depths 2 4 8 --inits uniform staggered --seeds 0 1": "trains "
     "24 probe runs (hours on a CPU); tests/commands/test_probe.py runs a shrunk depth-2 one",

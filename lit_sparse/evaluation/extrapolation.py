@@ -27,6 +27,7 @@ from lit_sparse.attention import build_attention
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.tables import markdown_table
 from lit_sparse.model import LanguageModel, token_nll
+from lit_sparse.sharding import full_state_dict, gathered
 
 __all__ = [
     "ExtrapolationResult",
@@ -81,7 +82,7 @@ def with_new_offsets(model: LanguageModel, new_offsets: str | None) -> LanguageM
     if attention.new_offsets == new_offsets:
         return model
     rebuilt = LanguageModel(model.config, build_attention(attention, new_offsets=new_offsets))
-    rebuilt.load_state_dict(model.state_dict())
+    rebuilt.load_state_dict(full_state_dict(model))  # a sharded model's whole weights
     return rebuilt.to(next(model.parameters()).device)
 
 
@@ -312,7 +313,8 @@ def evaluate_lengths(
     lengths = extrapolation_lengths(inner.config.context_length, lengths=lengths)
     names = list(datamodule.val_set_names) if sets is None else list(sets)
     evaluated = with_new_offsets(inner, new_offsets)
-    local = _score_sets(evaluated, datamodule, names, lengths, batch_size, context, progress)
+    with gathered(evaluated):  # sharded: each process runs the forwards of its own windows
+        local = _score_sets(evaluated, datamodule, names, lengths, batch_size, context, progress)
     total = (reduce(local) if reduce is not None else local).detach().cpu()
     training_length = inner.config.context_length
     return ExtrapolationResult(

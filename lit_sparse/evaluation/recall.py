@@ -38,6 +38,7 @@ from lit_sparse.evaluation.extrapolation import extrapolation_lengths, with_new_
 from lit_sparse.io.tables import markdown_table
 from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, labelled_counts
 from lit_sparse.model import LanguageModel
+from lit_sparse.sharding import gathered
 
 __all__ = ["FORMAT", "POLICIES", "RecallResult", "evaluate_recall", "pattern_offer"]
 
@@ -275,7 +276,11 @@ def evaluate_recall(
         evaluated.eval()
     start = 0
     try:
-        with torch.inference_mode(), context() if context is not None else contextlib.nullcontext():
+        with (
+            gathered(inner),  # sharded: each process runs the forwards of its own examples
+            torch.inference_mode(),
+            context() if context is not None else contextlib.nullcontext(),
+        ):
             for policy, evaluated in models.items():
                 for length in lengths:
                     names = names_at[length]

@@ -39,6 +39,7 @@ from lit_sparse.formats.transformers_files import transformers_files
 from lit_sparse.interop.sources import run_tokenizer_checked
 from lit_sparse.io.atomic import AtomicFolder, write_text
 from lit_sparse.io.tables import markdown_table
+from lit_sparse.runs.checkpoint_folders import checkpoint_bytes
 from lit_sparse.runs.locks import lock_holder
 
 __all__ = ["FORMATS", "ExportResult", "choose_format", "export_run", "run_card"]
@@ -246,7 +247,7 @@ def export_run(
         checkpoint=Path(run.checkpoint),
         step=run.step,
         files=files,
-        checkpoint_bytes=Path(run.checkpoint).stat().st_size,
+        checkpoint_bytes=checkpoint_bytes(run.checkpoint),
         format=chosen,
         training_by=training_by,
     )

@@ -21,7 +21,7 @@ import numpy as np
 from lit_sparse.errors import DamagedFileError, RunNotFoundError
 from lit_sparse.evaluation.extrapolation import ExtrapolationResult
 from lit_sparse.io.yaml_files import load_yaml
-from lit_sparse.runs.checkpoints import checkpoint_tokenizer, read_checkpoint
+from lit_sparse.runs.checkpoints import checkpoint_tokenizer, is_checkpoint, read_checkpoint
 from lit_sparse.runs.folders import run_checkpoint
 
 __all__ = [
@@ -226,7 +226,7 @@ def load_run(path: str | Path, load_model: bool = True) -> Run:
         load_model: rebuild the model from the checkpoint (False: state and files only).
     """
     path = resolve_run_path(path)
-    if path.is_file():
+    if is_checkpoint(path):  # a file, or a sharded checkpoint's folder
         checkpoint_path: Path | None = path
         run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
     elif path.is_dir():
@@ -257,7 +257,7 @@ def load_run(path: str | Path, load_model: bool = True) -> Run:
     written = _alpha_history(read_result_json(run_dir / "alpha_trajectory.json"))
     if written is not None and (
         trajectory is None
-        or (not path.is_file() and int(written.steps[-1]) > int(trajectory.steps[-1]))
+        or (not is_checkpoint(path) and int(written.steps[-1]) > int(trajectory.steps[-1]))
     ):
         trajectory = written
     position = read_result_json(run_dir / "position_loss.json")

@@ -10,7 +10,9 @@ Every read verifies the file first: ``torch.load`` does not check the zip record
 a flipped bit in a tensor record would load silently. :func:`verify_checkpoint` checks every
 record (once per file version: the answer is cached by inode, size and mtime) and the
 checkpoint IO, :func:`read_checkpoint` and everything built on them refuse a damaged file in
-one line naming the file and the record.
+one line naming the file and the record. A run trained with FSDP2 saves each checkpoint as a
+folder of shards (:mod:`lit_sparse.runs.checkpoint_folders`): it is verified file by file,
+and read whole on one process.
 """
 
 from __future__ import annotations
@@ -31,6 +33,14 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from lit_sparse.errors import CheckpointError, find_error
 from lit_sparse.io.atomic import AtomicFile, storage_error
+from lit_sparse.runs.checkpoint_folders import (
+    METADATA,
+    folder_problem,
+    is_checkpoint,
+    is_sharded_checkpoint,
+    read_folder,
+)
+from lit_sparse.runs.locks import is_global_rank_zero
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
@@ -47,7 +57,8 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Lightning checkpoint IO whose saves are atomic on local file systems and whose loads
-    refuse a damaged file (:func:`verify_checkpoint`)."""
+    refuse a damaged file (:func:`verify_checkpoint`); a sharded checkpoint's folder loads
+    as its whole weights (``validate``, ``test``, ``extrapolate`` of an FSDP2 run)."""
 
     def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
         if storage_options is not None or "://" in str(path):
@@ -57,6 +68,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict[str, Any]:
         if "://" not in str(path):
             verify_checkpoint(path)
+            if is_sharded_checkpoint(path):  # the whole weights, read in this process
+                return read_folder(path)
         return super().load_checkpoint(path, map_location=map_location, weights_only=weights_only)
 
 
@@ -77,9 +90,28 @@ def _unreadable(path: Path, reason: str) -> CheckpointError:
     )
 
 
+def _verify_folder(path: Path) -> Path:
+    """A sharded checkpoint's folder: its ``meta.pt`` a whole zip, every shard whole. The
+    first process of a job reads every shard; the others check their sizes (the whole
+    checkpoint is read once, and the strategy's load acts on process 0's verdict)."""
+    stat = (path / METADATA).stat()
+    key = (str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key in _VERIFIED:
+        return path
+    verify_checkpoint(path / METADATA)
+    problem = folder_problem(path, read_files=is_global_rank_zero())
+    if problem is not None:
+        raise CheckpointError(
+            f"ckpt_path={str(path)!r} is damaged, so it is not used: {problem}{_others(path)}"
+        )
+    _VERIFIED[key] = None
+    return path
+
+
 def verify_checkpoint(path: str | os.PathLike) -> Path:
     """Check that ``path`` is a whole checkpoint: a readable zip whose every record matches
-    its CRC-32. Raises :class:`CheckpointError` naming the file and the damaged record."""
+    its CRC-32 (a sharded checkpoint's folder: every file its size and CRC-32). Raises
+    :class:`CheckpointError` naming the file and the damaged record."""
     path = Path(path)
     try:
         stat = path.stat()
@@ -87,6 +119,8 @@ def verify_checkpoint(path: str | os.PathLike) -> Path:
         raise CheckpointError(
             f"ckpt_path={str(path)!r}: {err.strerror or 'cannot be read'}"
         ) from None
+    if is_sharded_checkpoint(path):
+        return _verify_folder(path)
     if not path.is_file():
         raise CheckpointError(f"ckpt_path={str(path)!r}: not a file")
     key = (str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
@@ -124,14 +158,18 @@ def _load_failure(err: Exception) -> str:
     return f"truncated or corrupt: {type(err).__name__}: {text.splitlines()[0] if text else ''}"
 
 
-def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+def read_checkpoint(path: str | os.PathLike, weights: bool = True) -> dict[str, Any]:
     """Load a checkpoint's dict on the CPU (memory-mapped) after verifying every record, or
-    say clearly why not (one line naming the file)."""
+    say clearly why not (one line naming the file). A sharded checkpoint's folder is read
+    whole in this process, its weights (``state_dict``) only with ``weights`` (False: the
+    step, hyperparameters and states, without reading the shards)."""
     path = Path(path)
-    if not path.is_file():
+    if not is_checkpoint(path):
         raise CheckpointError(f"ckpt_path={str(path)!r}: no such file")
     verify_checkpoint(path)
     try:
+        if path.is_dir():
+            return read_folder(path, weights=weights)
         return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # not a checkpoint, unpicklable content
         raise _unreadable(path, _load_failure(err)) from None
@@ -140,7 +178,7 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
 def find_last_checkpoint(experiment_dir: str | os.PathLike) -> Path | None:
     """The newest ``version_*/checkpoints/last.ckpt`` under a logger's save_dir/name."""
     candidates = Path(experiment_dir).glob("*/checkpoints/last.ckpt")
-    found = [p for p in candidates if p.is_file()]
+    found = [p for p in candidates if is_checkpoint(p)]
     return max(found, key=lambda p: p.stat().st_mtime) if found else None
 
 

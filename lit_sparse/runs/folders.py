@@ -22,6 +22,7 @@ from typing import Any
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.atomic import storage_error
 from lit_sparse.io.yaml_files import load_yaml
+from lit_sparse.runs.checkpoint_folders import is_checkpoint
 from lit_sparse.runs.locks import RunLock
 
 __all__ = [
@@ -40,10 +41,11 @@ VERSION = re.compile(r"^version_(\d+)$")
 RESUME_CONFIG = re.compile(r"^config\.resume-(\d+)(?:-(\d+))?\.yaml$")
 _STARTED_FILES = re.compile(
     r"^(config(\.resume-\d+(-\d+)?)?\.yaml|hparams\.yaml|events\.out\.tfevents\..+|\.lock"
-    r"|\..+\.tmp-\d+-[0-9a-f]+)$"
+    r"|\..+\.tmp-\d+-[0-9a-f]+|\..+\.(build|old)-\d+-[0-9a-f]+)$"
 )
 """What a fit writes in its run folder before its first checkpoint: its config, hparams,
-TensorBoard events, its lock (and a killed save's temporary file)."""
+TensorBoard events, its lock (and a killed save's temporary file, or a sharded checkpoint's
+temporary folder)."""
 
 
 def allocate_folder(parent: Path, names) -> Path:
@@ -96,11 +98,14 @@ def new_eval_folder(parent: str | os.PathLike, command: str, step: int | None) -
 
 
 def run_checkpoint(run_dir: str | os.PathLike) -> Path | None:
-    """``checkpoints/last.ckpt`` of a run, else its newest checkpoint, else None."""
+    """``checkpoints/last.ckpt`` of a run, else its newest checkpoint, else None (a file, or
+    a sharded checkpoint's folder)."""
     folder = Path(run_dir) / "checkpoints"
-    if (folder / "last.ckpt").is_file():
+    if is_checkpoint(folder / "last.ckpt"):
         return folder / "last.ckpt"
-    found = sorted(folder.glob("*.ckpt"), key=lambda p: p.stat().st_mtime)
+    found = sorted(
+        (p for p in folder.glob("*.ckpt") if is_checkpoint(p)), key=lambda p: p.stat().st_mtime
+    )
     return found[-1] if found else None
 
 

@@ -24,7 +24,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from lit_sparse.errors import CheckpointError, ConfigError
 from lit_sparse.io.atomic import remove_stale_temporaries, write_text
-from lit_sparse.runs.checkpoints import read_checkpoint
+from lit_sparse.runs.checkpoints import is_checkpoint, read_checkpoint
 from lit_sparse.runs.folders import allocate_folder, new_version, resume_config_name, run_checkpoint
 from lit_sparse.runs.locks import RunLock, is_global_rank_zero
 from lit_sparse.runs.resume import choose_run
@@ -129,7 +129,7 @@ def continue_run(
     if not config.ckpt_path or config.ckpt_path in _NAMED_CHECKPOINTS:
         return
     path = Path(config.ckpt_path)
-    checkpoint = read_checkpoint(path)  # verified: a damaged file is refused here
+    checkpoint = read_checkpoint(path, weights=False)  # verified: a damaged one is refused
     step = int(checkpoint.get("global_step", 0))
     run_dir = path.parent.parent if path.parent.name == "checkpoints" else None
     filename = f"config.resume-{step}.yaml"
@@ -160,8 +160,8 @@ def evaluation_log_dir(config: Namespace, subcommand: str) -> str | None:
         return None
     base = Path(logger.init_args.save_dir) / (logger.init_args.name or "")
     ckpt_path, step = config.get("ckpt_path"), None
-    if ckpt_path and Path(ckpt_path).is_file():
-        step = read_checkpoint(ckpt_path).get("global_step")
+    if ckpt_path and is_checkpoint(ckpt_path):
+        step = read_checkpoint(ckpt_path, weights=False).get("global_step")
         if Path(ckpt_path).parent.name == "checkpoints":
             base = Path(ckpt_path).parent.parent
     logger.init_args.save_dir, logger.init_args.name = str(base), "evals"

@@ -65,7 +65,7 @@ def check_checkpoint(config: Namespace, subcommand: str, config_filename: str | 
     of the config's model and of the config's tokenizer; for fit, print the optimizer and
     schedule values the resume changes (recorded in ``config_filename``)."""
     ckpt_path = config.get("ckpt_path")
-    checkpoint = read_checkpoint(ckpt_path)
+    checkpoint = read_checkpoint(ckpt_path, weights=False)
     found = checkpoint.get("hyper_parameters", {})
     wanted = config.model
     lines = _model_differences(wanted, found, subcommand)

@@ -32,6 +32,7 @@ import torch
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.module import RESUMABLE_HPARAMS as RESUMABLE
+from lit_sparse.runs.checkpoint_folders import METADATA
 from lit_sparse.runs.folders import experiment_runs, run_checkpoint, run_config
 from lit_sparse.runs.locks import lock_holder
 
@@ -92,9 +93,9 @@ class _Candidate:
         """The checkpoint's step and its schedule's end (not verified: only to choose)."""
         if self._peeked is None:
             try:
-                saved = torch.load(
-                    self.checkpoint, map_location="cpu", weights_only=True, mmap=True
-                )
+                file = self.checkpoint  # a sharded checkpoint: its folder's meta.pt
+                file = file / METADATA if file.is_dir() else file
+                saved = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
                 hparams = saved.get("hyper_parameters") or {}
                 self._peeked = {"step": saved.get("global_step"), "end": hparams.get("max_steps")}
             except Exception:  # damaged: the chosen run's file is verified before use

@@ -40,6 +40,7 @@ from typing import Any
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.yaml_files import load_yaml
+from lit_sparse.runs.checkpoint_folders import is_checkpoint
 from lit_sparse.runs.folders import has_checkpoint
 from lit_sparse.study.paper_matrix import CONFIG_DIR
 
@@ -492,7 +493,7 @@ def run_status(run: PresetRun) -> RunStatus:
         if done is not None:
             detail = f"step {done[0]}" + (" (stopped early)" if done[1] else "")
             return RunStatus(RunState.COMPLETE, version, detail, versions)
-    saved = [v for v in versions if (v / "checkpoints" / "last.ckpt").is_file()]
+    saved = [v for v in versions if is_checkpoint(v / "checkpoints" / "last.ckpt")]
     if saved:
         return RunStatus(RunState.INTERRUPTED, saved[-1], "has a last.ckpt", versions)
     return RunStatus(RunState.NEW, None, "", versions)

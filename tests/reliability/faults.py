@@ -159,3 +159,23 @@ class SegfaultIn(pl.Callback):
     def setup(self, trainer, pl_module, stage):
         if self.part in str(trainer.log_dir):
             os.kill(os.getpid(), signal.SIGSEGV)
+
+
+class KillAfterShardsAtStep(pl.Callback):
+    """Under FSDP2: SIGKILL every process when the checkpoint of optimizer step ``step`` has
+    written its shards and not yet its ``meta.pt`` (a kill in the middle of a save)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def setup(self, trainer, pl_module, stage):
+        from lightning.pytorch.strategies import model_parallel
+
+        save = model_parallel._distributed_checkpoint_save
+
+        def killed(state, path):
+            save(state, path)
+            if trainer.global_step == self.step:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        model_parallel._distributed_checkpoint_save = killed

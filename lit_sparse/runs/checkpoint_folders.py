@@ -1,0 +1,133 @@
+"""Sharded checkpoints: the folder a run trained with FSDP2 saves instead of a file.
+
+Lightning's ModelParallelStrategy writes ``last.ckpt`` as a folder: each process's shard of
+the weights and optimizer states (``__<rank>_0.distcp``, torch.distributed.checkpoint), the
+index of the shards (``.metadata``) and everything else a checkpoint holds (``meta.pt``: the
+step, hyperparameters, loops, callbacks, random states). lit_sparse's strategy
+(:mod:`lit_sparse.runs.strategy`) adds ``crc32.json``, the size and CRC-32 of every file, so
+a folder is verified as a checkpoint file is (a changed bit, a truncated or a missing shard
+is refused in one line), and writes the folder atomically.
+
+:func:`read_folder` gives what ``torch.load`` gives for a file: the metadata and, with
+``weights``, the whole (consolidated) weights as ``state_dict``, read on one process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+import zlib
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+__all__ = [
+    "CHECKSUMS",
+    "METADATA",
+    "checkpoint_bytes",
+    "file_checksums",
+    "folder_problem",
+    "is_checkpoint",
+    "is_sharded_checkpoint",
+    "read_folder",
+]
+
+METADATA = "meta.pt"
+"""Lightning's file of everything but the weights and optimizer states (its
+``_METADATA_FILENAME``)."""
+
+CHECKSUMS = "crc32.json"
+"""lit_sparse's record of every file's size and CRC-32."""
+
+_CHUNK = 1 << 22
+
+
+def is_sharded_checkpoint(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a sharded checkpoint folder (it holds ``meta.pt``)."""
+    path = Path(path)
+    return path.is_dir() and (path / METADATA).is_file()
+
+
+def is_checkpoint(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a checkpoint: a file, or the folder of a sharded one."""
+    return Path(path).is_file() or is_sharded_checkpoint(path)
+
+
+def checkpoint_bytes(path: str | os.PathLike) -> int:
+    """A checkpoint's size on disk: the file's, or the sum of a sharded folder's files."""
+    path = Path(path)
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size
+
+
+def _crc32(path: Path) -> int:
+    crc = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def file_checksums(folder: Path, names: list[str]) -> dict[str, list[int]]:
+    """name -> [size, CRC-32] of ``names`` in ``folder``."""
+    return {name: [(folder / name).stat().st_size, _crc32(folder / name)] for name in names}
+
+
+def folder_problem(path: Path, read_files: bool = True) -> str | None:
+    """Why the folder ``path`` is not a whole sharded checkpoint (None: it is). With
+    ``crc32.json``, every file it lists must have its size and CRC-32 (``read_files=False``:
+    its size only, without reading it); without it (a folder Lightning's own strategy
+    wrote), every shard the index names must exist and hold the bytes the index gives it."""
+    if not (path / METADATA).is_file():
+        return f"no {METADATA}: not a sharded checkpoint"
+    record = path / CHECKSUMS
+    if record.is_file():
+        try:
+            files = json.loads(record.read_text())["files"]
+        except (ValueError, KeyError, TypeError, OSError) as err:
+            return f"{CHECKSUMS} is not readable ({err})"
+        for name, (size, crc) in sorted(files.items()):
+            file = path / name
+            if not file.is_file():
+                return f"its file {name!r} is missing"
+            if file.stat().st_size != size:
+                return f"its file {name!r} has {file.stat().st_size} bytes, {size} were written"
+            if read_files and _crc32(file) != crc:
+                return f"its file {name!r} fails its CRC-32 check (a changed bit or a partial copy)"
+        return None
+    try:
+        index = dcp.FileSystemReader(str(path)).read_metadata()
+    except Exception as err:  # a truncated or foreign .metadata
+        return f"its index .metadata is not readable ({type(err).__name__}: {err})"
+    for item in index.storage_data.values():
+        file = path / item.relative_path
+        if not file.is_file() or file.stat().st_size < item.offset + item.length:
+            return f"its shard {item.relative_path!r} is missing or truncated"
+    return None
+
+
+def read_folder(path: str | os.PathLike, weights: bool = True) -> dict[str, Any]:
+    """A sharded checkpoint as one dict on the CPU (the folder verified first by the
+    caller): ``meta.pt``'s values and, with ``weights``, ``state_dict``: every weight whole
+    (never the optimizer states), read in this process alone."""
+    path = Path(path)
+    checkpoint = torch.load(path / METADATA, map_location="cpu", weights_only=True)
+    if weights:
+        index = dcp.FileSystemReader(str(path)).read_metadata()
+        prefix = "state_dict."
+        state = {
+            key[len(prefix) :]: torch.empty(item.size, dtype=item.properties.dtype)
+            for key, item in index.state_dict_metadata.items()
+            if key.startswith(prefix) and isinstance(item, TensorStorageMetadata)
+        }
+        loaded = {"state_dict": state}
+        with warnings.catch_warnings():  # that no_dist reads in one process, as asked
+            warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
+            dcp.load(loaded, checkpoint_id=str(path), no_dist=True)
+        checkpoint["state_dict"] = loaded["state_dict"]
+    return checkpoint

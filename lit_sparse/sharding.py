@@ -1,0 +1,131 @@
+"""FSDP2 for the network: each block, then the rest (the embedding, tied to the output layer,
+and the final norm), sharded with ``fully_shard`` over the data-parallel dimension of a
+device mesh (Lightning's ModelParallelStrategy hands the mesh to ``configure_model``).
+
+- A scalar parameter (fibonacci's learned ``theta``, one per layer) cannot be sharded:
+  ``fully_shard`` splits dimension 0. It stays whole on every process, outside the shards,
+  and its gradient is averaged over the processes after each backward, as DDP does: its
+  values and checkpoint shape are the unsharded network's.
+- Forwards whose number differs between processes (an evaluation where one process has
+  fewer held-out windows) run inside :func:`gathered`: every process holds the whole
+  weights, so a forward needs no collective.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from functools import partial
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import (
+    FSDPModule,
+    MixedPrecisionPolicy,
+    fully_shard,
+    register_fsdp_forward_method,
+)
+
+from lit_sparse.errors import ConfigError
+
+__all__ = [
+    "data_parallel_mesh",
+    "full_state_dict",
+    "gathered",
+    "is_sharded",
+    "mixed_precision",
+    "shard_model",
+]
+
+FORWARD_METHODS = ("features",)
+"""Methods besides ``forward`` that enter the network (the sparse-label loss reads the
+features, then the tied output layer at the labelled positions only)."""
+
+
+def data_parallel_mesh(mesh: DeviceMesh) -> DeviceMesh:
+    """The data-parallel dimension of Lightning's 2-D mesh (``data_parallel``,
+    ``tensor_parallel``); ConfigError when the tensor-parallel size is not 1 (the network has
+    no tensor-parallel plan)."""
+    names = mesh.mesh_dim_names or ()
+    if "tensor_parallel" in names and mesh["tensor_parallel"].size() != 1:
+        raise ConfigError(
+            f"trainer.strategy.init_args.tensor_parallel_size={mesh['tensor_parallel'].size()}: "
+            "must be 1 (the network shards over data-parallel processes only, FSDP2)"
+        )
+    return mesh["data_parallel"] if "data_parallel" in names else mesh
+
+
+def mixed_precision(precision: str | None, device_type: str) -> MixedPrecisionPolicy:
+    """The blocks' FSDP2 policy for a trainer precision: on CUDA with a bf16 precision, bf16
+    weights in the forward and backward (half the all-gather) and float32 gradient
+    reductions; otherwise float32 throughout (what the CPU trains in)."""
+    if device_type == "cuda" and str(precision or "").startswith("bf16"):
+        return MixedPrecisionPolicy(
+            param_dtype=torch.bfloat16, reduce_dtype=torch.float32, cast_forward_inputs=False
+        )
+    return MixedPrecisionPolicy()
+
+
+def is_sharded(model: nn.Module) -> bool:
+    return isinstance(model, FSDPModule)
+
+
+def _average_gradient(param: nn.Parameter, group: dist.ProcessGroup, size: int) -> None:
+    """After a backward: the gradient's mean over the processes (gloo has no AVG)."""
+    dist.all_reduce(param.grad, group=group)
+    param.grad.div_(size)
+
+
+def shard_model(
+    model: nn.Module, units: Iterable[nn.Module], mesh: DeviceMesh, policy: MixedPrecisionPolicy
+) -> None:
+    """``fully_shard`` each of ``units`` (the blocks) with ``policy``, then ``model`` itself
+    (what the units leave: the embedding and the final norm, kept in float32 so the residual
+    stream sums in float32 as under autocast), over the 1-D ``mesh``. Scalar parameters stay
+    whole on every process, their gradients averaged after each backward."""
+    scalars = {p for p in model.parameters() if p.ndim == 0}
+    for unit in units:
+        fully_shard(unit, mesh=mesh, mp_policy=policy, ignored_params=scalars)
+    fully_shard(model, mesh=mesh, mp_policy=MixedPrecisionPolicy(), ignored_params=scalars)
+    for name in FORWARD_METHODS:
+        if hasattr(model, name):
+            register_fsdp_forward_method(model, name)
+    for param in scalars:
+        if param.requires_grad:
+            param.register_post_accumulate_grad_hook(
+                partial(_average_gradient, group=mesh.get_group(), size=mesh.size())
+            )
+
+
+@contextlib.contextmanager
+def gathered(model: nn.Module) -> Iterator[None]:
+    """While the block runs, every process holds ``model``'s whole weights (collective on
+    entry and exit; nothing for an unsharded model or when already gathered), so each
+    process may run any number of forwards, none at all included."""
+    if not is_sharded(model) or getattr(model, "_lit_sparse_gathered", False):
+        yield
+        return
+    units = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    model.set_reshard_after_forward(False)
+    with torch.inference_mode(False):  # the whole weights must not be inference tensors
+        for unit in units:
+            unit.unshard()
+    model._lit_sparse_gathered = True
+    try:
+        yield
+    finally:
+        model._lit_sparse_gathered = False
+        for unit in units:
+            unit.reshard()
+        model.set_reshard_after_forward(True)
+        model.set_reshard_after_forward(False, recurse=False)  # the root's own default
+
+
+def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """``model.state_dict()`` with whole tensors on every process (collective when sharded)."""
+    if not is_sharded(model):
+        return model.state_dict()
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))

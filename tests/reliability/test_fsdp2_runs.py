@@ -1,0 +1,173 @@
+"""FSDP2 (``--trainer.strategy configs/strategy/fsdp2.yaml``) on two CPU processes (gloo):
+it trains as DDP does, its sharded checkpoint exports as DDP's file does, and a run killed
+in the middle of a save resumes to the uninterrupted run's weights.
+
+Four 2-process fits of the tiny learned-alpha model (6 steps, a checkpoint every 2), forked
+from one process that imported torch and Lightning: DDP, FSDP2, and FSDP2 killed while
+saving step 4 then resumed. About 50 worker-seconds, over the 30 of CONTRIBUTING.md: each
+fit is two processes and what the tests check is what the two processes do together.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from tiny_runs import scalars
+
+from lit_sparse.errors import CheckpointError
+from lit_sparse.runs.checkpoints import read_checkpoint
+
+from .cli_runs import (
+    OBSERVERS,
+    ROOT,
+    checkpoint_every,
+    config_args,
+    copy_run,
+    errors,
+    fault,
+    run_cli,
+    write_callbacks,
+)
+
+pytestmark = pytest.mark.slow
+
+STEPS = 6
+FSDP2 = ["--trainer.strategy", str(ROOT / "configs" / "strategy" / "fsdp2.yaml")]
+DDP = ["--trainer.strategy", "ddp"]
+
+
+def _fit(server, workdir: Path, strategy: list[str], *callbacks: dict, resume: bool = False):
+    workdir.mkdir(exist_ok=True)
+    # alpha every step, validation NLL by position, 1x / 2x / 4x at the end
+    extra = write_callbacks(
+        workdir / "callbacks.yaml", checkpoint_every(2), *OBSERVERS, *callbacks, max_steps=STEPS
+    )
+    args = ["fit", *config_args("learned.yaml", extra), "--trainer.devices", "2", *strategy]
+    resuming = ["--ckpt_path", "last"] if resume else []
+    return server.run(workdir, *args, *resuming, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, fork_server) -> dict[str, Path]:
+    """The run folder of each fit: ``ddp``, ``fsdp2`` and ``resumed`` (killed, resumed)."""
+    root = tmp_path_factory.mktemp("fsdp2")
+    folders = {}
+    for name, strategy in (("ddp", DDP), ("fsdp2", FSDP2)):
+        done = _fit(fork_server, root / name, strategy)
+        assert done.returncode == 0, done.stderr[-3000:]
+        folders[name] = root / name / "runs" / "learned" / "version_0"
+    killed = _fit(fork_server, root / "resumed", FSDP2, fault("KillAfterShardsAtStep", step=4))
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    last = root / "resumed" / "runs" / "learned" / "version_0" / "checkpoints" / "last.ckpt"
+    # the save of step 4 was cut: the checkpoint of step 2 is whole, as it was
+    assert read_checkpoint(last, weights=False)["global_step"] == 2
+    resumed = _fit(fork_server, root / "resumed", FSDP2, resume=True)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    folders["resumed"] = last.parent.parent
+    return folders
+
+
+def _losses(run: Path) -> list[float]:
+
+    logged = scalars(run)["train/loss"]
+    assert sorted(logged) == list(range(STEPS))
+    return [logged[step] for step in range(STEPS)]
+
+
+def test_fsdp2_trains_as_ddp_does(runs):
+    """The same seed and data: the same losses and learned alphas at every step (float32), the
+    same held-out NLL by position, the same perplexities at 1x, 2x and 4x the training length
+    when fit ends (where process 1 has no 4x window: under FSDP2 a forward is collective,
+    unless the weights are whole)."""
+    from lit_sparse.runs.analysis import load_run
+
+    torch.testing.assert_close(_losses(runs["fsdp2"]), _losses(runs["ddp"]), rtol=0, atol=1e-5)
+    ddp, fsdp2 = load_run(runs["ddp"]), load_run(runs["fsdp2"])
+    assert list(fsdp2.alpha_trajectory.steps) == list(range(STEPS + 1))
+    alphas = torch.tensor(fsdp2.alpha_trajectory.alphas)
+    torch.testing.assert_close(alphas, torch.tensor(ddp.alpha_trajectory.alphas), atol=1e-5, rtol=0)
+    assert (alphas[-1] != alphas[0]).all()  # alpha did learn
+    assert fsdp2.step == STEPS
+    positions = [json.loads((runs[n] / "position_loss.json").read_text()) for n in ("ddp", "fsdp2")]
+    assert positions[1]["step"] == positions[0]["step"] == STEPS
+    for name, bins in positions[0]["sets"].items():
+        torch.testing.assert_close(positions[1]["sets"][name], bins, atol=1e-5, rtol=0)
+    tables = [json.loads((runs[n] / "extrapolation.json").read_text()) for n in ("ddp", "fsdp2")]
+    for name, lengths in tables[0]["sets"].items():
+        assert [v["windows"] for v in lengths.values()] == [4, 2, 1]
+        for length, value in lengths.items():
+            ppl = tables[1]["sets"][name][length]["ppl"]
+            assert ppl == pytest.approx(value["ppl"], rel=1e-5), (name, length)
+
+
+def test_a_sharded_checkpoint_exports_as_the_ddp_file_does(runs, tmp_path):
+    """last.ckpt of the FSDP2 run is a folder of shards, verified file by file; ``export``
+    consolidates it into the safetensors the DDP run's file gives (the same tensors)."""
+    from lit_sparse.interop.export import export_run
+
+    folder = runs["fsdp2"] / "checkpoints" / "last.ckpt"
+    assert folder.is_dir() and (folder / "crc32.json").is_file()
+    assert (runs["ddp"] / "checkpoints" / "last.ckpt").is_file()
+    weights = {}
+    for name in ("ddp", "fsdp2"):
+        result = export_run(runs[name], tmp_path / name)
+        assert result.step == STEPS and result.checkpoint_bytes > 0
+        weights[name] = load_file(tmp_path / name / "model.safetensors")
+    assert weights["fsdp2"].keys() == weights["ddp"].keys()
+    for key, tensor in weights["ddp"].items():
+        assert weights["fsdp2"][key].shape == tensor.shape, key
+        torch.testing.assert_close(weights["fsdp2"][key], tensor, atol=1e-5, rtol=0, msg=key)
+
+
+def test_killed_in_a_save_it_resumes_to_the_uninterrupted_weights(runs):
+    expected = read_checkpoint(runs["fsdp2"] / "checkpoints" / "last.ckpt")
+    found = read_checkpoint(runs["resumed"] / "checkpoints" / "last.ckpt")
+    assert found["global_step"] == expected["global_step"] == STEPS
+    assert found["state_dict"].keys() == expected["state_dict"].keys()
+    for key, tensor in expected["state_dict"].items():
+        assert torch.equal(found["state_dict"][key], tensor), key
+    assert found["lr_schedulers"] == expected["lr_schedulers"]
+    # the cut save's folder (.last.ckpt.build-<pid>-...) went with the next save
+    assert not [p.name for p in (runs["resumed"] / "checkpoints").iterdir() if ".build-" in p.name]
+    assert sorted(p.name for p in runs["resumed"].glob("config*.yaml")) == [
+        "config.resume-2.yaml",
+        "config.yaml",
+    ]
+
+
+def test_validate_scores_the_folder_in_one_process(runs, in_workdir, capsys):
+    """``validate`` of the sharded checkpoint on one process (its whole weights) gives the
+    held-out loss the two processes logged at that step, and logs under the run's evals/;
+    a config of another model is refused before anything is built."""
+    run = copy_run(runs["fsdp2"], in_workdir)
+    ckpt = ["--config", str(run / "config.yaml"), "--ckpt_path", str(run / "checkpoints/last.ckpt")]
+    one = ["--trainer.devices", "1", "--trainer.strategy", "auto"]
+    assert run_cli(["validate", *ckpt, *one], capsys)[0] == 0
+    logged = scalars(run / "evals" / "validate-step6")["val/loss"]
+    assert list(logged.values()) == [pytest.approx(scalars(run)["val/loss"][STEPS], abs=1e-5)]
+    # checked against the command's model before anything is built, as a file is
+    code, lines = run_cli(["validate", *ckpt, *one, "--model.arch.norm_eps", "1e-5"], capsys)
+    assert code == 2
+    assert errors(lines) == [
+        f"error: ckpt_path={str(run / 'checkpoints/last.ckpt')!r} holds a different model than "
+        "the config: model.arch.norm_eps: config 1e-05, checkpoint 1e-06 (use the run's own "
+        "config.yaml)"
+    ]
+
+
+def test_a_damaged_shard_is_refused_in_one_line(runs, tmp_path):
+    folder = shutil.copytree(runs["fsdp2"] / "checkpoints" / "last.ckpt", tmp_path / "last.ckpt")
+    shard = folder / "__1_0.distcp"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x04
+    shard.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"__1_0\.distcp' fails its CRC-32 check"):
+        read_checkpoint(folder)
+    shard.unlink()
+    with pytest.raises(CheckpointError, match=r"__1_0\.distcp' is missing"):
+        read_checkpoint(folder)
