@@ -61,13 +61,15 @@ class RunLock:
 
     def __init__(self, folder: Path, fd: int):
         self.folder, self._fd = folder, fd
+        self._holders = 1
 
     @classmethod
     def acquire(cls, folder: str | os.PathLike, command: str = "fit") -> RunLock:
         """Lock ``folder`` (created if missing), or raise RunInUseError naming the holder."""
         folder = Path(folder)
         key = str(folder.resolve())
-        if key in _HELD:
+        if key in _HELD:  # held already by this process: one more holder of the same lock
+            _HELD[key]._holders += 1
             return _HELD[key]
         path = folder / LOCK_NAME
         try:
@@ -98,17 +100,26 @@ class RunLock:
         _HELD[key] = lock
         return lock
 
-    def release(self) -> None:
-        _HELD.pop(str(self.folder.resolve()), None)
+    def release(self, everyone: bool = False) -> None:
+        """Drop this holder's claim; the lock goes when its last holder releases it (or at
+        once with ``everyone``). A released lock's descriptor is closed exactly once: closing
+        its number again would close whatever file the process opened under it since."""
+        self._holders = 0 if everyone else self._holders - 1
+        if self._holders > 0 or self._fd is None:
+            return
+        key = str(self.folder.resolve())
+        if _HELD.get(key) is self:
+            del _HELD[key]
+        fd, self._fd = self._fd, None
         with contextlib.suppress(OSError):
-            os.close(self._fd)
+            os.close(fd)
 
 
 def release_all() -> None:
     """Release every run lock this process holds (a command's end, when the process goes
     on: a notebook, a test)."""
     for lock in list(_HELD.values()):
-        lock.release()
+        lock.release(everyone=True)
 
 
 def _read_holder(fd: int) -> dict[str, Any]:

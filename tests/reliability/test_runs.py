@@ -20,7 +20,7 @@ import torch
 import yaml
 
 from lit_sparse.errors import ConfigError, RunInUseError
-from lit_sparse.runs import RunLock, lock_holder, new_version
+from lit_sparse.runs import RunLock, holds_lock, lock_holder, new_version
 from lit_sparse.runs.resume import choose_run
 
 from .cli_runs import (
@@ -266,3 +266,25 @@ def test_two_plain_fits_into_one_save_dir_at_once_each_get_their_own_run(in_work
     code, err = run_cli([*args, "--ckpt_path", "last"], capsys)
     assert code == 2 and len(errors(err)) == 1 and "is ambiguous" in err[-1], err
     assert all(str(run.relative_to(in_workdir)) in err[-1] for run in runs), err[-1]
+
+
+def test_a_lock_taken_twice_holds_until_both_release_and_closes_its_file_once(tmp_path):
+    """A run folder locked again by the process that holds it (a cleanup inside a fit) is the
+    same lock: the inner release leaves it held. Released, its descriptor is closed once:
+    releasing again must not close a file opened since under the same number (the test
+    suite's fork server lost its pipe that way)."""
+    outer = RunLock.acquire(tmp_path, "fit")
+    inner = RunLock.acquire(tmp_path, "remove a failed start")
+    assert inner is outer
+    inner.release()
+    assert holds_lock(tmp_path)
+    outer.release()
+    assert not holds_lock(tmp_path)
+    read, write = os.pipe()  # the lowest free number: most likely the lock's
+    try:
+        outer.release()
+        os.write(write, b"still open")
+        assert os.read(read, 10) == b"still open"
+    finally:
+        os.close(read)
+        os.close(write)
