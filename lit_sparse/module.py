@@ -25,7 +25,13 @@ from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, TokenNLL, labelled_
 from lit_sparse.model import LanguageModel, token_nll
 from lit_sparse.optimizers import OPTIMIZERS, eight_bit_adamw
 from lit_sparse.schedule import warmup_cosine
-from lit_sparse.sharding import data_parallel_mesh, gathered, mixed_precision, shard_model
+from lit_sparse.sharding import (
+    data_parallel_mesh,
+    gathered,
+    is_sharded,
+    mixed_precision,
+    shard_model,
+)
 
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
@@ -114,12 +120,11 @@ class LitLanguageModel(pl.LightningModule):
         """Under a device mesh (Lightning's ModelParallelStrategy:
         ``configs/strategy/fsdp2.yaml``) each block and the rest of the network are sharded
         with FSDP2 (:mod:`lit_sparse.sharding`); otherwise nothing changes."""
-        if self.device_mesh is None or getattr(self, "_sharded", False):
+        if self.device_mesh is None or is_sharded(self.model):
             return
         mesh = data_parallel_mesh(self.device_mesh)
         policy = mixed_precision(self.trainer.precision, mesh.device_type)
         shard_model(self.model, self.model.blocks, mesh, policy)
-        self._sharded = True
 
     @property
     def config(self) -> ModelConfig:

@@ -90,12 +90,16 @@ def _unreadable(path: Path, reason: str) -> CheckpointError:
     )
 
 
+def _version_key(path: Path, stat: os.stat_result) -> tuple:
+    """One version of a checkpoint, as :data:`_VERIFIED` remembers it."""
+    return (str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
 def _verify_folder(path: Path) -> Path:
     """A sharded checkpoint's folder: its ``meta.pt`` a whole zip, every shard whole. The
     first process of a job reads every shard; the others check their sizes (the whole
     checkpoint is read once, and the strategy's load acts on process 0's verdict)."""
-    stat = (path / METADATA).stat()
-    key = (str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    key = _version_key(path, (path / METADATA).stat())
     if key in _VERIFIED:
         return path
     verify_checkpoint(path / METADATA)
@@ -123,7 +127,7 @@ def verify_checkpoint(path: str | os.PathLike) -> Path:
         return _verify_folder(path)
     if not path.is_file():
         raise CheckpointError(f"ckpt_path={str(path)!r}: not a file")
-    key = (str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    key = _version_key(path, stat)
     if key in _VERIFIED:
         return path
     try:
