@@ -40,6 +40,52 @@ class Linear(nn.Linear):
         return linear(x, self.weight)
 
 
+class FusedProjection(nn.Module):
+    """Several projections of one input as one product, for decoding: their weights stacked
+    column-major in one buffer (not saved), of which the projections' own weights become
+    views (:meth:`fuse`). One product and one call instead of two or three. Once a weight is
+    replaced (``.to()``, ``bfloat16_weights``, a quantization) the views are gone and
+    :meth:`active` is False: the modules' own projections run again."""
+
+    def __init__(self, projections: list[nn.Linear]):
+        super().__init__()
+        self.projections = projections  # a plain list: the modules stay their parents'
+        stacked = torch.cat([p.weight.detach() for p in projections])  # (sum of outs, in)
+        self.register_buffer("weight", stacked.t().contiguous().t(), persistent=False)
+        self.sizes = [p.weight.shape[0] for p in projections]
+        first = 0
+        for projection, size in zip(projections, self.sizes, strict=True):
+            projection.weight.data = self.weight[first : first + size]
+            first += size
+
+    @classmethod
+    def fuse(cls, projections: list[nn.Linear]) -> FusedProjection | None:
+        """The fused projection of float32 CPU ``nn.Linear`` modules sharing one input, None
+        for any other (bfloat16, int8, CUDA: their own kernels)."""
+        weights = [getattr(p, "weight", None) for p in projections]
+        if not all(isinstance(p, nn.Linear) for p in projections) or not all(
+            w.device.type == "cpu" and w.dtype == torch.float32 for w in weights
+        ):
+            return None
+        return cls(projections)
+
+    def active(self) -> bool:
+        """Whether every projection's weight is still its view of the buffer."""
+        base, step, first = self.weight.data_ptr(), self.weight.element_size(), 0
+        for projection, size in zip(self.projections, self.sizes, strict=True):
+            if projection.weight.data_ptr() != base + first * step:
+                return False
+            first += size
+        return True
+
+    def product(self, x: Tensor) -> Tensor:
+        """Every projection of ``x``, side by side in the last dim."""
+        return linear(x, self.weight)
+
+    def forward(self, x: Tensor) -> list[Tensor]:
+        return list(self.product(x).split(self.sizes, dim=-1))
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):
         super().__init__()
@@ -47,6 +93,8 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: Tensor) -> Tensor:
+        if x.dtype == torch.float32 == self.weight.dtype:  # one call, the same arithmetic
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)
         x_float = x.float()
         normed = x_float * torch.rsqrt(x_float.pow(2).mean(-1, keepdim=True) + self.eps)
         return normed.type_as(x) * self.weight
@@ -115,17 +163,29 @@ class Attention(nn.Module):
         self.o_proj = Linear(config.n_heads * config.head_dim, config.d_model)
         self.pattern = pattern
         self.rope = rope
+        self.qkv: FusedProjection | None = None  # decoding (generation.weights)
 
     def forward(self, x: Tensor, decoder: LayerDecoder | None = None) -> Tensor:
         batch, length, _ = x.shape
-        q = self.q_proj(x).view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        # q (B, H, T, D); k, v (B, KV, T, D): KV heads stay KV heads
         start = 0 if decoder is None else decoder.position
-        q, k = self.rope(q, start), self.rope(k, start)
+        if self.qkv is not None and self.qkv.active():
+            q, k, v = self._fused_qkv(x, start)
+        else:
+            q = self.q_proj(x).view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
+            k = self.k_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
+            v = self.v_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
+            q, k = self.rope(q, start), self.rope(k, start)
+        # q (B, H, T, D); k, v (B, KV, T, D): KV heads stay KV heads
         out = self.pattern(q, k, v) if decoder is None else decoder(q, k, v)  # (B, H, T, D)
         return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))  # (B, T, d_model)
+
+    def _fused_qkv(self, x: Tensor, start: int) -> tuple[Tensor, Tensor, Tensor]:
+        """q, k, v from one product, q and k rotated in one call."""
+        batch, length, _ = x.shape
+        heads, rotated = self.n_heads + 2 * self.n_kv_heads, self.n_heads + self.n_kv_heads
+        qkv = self.qkv.product(x).view(batch, length, heads, self.head_dim).transpose(1, 2)
+        q, k = self.rope(qkv[:, :rotated], start).split([self.n_heads, self.n_kv_heads], dim=1)
+        return q, k, qkv[:, rotated:]
 
 
 class FeedForward(nn.Module):
@@ -136,9 +196,14 @@ class FeedForward(nn.Module):
         self.gate = Linear(config.d_model, config.ffn_width)
         self.up = Linear(config.d_model, config.ffn_width)
         self.down = Linear(config.ffn_width, config.d_model)
+        self.gate_up: FusedProjection | None = None  # decoding (generation.weights)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down(F.silu(self.gate(x)) * self.up(x))
+        if self.gate_up is not None and self.gate_up.active():
+            gate, up = self.gate_up(x)
+        else:
+            gate, up = self.gate(x), self.up(x)
+        return self.down(F.silu(gate) * up)
 
 
 class Block(nn.Module):

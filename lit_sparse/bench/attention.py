@@ -5,7 +5,11 @@ gets them): fibonacci's window W plus its rungs; sliding_window a window of that
 bigbird the window W plus 2 global and (keys - W - 3) random keys per block; natten (when
 ``natten_mps`` is installed) a kernel of that many keys. Inputs are laid out as the model
 hands them to attention: (B, T, heads, D) tensors viewed as (B, heads, T, D); dense and
-sparse get the same tensors. :func:`floor_bytes` is the op's unavoidable memory traffic.
+sparse get the same tensors. :func:`floor_bytes` is the op's unavoidable memory traffic and
+:func:`useful_flops` its useful work: 4 D FLOPs per query head and key slot forward (a dot
+product and a weighted value row), 3x that forward + backward, with the key slots the
+FLOPs counter counts (:func:`lit_sparse.evaluation.flops.pattern_keys`; dense: every
+distance up to T, as the counter counts it).
 
 FlexAttention, torch's own way to run a custom mask, is the peer of every slot plugin: row
 ``flex:<plugin>`` runs ``flex_attention`` under ``torch.compile`` with a ``BlockMask`` of the
@@ -37,6 +41,7 @@ __all__ = [
     "fibonacci_keys",
     "flex_block_mask",
     "floor_bytes",
+    "useful_flops",
     "natten_available",
     "plugin_names",
     "slot_plugin_names",
@@ -221,6 +226,12 @@ def floor_bytes(spec: dict[str, Any]) -> int:
     return itemsize * spec["batch"] * spec["length"] * per_row
 
 
+def useful_flops(spec: dict[str, Any], keys: float, backward: bool = True) -> float:
+    """The op's useful FLOPs at ``spec``'s shape with ``keys`` key slots per query."""
+    forward = 4 * spec["dim"] * keys * spec["heads"] * spec["length"] * spec["batch"]
+    return forward * (3 if backward else 1)
+
+
 def fibonacci_keys(window: int, length: int) -> int:
     """Keys per query of fixed-alpha Fibonacci attention with ``window`` at ``length``."""
     from lit_sparse.attention import offsets
@@ -320,6 +331,18 @@ def _plugin_attend(spec: dict[str, Any], device):
     return pattern, list(pattern.parameters())
 
 
+def _counted_keys(spec: dict[str, Any]) -> int:
+    """Key slots per query at the benched length, as the FLOPs counter counts them (natten:
+    its kernel's keys)."""
+    from lit_sparse.evaluation.flops import pattern_keys
+
+    if spec["plugin"] == NATTEN:
+        return spec["keys"]
+    name = spec["plugin"][len(FLEX_PREFIX) :] if is_flex(spec["plugin"]) else spec["plugin"]
+    pattern = build_plugin(name, spec["window"], spec["keys"]).build(0, 16, spec["length"])
+    return pattern_keys(pattern, spec["length"])
+
+
 def attention_case(spec: dict[str, Any]):
     """(case, device): case(length) gives run() = one forward + backward at ``length``."""
     import torch
@@ -335,6 +358,7 @@ def attention_case(spec: dict[str, Any]):
     else:
         attend, parameters = _plugin_attend(spec, device)
     backward = info["pass"] == "fwd+bwd"
+    info["keys"] = _counted_keys(spec)
 
     def case(length: int):
         q, k, v, grad = _inputs(spec, length, device)

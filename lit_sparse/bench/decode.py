@@ -30,6 +30,9 @@ How it measures:
   ``attn_ms`` the attention reads (RoPE and the cache: the attention modules less their
   projections), ``head_ms`` the output layer (final norm, the vocabulary-wide product and the
   argmax), ``other_ms`` the rest (norms, residuals, the MLP's activation, the embedding);
+  ``proj x floor`` and ``head x floor``: the projections' and the output layer's time over
+  the floor of their own weights' bytes (the share of the step that is weight streaming,
+  and how close to the memory's speed it streams);
 - ``cache_mb`` is the bytes of every layer's cache buffers (keys and values) after the
   context, as allocated: a ring of the largest distance + 1 rows for Fibonacci and
   sliding-window layers, the whole past for dense and BigBird;
@@ -182,7 +185,7 @@ def decode_model(spec: DecodeBenchSpec, plugin: str, dtype: str = "float32"):
 
     from lit_sparse.config import ModelConfig
     from lit_sparse.generation.quantize import quantize_int8
-    from lit_sparse.generation.weights import bfloat16_weights
+    from lit_sparse.generation.weights import bfloat16_weights, decoding_layout
     from lit_sparse.model import LanguageModel
 
     config = ModelConfig(
@@ -201,7 +204,7 @@ def decode_model(spec: DecodeBenchSpec, plugin: str, dtype: str = "float32"):
         model = model.to(torch.bfloat16) if spec.device == "cuda" else bfloat16_weights(model)
     elif dtype == "int8":
         model = quantize_int8(model)
-    return model
+    return decoding_layout(model)
 
 
 def weight_bytes(model) -> int:
@@ -238,7 +241,7 @@ def step_breakdown(decoder: _Decoder, steps: int = 4) -> dict[str, float]:
     """Milliseconds per step in its parts (see the module doc), from ``steps`` more steps
     with timers on the model's modules."""
 
-    from lit_sparse.model import Attention, Block, FeedForward
+    from lit_sparse.model import Attention, Block, FeedForward, FusedProjection
 
     model, device = decoder.model, decoder.model.norm.weight.device
     kinds: dict[int, str] = {id(model.embedding): "embed"}
@@ -247,10 +250,10 @@ def step_breakdown(decoder: _Decoder, steps: int = 4) -> dict[str, float]:
             kinds[id(module)] = "block"
         elif isinstance(module, Attention):
             kinds[id(module)] = "attn"
-            for proj in (module.q_proj, module.k_proj, module.v_proj, module.o_proj):
+            for proj in (module.q_proj, module.k_proj, module.v_proj, module.o_proj, module.qkv):
                 kinds[id(proj)] = "attn_proj"
         elif isinstance(module, FeedForward):
-            for proj in (module.gate, module.up, module.down):
+            for proj in (module.gate, module.up, module.down, module.gate_up):
                 kinds[id(proj)] = "ffn_proj"
     spent = dict.fromkeys(set(kinds.values()), 0.0)
     starts: dict[int, float] = {}
@@ -278,11 +281,15 @@ def step_breakdown(decoder: _Decoder, steps: int = 4) -> dict[str, float]:
             handle.remove()
     ms = {key: 1e3 * value / steps for key, value in spent.items()}
     total_ms = 1e3 * total / steps
+    projections = [m for m in timed if kinds[id(m)] in ("attn_proj", "ffn_proj")]
+    projections = [m for m in projections if not isinstance(m, FusedProjection)]  # views
     return {
         "proj_ms": ms["attn_proj"] + ms["ffn_proj"],
         "attn_ms": ms["attn"] - ms["attn_proj"],
         "head_ms": total_ms - ms["block"] - ms["embed"],
         "other_ms": ms["block"] - ms["attn"] - ms["ffn_proj"] + ms["embed"],
+        "proj_bytes": sum(weight_bytes(m) for m in projections),
+        "head_bytes": weight_bytes(model.embedding),
     }
 
 
@@ -446,6 +453,10 @@ def _rows_of(spec: DecodeBenchSpec, context: int, batch: int, measured: dict) ->
                 row["bandwidth_gb_s"] = bandwidth / 1e9
                 row["floor_ms"] = 1e3 * row["weight_bytes"] / bandwidth
                 row["x_floor"] = ms / row["floor_ms"]
+                for part in ("proj", "head"):  # a part's time over its own weights' floor
+                    if row.get(f"{part}_bytes"):
+                        floor = 1e3 * row[f"{part}_bytes"] / bandwidth
+                        row[f"{part}_x_floor"] = row[f"{part}_ms"] / floor
             rows.append(row)
     return rows
 
@@ -503,7 +514,11 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     hf = any(r["plugin"] in TRANSFORMERS_ROWS for r in timed)
     header = ["context", "batch"] + (["dtype"] if len(dtypes) > 1 else []) + ["plugin"]
     header += ["ms/step", "tokens/s", "x dense", "x floor"] + (["x lit_sparse"] if hf else [])
-    header += ["proj ms", "attn ms", "head ms", "other ms"] if parts else []
+    header += (
+        ["proj ms", "attn ms", "head ms", "other ms", "proj x floor", "head x floor"]
+        if parts
+        else []
+    )
     header += ["cache MB", "cache"]
     body = []
     for r in timed:
@@ -514,6 +529,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         line += [cell(r, "x_lit_sparse", ".2f")] if hf else []
         if parts:
             line += [cell(r, key, ".2f") for key in ("proj_ms", "attn_ms", "head_ms", "other_ms")]
+            line += [cell(r, key, ".2f") for key in ("proj_x_floor", "head_x_floor")]
         line += [cell(r, "cache_mb", ".1f"), r.get("cache") or r.get("error", "")]
         body.append(line)
     text = markdown_table(header, body)

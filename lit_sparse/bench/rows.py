@@ -9,6 +9,9 @@ peer (``flex:<plugin>``, forward only on the CPU) by the row's. ``floor_ms`` (at
 only): the time the op's unavoidable memory traffic
 (:func:`lit_sparse.bench.attention.floor_bytes`) takes at the copy bandwidth measured in the
 timing process; ``x_floor`` is ``ms / floor_ms`` and ``gb_per_s`` that traffic over ``ms``.
+``gflop_s`` (attention): the op's useful FLOPs
+(:func:`lit_sparse.bench.attention.useful_flops`) over ``ms``, and ``x_peak`` that rate over
+an fp32 matrix product's in the same process (:func:`lit_sparse.bench.timing.matmul_flops`).
 A flex row also has ``block_density`` (the share of causal tiles its mask computes) and
 ``compile_s`` (its first full-size call less a timed one: compilation and the mask).
 """
@@ -22,8 +25,21 @@ import traceback
 from typing import Any
 
 from lit_sparse.bench import timing
-from lit_sparse.bench.attention import attention_case, flex_peer, floor_bytes, is_flex
-from lit_sparse.bench.timing import call_peak_mb, copy_bandwidth, progress, sync, time_plugins
+from lit_sparse.bench.attention import (
+    attention_case,
+    flex_peer,
+    floor_bytes,
+    is_flex,
+    useful_flops,
+)
+from lit_sparse.bench.timing import (
+    call_peak_mb,
+    copy_bandwidth,
+    matmul_flops,
+    progress,
+    sync,
+    time_plugins,
+)
 from lit_sparse.bench.train import train_case
 
 __all__ = ["bench_table", "length_rows", "measure", "run_child", "run_lengths"]
@@ -50,7 +66,9 @@ def _timing(spec: dict[str, Any]) -> dict[str, Any]:
 
     measured = time_plugins(spec, lambda plugin: case_for(spec, plugin))
     device = torch.device(spec["device"])
-    measured["bandwidth"] = copy_bandwidth(device) if spec["kind"] == "attention" else None
+    attention = spec["kind"] == "attention"
+    measured["bandwidth"] = copy_bandwidth(device) if attention else None
+    measured["matmul_flops"] = matmul_flops(device) if attention else None
     return measured
 
 
@@ -144,6 +162,8 @@ def length_rows(spec: dict[str, Any], plugins: list[str]) -> list[dict[str, Any]
             f"T={length}: copy bandwidth {measured['bandwidth'] / 1e9:.1f} GB/s, "
             f"memory-traffic floor {floor_ms:.3f} ms"
         )
+    if measured.get("matmul_flops"):
+        progress(f"T={length}: fp32 matmul {measured['matmul_flops'] / 1e9:.1f} GFLOP/s")
     by_load = measured.get("busy") or {}
     idle = by_load.get("0", {})
     info = measured.get("info") or {}
@@ -173,6 +193,11 @@ def length_rows(spec: dict[str, Any], plugins: list[str]) -> list[dict[str, Any]
                 row["speedup_vs_dense"] = None
             elif floor_ms is not None:
                 row.update(floor_ms=floor_ms, x_floor=ms / floor_ms, gb_per_s=traffic / ms / 1e6)
+            if kind == "attention" and "keys" in info.get(plugin, {}):
+                work = useful_flops(spec, info[plugin]["keys"], row["pass"] == "fwd+bwd")
+                row["gflop_s"] = work / ms / 1e6
+                peak = measured.get("matmul_flops")
+                row["x_peak"] = row["gflop_s"] * 1e9 / peak if peak else None
             rows.append(row)
             _report_row(row, timing[plugin]["runs"])
     return rows
@@ -229,6 +254,7 @@ def bench_table(rows: list[dict[str, Any]], kind: str) -> str:
     columns.append(("peak_mb", "peak MB", ".0f"))
     if kind == "attention":
         columns += [("gb_per_s", "GB/s", ".1f"), ("x_floor", "x floor", ".2f")]
+        columns += [("gflop_s", "GFLOP/s", ".1f"), ("x_peak", "x peak", ".3f")]
 
     def cell(row, key, fmt):
         value = row.get(key)

@@ -8,6 +8,8 @@
   one call, meaningful in a fresh process only (or a fork of one that has run nothing: a
   fork's VmHWM starts at its resident set); on CUDA the allocator's peak.
 - bandwidth: one large device copy, best of five (the first touches fresh pages).
+- compute peak: an fp32 matrix product of 2048 x 2048 matrices, best of five, in the same
+  process and at its thread count (the rate the machine's BLAS reaches, not a datasheet's).
 - busy cores: processes that spin on a core each while the timed rounds run.
 """
 
@@ -27,6 +29,7 @@ __all__ = [
     "busy_cores",
     "call_peak_mb",
     "copy_bandwidth",
+    "matmul_flops",
     "interleaved_rounds",
     "median",
     "peak_rss_mb",
@@ -75,6 +78,23 @@ def copy_bandwidth(device) -> float:
         sync(device)
         seconds.append(time.perf_counter() - start)
     return 2 * size / min(seconds[1:])  # the first copy touches fresh pages: not counted
+
+
+def matmul_flops(device, size: int = 2048) -> float:
+    """FLOP per second of one float32 ``size`` x ``size`` matrix product on ``device``
+    (2 size^3 FLOPs), best of five after a warm-up call."""
+    import torch
+
+    a = torch.randn(size, size, device=device)
+    b = torch.randn(size, size, device=device)
+    seconds = []
+    for _ in range(6):
+        sync(device)
+        start = time.perf_counter()
+        torch.mm(a, b)
+        sync(device)
+        seconds.append(time.perf_counter() - start)
+    return 2 * size**3 / min(seconds[1:])
 
 
 def call_peak_mb(run: Callable[[], None], device) -> float:

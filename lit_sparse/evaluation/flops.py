@@ -31,6 +31,7 @@ __all__ = [
     "forward_flops_per_token",
     "keys_per_query",
     "model_flops_per_token",
+    "pattern_keys",
 ]
 
 
@@ -81,7 +82,8 @@ def forward_flops_per_token(config: ModelConfig, keys: Sequence[float]) -> Flops
     )
 
 
-def _pattern_keys(pattern: AttentionPattern, length: int) -> int:
+def pattern_keys(pattern: AttentionPattern, length: int) -> int:
+    """Key slots per query the counter counts for ``pattern`` at ``length``."""
     count = len(pattern.distances(length))
     if isinstance(pattern, SlotPattern):
         # absolute keys (BigBird's global and random ones) are slots beyond the distances;
@@ -96,7 +98,7 @@ def keys_per_query(model: nn.Module, length: int | None = None) -> list[int]:
     model = getattr(model, "model", model)
     length = length or model.config.context_length
     with torch.no_grad():
-        return [_pattern_keys(p, length) for p in model.patterns]
+        return [pattern_keys(p, length) for p in model.patterns]
 
 
 def model_flops_per_token(model: nn.Module, length: int | None = None) -> FlopsBreakdown:

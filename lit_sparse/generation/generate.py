@@ -18,6 +18,7 @@ from torch import Tensor
 from lit_sparse.errors import ConfigError
 from lit_sparse.generation.prefill import DEFAULT_CHUNK, check_chunk, prefill
 from lit_sparse.generation.sampling import Sampler
+from lit_sparse.generation.weights import decoding_layout
 
 __all__ = ["Generation", "GenerationStats", "generate"]
 
@@ -99,7 +100,9 @@ class Generation:
     """Iterating yields the next token of every prompt, (B,) int64, once per step, up to
     ``max_new_tokens`` steps. With ``eos_id`` a prompt that produced it yields ``eos_id`` from
     then on, and the iteration stops once every prompt has. Arguments are checked when the
-    object is made (one ``ConfigError`` line each), before any model work."""
+    object is made (one ``ConfigError`` line each), before any model work; then the model's
+    float32 CPU matrices are laid out for decoding (:func:`decoding_layout`: the same values,
+    stored column-major)."""
 
     def __init__(
         self,
@@ -149,7 +152,11 @@ class Generation:
                 f"max_new_tokens exceeds the {limit} tokens the model can take; use at most "
                 f"{limit - length}"
             )
-        self.model, self.max_new_tokens, self.eos_id = model, max_new_tokens, eos_id
+        self.model, self.max_new_tokens, self.eos_id = (
+            decoding_layout(model),
+            max_new_tokens,
+            eos_id,
+        )
         self.prefill_chunk = prefill_chunk
         self.cache = None
         self.stats = GenerationStats(prompt_tokens=length, batch=batch)

@@ -6,6 +6,12 @@ projections, the tied embedding and output layer) in bfloat16, half those bytes,
 the norms, the activations, the caches and every sum in float32: each weight is widened as
 it is read. Greedy tokens match float32's on the project's test prompts (tests check it);
 logits differ by the weights' rounding (about 3 significant digits).
+
+:func:`decoding_layout` changes no value, only how float32 matrices sit in memory: stored
+column-major (each weight the transpose of a contiguous ``(in, out)`` tensor), a product
+with one or a few rows is a plain matrix product that streams the weight at the memory's
+speed, where torch's CPU BLAS reads a row-major weight at about 60 % of it (measured
+on the machines this project runs on; ``docs/performance.md``).
 """
 
 from __future__ import annotations
@@ -14,8 +20,9 @@ import torch
 from torch import nn
 
 from lit_sparse.errors import ConfigError
+from lit_sparse.model import Attention, FeedForward, FusedProjection
 
-__all__ = ["WEIGHT_DTYPES", "bfloat16_weights", "weight_dtype"]
+__all__ = ["WEIGHT_DTYPES", "bfloat16_weights", "decoding_layout", "weight_dtype"]
 
 WEIGHT_DTYPES = ("float32", "bfloat16")
 
@@ -25,6 +32,29 @@ def bfloat16_weights(model: nn.Module) -> nn.Module:
     matrices = [m for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding))]
     for module in matrices:
         module.weight.data = module.weight.data.to(torch.bfloat16)
+    return model
+
+
+def decoding_layout(model: nn.Module) -> nn.Module:
+    """Lay ``model``'s float32 CPU matrices out for decoding, in place (the same values, the
+    same parameters); returns it: q, k and v become one product, and the MLP's gate and up
+    another (:class:`~lit_sparse.model.FusedProjection`), and every other matrix is stored
+    column-major. Generation applies it; training and saving are unaffected (a saved weight
+    is written contiguous); replacing a weight (``.to()``, another dtype) undoes it."""
+    for module in list(model.modules()):
+        if isinstance(module, Attention) and not (module.qkv and module.qkv.active()):
+            module.qkv = FusedProjection.fuse([module.q_proj, module.k_proj, module.v_proj])
+        elif isinstance(module, FeedForward) and not (module.gate_up and module.gate_up.active()):
+            module.gate_up = FusedProjection.fuse([module.gate, module.up])
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        if (
+            isinstance(module, (nn.Linear, nn.Embedding))
+            and weight.device.type == "cpu"
+            and weight.dtype == torch.float32
+            and weight.is_contiguous()
+        ):
+            weight.data = weight.data.t().contiguous().t()
     return model
 
 

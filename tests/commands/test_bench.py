@@ -25,7 +25,7 @@ from lit_sparse.bench.timing import busy_cores
 from lit_sparse.bench.train import TRAIN_SHAPES
 from lit_sparse.commands.bench import _bench_rows_of, _length_spec, _parser, main
 
-FLOOR_KEYS = {"floor_ms", "x_floor", "gb_per_s"}
+FLOOR_KEYS = {"floor_ms", "x_floor", "gb_per_s", "gflop_s", "x_peak"}
 ROW_KEYS = {"T", "plugin", "busy_cores", "ms", "x_idle", "speedup_vs_dense", "peak_mb"}
 ATTENTION_KEYS = {"pass", "speedup_vs_flex"}
 
@@ -65,6 +65,14 @@ def test_bench_attention_writes_rows_floors_and_skips_dense_above_its_length(
     assert [r["speedup_vs_dense"] for r in rows if r["plugin"] == "dense"] == [1.0]
     assert all(r["speedup_vs_dense"] > 0 for r in rows if r["T"] == 32)
     assert all(r["speedup_vs_dense"] is None for r in rows if r["T"] == 64)
+    # GFLOP/s: the useful FLOPs (dense: every distance up to T, as the FLOPs counter counts
+    # them; 4 D per head and key forward, 3x with backward) over the time; x peak: against
+    # the one matmul rate its process measured
+    dense = next(r for r in rows if r["plugin"] == "dense")
+    assert dense["gflop_s"] == pytest.approx(4 * 64 * 32 * 8 * 32 * 3 / dense["ms"] / 1e6)
+    for length in (32, 64):
+        rates = [r["gflop_s"] / r["x_peak"] for r in rows if r["T"] == length]
+        assert all(rate == pytest.approx(rates[0]) for rate in rates) and rates[0] > 0
     # x_floor = ms / floor_ms, and floor_ms scales with the bytes one call must move
     for row in rows:
         assert row["x_floor"] == pytest.approx(row["ms"] / row["floor_ms"])
@@ -78,7 +86,7 @@ def test_bench_attention_writes_rows_floors_and_skips_dense_above_its_length(
         assert 1e8 < traffic / (row["floor_ms"] / 1e3) < 1e13  # bytes/s
     table = capsys.readouterr().out.splitlines()
     assert table[0].startswith("| T | plugin | ms fwd+bwd | x dense |")
-    assert table[1] == "|---:|---|---:|---:|---:|---:|---:|"  # a Markdown table
+    assert table[1] == "|---:|---|---:|---:|---:|---:|---:|---:|---:|"  # a Markdown table
     assert [line.split(" | ")[1] for line in table[2:]] == [r["plugin"] for r in rows]
 
 
