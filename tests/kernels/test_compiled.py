@@ -209,6 +209,9 @@ def test_the_build_is_keyed_by_torch_the_python_abi_and_the_source(monkeypatch, 
     monkeypatch.setattr(compiled, "_ninja", lambda: ("1.11.1", None))
     assert compiled.build_name() != name
     monkeypatch.undo()
+    monkeypatch.setattr(compiled.torch, "__file__", "/another/venv/torch/__init__.py")
+    assert compiled.build_name() != name  # the same torch version in another environment
+    monkeypatch.undo()
     source = tmp_path / "slots_cpu.cpp"
     source.write_text(compiled.SOURCE.read_text() + "\n// edited\n")
     monkeypatch.setattr(compiled, "SOURCE", source)

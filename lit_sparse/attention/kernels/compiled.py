@@ -4,7 +4,8 @@ loader and cached (``$TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extension
 The op is plain loops over each query's slots, threads taking small work items from a shared
 counter (see the source's header). Building needs a C++ compiler and ninja (a dependency);
 it takes about a minute, once per build key: the CPU, the torch version, the Python ABI, the
-ninja version (the ``ninja`` package's binary runs the build) and the source's hash, so
+ninja version (the ``ninja`` package's binary runs the build), the folders of torch and of
+the Python headers (written into the build file) and the source's hash, so
 environments and checkouts that differ in any of them keep their own builds side by side
 instead of rebuilding over each other. Where it cannot be built, or with
 ``LIT_SPARSE_CPU_KERNEL=csr``, :func:`available` is False and the sparse-BLAS kernel
@@ -81,9 +82,13 @@ def _ninja_first_on_path():
 
 def build_name() -> str:
     """The extension's name, which names its build folder: the CPU's signature and a hash of
-    the torch version, the Python ABI, the compiler flags, the ninja version and the source."""
+    the torch version, the Python ABI, torch's and the Python headers' folders, the compiler
+    flags, the ninja version and the source."""
     abi = sysconfig.get_config_var("SOABI") or sys.implementation.cache_tag
-    parts = [torch.__version__, abi, " ".join(_FLAGS), _ninja()[0], SOURCE.read_text()]
+    # the include and library folders torch writes into build.ninja: two environments of one
+    # torch version (a CI venv beside a developer's) would each rebuild the other's folder
+    folders = [str(Path(torch.__file__).parent), sysconfig.get_paths()["include"]]
+    parts = [torch.__version__, abi, *folders, " ".join(_FLAGS), _ninja()[0], SOURCE.read_text()]
     digest = hashlib.sha1("\0".join(parts).encode()).hexdigest()[:12]
     return f"lit_sparse_slots_cpu_{_cpu_signature()}_{digest}"
 
