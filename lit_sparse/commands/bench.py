@@ -270,19 +270,6 @@ def _gpu(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _prefill(args: argparse.Namespace) -> int:
-    from lit_sparse.bench.prefill import PrefillBenchSpec, format_rows, run_prefill_bench
-
-    options = {k: v for k, v in vars(args).items() if k not in ("command", "json")}
-    rows = run_prefill_bench(PrefillBenchSpec(**options), progress=progress)
-    print(format_rows(rows))
-    if args.json:
-        from lit_sparse.io.atomic import write_json
-
-        write_json(args.json, rows)
-    return 1 if any("error" in row for row in rows) else 0
-
-
 def _decode_parser(sub) -> None:
     from lit_sparse.bench.decode import CONTEXTS, DTYPES, PLUGINS, DecodeBenchSpec
 
@@ -353,12 +340,17 @@ def _decode_parser(sub) -> None:
     decode.add_argument("--json", default=None, help="write the rows to this file")
 
 
-def _decode(args: argparse.Namespace) -> int:
-    from lit_sparse.bench.decode import DecodeBenchSpec, format_rows, run_decode_bench
+def _spec_rows(args: argparse.Namespace) -> int:
+    """``bench decode`` or ``prefill``: its spec from the options, its rows printed (and
+    written to --json)."""
+    from lit_sparse.bench import decode, prefill
 
+    spec_class, run, format_rows = {
+        "decode": (decode.DecodeBenchSpec, decode.run_decode_bench, decode.format_rows),
+        "prefill": (prefill.PrefillBenchSpec, prefill.run_prefill_bench, prefill.format_rows),
+    }[args.command]
     options = {k: v for k, v in vars(args).items() if k not in ("command", "json")}
-    spec = DecodeBenchSpec(**options)
-    rows = run_decode_bench(spec, progress=progress)
+    rows = run(spec_class(**options), progress=progress)
     print(format_rows(rows))
     if args.json:
         from lit_sparse.io.atomic import write_json
@@ -370,10 +362,8 @@ def _decode(args: argparse.Namespace) -> int:
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    if args.command == "decode":
-        return _decode(args)
-    if args.command == "prefill":
-        return _prefill(args)
+    if args.command in ("decode", "prefill"):
+        return _spec_rows(args)
     if args.command == "gpu":
         return _gpu(args)
     if args.lengths is None:
