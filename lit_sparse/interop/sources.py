@@ -139,7 +139,6 @@ def load_source(
     ``option``: how the caller names another tokenizer, for the messages (a command passes
     its flag)."""
     from lit_sparse.model import LanguageModel
-    from lit_sparse.runs.analysis import load_run
 
     if not isinstance(path, (str, os.PathLike)):
         raise ConfigError(
@@ -155,6 +154,8 @@ def load_source(
         loaded = _folder_tokenizer(folder, tokenizer, option)
         model = LanguageModel.from_pretrained(str(folder), verify_weights=verify_weights)
         return ModelSource(model, loaded, f"{folder} (exported)")
+    from lit_sparse.runs.analysis import load_run  # lightning: a run only, not an export
+
     run = load_run(folder)
     if run.module is None:
         raise ConfigError(
