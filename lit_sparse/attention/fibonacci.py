@@ -17,6 +17,7 @@ from lit_sparse.attention.fibonacci_patterns import (
     FibonacciPattern,
     LearnedFibonacciPattern,
     NewOffsets,
+    RungLayout,
     RungRead,
 )
 from lit_sparse.attention.gaussian_read import GaussianFibonacciPattern
@@ -160,13 +161,15 @@ class FibonacciAttention(AttentionPlugin):
 
     def build(self, layer: int, n_layers: int, training_length: int) -> FibonacciPattern:
         alpha = self.layer_alphas(n_layers)[layer]
-        common = (training_length, self.window, self.rungs, self.n_rungs, self.new_offsets, alpha)
+        layout = RungLayout(
+            training_length, self.window, self.rungs, self.n_rungs, self.new_offsets
+        )
         if self.schedule != "learned":
-            return FibonacciPattern(*common)
+            return FibonacciPattern(layout, alpha)
         if self.rung_read == "gaussian":
             widths = (self.rung_width_start, self.rung_width_end, self.rung_width_anneal)
-            return GaussianFibonacciPattern(*common, self.alpha_min, self.alpha_max, *widths)
-        return LearnedFibonacciPattern(*common, self.alpha_min, self.alpha_max)
+            return GaussianFibonacciPattern(layout, alpha, self.alpha_min, self.alpha_max, *widths)
+        return LearnedFibonacciPattern(layout, alpha, self.alpha_min, self.alpha_max)
 
     @classmethod
     def conformance_cases(cls, window: int, n_layers: int) -> dict[str, AttentionPlugin]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -14,31 +15,31 @@ from lit_sparse.attention.base import SlotPattern
 from lit_sparse.attention.kernels import KeySlots, exact_slots
 from lit_sparse.attention.length_cache import LengthCache
 
-__all__ = ["FibonacciPattern", "LearnedFibonacciPattern", "NewOffsets", "RungRead"]
+__all__ = ["FibonacciPattern", "LearnedFibonacciPattern", "NewOffsets", "RungLayout", "RungRead"]
 
 NewOffsets = Literal["use", "drop"]
 RungRead = Literal["interpolate", "gaussian"]
 
 
+@dataclass(frozen=True)
+class RungLayout:
+    """What a Fibonacci layer's distances are built from besides alpha: the window 0..W and
+    ``n_rungs`` rungs of the ``rungs`` base at ``training_length`` (beyond it: ``new_offsets``)."""
+
+    training_length: int
+    window: int
+    rungs: str
+    n_rungs: int
+    new_offsets: NewOffsets
+
+
 class FibonacciPattern(SlotPattern):
     """Distances {0..W} and round(alpha * f) for every rung f, alpha fixed per layer."""
 
-    def __init__(
-        self,
-        training_length: int,
-        window: int,
-        rungs: str,
-        n_rungs: int,
-        new_offsets: NewOffsets,
-        alpha: float,
-    ):
-        super().__init__(training_length)
-        self.window, self.rungs, self.n_rungs, self.new_offsets = (
-            window,
-            rungs,
-            n_rungs,
-            new_offsets,
-        )
+    def __init__(self, layout: RungLayout, alpha: float):
+        super().__init__(layout.training_length)
+        self.window, self.rungs, self.n_rungs = layout.window, layout.rungs, layout.n_rungs
+        self.new_offsets = layout.new_offsets
         self.initial_alpha = float(alpha)
 
     @property
@@ -102,18 +103,8 @@ class LearnedFibonacciPattern(FibonacciPattern):
     paper's rule), evaluated on the device: no host sync in forward.
     """
 
-    def __init__(
-        self,
-        training_length: int,
-        window: int,
-        rungs: str,
-        n_rungs: int,
-        new_offsets: NewOffsets,
-        alpha: float,
-        alpha_min: float,
-        alpha_max: float,
-    ):
-        super().__init__(training_length, window, rungs, n_rungs, new_offsets, alpha)
+    def __init__(self, layout: RungLayout, alpha: float, alpha_min: float, alpha_max: float):
+        super().__init__(layout, alpha)
         self.alpha_min, self.alpha_max = alpha_min, alpha_max
         share = (alpha - alpha_min) / (alpha_max - alpha_min)
         self.theta = nn.Parameter(torch.tensor(math.log(share / (1 - share))))

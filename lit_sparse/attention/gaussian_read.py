@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from lit_sparse.attention.decoding import DecodeShape, LayerDecoder
-from lit_sparse.attention.fibonacci_patterns import LearnedFibonacciPattern, NewOffsets
+from lit_sparse.attention.fibonacci_patterns import LearnedFibonacciPattern, RungLayout
 from lit_sparse.attention.kernels import KeySlots
 
 __all__ = ["GaussianDecoder", "GaussianFibonacciPattern", "rung_width_at"]
@@ -45,11 +45,7 @@ class GaussianFibonacciPattern(LearnedFibonacciPattern):
 
     def __init__(
         self,
-        training_length: int,
-        window: int,
-        rungs: str,
-        n_rungs: int,
-        new_offsets: NewOffsets,
+        layout: RungLayout,
         alpha: float,
         alpha_min: float,
         alpha_max: float,
@@ -57,9 +53,7 @@ class GaussianFibonacciPattern(LearnedFibonacciPattern):
         width_end: float,
         width_anneal: float,
     ):
-        super().__init__(
-            training_length, window, rungs, n_rungs, new_offsets, alpha, alpha_min, alpha_max
-        )
+        super().__init__(layout, alpha, alpha_min, alpha_max)
         self.width_start, self.width_end, self.width_anneal = width_start, width_end, width_anneal
         self.register_buffer("rung_width", torch.tensor(float(width_start)))
 

@@ -6,4 +6,5 @@
 - :mod:`~lit_sparse.bench.train`: whole AdamW training steps of a model shape.
 - :mod:`~lit_sparse.bench.rows`: the processes and rows of those two, and their table.
 - :mod:`~lit_sparse.bench.decode`: decoding latency and KV-cache size after long contexts.
+- :mod:`~lit_sparse.bench.shape`: the model shape those of decoding share.
 """

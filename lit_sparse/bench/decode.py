@@ -56,6 +56,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lit_sparse.bench.decode_transformers import TRANSFORMERS_ROWS, TransformersRow, source_plugin
+from lit_sparse.bench.shape import ModelShape
 from lit_sparse.bench.timing import (
     copy_bandwidth,
     interleaved_rounds,
@@ -87,7 +88,7 @@ ROUND_TOKENS = 8
 
 
 @dataclass
-class DecodeBenchSpec:
+class DecodeBenchSpec(ModelShape):
     """What ``bench decode`` measures; the model shape defaults to the paper's."""
 
     contexts: list[int] = field(default_factory=lambda: list(CONTEXTS))
@@ -100,15 +101,7 @@ class DecodeBenchSpec:
     """int8: also time the model with int8 matrices (rows of dtype int8, beside the dtypes')."""
     tokens: int = 16
     """Timed steps per plugin and context (after 2 warm-up steps)."""
-    window: int = 8
-    n_layers: int = 16
-    d_model: int = 512
-    n_heads: int = 8
-    n_kv_heads: int = 2
-    vocab_size: int = 32768
-    training_length: int = 1024
     device: str = "cpu"
-    threads: int | None = None
     breakdown: bool = False
     """Time the parts of a step (projections, attention reads, output layer) too."""
     rss_tokens: int = 20000
@@ -127,19 +120,11 @@ class DecodeBenchSpec:
         bad = sorted(set(self.dtypes) - set(DTYPES))
         if bad or not self.dtypes:
             raise ConfigError(f"dtypes={self.dtypes}: expected some of {', '.join(DTYPES)}")
-        for name in ("tokens", "window", "n_layers", "d_model", "n_heads", "n_kv_heads"):
-            value = getattr(self, name)
-            if value < (0 if name == "window" else 1):
-                raise ConfigError(f"{name}={value}: must be >= {0 if name == 'window' else 1}")
+        self.check_shape("tokens")
         if not self.contexts or min(self.contexts) < 1:
             raise ConfigError(f"contexts={self.contexts}: expected positive token counts")
         if not self.batch or min(self.batch) < 1:
             raise ConfigError(f"batch={self.batch}: expected sequence counts >= 1")
-        if self.n_heads % self.n_kv_heads or self.d_model % self.n_heads:
-            raise ConfigError(
-                f"n_heads={self.n_heads} must be a multiple of n_kv_heads={self.n_kv_heads} "
-                f"and divide d_model={self.d_model}"
-            )
         if self.rss_tokens < 0 or (self.rss_tokens and self.rss_after >= self.rss_tokens):
             raise ConfigError(
                 f"rss_tokens={self.rss_tokens}, rss_after={self.rss_after}: need 0 (no check) "
@@ -183,20 +168,11 @@ def decode_model(spec: DecodeBenchSpec, plugin: str, dtype: str = "float32"):
     ``dtype`` (CPU: the matrices only; CUDA: the whole model; int8: the matrices, CPU)."""
     import torch
 
-    from lit_sparse.config import ModelConfig
     from lit_sparse.generation.quantize import quantize_int8
     from lit_sparse.generation.weights import bfloat16_weights, decoding_layout
     from lit_sparse.model import LanguageModel
 
-    config = ModelConfig(
-        vocab_size=spec.vocab_size,
-        context_length=spec.training_length,
-        n_layers=spec.n_layers,
-        d_model=spec.d_model,
-        n_heads=spec.n_heads,
-        n_kv_heads=spec.n_kv_heads,
-        head_dim=spec.d_model // spec.n_heads,
-    )
+    config = spec.model_config()
     torch.manual_seed(0)
     attention = decode_plugin(plugin, spec.window, spec.training_length)
     model = LanguageModel(config, attention).eval().to(spec.device)

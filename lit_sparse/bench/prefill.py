@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lit_sparse.bench.decode import PLUGINS, DecodeBenchSpec, decode_model
+from lit_sparse.bench.shape import ModelShape
 from lit_sparse.bench.timing import peak_rss_mb, run_child
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.tables import markdown_table
@@ -35,21 +36,13 @@ MODULE = "lit_sparse.bench.prefill"
 
 
 @dataclass
-class PrefillBenchSpec:
+class PrefillBenchSpec(ModelShape):
     """What ``bench prefill`` measures; the model shape defaults to the paper's."""
 
     lengths: list[int] = field(default_factory=lambda: [16384, 65536])
     plugins: list[str] = field(default_factory=lambda: ["fibonacci", "dense"])
     chunks: list[int] = field(default_factory=lambda: [2048])
     """Prompt tokens per chunk, one row each; 0 is the whole prompt at once."""
-    window: int = 8
-    n_layers: int = 16
-    d_model: int = 512
-    n_heads: int = 8
-    n_kv_heads: int = 2
-    vocab_size: int = 32768
-    training_length: int = 1024
-    threads: int | None = None
 
     def __post_init__(self):
         unknown = sorted(set(self.plugins) - set(PLUGINS))
@@ -59,22 +52,10 @@ class PrefillBenchSpec:
             raise ConfigError(f"lengths={self.lengths}: expected prompt lengths >= 1")
         if not self.chunks or min(self.chunks) < 0:
             raise ConfigError(f"chunks={self.chunks}: expected chunk sizes >= 1, or 0 (whole)")
-        self.model_spec()  # the shape's checks
+        self.check_shape()
 
     def model_spec(self) -> DecodeBenchSpec:
-        shape = {
-            name: getattr(self, name)
-            for name in (
-                "window",
-                "n_layers",
-                "d_model",
-                "n_heads",
-                "n_kv_heads",
-                "vocab_size",
-                "training_length",
-            )
-        }
-        return DecodeBenchSpec(plugins=list(self.plugins), rss_tokens=0, **shape)
+        return DecodeBenchSpec(plugins=list(self.plugins), rss_tokens=0, **self.shape())
 
 
 def _rss_mb() -> float:

@@ -101,17 +101,15 @@ def _length_spec(args: argparse.Namespace, length: int) -> dict[str, Any]:
     }
 
 
+def _subcommand(sub, name: str, what: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=what, formatter_class=HelpFormatter)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = command_parser("bench", __doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    attention = sub.add_parser(
-        "attention", help="one attention call, forward + backward", formatter_class=HelpFormatter
-    )
-    train = sub.add_parser(
-        "train",
-        help="whole AdamW training steps of the quickstart shape",
-        formatter_class=HelpFormatter,
-    )
+    attention = _subcommand(sub, "attention", "one attention call, forward + backward")
+    train = _subcommand(sub, "train", "whole AdamW training steps of the quickstart shape")
     for p, window in ((attention, 12), (train, 8)):
         p.add_argument("--lengths", type=int, nargs="+", default=None, help="sequence lengths")
         p.add_argument(
@@ -174,6 +172,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _int_options(parser, defaults, helps: dict[str, str]) -> None:
+    """An integer option per field of ``helps`` (its help), defaulting to the spec's."""
+    for name, what in helps.items():
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(flag, type=int, default=getattr(defaults, name), dest=name, help=what)
+
+
 def _shape_options(parser, defaults) -> None:
     """The model-shape options of decode and prefill (default: the paper's shape)."""
     parser.add_argument("--window", type=int, default=defaults.window, help="fibonacci W")
@@ -185,9 +190,7 @@ def _shape_options(parser, defaults) -> None:
         "vocab_size": "vocabulary (the output layer's rows)",
         "training_length": "the length the pattern is built for (Fibonacci rungs below it)",
     }
-    for name, what in shape.items():
-        flag = "--" + name.replace("_", "-")
-        parser.add_argument(flag, type=int, default=getattr(defaults, name), dest=name, help=what)
+    _int_options(parser, defaults, shape)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
 
 
@@ -196,10 +199,8 @@ def _prefill_parser(sub) -> None:
     from lit_sparse.bench.prefill import PrefillBenchSpec
 
     defaults = PrefillBenchSpec()
-    prefill = sub.add_parser(
-        "prefill",
-        help="a long prompt into the caches, in chunks: tokens/s and peak memory",
-        formatter_class=HelpFormatter,
+    prefill = _subcommand(
+        sub, "prefill", "a long prompt into the caches, in chunks: tokens/s and peak memory"
     )
     prefill.add_argument(
         "--lengths", type=int, nargs="+", default=defaults.lengths, help="prompt lengths"
@@ -270,27 +271,14 @@ def _gpu(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _prefill(args: argparse.Namespace) -> int:
-    from lit_sparse.bench.prefill import PrefillBenchSpec, format_rows, run_prefill_bench
-
-    options = {k: v for k, v in vars(args).items() if k not in ("command", "json")}
-    rows = run_prefill_bench(PrefillBenchSpec(**options), progress=progress)
-    print(format_rows(rows))
-    if args.json:
-        from lit_sparse.io.atomic import write_json
-
-        write_json(args.json, rows)
-    return 1 if any("error" in row for row in rows) else 0
-
-
 def _decode_parser(sub) -> None:
     from lit_sparse.bench.decode import CONTEXTS, DTYPES, PLUGINS, DecodeBenchSpec
 
     defaults = DecodeBenchSpec()
-    decode = sub.add_parser(
+    decode = _subcommand(
+        sub,
         "decode",
-        help="decoding steps after long contexts: batched, against the weights' memory floor",
-        formatter_class=HelpFormatter,
+        "decoding steps after long contexts: batched, against the weights' memory floor",
     )
     decode.add_argument(
         "--contexts",
@@ -325,24 +313,12 @@ def _decode_parser(sub) -> None:
     )
     decode.add_argument("--tokens", type=int, default=defaults.tokens, help="timed per row")
     _shape_options(decode, defaults)
-    decode.add_argument(
-        "--rss-tokens",
-        type=int,
-        default=defaults.rss_tokens,
-        help="tokens the RSS check decodes with fibonacci (0: no check)",
-    )
-    decode.add_argument(
-        "--rss-context",
-        type=int,
-        default=defaults.rss_context,
-        help="the RSS check's prompt length",
-    )
-    decode.add_argument(
-        "--rss-after",
-        type=int,
-        default=defaults.rss_after,
-        help="the RSS check measures growth after this many decoded tokens",
-    )
+    rss = {
+        "rss_tokens": "tokens the RSS check decodes with fibonacci (0: no check)",
+        "rss_context": "the RSS check's prompt length",
+        "rss_after": "the RSS check measures growth after this many decoded tokens",
+    }
+    _int_options(decode, defaults, rss)
     decode.add_argument(
         "--transformers",
         action="store_true",
@@ -353,12 +329,17 @@ def _decode_parser(sub) -> None:
     decode.add_argument("--json", default=None, help="write the rows to this file")
 
 
-def _decode(args: argparse.Namespace) -> int:
-    from lit_sparse.bench.decode import DecodeBenchSpec, format_rows, run_decode_bench
+def _spec_rows(args: argparse.Namespace) -> int:
+    """``bench decode`` or ``prefill``: its spec from the options, its rows printed (and
+    written to --json)."""
+    from lit_sparse.bench import decode, prefill
 
+    spec_class, run, format_rows = {
+        "decode": (decode.DecodeBenchSpec, decode.run_decode_bench, decode.format_rows),
+        "prefill": (prefill.PrefillBenchSpec, prefill.run_prefill_bench, prefill.format_rows),
+    }[args.command]
     options = {k: v for k, v in vars(args).items() if k not in ("command", "json")}
-    spec = DecodeBenchSpec(**options)
-    rows = run_decode_bench(spec, progress=progress)
+    rows = run(spec_class(**options), progress=progress)
     print(format_rows(rows))
     if args.json:
         from lit_sparse.io.atomic import write_json
@@ -370,10 +351,8 @@ def _decode(args: argparse.Namespace) -> int:
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    if args.command == "decode":
-        return _decode(args)
-    if args.command == "prefill":
-        return _prefill(args)
+    if args.command in ("decode", "prefill"):
+        return _spec_rows(args)
     if args.command == "gpu":
         return _gpu(args)
     if args.lengths is None:

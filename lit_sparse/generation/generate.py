@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -201,51 +202,30 @@ class Generation:
         return torch.stack(list(self), dim=1)
 
 
-def generate(
-    model,
-    prompt_ids,
-    max_new_tokens: int,
-    *,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    seed: int | None = None,
-    eos_id: int | None = None,
-    prefill_chunk: int | None = DEFAULT_CHUNK,
-    vocab_limit: int | None = None,
-) -> Generation:
+def generate(model, prompt_ids, max_new_tokens: int, **options: Any) -> Generation:
     """Continue ``prompt_ids`` with ``model`` (a ``LanguageModel``): an iterator that yields
-    the next token of every prompt, (B,), as soon as it is made.
+    the next token of every prompt, (B,), as soon as it is made (a :class:`Generation`; the
+    options are its keyword arguments).
 
     Args:
         model: the language model (its device and dtype are used as they are).
         prompt_ids: (B, T) token ids (a tensor, a list of ids, or a list of equal-length
             lists): a batch of prompts of equal length.
         max_new_tokens: tokens to generate per prompt (>= 1).
-        temperature: 0 is greedy (deterministic); > 0 samples from softmax(logits / T).
+        temperature: 0 is greedy (deterministic); > 0 samples from softmax(logits / T)
+            (default 1).
         top_k: sample among the k most likely tokens only.
         top_p: nucleus sampling: the most likely tokens whose probabilities sum to top_p,
             in (0, 1].
         seed: makes sampling reproducible.
         eos_id: a prompt stops at this token; the iteration ends when every prompt has.
         prefill_chunk: the prompt goes through the model in chunks of this many tokens
-            (None: at once); the first token's logits are the same either way, and memory
-            is bounded by the chunk and the cache instead of the prompt.
+            (default 2048; None: at once); the first token's logits are the same either way,
+            and memory is bounded by the chunk and the cache instead of the prompt.
         vocab_limit: only ids below it are produced (a tokenizer's size, when the model's
             vocabulary is padded past it: ``generate_text`` passes ``len(tokenizer)``).
 
     Each layer keeps the cache its attention pattern needs (``LanguageModel.new_cache``):
     a token costs the same at any context for the Fibonacci and sliding-window patterns.
     """
-    return Generation(
-        model,
-        prompt_ids,
-        max_new_tokens,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        seed=seed,
-        eos_id=eos_id,
-        prefill_chunk=prefill_chunk,
-        vocab_limit=vocab_limit,
-    )
+    return Generation(model, prompt_ids, max_new_tokens, **options)

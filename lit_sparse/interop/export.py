@@ -215,7 +215,7 @@ def export_run(
         option: how the caller names another tokenizer, for the messages (the command:
             ``--tokenizer``).
     """
-    import lit_sparse
+    from lit_sparse.runs.analysis import load_run
 
     source, out = Path(path).expanduser(), Path(out).expanduser()
     if format is not None and format not in FORMATS:
@@ -225,7 +225,7 @@ def export_run(
     if out.is_symlink():  # replace the folder it points at, not the link
         out = out.resolve()
     _check_out(out)
-    run = lit_sparse.load_run(source)
+    run = load_run(source)
     if run.module is None:
         raise ConfigError(f"path={str(path)!r}: no checkpoint found ({run.path}/checkpoints)")
     training_by = lock_holder(run.path)

@@ -138,7 +138,6 @@ def load_source(
     sha256 (False: weights changed on purpose; a checkpoint's records are always checked).
     ``option``: how the caller names another tokenizer, for the messages (a command passes
     its flag)."""
-    import lit_sparse
     from lit_sparse.model import LanguageModel
 
     if not isinstance(path, (str, os.PathLike)):
@@ -155,7 +154,9 @@ def load_source(
         loaded = _folder_tokenizer(folder, tokenizer, option)
         model = LanguageModel.from_pretrained(str(folder), verify_weights=verify_weights)
         return ModelSource(model, loaded, f"{folder} (exported)")
-    run = lit_sparse.load_run(folder)
+    from lit_sparse.runs.analysis import load_run  # lightning: a run only, not an export
+
+    run = load_run(folder)
     if run.module is None:
         raise ConfigError(
             f"path={str(path)!r}: no checkpoint found ({run.path}/checkpoints/*.ckpt), and not "

@@ -114,6 +114,39 @@ class _CompletingFitLoop(_FitLoop):
         super().run()
 
 
+def _scoring_held_out(name: str, prefix: str, summary: str):
+    """Trainer.validate or .test (``name``) printing one table of the held-out sets."""
+
+    def score(
+        self,
+        model: LightningModule | None = None,
+        dataloaders: Any = None,
+        ckpt_path: str | Path | None = None,
+        verbose: bool = True,
+        datamodule: LightningDataModule | None = None,
+        weights_only: bool | None = None,
+    ) -> list[Mapping[str, float]]:
+        lightning = getattr(super(LitSparseTrainer, self), name)
+        results = lightning(model, dataloaders, ckpt_path, False, datamodule, weights_only)
+        if verbose:
+            self._print_held_out(results, prefix)
+        return results
+
+    score.__name__, score.__qualname__ = name, f"LitSparseTrainer.{name}"
+    score.__doc__ = f"""{summary}, logged as {prefix}/*.
+
+        Args:
+            model: the LightningModule (from the config).
+            dataloaders: loaders to score instead of the data's held-out sets.
+            ckpt_path: the checkpoint whose weights are scored.
+            verbose: print the results: one table, a row per metric, a column per held-out set.
+            datamodule: the data (its held-out sets).
+            weights_only: how the checkpoint is loaded (torch.load's weights_only; a run's
+                saved config.yaml carries fit's value).
+        """
+    return score
+
+
 class LitSparseTrainer(Trainer):
     """The training loop, devices, precision, logging and callbacks (Lightning's Trainer).
 
@@ -130,55 +163,10 @@ class LitSparseTrainer(Trainer):
         self.fit_loop = loop
         use_sparse_flops_summary(self)
 
-    def validate(
-        self,
-        model: LightningModule | None = None,
-        dataloaders: Any = None,
-        ckpt_path: str | Path | None = None,
-        verbose: bool = True,
-        datamodule: LightningDataModule | None = None,
-        weights_only: bool | None = None,
-    ) -> list[Mapping[str, float]]:
-        """Score a checkpoint on every held-out set, logged as val/*.
-
-        Args:
-            model: the LightningModule (from the config).
-            dataloaders: loaders to score instead of the data's held-out sets.
-            ckpt_path: the checkpoint whose weights are scored.
-            verbose: print the results: one table, a row per metric, a column per held-out set.
-            datamodule: the data (its held-out sets).
-            weights_only: how the checkpoint is loaded (torch.load's weights_only; a run's
-                saved config.yaml carries fit's value).
-        """
-        results = super().validate(model, dataloaders, ckpt_path, False, datamodule, weights_only)
-        if verbose:
-            self._print_held_out(results, "val")
-        return results
-
-    def test(
-        self,
-        model: LightningModule | None = None,
-        dataloaders: Any = None,
-        ckpt_path: str | Path | None = None,
-        verbose: bool = True,
-        datamodule: LightningDataModule | None = None,
-        weights_only: bool | None = None,
-    ) -> list[Mapping[str, float]]:
-        """Score a checkpoint on the held-out sets as validate does, logged as test/*.
-
-        Args:
-            model: the LightningModule (from the config).
-            dataloaders: loaders to score instead of the data's held-out sets.
-            ckpt_path: the checkpoint whose weights are scored.
-            verbose: print the results: one table, a row per metric, a column per held-out set.
-            datamodule: the data (its held-out sets).
-            weights_only: how the checkpoint is loaded (torch.load's weights_only; a run's
-                saved config.yaml carries fit's value).
-        """
-        results = super().test(model, dataloaders, ckpt_path, False, datamodule, weights_only)
-        if verbose:
-            self._print_held_out(results, "test")
-        return results
+    validate = _scoring_held_out("validate", "val", "Score a checkpoint on every held-out set")
+    test = _scoring_held_out(
+        "test", "test", "Score a checkpoint on the held-out sets as validate does"
+    )
 
     def _print_held_out(self, results: list[Mapping[str, float]], prefix: str) -> None:
         """Lightning prints a column per loader, here one per held-out set with the same

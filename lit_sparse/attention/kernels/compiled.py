@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from lit_sparse.attention.kernels.slots import KeySlots
+from lit_sparse.attention.kernels.slots import KeySlots, rung_grad
 from lit_sparse.io.atomic import write_bytes
 
 log = logging.getLogger(__name__)
@@ -327,11 +327,7 @@ class _CompiledAttention(torch.autograd.Function):
             dq, dk, dv, dfrac = _extension().backward(
                 q_pm, k_pm, v_pm, out, dout, probs, *ctx.slots, *ctx.readers, usable_threads()
             )
-        d_frac = None
-        if ctx.keep is not None:
-            d_frac = torch.zeros(ctx.n_rungs, dtype=dfrac.dtype)
-            d_frac[ctx.keep] = dfrac
-            d_frac = d_frac.to(ctx.frac_dtype)
+        d_frac = rung_grad(dfrac, ctx.keep, ctx.n_rungs, ctx.frac_dtype)
         q_dtype, k_dtype, v_dtype = ctx.dtypes
         return (
             dq.transpose(1, 2).to(q_dtype),

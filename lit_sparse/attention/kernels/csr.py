@@ -40,7 +40,7 @@ import torch
 from torch import Tensor
 
 from lit_sparse.attention.kernels import huge_pages
-from lit_sparse.attention.kernels.slots import KeySlots
+from lit_sparse.attention.kernels.slots import KeySlots, rung_grad
 
 # The pattern is a CSR tensor only as an argument of the sparse products; torch warns once
 # per process that CSR support is beta: spend that warning here, silently.
@@ -470,11 +470,7 @@ class _CsrAttention(torch.autograd.Function):
             length = plan.length
             dk = dk[:, 1 : length + 1].mul_(head_dim**-0.5).transpose(1, 2)  # packed scaled
             dv = dv[:, 1 : length + 1].transpose(1, 2)
-            d_frac = None
-            if plan.rung_keep is not None:
-                d_frac = torch.zeros(ctx.n_frac, dtype=dfrac.dtype)
-                d_frac[plan.rung_keep] = dfrac
-                d_frac = d_frac.to(ctx.frac_dtype)
+            d_frac = rung_grad(dfrac, plan.rung_keep, ctx.n_frac, ctx.frac_dtype)
             q_dtype, k_dtype, v_dtype = ctx.dtypes
         return dq.transpose(1, 2).to(q_dtype), dk.to(k_dtype), dv.to(v_dtype), d_frac, None
 

@@ -130,3 +130,13 @@ def exact_slots(distances: list[int], device: torch.device | str | None = None) 
         distances=torch.tensor(distances, dtype=torch.long, device=device),
         reach=max(distances) + 1,
     )
+
+
+def rung_grad(kept: Tensor, keep: Tensor | None, n_rungs: int, dtype: torch.dtype) -> Tensor | None:
+    """frac's gradient for all ``n_rungs`` rungs from ``kept``, that of the rungs a kernel read
+    (``keep`` indexes them; None: no rungs, no gradient); the others' is zero."""
+    if keep is None:
+        return None
+    grad = torch.zeros(n_rungs, dtype=kept.dtype)
+    grad[keep] = kept
+    return grad.to(dtype)

@@ -190,6 +190,44 @@ inline int64_t slot_major(const Shape& s, int64_t slot, int64_t b, int64_t t) {
   return ((slot * s.B + b) * s.T + t) * s.H;
 }
 
+// The rows position t reads, shared by its G heads: keys[j] and values[j] per slot (nullptr:
+// not valid at t). A rung's rows are blended into key_rows and value_rows (R rows of D), the
+// taps' differences (hi - lo) into k_diff and v_diff when they are given (the backward's).
+template <typename T>
+inline void slot_rows(const Shape& s, const Slots& slots, const T* k_base, const T* v_base,
+                      int64_t t, const T** keys, const T** values, T* key_rows, T* value_rows,
+                      T* k_diff, T* v_diff) {
+  const int64_t row_stride = s.KV * s.D;
+  for (int64_t a = 0; a < s.A; ++a) {
+    const int64_t key = slots.block_keys[(t / s.block_size) * s.A + a];
+    const bool ok = key >= 0 && t - key >= s.min_abs;
+    keys[a] = ok ? k_base + key * row_stride : nullptr;
+    values[a] = ok ? v_base + key * row_stride : nullptr;
+  }
+  for (int64_t m = 0; m < s.M; ++m) {
+    const int64_t d = slots.exact[m];
+    const bool ok = t >= d;
+    keys[s.A + m] = ok ? k_base + (t - d) * row_stride : nullptr;
+    values[s.A + m] = ok ? v_base + (t - d) * row_stride : nullptr;
+  }
+  for (int64_t r = 0; r < s.R; ++r) {
+    const int64_t lo = slots.lo[r];
+    const int64_t slot = s.A + s.M + r;
+    if (t < lo) {
+      keys[slot] = values[slot] = nullptr;
+      continue;
+    }
+    const int64_t hi = std::max<int64_t>(t - lo - 1, 0);
+    const T f = T(slots.frac[r]);
+    blend(k_base + (t - lo) * row_stride, k_base + hi * row_stride, f, key_rows + r * s.D,
+          k_diff ? k_diff + r * s.D : nullptr, s.D);
+    blend(v_base + (t - lo) * row_stride, v_base + hi * row_stride, f, value_rows + r * s.D,
+          v_diff ? v_diff + r * s.D : nullptr, s.D);
+    keys[slot] = key_rows + r * s.D;
+    values[slot] = value_rows + r * s.D;
+  }
+}
+
 // ------------------------------------------------------------------------------ forward
 // Per position: the rows its slots read (shared by the G heads), then per tile of kG heads
 // the scores (each key row loaded once for the tile), the softmax (written to probs) and the
@@ -204,39 +242,11 @@ void forward_impl(const Shape& s, const Slots& slots, const T* q, const T* k, co
     const int64_t tb = item % t_blocks, kv = (item / t_blocks) % s.KV, b = item / t_blocks / s.KV;
     std::vector<T> key_rows(s.R * s.D), value_rows(s.R * s.D), score(kG * s.S);
     std::vector<const T*> keys(s.S), values(s.S);
+    const T* k_base = k + (b * s.T * s.KV + kv) * s.D;
+    const T* v_base = v + (b * s.T * s.KV + kv) * s.D;
     for (int64_t t = tb * kBlock; t < std::min(s.T, (tb + 1) * kBlock); ++t) {
-      // the rows this position reads, shared by the G heads; nullptr: not valid here
-      const T* k_base = k + (b * s.T * s.KV + kv) * s.D;
-      const T* v_base = v + (b * s.T * s.KV + kv) * s.D;
-      const int64_t row_stride = s.KV * s.D;
-      for (int64_t a = 0; a < s.A; ++a) {
-        const int64_t key = slots.block_keys[(t / s.block_size) * s.A + a];
-        const bool ok = key >= 0 && t - key >= s.min_abs;
-        keys[a] = ok ? k_base + key * row_stride : nullptr;
-        values[a] = ok ? v_base + key * row_stride : nullptr;
-      }
-      for (int64_t m = 0; m < s.M; ++m) {
-        const int64_t d = slots.exact[m];
-        const bool ok = t >= d;
-        keys[s.A + m] = ok ? k_base + (t - d) * row_stride : nullptr;
-        values[s.A + m] = ok ? v_base + (t - d) * row_stride : nullptr;
-      }
-      for (int64_t r = 0; r < s.R; ++r) {
-        const int64_t lo = slots.lo[r];
-        const int64_t slot = s.A + s.M + r;
-        if (t < lo) {
-          keys[slot] = values[slot] = nullptr;
-          continue;
-        }
-        const int64_t hi = std::max<int64_t>(t - lo - 1, 0);
-        const T f = T(slots.frac[r]);
-        blend(k_base + (t - lo) * row_stride, k_base + hi * row_stride, f, &key_rows[r * s.D],
-              (T*)nullptr, s.D);
-        blend(v_base + (t - lo) * row_stride, v_base + hi * row_stride, f, &value_rows[r * s.D],
-              (T*)nullptr, s.D);
-        keys[slot] = &key_rows[r * s.D];
-        values[slot] = &value_rows[r * s.D];
-      }
+      slot_rows(s, slots, k_base, v_base, t, keys.data(), values.data(), key_rows.data(),
+                value_rows.data(), (T*)nullptr, (T*)nullptr);
       for (int64_t g0 = 0; g0 < s.G; g0 += kG) {
         const int64_t row = (b * s.T + t) * s.H + kv * s.G + g0;  // the tile's first head
         const T* qv = q + row * s.D;  // the tile's kG query rows, one after another
@@ -279,38 +289,11 @@ void query_pass(const Shape& s, const Slots& slots, const T* q, const T* k, cons
     std::vector<T> dp(kG), score_slope(kG), value_slope(kG), p_rows(kG * s.S), ds_rows(kG * s.S);
     T* dfrac = dfrac_items + item * s.R;
     std::fill(dfrac, dfrac + s.R, T(0));
-    const int64_t row_stride = s.KV * s.D;
     const T* k_base = k + (b * s.T * s.KV + kv) * s.D;
     const T* v_base = v + (b * s.T * s.KV + kv) * s.D;
     for (int64_t t = tb * kBlock; t < std::min(s.T, (tb + 1) * kBlock); ++t) {
-      for (int64_t a = 0; a < s.A; ++a) {
-        const int64_t key = slots.block_keys[(t / s.block_size) * s.A + a];
-        const bool ok = key >= 0 && t - key >= s.min_abs;
-        keys[a] = ok ? k_base + key * row_stride : nullptr;
-        values[a] = ok ? v_base + key * row_stride : nullptr;
-      }
-      for (int64_t m = 0; m < s.M; ++m) {
-        const int64_t d = slots.exact[m];
-        const bool ok = t >= d;
-        keys[s.A + m] = ok ? k_base + (t - d) * row_stride : nullptr;
-        values[s.A + m] = ok ? v_base + (t - d) * row_stride : nullptr;
-      }
-      for (int64_t r = 0; r < s.R; ++r) {
-        const int64_t lo = slots.lo[r];
-        const int64_t slot = s.A + s.M + r;
-        if (t < lo) {
-          keys[slot] = values[slot] = nullptr;
-          continue;
-        }
-        const int64_t hi = std::max<int64_t>(t - lo - 1, 0);
-        const T f = T(slots.frac[r]);
-        blend(k_base + (t - lo) * row_stride, k_base + hi * row_stride, f, &key_rows[r * s.D],
-              &k_diff[r * s.D], s.D);
-        blend(v_base + (t - lo) * row_stride, v_base + hi * row_stride, f, &value_rows[r * s.D],
-              &v_diff[r * s.D], s.D);
-        keys[slot] = &key_rows[r * s.D];
-        values[slot] = &value_rows[r * s.D];
-      }
+      slot_rows(s, slots, k_base, v_base, t, keys.data(), values.data(), key_rows.data(),
+                value_rows.data(), k_diff.data(), v_diff.data());
       for (int64_t g0 = 0; g0 < s.G; g0 += kG) {
         const int64_t row = (b * s.T + t) * s.H + kv * s.G + g0;  // the tile's first head
         const T* qv = q + row * s.D;
