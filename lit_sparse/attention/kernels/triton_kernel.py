@@ -37,79 +37,6 @@ from lit_sparse.attention.kernels.slots import KeySlots
 
 
 @triton.jit
-def _tile(
-    length, KV_HEADS: tl.constexpr, GROUPS: tl.constexpr, HEAD_DIM: tl.constexpr,
-    BLOCK: tl.constexpr, BLOCK_D: tl.constexpr,
-):  # fmt: skip
-    """This program's batch b, KV head kv, its BLOCK rows (queries or keys), the group's heads
-    h (G,), the channels d (BLOCK_D,) and which rows and channels exist."""
-    pid_bh = tl.program_id(1)
-    b = pid_bh // KV_HEADS
-    kv = pid_bh % KV_HEADS
-    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    h = kv * GROUPS + tl.arange(0, GROUPS)
-    d = tl.arange(0, BLOCK_D)
-    return b, kv, rows, h, d, rows < length, d < HEAD_DIM
-
-
-@triton.jit
-def _heads(b, h, t, d, sb, sh, st, sd):
-    """Offsets of the (rows, G, D) tile of heads h at rows t in a (B, H, T, D) tensor."""
-    return b * sb + h[None, :, None] * sh + t[:, None, None] * st + d[None, None, :] * sd
-
-
-@triton.jit
-def _rows(base, rows, d, mask, st, sd):
-    """The (rows, D) tile of one KV head at ``rows``, in float32 (0 where ``mask`` is not)."""
-    return tl.load(base + rows[:, None] * st + d[None, :] * sd, mask=mask, other=0.0).to(tl.float32)
-
-
-@triton.jit
-def _exact_slot(dist_ptr, j, k_base, v_base, t, t_ok, d, d_ok, skt, skd, svt, svd):
-    """Exact slot j for query rows t: where it is valid and its K and V tiles."""
-    rows = t - tl.load(dist_ptr + j)
-    ok = t_ok & (rows >= 0)
-    mask = ok[:, None] & d_ok[None, :]
-    return ok, _rows(k_base, rows, d, mask, skt, skd), _rows(v_base, rows, d, mask, svt, svd)
-
-
-@triton.jit
-def _rung_slot(lo_ptr, frac_ptr, j, k_base, v_base, t, t_ok, d, d_ok, skt, skd, svt, svd):
-    """Rung j for query rows t: where it is valid, its frac and the K and V tiles of its lower
-    tap (row t - lo) and upper tap (row t - lo - 1)."""
-    f = tl.load(frac_ptr + j).to(tl.float32)
-    rows = t - tl.load(lo_ptr + j)
-    ok = t_ok & (rows >= 0)
-    mask = ok[:, None] & d_ok[None, :]
-    upper = tl.maximum(rows - 1, 0)  # the rung's first row: row -1 -> row 0
-    k_lo, k_hi = _rows(k_base, rows, d, mask, skt, skd), _rows(k_base, upper, d, mask, skt, skd)
-    v_lo, v_hi = _rows(v_base, rows, d, mask, svt, svd), _rows(v_base, upper, d, mask, svt, svd)
-    return ok, f, k_lo, k_hi, v_lo, v_hi
-
-
-@triton.jit
-def _softmax_step(q, kt, vt, ok, scale, m_i, l_i, acc):
-    """The online softmax of the (M, G) rows after one more slot (kt, vt (M, D), valid: ok)."""
-    s = tl.sum(q * kt[:, None, :], axis=2) * scale  # (M, G)
-    s = tl.where(ok[:, None], s, -1.0e30)
-    m_new = tl.maximum(m_i, s)
-    alpha = tl.exp(m_i - m_new)
-    p = tl.where(ok[:, None], tl.exp(s - m_new), 0.0)
-    l_i = l_i * alpha + p
-    acc = acc * alpha[:, :, None] + p[:, :, None] * vt[:, None, :]
-    return m_new, l_i, acc
-
-
-@triton.jit
-def _slot_grads(q, do, kt, vt, ok, lse, delta, scale):
-    """P and dS (rows, G) of one slot from the saved log-sum-exp and delta."""
-    s = tl.sum(q * kt[:, None, :], axis=2) * scale
-    p = tl.where(ok[:, None], tl.exp(s - lse), 0.0)
-    dp = tl.sum(do * vt[:, None, :], axis=2)
-    return p, p * (dp - delta)
-
-
-@triton.jit
 def _forward_kernel(
     q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
     dist_ptr, lo_ptr, frac_ptr,
@@ -121,9 +48,18 @@ def _forward_kernel(
     KV_HEADS: tl.constexpr, GROUPS: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
-    b, kv, t, h, d, t_ok, d_ok = _tile(length, KV_HEADS, GROUPS, HEAD_DIM, BLOCK_M, BLOCK_D)
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // KV_HEADS
+    kv = pid_bh % KV_HEADS
+    t = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (M,)
+    g = tl.arange(0, GROUPS)  # (G,)
+    d = tl.arange(0, BLOCK_D)  # (D,)
+    h = kv * GROUPS + g
+    t_ok = t < length
+    d_ok = d < HEAD_DIM
+    q_offs = b * sqb + h[None, :, None] * sqh + t[:, None, None] * sqt + d[None, None, :] * sqd
     q_mask = t_ok[:, None, None] & d_ok[None, None, :]
-    q_offs = _heads(b, h, t, d, sqb, sqh, sqt, sqd)
     q = tl.load(q_ptr + q_offs, mask=q_mask, other=0.0).to(tl.float32)  # (M, G, D)
     m_i = tl.full((BLOCK_M, GROUPS), -1.0e30, tl.float32)
     l_i = tl.zeros((BLOCK_M, GROUPS), tl.float32)
@@ -131,18 +67,44 @@ def _forward_kernel(
     k_base = k_ptr + b * skb + kv * skh
     v_base = v_ptr + b * svb + kv * svh
     for j in range(0, n_exact):
-        ok, kt, vt = _exact_slot(dist_ptr, j, k_base, v_base, t, t_ok, d, d_ok, skt, skd, svt, svd)
-        m_i, l_i, acc = _softmax_step(q, kt, vt, ok, scale, m_i, l_i, acc)
+        dist = tl.load(dist_ptr + j)
+        rows = t - dist
+        ok = t_ok & (rows >= 0)
+        mask = ok[:, None] & d_ok[None, :]
+        kt = tl.load(k_base + rows[:, None] * skt + d[None, :] * skd, mask=mask, other=0.0)
+        vt = tl.load(v_base + rows[:, None] * svt + d[None, :] * svd, mask=mask, other=0.0)
+        s = tl.sum(q * kt.to(tl.float32)[:, None, :], axis=2) * scale  # (M, G)
+        s = tl.where(ok[:, None], s, -1.0e30)
+        m_new = tl.maximum(m_i, s)
+        alpha = tl.exp(m_i - m_new)
+        p = tl.where(ok[:, None], tl.exp(s - m_new), 0.0)
+        l_i = l_i * alpha + p
+        acc = acc * alpha[:, :, None] + p[:, :, None] * vt.to(tl.float32)[:, None, :]
+        m_i = m_new
     for j in range(0, n_rungs):
-        ok, f, k_lo, k_hi, v_lo, v_hi = _rung_slot(
-            lo_ptr, frac_ptr, j, k_base, v_base, t, t_ok, d, d_ok, skt, skd, svt, svd
-        )
-        kt = k_lo * (1.0 - f) + k_hi * f
-        vt = v_lo * (1.0 - f) + v_hi * f
-        m_i, l_i, acc = _softmax_step(q, kt, vt, ok, scale, m_i, l_i, acc)
+        lo = tl.load(lo_ptr + j)
+        f = tl.load(frac_ptr + j).to(tl.float32)
+        rows = t - lo
+        ok = t_ok & (rows >= 0)
+        mask_lo = ok[:, None] & d_ok[None, :]
+        upper = tl.maximum(rows - 1, 0)  # the rung's first row: row -1 -> row 0
+        k_lo = tl.load(k_base + rows[:, None] * skt + d[None, :] * skd, mask=mask_lo, other=0.0)
+        k_hi = tl.load(k_base + upper[:, None] * skt + d[None, :] * skd, mask=mask_lo, other=0.0)
+        v_lo = tl.load(v_base + rows[:, None] * svt + d[None, :] * svd, mask=mask_lo, other=0.0)
+        v_hi = tl.load(v_base + upper[:, None] * svt + d[None, :] * svd, mask=mask_lo, other=0.0)
+        kt = k_lo.to(tl.float32) * (1.0 - f) + k_hi.to(tl.float32) * f
+        vt = v_lo.to(tl.float32) * (1.0 - f) + v_hi.to(tl.float32) * f
+        s = tl.sum(q * kt[:, None, :], axis=2) * scale
+        s = tl.where(ok[:, None], s, -1.0e30)
+        m_new = tl.maximum(m_i, s)
+        alpha = tl.exp(m_i - m_new)
+        p = tl.where(ok[:, None], tl.exp(s - m_new), 0.0)
+        l_i = l_i * alpha + p
+        acc = acc * alpha[:, :, None] + p[:, :, None] * vt[:, None, :]
+        m_i = m_new
     l_safe = tl.where(l_i > 0.0, l_i, 1.0)
     out = acc / l_safe[:, :, None]
-    o_offs = _heads(b, h, t, d, sob, soh, sot, sod)
+    o_offs = b * sob + h[None, :, None] * soh + t[:, None, None] * sot + d[None, None, :] * sod
     tl.store(o_ptr + o_offs, out.to(o_ptr.dtype.element_ty), mask=q_mask)
     lse_offs = (b * KV_HEADS * GROUPS + h[None, :]) * length + t[:, None]
     tl.store(lse_ptr + lse_offs, m_i + tl.log(l_safe), mask=t_ok[:, None])
@@ -161,14 +123,23 @@ def _dq_kernel(
     KV_HEADS: tl.constexpr, GROUPS: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr, MAX_RUNGS: tl.constexpr,
 ):  # fmt: skip
-    b, kv, t, h, d, t_ok, d_ok = _tile(length, KV_HEADS, GROUPS, HEAD_DIM, BLOCK_M, BLOCK_D)
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // KV_HEADS
+    kv = pid_bh % KV_HEADS
+    t = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    g = tl.arange(0, GROUPS)
+    d = tl.arange(0, BLOCK_D)
+    h = kv * GROUPS + g
+    t_ok = t < length
+    d_ok = d < HEAD_DIM
     q_mask = t_ok[:, None, None] & d_ok[None, None, :]
-    q_offs = _heads(b, h, t, d, sqb, sqh, sqt, sqd)
+    q_offs = b * sqb + h[None, :, None] * sqh + t[:, None, None] * sqt + d[None, None, :] * sqd
+    do_offs = b * sdb + h[None, :, None] * sdh + t[:, None, None] * sdt + d[None, None, :] * sdd
     q = tl.load(q_ptr + q_offs, mask=q_mask, other=0.0).to(tl.float32)
-    do = tl.load(do_ptr + _heads(b, h, t, d, sdb, sdh, sdt, sdd), mask=q_mask, other=0.0)
-    do = do.to(tl.float32)
-    o = tl.load(o_ptr + _heads(b, h, t, d, sob, soh, sot, sod), mask=q_mask, other=0.0)
-    o = o.to(tl.float32)
+    do = tl.load(do_ptr + do_offs, mask=q_mask, other=0.0).to(tl.float32)
+    o_offs = b * sob + h[None, :, None] * soh + t[:, None, None] * sot + d[None, None, :] * sod
+    o = tl.load(o_ptr + o_offs, mask=q_mask, other=0.0).to(tl.float32)
     row_offs = (b * KV_HEADS * GROUPS + h[None, :]) * length + t[:, None]  # (M, G)
     lse = tl.load(lse_ptr + row_offs, mask=t_ok[:, None], other=0.0)
     delta = tl.sum(do * o, axis=2)  # rowsum(dO * O) = rowsum(P * dP); the dK/dV pass reads it
@@ -177,19 +148,42 @@ def _dq_kernel(
     k_base = k_ptr + b * skb + kv * skh
     v_base = v_ptr + b * svb + kv * svh
     for j in range(0, n_exact):
-        ok, kt, vt = _exact_slot(dist_ptr, j, k_base, v_base, t, t_ok, d, d_ok, skt, skd, svt, svd)
-        p, ds = _slot_grads(q, do, kt, vt, ok, lse, delta, scale)
+        dist = tl.load(dist_ptr + j)
+        rows = t - dist
+        ok = t_ok & (rows >= 0)
+        mask = ok[:, None] & d_ok[None, :]
+        kt = tl.load(k_base + rows[:, None] * skt + d[None, :] * skd, mask=mask, other=0.0)
+        vt = tl.load(v_base + rows[:, None] * svt + d[None, :] * svd, mask=mask, other=0.0)
+        kt = kt.to(tl.float32)
+        s = tl.sum(q * kt[:, None, :], axis=2) * scale
+        p = tl.where(ok[:, None], tl.exp(s - lse), 0.0)
+        dp = tl.sum(do * vt.to(tl.float32)[:, None, :], axis=2)
+        ds = p * (dp - delta)
         dq += ds[:, :, None] * kt[:, None, :] * scale
-    pid = tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)
+    pid = pid_bh * tl.num_programs(0) + pid_m
     r_idx = tl.arange(0, MAX_RUNGS)
     dfrac = tl.zeros((MAX_RUNGS,), tl.float32)
     for j in range(0, n_rungs):
-        ok, f, k_lo, k_hi, v_lo, v_hi = _rung_slot(
-            lo_ptr, frac_ptr, j, k_base, v_base, t, t_ok, d, d_ok, skt, skd, svt, svd
-        )
+        lo = tl.load(lo_ptr + j)
+        f = tl.load(frac_ptr + j).to(tl.float32)
+        rows = t - lo
+        ok = t_ok & (rows >= 0)
+        mask_lo = ok[:, None] & d_ok[None, :]
+        upper = tl.maximum(rows - 1, 0)  # the rung's first row: row -1 -> row 0
+        k_lo = tl.load(k_base + rows[:, None] * skt + d[None, :] * skd, mask=mask_lo, other=0.0)
+        k_hi = tl.load(k_base + upper[:, None] * skt + d[None, :] * skd, mask=mask_lo, other=0.0)
+        v_lo = tl.load(v_base + rows[:, None] * svt + d[None, :] * svd, mask=mask_lo, other=0.0)
+        v_hi = tl.load(v_base + upper[:, None] * svt + d[None, :] * svd, mask=mask_lo, other=0.0)
+        k_lo = k_lo.to(tl.float32)
+        k_hi = k_hi.to(tl.float32)
+        v_lo = v_lo.to(tl.float32)
+        v_hi = v_hi.to(tl.float32)
         kt = k_lo * (1.0 - f) + k_hi * f
         vt = v_lo * (1.0 - f) + v_hi * f
-        p, ds = _slot_grads(q, do, kt, vt, ok, lse, delta, scale)
+        s = tl.sum(q * kt[:, None, :], axis=2) * scale
+        p = tl.where(ok[:, None], tl.exp(s - lse), 0.0)
+        dp = tl.sum(do * vt[:, None, :], axis=2)
+        ds = p * (dp - delta)
         dq += ds[:, :, None] * kt[:, None, :] * scale
         # d/dfrac of the rung: score moves by q.(k_hi - k_lo) * scale, value by v_hi - v_lo
         ds_k = tl.sum(q * (k_hi - k_lo)[:, None, :], axis=2) * scale
@@ -197,7 +191,8 @@ def _dq_kernel(
         part = tl.sum(tl.sum(ds * ds_k + p * dv_v, axis=1), axis=0)
         dfrac += tl.where(r_idx == j, part, 0.0)
     tl.store(dfrac_ptr + pid * MAX_RUNGS + r_idx, dfrac)
-    tl.store(dq_ptr + q_offs, dq.to(dq_ptr.dtype.element_ty), mask=q_mask)
+    dq_offs = b * sqb + h[None, :, None] * sqh + t[:, None, None] * sqt + d[None, None, :] * sqd
+    tl.store(dq_ptr + dq_offs, dq.to(dq_ptr.dtype.element_ty), mask=q_mask)
 
 
 @triton.jit
@@ -209,14 +204,17 @@ def _query_terms(
     """For key rows kt/vt (N, D) seen by query rows t (N,): sum over the group's heads of
     dS * q * scale and P * dO, each (N, D)."""
     mask = ok[:, None, None] & d_ok[None, None, :]
-    q = tl.load(q_ptr + _heads(b, h, t, d, sqb, sqh, sqt, sqd), mask=mask, other=0.0)
-    q = q.to(tl.float32)  # (N, G, D)
-    do = tl.load(do_ptr + _heads(b, h, t, d, sdb, sdh, sdt, sdd), mask=mask, other=0.0)
-    do = do.to(tl.float32)
+    q_offs = b * sqb + h[None, :, None] * sqh + t[:, None, None] * sqt + d[None, None, :] * sqd
+    do_offs = b * sdb + h[None, :, None] * sdh + t[:, None, None] * sdt + d[None, None, :] * sdd
+    q = tl.load(q_ptr + q_offs, mask=mask, other=0.0).to(tl.float32)  # (N, G, D)
+    do = tl.load(do_ptr + do_offs, mask=mask, other=0.0).to(tl.float32)
     row_offs = (b * KV_HEADS * GROUPS + h[None, :]) * length + t[:, None]
     lse = tl.load(lse_ptr + row_offs, mask=ok[:, None], other=0.0)
     delta = tl.load(delta_ptr + row_offs, mask=ok[:, None], other=0.0)
-    p, ds = _slot_grads(q, do, kt, vt, ok, lse, delta, scale)
+    s = tl.sum(q * kt[:, None, :], axis=2) * scale
+    p = tl.where(ok[:, None], tl.exp(s - lse), 0.0)
+    dp = tl.sum(do * vt[:, None, :], axis=2)
+    ds = p * (dp - delta)
     dk = tl.sum(ds[:, :, None] * q, axis=1) * scale
     dv = tl.sum(p[:, :, None] * do, axis=1)
     return dk, dv
@@ -235,11 +233,23 @@ def _dkv_kernel(
     KV_HEADS: tl.constexpr, GROUPS: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
-    b, kv, j, h, d, j_ok, d_ok = _tile(length, KV_HEADS, GROUPS, HEAD_DIM, BLOCK_N, BLOCK_D)
+    pid_n = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // KV_HEADS
+    kv = pid_bh % KV_HEADS
+    j = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # key rows
+    g = tl.arange(0, GROUPS)
+    d = tl.arange(0, BLOCK_D)
+    h = kv * GROUPS + g
+    j_ok = j < length
+    d_ok = d < HEAD_DIM
     k_base = k_ptr + b * skb + kv * skh
     v_base = v_ptr + b * svb + kv * svh
     mask = j_ok[:, None] & d_ok[None, :]
-    kt, vt = _rows(k_base, j, d, mask, skt, skd), _rows(v_base, j, d, mask, svt, svd)
+    kt = tl.load(k_base + j[:, None] * skt + d[None, :] * skd, mask=mask, other=0.0)
+    vt = tl.load(v_base + j[:, None] * svt + d[None, :] * svd, mask=mask, other=0.0)
+    kt = kt.to(tl.float32)
+    vt = vt.to(tl.float32)
     dk = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
     dv = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
     for i in range(0, n_exact):
@@ -256,11 +266,23 @@ def _dkv_kernel(
         lo = tl.load(lo_ptr + i)
         f = tl.load(frac_ptr + i).to(tl.float32)
         prev = tl.maximum(j - 1, 0)  # query j + lo's upper tap (row -1 -> row 0)
-        next_mask = ((j + 1) < length)[:, None] & d_ok[None, :]
-        k_prev = _rows(k_base, prev, d, mask, skt, skd)
-        v_prev = _rows(v_base, prev, d, mask, svt, svd)
-        k_next = _rows(k_base, j + 1, d, next_mask, skt, skd)
-        v_next = _rows(v_base, j + 1, d, next_mask, svt, svd)
+        next_ok = (j + 1) < length
+        k_prev = tl.load(k_base + prev[:, None] * skt + d[None, :] * skd, mask=mask, other=0.0).to(
+            tl.float32
+        )
+        v_prev = tl.load(v_base + prev[:, None] * svt + d[None, :] * svd, mask=mask, other=0.0).to(
+            tl.float32
+        )
+        k_next = tl.load(
+            k_base + (j + 1)[:, None] * skt + d[None, :] * skd,
+            mask=next_ok[:, None] & d_ok[None, :],
+            other=0.0,
+        ).to(tl.float32)
+        v_next = tl.load(
+            v_base + (j + 1)[:, None] * svt + d[None, :] * svd,
+            mask=next_ok[:, None] & d_ok[None, :],
+            other=0.0,
+        ).to(tl.float32)
         # key row j is the lower tap of query j + lo (whose upper tap is row j - 1) ...
         t = j + lo
         ok = j_ok & (t < length)
