@@ -78,12 +78,9 @@ class FusedProjection(nn.Module):
             first += size
         return True
 
-    def product(self, x: Tensor) -> Tensor:
-        """Every projection of ``x``, side by side in the last dim."""
+    def forward(self, x: Tensor) -> Tensor:
+        """Every projection of ``x``, side by side in the last dim (``split(self.sizes)``)."""
         return linear(x, self.weight)
-
-    def forward(self, x: Tensor) -> list[Tensor]:
-        return list(self.product(x).split(self.sizes, dim=-1))
 
 
 class RMSNorm(nn.Module):
@@ -183,7 +180,7 @@ class Attention(nn.Module):
         """q, k, v from one product, q and k rotated in one call."""
         batch, length, _ = x.shape
         heads, rotated = self.n_heads + 2 * self.n_kv_heads, self.n_heads + self.n_kv_heads
-        qkv = self.qkv.product(x).view(batch, length, heads, self.head_dim).transpose(1, 2)
+        qkv = self.qkv(x).view(batch, length, heads, self.head_dim).transpose(1, 2)
         q, k = self.rope(qkv[:, :rotated], start).split([self.n_heads, self.n_kv_heads], dim=1)
         return q, k, qkv[:, rotated:]
 
@@ -200,7 +197,7 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if self.gate_up is not None and self.gate_up.active():
-            gate, up = self.gate_up(x)
+            gate, up = self.gate_up(x).split(self.gate_up.sizes, dim=-1)
         else:
             gate, up = self.gate(x), self.up(x)
         return self.down(F.silu(gate) * up)
