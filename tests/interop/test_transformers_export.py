@@ -105,8 +105,11 @@ def test_the_default_format_is_the_stock_one_where_it_fits():
     assert choose_format(build_attention("sliding_window", window=3), None) == "mistral"
     assert choose_format(build_attention("fibonacci"), None) == "lit_sparse"
     assert choose_format(build_attention("dense"), "lit_sparse") == "lit_sparse"
-    with pytest.raises(ConfigError, match="format='gguf': must be one of lit_sparse, llama"):
-        choose_format(build_attention("dense"), "gguf")
+    with pytest.raises(ConfigError, match="format='onnx': must be one of lit_sparse, llama"):
+        choose_format(build_attention("dense"), "onnx")
+    assert choose_format(build_attention("dense"), "gguf") == "gguf"  # a file for llama.cpp
+    with pytest.raises(ConfigError, match="format='gguf': a sliding_window model has no GGUF"):
+        choose_format(build_attention("sliding_window", window=3), "gguf")
 
 
 def readme_pipeline() -> str:
