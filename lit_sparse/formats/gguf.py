@@ -207,7 +207,7 @@ def gguf_tensors(model) -> dict[str, torch.Tensor]:
     return out
 
 
-def _encoded(name: str, tensor: torch.Tensor, gguf_type: str) -> tuple[np.ndarray, Any]:
+def _encoded(tensor: torch.Tensor, gguf_type: str) -> tuple[np.ndarray, Any]:
     """The array to write and its ggml type: norms (1-D) f32, matrices in ``gguf_type``."""
     import gguf
 
@@ -275,7 +275,7 @@ def write_gguf(
         writer.add_add_eos_token(False)
         nbytes = 0
         for tensor_name, tensor in gguf_tensors(model).items():
-            data, qtype = _encoded(tensor_name, tensor, gguf_type)
+            data, qtype = _encoded(tensor, gguf_type)
             writer.add_tensor(tensor_name, data, raw_dtype=qtype)
             nbytes += data.nbytes
         writer.write_header_to_file()
