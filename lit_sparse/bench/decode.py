@@ -44,7 +44,12 @@ How it measures:
   lit_sparse's cache, ``hf_llama_dense`` and ``hf_mistral_sliding`` through transformers'
   caches. The rounds are then ``ROUND_TOKENS`` tokens of each row in turn (a generate call
   per round), and ``x_lit_sparse`` is a transformers row's median over its lit_sparse row's
-  (fibonacci, dense, sliding_window) from the same rounds.
+  (fibonacci, dense, sliding_window) from the same rounds;
+- ``--llama-cpp`` adds llama.cpp (llama-cpp-python) on the dense model's weights as GGUF
+  files, ``llama_cpp_f32`` and ``llama_cpp_q8_0``, at batch 1 beside the float32 rows, with
+  the process's thread count (:mod:`lit_sparse.bench.decode_llama_cpp`): their context is
+  computed (a prompt of C random tokens), their floor counts the GGUF's bytes, and
+  ``x_lit_sparse`` is their median over dense's (float32) from the same rounds.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lit_sparse.bench.decode_llama_cpp import LLAMA_CPP_ROWS, MIN_VOCAB, LlamaCppRow
 from lit_sparse.bench.decode_transformers import TRANSFORMERS_ROWS, TransformersRow, source_plugin
 from lit_sparse.bench.shape import ModelShape
 from lit_sparse.bench.timing import (
@@ -112,6 +118,9 @@ class DecodeBenchSpec(ModelShape):
     transformers: bool = False
     """Also time transformers' own generate (the ``hf_*`` rows, batch 1, float32; needs the
     ``hf`` extra)."""
+    llama_cpp: bool = False
+    """Also time llama.cpp on the dense model's GGUF, f32 and q8_0 (the ``llama_cpp_*`` rows,
+    batch 1, beside the float32 rows; needs the ``llama-cpp`` extra)."""
 
     def __post_init__(self):
         unknown = sorted(set(self.plugins) - set(PLUGINS))
@@ -132,11 +141,29 @@ class DecodeBenchSpec(ModelShape):
             )
         if self.device not in ("cpu", "cuda"):
             raise ConfigError(f"device={self.device!r}: expected cpu or cuda")
+        if self.llama_cpp:
+            self._check_llama_cpp()
         from lit_sparse.generation.quantize import check_quantize
 
         if check_quantize(self.quantize) == "int8" and self.device != "cpu":
             raise ConfigError(
                 f"quantize='int8' with device={self.device!r}: the int8 kernel runs on the CPU only"
+            )
+
+    def _check_llama_cpp(self) -> None:
+        if self.device != "cpu":
+            raise ConfigError(
+                f"llama_cpp with device={self.device!r}: the llama.cpp rows time its CPU build"
+            )
+        if 1 not in self.batch or "float32" not in self.dtypes:
+            raise ConfigError(
+                f"llama_cpp with batch={self.batch}, dtypes={self.dtypes}: the llama.cpp rows "
+                "run at batch 1 beside the float32 rows; include batch 1 and float32"
+            )
+        if self.vocab_size < MIN_VOCAB:
+            raise ConfigError(
+                f"vocab_size={self.vocab_size} with llama_cpp: the GGUF's byte-level "
+                f"vocabulary needs at least {MIN_VOCAB} rows"
             )
 
     @property
@@ -277,6 +304,7 @@ def _time_context(spec: DecodeBenchSpec, context: int, batch: int) -> dict[str, 
     device = torch.device(spec.device)
     decoders, failed = {}, {}
     hf = spec.transformers and batch == 1 and "float32" in spec.dtypes
+    llama = spec.llama_cpp and batch == 1
     rounds = -(-spec.tokens // ROUND_TOKENS) if hf else spec.tokens
     steps_per_round = ROUND_TOKENS if hf else 1
     for dtype in spec.weight_formats:
@@ -293,20 +321,22 @@ def _time_context(spec: DecodeBenchSpec, context: int, batch: int) -> dict[str, 
                 failed[key] = f"{type(error).__name__}: {error}"[:300]
             if key in failed:
                 decoders.pop(key, None)
+    total = rounds * steps_per_round + 2
+    cpp = _llama_cpp_rows(spec, context, decoders, total, failed) if llama else {}
     bandwidth = copy_bandwidth(device)
     rows = _transformers_rows(spec, context, decoders, rounds, failed) if hf else {}
     if rows:
-        times = _chunked_rounds(decoders, rows, rounds)
+        times = _chunked_rounds({**decoders, **cpp}, rows, rounds)
     else:
-        steps = {key: decoder.step for key, decoder in decoders.items()}
+        steps = {key: stepper.step for key, stepper in {**decoders, **cpp}.items()}
         times = interleaved_rounds(steps, spec.tokens, device=device)
     result = {}
     for key, ts in times.items():
-        if key in rows:
-            row = rows[key]
+        if key in rows or key in cpp:
+            row = rows.get(key) or cpp[key]
             result[key] = {
                 "ms_per_step": 1e3 * median(ts),
-                "weight_bytes": weight_bytes(row.network),
+                "weight_bytes": row.weight_bytes if key in cpp else weight_bytes(row.network),
                 "cache_mb": row.cache_mb,
                 "cache": row.describe(),
             }
@@ -340,6 +370,31 @@ def _transformers_rows(spec, context, decoders, rounds, failed) -> dict[str, Tra
         except Exception as error:  # one row's failure (memory) spares the others
             failed[key] = f"{type(error).__name__}: {error}"[:300]
         if key in failed:
+            rows.pop(key, None)
+    return rows
+
+
+def _llama_cpp_rows(spec, context, decoders, total: int, failed) -> dict[str, LlamaCppRow]:
+    """The ``llama_cpp_*`` rows at ``context`` (keys ``name|float32``) on the dense float32
+    row's weights, warmed up: the first evaluates the context as a prompt, the others start
+    from a copy of its cache; llama.cpp gets torch's thread count."""
+    import torch
+
+    rows, source, state = {}, decoders.get("dense|float32"), None
+    network = None if source is None else source.model
+    for name in LLAMA_CPP_ROWS:
+        key = f"{name}|float32"
+        try:
+            if network is None:
+                network = decode_model(spec, "dense")
+            threads = torch.get_num_threads()
+            rows[key] = LlamaCppRow(name, network, context, total, threads, state)
+            if state is None and name != LLAMA_CPP_ROWS[-1]:
+                state = rows[key].state()  # the next row starts from this context
+            for _ in range(2):  # warm-up
+                rows[key].step()
+        except Exception as error:  # one row's failure (memory) spares the others
+            failed[key] = f"{type(error).__name__}: {error}"[:300]
             rows.pop(key, None)
     return rows
 
@@ -395,9 +450,11 @@ def _child(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _row_names(spec: DecodeBenchSpec, batch: int, dtype: str) -> list[str]:
-    """The rows of one (batch, dtype): the plugins, and the transformers rows where timed."""
+    """The rows of one (batch, dtype): the plugins, and the transformers and llama.cpp rows
+    where timed."""
     hf = spec.transformers and batch == 1 and dtype == "float32"
-    return [*spec.plugins, *(TRANSFORMERS_ROWS if hf else ())]
+    llama = spec.llama_cpp and batch == 1 and dtype == "float32"
+    return [*spec.plugins, *(TRANSFORMERS_ROWS if hf else ()), *(LLAMA_CPP_ROWS if llama else ())]
 
 
 def _rows_of(spec: DecodeBenchSpec, context: int, batch: int, measured: dict) -> list[dict]:
@@ -422,8 +479,9 @@ def _rows_of(spec: DecodeBenchSpec, context: int, batch: int, measured: dict) ->
             row["ms_per_token"] = ms / batch
             row["tokens_per_s"] = batch / (ms / 1e3)
             row["speedup_vs_dense"] = None if dense is None else dense / ms
-            if plugin in TRANSFORMERS_ROWS:
-                own = timing.get(f"{source_plugin(plugin)}|{dtype}", {}).get("ms_per_step")
+            if plugin in TRANSFORMERS_ROWS or plugin in LLAMA_CPP_ROWS:
+                source = "dense" if plugin in LLAMA_CPP_ROWS else source_plugin(plugin)
+                own = timing.get(f"{source}|{dtype}", {}).get("ms_per_step")
                 row["x_lit_sparse"] = None if own is None else ms / own
             if bandwidth:
                 row["bandwidth_gb_s"] = bandwidth / 1e9
@@ -445,6 +503,10 @@ def run_decode_bench(spec: DecodeBenchSpec, progress=print) -> list[dict[str, An
         from lit_sparse.interop.extras import require_transformers
 
         require_transformers()  # one line naming the extra, before any child starts
+    if spec.llama_cpp:
+        from lit_sparse.interop.extras import require_llama_cpp
+
+        require_llama_cpp()
     rows: list[dict[str, Any]] = []
     for context in spec.contexts:
         for batch in spec.batch:
@@ -487,7 +549,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     timed = [r for r in rows if "check" not in r]
     dtypes = {r.get("dtype") for r in timed}
     parts = any("proj_ms" in r for r in timed)
-    hf = any(r["plugin"] in TRANSFORMERS_ROWS for r in timed)
+    hf = any(r["plugin"] in (*TRANSFORMERS_ROWS, *LLAMA_CPP_ROWS) for r in timed)
     header = ["context", "batch"] + (["dtype"] if len(dtypes) > 1 else []) + ["plugin"]
     header += ["ms/step", "tokens/s", "x dense", "x floor"] + (["x lit_sparse"] if hf else [])
     header += (

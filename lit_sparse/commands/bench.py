@@ -14,7 +14,7 @@ training steps and decoding against dense, in one run, as Markdown tables (and J
 - ``decode``: decoding steps of the paper's model after contexts of 1k to 64k tokens,
   batched, against the weights' memory floor, with each plugin's KV-cache size
   (:mod:`lit_sparse.bench.decode`); ``--transformers`` adds transformers' own ``generate``
-  on the same weights.
+  on the same weights, ``--llama-cpp`` llama.cpp on the dense model's GGUF (f32, q8_0).
 - ``prefill``: a long prompt into the caches in chunks, tokens/s and peak memory
   (:mod:`lit_sparse.bench.prefill`).
 - ``gpu``: the GPU plan (tests, attention, decoding, training steps) in one command
@@ -325,6 +325,14 @@ def _decode_parser(sub) -> None:
         help="also time transformers' own generate on the same weights: hf_fibonacci through "
         "lit_sparse's cache, hf_llama_dense and hf_mistral_sliding through transformers' "
         "DynamicCache and sliding-window cache (needs the hf extra)",
+    )
+    decode.add_argument(
+        "--llama-cpp",
+        action="store_true",
+        dest="llama_cpp",
+        help="also time llama.cpp (llama-cpp-python) on the dense model's weights as GGUF files: "
+        "llama_cpp_f32 and llama_cpp_q8_0 at batch 1, their context computed as a prompt "
+        "(needs the llama-cpp extra)",
     )
     decode.add_argument("--json", default=None, help="write the rows to this file")
 

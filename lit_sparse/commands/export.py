@@ -8,9 +8,11 @@ steps, held-out perplexities, length extrapolation). The folder loads with
 generate DIR``, can be uploaded with the model's ``push_to_hub``, and loads in Hugging Face
 transformers: ``AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True)`` in
 lit_sparse's format (any attention), with no remote code as a stock Llama (dense) or
-Mistral (sliding window) folder.
+Mistral (sliding window) folder. ``--format gguf`` writes a dense model (from a run or an
+exported folder) as one GGUF file that llama.cpp runs instead, in f32, f16 or q8_0.
 
     python -m lit_sparse export runs/quickstart/coprime --out exported/quickstart-coprime
+    python -m lit_sparse export runs/quickstart/dense --format gguf --out dense.gguf
 """
 
 from __future__ import annotations
@@ -19,8 +21,12 @@ import argparse
 import sys
 
 from lit_sparse.commands import reports_errors
-from lit_sparse.formats.pretrained import LAYOUTS as FORMATS
+from lit_sparse.errors import ConfigError
+from lit_sparse.formats.gguf import DEFAULT_GGUF_TYPE, GGUF_TYPES
+from lit_sparse.formats.pretrained import LAYOUTS
 from lit_sparse.parsing.help_text import HelpFormatter
+
+FORMATS = (*LAYOUTS, "gguf")
 
 __all__ = ["main"]
 
@@ -31,9 +37,15 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m lit_sparse export",
         description=__doc__.split("\n\n")[1],
     )
-    parser.add_argument("path", help="a run folder, an experiment folder or a .ckpt file of a run")
     parser.add_argument(
-        "--out", required=True, help="the folder to write (new, empty or an earlier export)"
+        "path",
+        help="a run folder, an experiment folder or a .ckpt file of a run (--format gguf: or "
+        "an exported folder)",
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="the folder to write (new, empty or an earlier export); --format gguf: the file",
     )
     parser.add_argument("--tokenizer", default=None, help="default: the run's own")
     parser.add_argument(
@@ -42,7 +54,14 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="lit_sparse: any attention, loaded by transformers through the remote-code files "
         "it carries; llama (dense) / mistral (sliding window): transformers' stock classes, "
-        "no remote code (default: the stock format where one fits, else lit_sparse)",
+        "no remote code (default: the stock format where one fits, else lit_sparse); "
+        "gguf (dense): one file for llama.cpp",
+    )
+    parser.add_argument(
+        "--gguf-type",
+        choices=GGUF_TYPES,
+        default=None,
+        help=f"--format gguf: the matrices' type (default {DEFAULT_GGUF_TYPE}; norms stay f32)",
     )
     return parser
 
@@ -50,9 +69,18 @@ def _parser() -> argparse.ArgumentParser:
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    from lit_sparse.interop.export import export_run
+    from lit_sparse.interop.export import export_gguf, export_run
 
-    result = export_run(args.path, args.out, args.tokenizer, args.format, option="--tokenizer")
+    if args.format == "gguf":
+        gguf_type = args.gguf_type or DEFAULT_GGUF_TYPE
+        result = export_gguf(args.path, args.out, args.tokenizer, gguf_type, option="--tokenizer")
+    elif args.gguf_type is not None:
+        raise ConfigError(
+            f"--gguf-type {args.gguf_type}: only with --format gguf (got --format "
+            f"{args.format or 'default'})"
+        )
+    else:
+        result = export_run(args.path, args.out, args.tokenizer, args.format, option="--tokenizer")
     if result.note:
         print(f"note: {result.note}", file=sys.stderr)
     print(result.to_text())

@@ -13,6 +13,10 @@ fsynced and swapped in for the earlier export as a whole (:class:`AtomicFolder`)
 disk, a read-only folder or a kill at any step leaves the earlier export exactly as it was
 and no partial folder. A run that is training exports its newest whole checkpoint
 (checkpoints are written atomically); the result says which process trains it.
+
+``format="gguf"`` writes one GGUF file instead, for llama.cpp (a dense model only; the
+``gguf`` extra): the weights in f32, f16 or q8_0 and the tokenizer
+(:mod:`lit_sparse.formats.gguf`), from a run or an exported folder (:func:`export_gguf`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,13 @@ from pathlib import Path
 
 from lit_sparse.errors import ConfigError, DamagedFileError
 from lit_sparse.formats import pretrained
+from lit_sparse.formats.gguf import (
+    DEFAULT_GGUF_TYPE,
+    check_gguf_model,
+    check_gguf_type,
+    tokenizer_vocab,
+    write_gguf,
+)
 from lit_sparse.formats.pretrained import (
     CONFIG_FILE,
     LAYOUTS,
@@ -36,17 +47,28 @@ from lit_sparse.formats.pretrained import (
 from lit_sparse.formats.remote import REMOTE_CODE
 from lit_sparse.formats.stock import stock_layout_of
 from lit_sparse.formats.transformers_files import transformers_files
-from lit_sparse.interop.sources import run_tokenizer_checked
+from lit_sparse.interop.extras import require_gguf
+from lit_sparse.interop.sources import is_exported, load_source, run_tokenizer_checked
 from lit_sparse.io.atomic import AtomicFolder, write_text
 from lit_sparse.io.tables import markdown_table
 from lit_sparse.runs.checkpoint_folders import checkpoint_bytes
 from lit_sparse.runs.locks import lock_holder
 
-__all__ = ["FORMATS", "ExportResult", "choose_format", "export_run", "run_card"]
+__all__ = [
+    "FORMATS",
+    "GGUF",
+    "ExportResult",
+    "choose_format",
+    "export_gguf",
+    "export_run",
+    "run_card",
+]
 
-FORMATS = LAYOUTS
+GGUF = "gguf"
+FORMATS = (*LAYOUTS, GGUF)
 """``lit_sparse`` (any plugin; remote code for transformers), ``llama`` (dense), ``mistral``
-(sliding window)."""
+(sliding window): folders; ``gguf`` (dense): one file for llama.cpp."""
+GGUF_MAGIC = b"GGUF"
 
 CARD_FILE = "README.md"
 
@@ -80,10 +102,8 @@ class ExportResult:
         return sum(self.files.values())
 
     def to_text(self) -> str:
-        lines = [
-            f"exported {self.checkpoint} (step {self.step}) to {self.folder} "
-            f"({self.format} format):"
-        ]
+        step = "" if self.step is None else f" (step {self.step})"
+        lines = [f"exported {self.checkpoint}{step} to {self.folder} ({self.format} format):"]
         lines += [f"  {name:<28}{size / 2**20:9.2f} MB" for name, size in self.files.items()]
         share = self.total_bytes / self.checkpoint_bytes if self.checkpoint_bytes else math.nan
         lines.append(
@@ -121,6 +141,9 @@ def choose_format(attention, requested: str | None, has_mlp: bool = True) -> str
     pattern does not have is one ConfigError line."""
     if requested is not None and requested not in FORMATS:
         raise ConfigError(f"format={requested!r}: must be one of {', '.join(FORMATS)}")
+    if requested == GGUF:
+        check_gguf_model(attention, has_mlp)
+        return GGUF
     stock = stock_layout_of(attention.to_config()) if has_mlp else None
     chosen = requested or stock or "lit_sparse"
     if chosen != "lit_sparse" and chosen != stock:
@@ -212,6 +235,7 @@ def export_run(
             records its digest, checked whenever the folder loads.
         format: ``lit_sparse``, ``llama`` (dense) or ``mistral`` (sliding window);
             default: the stock format where one fits the model's attention, else lit_sparse.
+            ``gguf``: one file for llama.cpp instead (:func:`export_gguf`, f16).
         option: how the caller names another tokenizer, for the messages (the command:
             ``--tokenizer``).
     """
@@ -220,6 +244,8 @@ def export_run(
     source, out = Path(path).expanduser(), Path(out).expanduser()
     if format is not None and format not in FORMATS:
         raise ConfigError(f"format={format!r}: must be one of {', '.join(FORMATS)}")
+    if format == GGUF:
+        return export_gguf(path, out, tokenizer, option=option)
     if not source.exists():
         raise ConfigError(f"path={str(path)!r}: no such run folder or checkpoint")
     if out.is_symlink():  # replace the folder it points at, not the link
@@ -249,5 +275,73 @@ def export_run(
         files=files,
         checkpoint_bytes=checkpoint_bytes(run.checkpoint),
         format=chosen,
+        training_by=training_by,
+    )
+
+
+def _check_gguf_out(out: Path) -> None:
+    """Refuse to write a GGUF file over a folder or over a file that is not a GGUF file."""
+    if out.is_dir():
+        raise ConfigError(
+            f"out={str(out)!r}: a folder; --format gguf writes one file (e.g. model.gguf)"
+        )
+    if out.exists():
+        with open(out, "rb") as file:
+            if file.read(len(GGUF_MAGIC)) != GGUF_MAGIC:
+                raise ConfigError(
+                    f"out={str(out)!r}: an existing file that is not a GGUF file; choose a new "
+                    "path (an earlier GGUF export is replaced)"
+                )
+
+
+def export_gguf(
+    path: str | Path,
+    out: str | Path,
+    tokenizer: str | None = None,
+    gguf_type: str = DEFAULT_GGUF_TYPE,
+    option: str = "tokenizer=...",
+) -> ExportResult:
+    """Write a dense model as one GGUF file for llama.cpp at ``out`` (``llama`` architecture,
+    the matrices in ``gguf_type``: f32, f16 or q8_0, and the tokenizer), atomically.
+
+    Args:
+        path: a run folder, an experiment folder, a checkpoint file or an exported folder.
+        out: the file to write (new, or an earlier GGUF export, replaced).
+        tokenizer: the tokenizer to write (default: the run's or the folder's own, checked
+            against the weights); a byte-level BPE.
+        gguf_type: ``f32``, ``f16`` or ``q8_0`` (norms stay f32).
+        option: how the caller names another tokenizer, for the messages.
+    """
+    import lit_sparse
+
+    require_gguf()
+    check_gguf_type(gguf_type)
+    source, out = Path(path).expanduser(), Path(out).expanduser()
+    if not source.exists():
+        raise ConfigError(f"path={str(path)!r}: no such run folder, checkpoint or exported folder")
+    _check_gguf_out(out)
+    step = training_by = None
+    if is_exported(source):
+        found = load_source(source, tokenizer, option=option)
+        model, loaded, checkpoint = found.model, found.tokenizer, source / WEIGHTS_FILE
+        choose_format(model.attention, GGUF, has_mlp=bool(model.config.ffn_width))
+    else:
+        run = lit_sparse.load_run(source)
+        if run.module is None:
+            raise ConfigError(f"path={str(path)!r}: no checkpoint found ({run.path}/checkpoints)")
+        model = run.module.model
+        choose_format(model.attention, GGUF, has_mlp=bool(model.config.ffn_width))
+        training_by, step = lock_holder(run.path), run.step
+        loaded = run_tokenizer_checked(run, tokenizer, option)
+        checkpoint = Path(run.checkpoint)
+    vocab = tokenizer_vocab(loaded.tokenizer.to_str(), loaded.eos_id)
+    write_gguf(model.eval(), out, vocab, gguf_type, name=f"lit_sparse {source.resolve().name}")
+    return ExportResult(
+        folder=out,
+        checkpoint=checkpoint,
+        step=step,
+        files={out.name: out.stat().st_size},
+        checkpoint_bytes=checkpoint_bytes(checkpoint),
+        format=f"gguf {gguf_type}",
         training_by=training_by,
     )

@@ -15,6 +15,7 @@ from lit_sparse.bench.decode import (
     decode_plugin,
     weight_bytes,
 )
+from lit_sparse.bench.decode_llama_cpp import LLAMA_CPP_ROWS
 from lit_sparse.bench.decode_transformers import TRANSFORMERS_ROWS
 from lit_sparse.commands.bench import main
 
@@ -89,6 +90,39 @@ def test_bench_decode_transformers_rows(tmp_path, capsys):
     keys = len(decode_plugin("sliding_window", 4, 64).build(0, 2, 64).distances(4096))
     assert timed["hf_mistral_sliding"]["cache"] == f"DynamicCache: {keys - 1} rows a layer"
     assert "x lit_sparse" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_bench_decode_llama_cpp_rows(tmp_path, capsys):
+    """--llama-cpp adds llama.cpp on the dense weights as GGUF files (f32, q8_0) beside the
+    float32 rows: its cache holds the whole computed context, its floor counts the GGUF's
+    bytes (q8_0: about a quarter of f32's)."""
+    pytest.importorskip("llama_cpp")
+    path = tmp_path / "decode.json"
+    args = ["decode", *TINY, "--vocab-size", "320", "--contexts", "120", "--tokens", "3"]
+    args += ["--rss-tokens", "0", "--plugins", "dense", "--llama-cpp", "--threads", "1"]
+    assert main([*args, "--json", str(path)]) == 0
+    timed = {row["plugin"]: row for row in json.loads(path.read_text())}
+    assert list(timed) == ["dense", *LLAMA_CPP_ROWS]
+    f32, q8 = (timed[name] for name in LLAMA_CPP_ROWS)
+    for row in (f32, q8):
+        assert row["ms_per_token"] > 0 and row["x_lit_sparse"] > 0 and row["x_floor"] > 0
+        # llama.cpp rounds its context (120 + 2 warm-up + 3 timed + 1) up to a multiple of 256
+        assert row["cache"] == "llama.cpp KV cache (f16): 256 rows a layer"
+    assert f32["weight_bytes"] == timed["dense"]["weight_bytes"]
+    assert q8["weight_bytes"] < 0.5 * f32["weight_bytes"]
+    assert "llama_cpp_q8_0" in capsys.readouterr().out
+
+
+def test_llama_cpp_options_are_checked_before_any_work(capsys):
+    for extra, why in (
+        (["--device", "cuda"], "the llama.cpp rows time its CPU build"),
+        (["--dtype", "bfloat16"], "include batch 1 and float32"),
+        (["--vocab-size", "100"], "vocabulary needs at least 258 rows"),
+    ):
+        assert main(["decode", "--llama-cpp", *extra]) == 2
+        err = capsys.readouterr().err
+        assert why in err and err.count("\n") == 1
 
 
 def test_bad_rss_options_are_one_line(capsys):

@@ -89,6 +89,30 @@ def test_a_dense_run_exports_as_a_stock_llama_folder_by_default(dense_run, tmp_p
     assert json.loads((again / "config.json").read_text())["model_type"] == "lit_sparse"
 
 
+def test_a_dense_run_exports_as_a_gguf_file_llama_cpp_runs(dense_run, tmp_path, capsys):
+    """The run route of --format gguf (tests/interop/test_gguf.py takes an exported folder):
+    the trained weights' greedy tokens through llama.cpp equal the run's own."""
+    pytest.importorskip("gguf")
+    out = tmp_path / "dense.gguf"
+    argv = ["export", str(dense_run.log_dir), "--format", "gguf", "--gguf-type", "f32"]
+    assert lit_main([*argv, "--out", str(out)]) == 0
+    assert f"to {out} (gguf f32 format)" in capsys.readouterr().out
+    llama_cpp = pytest.importorskip("llama_cpp")
+    f32 = llama_cpp.GGML_TYPE_F32
+    llm = llama_cpp.Llama(str(out), n_ctx=64, n_threads=1, type_k=f32, type_v=f32, verbose=False)
+    prompt = llm.tokenize(b"ROMEO:", add_bos=False)
+    new = []
+    for token in llm.generate(prompt, temp=0.0):  # greedy
+        new.append(token)
+        if len(new) == 30:
+            break
+    llm.close()
+    from lit_sparse import generate
+
+    expected = generate(dense_run.module.model.eval(), [prompt], 30, temperature=0).run()
+    assert new == expected[0].tolist()
+
+
 def test_a_stock_format_the_pattern_does_not_have_is_one_line(learned_run, tmp_path, capsys):
     out = tmp_path / "x"
     assert (
@@ -105,8 +129,11 @@ def test_the_default_format_is_the_stock_one_where_it_fits():
     assert choose_format(build_attention("sliding_window", window=3), None) == "mistral"
     assert choose_format(build_attention("fibonacci"), None) == "lit_sparse"
     assert choose_format(build_attention("dense"), "lit_sparse") == "lit_sparse"
-    with pytest.raises(ConfigError, match="format='gguf': must be one of lit_sparse, llama"):
-        choose_format(build_attention("dense"), "gguf")
+    with pytest.raises(ConfigError, match="format='onnx': must be one of lit_sparse, llama"):
+        choose_format(build_attention("dense"), "onnx")
+    assert choose_format(build_attention("dense"), "gguf") == "gguf"  # a file for llama.cpp
+    with pytest.raises(ConfigError, match="format='gguf': a sliding_window model has no GGUF"):
+        choose_format(build_attention("sliding_window", window=3), "gguf")
 
 
 def readme_pipeline() -> str:

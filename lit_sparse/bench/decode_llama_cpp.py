@@ -1,0 +1,93 @@
+"""``bench decode --llama-cpp``: llama.cpp (through llama-cpp-python) on the bench's dense
+model, one token after a long context, beside lit_sparse's decoding step.
+
+Rows (the names are the bench's plugin names): ``llama_cpp_f32`` and ``llama_cpp_q8_0``, the
+dense model's weights written as a GGUF file (:mod:`lit_sparse.formats.gguf`; q8_0: blocks of
+32 int8 weights and an f16 scale, a matrix whose rows are not a multiple of 32 in f16) with a
+byte-level vocabulary padded to the model's, loaded with the thread count of the process
+(``--threads``, else torch's) and llama.cpp's flash attention (its own default on a CPU).
+
+The context is computed, not filled at random as lit_sparse's caches are (llama.cpp offers no
+way to fill its cache): C random token ids are evaluated as a prompt, in batches of 512, into
+llama.cpp's cache (f16 keys and values, every past row). The q8_0 row starts from a copy of
+the f32 row's cache (llama.cpp's state, which holds no weights) instead of computing it
+again: what a step costs does not depend on the cached values. A timed step evaluates one
+token and takes the argmax of its logits (lit_sparse's step ends with that argmax too).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+__all__ = ["LLAMA_CPP_ROWS", "LlamaCppRow"]
+
+LLAMA_CPP_ROWS = ("llama_cpp_f32", "llama_cpp_q8_0")
+MIN_VOCAB = 258
+"""The byte-level vocabulary written into the bench's GGUF (256 bytes, a merge, an EOS)."""
+PROMPT_BATCH = 512
+KV_BYTES = 2  # llama.cpp's default cache type: f16
+
+
+class LlamaCppRow:
+    """One llama.cpp row at one context: the GGUF of ``network`` (dense) loaded, ``context``
+    prompt tokens evaluated (or the cache of another row's, ``state``: :meth:`state`);
+    ``step()`` decodes one token greedily."""
+
+    def __init__(
+        self, name: str, network, context: int, total_tokens: int, threads: int, state=None
+    ):
+        import llama_cpp
+        import numpy as np
+
+        from lit_sparse.formats.gguf import byte_vocab, write_gguf
+
+        self.name, self.network = name, network
+        gguf_type = name.removeprefix("llama_cpp_")
+        with tempfile.TemporaryDirectory(prefix="lit_sparse_gguf_") as folder:
+            path = Path(folder) / f"bench-{gguf_type}.gguf"
+            self.weight_bytes = write_gguf(network, path, byte_vocab(), gguf_type)
+            self.llm = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=context + total_tokens + 1,
+                n_batch=PROMPT_BATCH,
+                n_ubatch=PROMPT_BATCH,
+                n_threads=threads,
+                n_threads_batch=threads,
+                flash_attn=True,
+                logits_all=False,
+                verbose=False,
+            )  # the file is mapped: the mapping outlives its name
+        self._logits = llama_cpp.llama_get_logits
+        self._vocab = self.llm.n_vocab()
+        self._np = np
+        if state is None:
+            prompt = np.random.default_rng(0).integers(0, network.config.vocab_size, context)
+            self.llm.eval(prompt.tolist())
+        else:
+            self.llm.load_state(state)
+        self.token = 0
+
+    def state(self):
+        """The context's cache (llama-cpp-python's ``LlamaState``), for another row of the
+        same shape."""
+        return self.llm.save_state()
+
+    def step(self) -> None:
+        self.llm.eval([self.token])
+        logits = self._np.ctypeslib.as_array(self._logits(self.llm.ctx), shape=(self._vocab,))
+        self.token = int(logits.argmax())
+
+    @property
+    def rows(self) -> int:
+        """The cache's rows a layer (llama.cpp's context, rounded up by llama.cpp)."""
+        return self.llm.n_ctx()
+
+    @property
+    def cache_mb(self) -> float:
+        config = self.network.config
+        per_row = 2 * config.n_layers * config.n_kv_heads * config.head_dim * KV_BYTES
+        return self.rows * per_row / 2**20
+
+    def describe(self) -> str:
+        return f"llama.cpp KV cache (f16): {self.rows} rows a layer"

@@ -1,0 +1,292 @@
+"""A dense model as one GGUF file that llama.cpp runs (its ``llama`` architecture), written
+with the ``gguf`` package (the ``gguf`` extra).
+
+The network is a Llama (pre-norm RMSNorm, SwiGLU, GQA, no biases, tied head), so the file
+holds what llama.cpp's own converter writes for a Llama checkpoint:
+
+- the shape under ``llama.*``: context length (the training length; llama.cpp runs longer
+  contexts too, as the model does), width, blocks, SwiGLU width, query and key/value heads,
+  head width (``rope.dimension_count``, ``attention.key_length``/``value_length``), RoPE base
+  and RMSNorm epsilon;
+- the tensors under llama.cpp's names (``token_embd.weight``, ``blk.N.attn_q.weight``, ...,
+  ``output_norm.weight``); no ``output.weight``: llama.cpp then reads the embedding as the
+  output layer, the tied head. Our RoPE rotates halves (dimension i with i + D/2), llama.cpp's
+  ``llama`` rotates adjacent pairs (2i with 2i + 1), so the rows of every head's q and k
+  projections are interleaved to match (the permutation llama.cpp's converter applies to
+  transformers' Llama weights, which rotate halves too);
+- the matrices in f32, f16 or q8_0 (:data:`GGUF_TYPES`; q8_0 through ``gguf.quants``: blocks
+  of 32 int8 values and an f16 scale; a matrix whose rows are not a multiple of 32 falls back
+  to f16, as llama.cpp's converter does), the norms always f32;
+- the tokenizer (:class:`GGUFVocab`): a byte-level BPE (``tokenizer.ggml.model`` ``gpt2``
+  with GPT-2's pre-tokenizer), its tokens padded with unused ``[PADn]`` entries to the
+  model's vocabulary, token types, merges, and the end-of-text token as EOS, BOS and padding,
+  none added to a prompt (the transformers export's choice: documents follow an EOS).
+
+Only a dense model with an MLP has a GGUF form: llama.cpp has no other attention pattern.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from lit_sparse.errors import ConfigError
+from lit_sparse.formats.stock import stock_layout_of
+from lit_sparse.io.atomic import AtomicFile, storage_error
+
+__all__ = [
+    "DEFAULT_GGUF_TYPE",
+    "GGUF_TYPES",
+    "GGUFVocab",
+    "byte_vocab",
+    "check_gguf_model",
+    "check_gguf_type",
+    "gguf_tensors",
+    "tokenizer_vocab",
+    "write_gguf",
+]
+
+GGUF_TYPES = ("f32", "f16", "q8_0")
+DEFAULT_GGUF_TYPE = "f16"
+"""Half the bytes of f32, logits within about 1e-3 of the model's: llama.cpp's converter's
+default too."""
+
+_BLOCK_TENSORS = {  # our name in a block -> gguf's MODEL_TENSOR member
+    "attn_norm.weight": "ATTN_NORM",
+    "attn.q_proj.weight": "ATTN_Q",
+    "attn.k_proj.weight": "ATTN_K",
+    "attn.v_proj.weight": "ATTN_V",
+    "attn.o_proj.weight": "ATTN_OUT",
+    "ffn_norm.weight": "FFN_NORM",
+    "ffn.gate.weight": "FFN_GATE",
+    "ffn.up.weight": "FFN_UP",
+    "ffn.down.weight": "FFN_DOWN",
+}
+_GPT2_PRE = "gpt-2"  # llama.cpp's name of GPT-2's pre-tokenizer regex
+
+
+@dataclass(frozen=True)
+class GGUFVocab:
+    """A byte-level BPE vocabulary as llama.cpp reads it: tokens in id order (byte-level
+    strings, ``Ġthe``; None for an id the tokenizer does not use), merges (``"Ġ t"``), the
+    ids of its added tokens and the end-of-text id."""
+
+    tokens: list[str | None]
+    merges: list[str]
+    control: frozenset[int]
+    """Special added tokens (llama.cpp's CONTROL type)."""
+    user_defined: frozenset[int] = frozenset()
+    """Added tokens that are not special."""
+    eos_id: int | None = None
+
+    def padded(self, size: int) -> tuple[list[str], list[int]]:
+        """The tokens and their types for a model of ``size`` embedding rows: unused
+        ``[PADn]`` tokens fill the ids the tokenizer does not use."""
+        import gguf
+
+        if len(self.tokens) > size:
+            raise ConfigError(
+                f"vocab_size={size}: the tokenizer has {len(self.tokens)} tokens, more than the "
+                "model's embedding rows"
+            )
+        tokens = self.tokens + [None] * (size - len(self.tokens))
+        kinds = gguf.TokenType
+        types = [
+            kinds.UNUSED
+            if token is None
+            else kinds.CONTROL
+            if i in self.control
+            else kinds.USER_DEFINED
+            if i in self.user_defined
+            else kinds.NORMAL
+            for i, token in enumerate(tokens)
+        ]
+        return [f"[PAD{i}]" if t is None else t for i, t in enumerate(tokens)], types
+
+
+def tokenizer_vocab(tokenizer_json: str, eos_id: int) -> GGUFVocab:
+    """The vocabulary of a ``tokenizers`` byte-level BPE (its tokenizer.json text) whose
+    end-of-text id is ``eos_id``. Another kind (WordPiece, a SentencePiece BPE, a byte-level
+    pre-tokenizer with another regex) is one ConfigError line: llama.cpp would split text
+    differently."""
+    spec = json.loads(tokenizer_json)
+    model, pre = spec.get("model") or {}, spec.get("pre_tokenizer") or {}
+    byte_level = (
+        model.get("type") == "BPE"
+        and not model.get("byte_fallback")
+        and spec.get("normalizer") is None
+        and pre.get("type") == "ByteLevel"
+        and pre.get("use_regex", True)
+        and not pre.get("add_prefix_space", False)
+    )
+    if not byte_level:
+        kind = f"{model.get('type')} model, {pre.get('type') or 'no'} pre-tokenizer"
+        raise ConfigError(
+            f"tokenizer ({kind}): GGUF export writes byte-level BPE tokenizers with GPT-2's "
+            "pre-tokenizer (ByteLevel, use_regex, no prefix space, no normalizer), as the "
+            "embedded one is; use --format lit_sparse or llama for this tokenizer"
+        )
+    ids = dict(model["vocab"])
+    added = {t["id"]: t for t in spec.get("added_tokens", [])}
+    ids.update({t["content"]: i for i, t in added.items()})
+    by_id = {i: token for token, i in ids.items()}
+    tokens = [by_id.get(i) for i in range(max(by_id) + 1)]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+    control = frozenset(i for i, t in added.items() if t.get("special"))
+    return GGUFVocab(tokens, merges, control, frozenset(added) - control, eos_id)
+
+
+def byte_vocab() -> GGUFVocab:
+    """The 256 byte-level symbols, one merge and ``<|endoftext|>`` (id 257): the vocabulary a
+    GGUF of random weights needs to load (the decoding bench's)."""
+    from tokenizers import pre_tokenizers
+
+    symbols = sorted(pre_tokenizers.ByteLevel.alphabet())
+    return GGUFVocab([*symbols, "Ġt", "<|endoftext|>"], ["Ġ t"], frozenset({257}), eos_id=257)
+
+
+def check_gguf_type(gguf_type: str) -> str:
+    if gguf_type not in GGUF_TYPES:
+        raise ConfigError(f"gguf_type={gguf_type!r}: must be one of {', '.join(GGUF_TYPES)}")
+    return gguf_type
+
+
+def check_gguf_model(attention, has_mlp: bool) -> None:
+    """One ConfigError line unless the model (its attention plugin, whether its blocks have an
+    MLP) is dense with an MLP: llama.cpp has no other attention pattern, and every block of
+    its ``llama`` architecture has an MLP."""
+    if stock_layout_of(attention.to_config()) != "llama":
+        name = type(attention).name or type(attention).__name__
+        raise ConfigError(
+            f"format='gguf': a {name} model has no GGUF form (llama.cpp runs dense attention "
+            "only: only dense exports as gguf); use --format lit_sparse"
+        )
+    if not has_mlp:
+        raise ConfigError(
+            "format='gguf': the model's blocks have no MLP (ffn_hidden 0), and every block of "
+            "llama.cpp's llama architecture has one; use --format lit_sparse"
+        )
+
+
+def _interleave_rope(weight: torch.Tensor, heads: int) -> torch.Tensor:
+    """Rows of a q or k projection (heads * D, d_model) reordered per head from rotate-half
+    pairs (i, i + D/2) to adjacent pairs (2i, 2i + 1)."""
+    rows, cols = weight.shape
+    half = rows // heads // 2
+    return weight.reshape(heads, 2, half, cols).transpose(1, 2).reshape(rows, cols)
+
+
+def gguf_tensors(model) -> dict[str, torch.Tensor]:
+    """gguf tensor name -> float32 tensor of the model (q and k rows interleaved for
+    llama.cpp's RoPE; no output matrix: the head is the embedding)."""
+    import gguf
+
+    config = model.config
+    state = {k: v.detach().to("cpu", torch.float32) for k, v in model.state_dict().items()}
+    names = gguf.TENSOR_NAMES
+    out = {
+        names[gguf.MODEL_TENSOR.TOKEN_EMBD] + ".weight": state.pop("embedding.weight"),
+        names[gguf.MODEL_TENSOR.OUTPUT_NORM] + ".weight": state.pop("norm.weight"),
+    }
+    for layer in range(config.n_layers):
+        for ours, member in _BLOCK_TENSORS.items():
+            tensor = state.pop(f"blocks.{layer}.{ours}")
+            if member == "ATTN_Q":
+                tensor = _interleave_rope(tensor, config.n_heads)
+            elif member == "ATTN_K":
+                tensor = _interleave_rope(tensor, config.n_kv_heads)
+            name = names[gguf.MODEL_TENSOR[member]].format(bid=layer) + ".weight"
+            out[name] = tensor
+    if state:
+        raise ConfigError(f"the model has tensors a GGUF llama holds no place for: {list(state)}")
+    return out
+
+
+def _encoded(tensor: torch.Tensor, gguf_type: str) -> tuple[np.ndarray, Any]:
+    """The array to write and its ggml type: norms (1-D) f32, matrices in ``gguf_type``."""
+    import gguf
+
+    types = gguf.GGMLQuantizationType
+    data = tensor.numpy()
+    if data.ndim == 1 or gguf_type == "f32":
+        return data, types.F32
+    qtype = types.Q8_0 if gguf_type == "q8_0" else types.F16
+    try:
+        return gguf.quants.quantize(data, qtype), qtype
+    except gguf.QuantError:  # rows not a multiple of q8_0's block of 32
+        return gguf.quants.quantize(data, types.F16), types.F16
+
+
+def write_gguf(
+    model,
+    path: str | Path,
+    vocab: GGUFVocab,
+    gguf_type: str = DEFAULT_GGUF_TYPE,
+    name: str | None = None,
+) -> int:
+    """Write ``model`` (dense) with ``vocab`` as one GGUF file at ``path``, atomically (a
+    temporary file beside it, renamed over it when whole); returns the tensors' bytes."""
+    import gguf
+
+    check_gguf_type(gguf_type)
+    check_gguf_model(model.attention, bool(model.config.ffn_width))
+    config = model.config
+    tokens, types = vocab.padded(config.vocab_size)
+    file_type = {
+        "f32": gguf.LlamaFileType.ALL_F32,
+        "f16": gguf.LlamaFileType.MOSTLY_F16,
+        "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+    }[gguf_type]
+    target = Path(path)
+    handle = AtomicFile(target)  # the writer opens the temporary file by its name
+    try:
+        writer = gguf.GGUFWriter(handle.temporary, gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.LLAMA])
+        writer.add_type(gguf.GGUFType.MODEL)
+        writer.add_name(name or target.stem)
+        writer.add_file_type(file_type)
+        writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+        writer.add_context_length(config.context_length)
+        writer.add_embedding_length(config.d_model)
+        writer.add_block_count(config.n_layers)
+        writer.add_feed_forward_length(config.ffn_width)
+        writer.add_head_count(config.n_heads)
+        writer.add_head_count_kv(config.n_kv_heads)
+        writer.add_key_length(config.head_dim)
+        writer.add_value_length(config.head_dim)
+        writer.add_rope_dimension_count(config.head_dim)
+        writer.add_rope_freq_base(config.rope_theta)
+        writer.add_layer_norm_rms_eps(config.norm_eps)
+        writer.add_vocab_size(config.vocab_size)
+        writer.add_tokenizer_model("gpt2")
+        writer.add_tokenizer_pre(_GPT2_PRE)
+        writer.add_token_list(tokens)
+        writer.add_token_types(types)
+        writer.add_token_merges(vocab.merges)
+        if vocab.eos_id is not None:
+            writer.add_eos_token_id(vocab.eos_id)
+            writer.add_bos_token_id(vocab.eos_id)
+            writer.add_pad_token_id(vocab.eos_id)
+        writer.add_add_bos_token(False)
+        writer.add_add_eos_token(False)
+        nbytes = 0
+        for tensor_name, tensor in gguf_tensors(model).items():
+            data, qtype = _encoded(tensor, gguf_type)
+            writer.add_tensor(tensor_name, data, raw_dtype=qtype)
+            nbytes += data.nbytes
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+    except OSError as err:
+        handle.abort()
+        raise storage_error(target, err) from None
+    except BaseException:
+        handle.abort()
+        raise
+    handle.commit()  # fsyncs the file (the same inode the writer wrote) and renames it
+    return nbytes
