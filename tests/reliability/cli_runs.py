@@ -91,8 +91,8 @@ class ForkServer:
     (``tests/reliability/fork_server.py``). :meth:`start`, then :meth:`poll` or
     :meth:`kill_after` (the last command started, or the one of ``pid``)."""
 
-    def __init__(self):
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the fault callbacks import
+    def __init__(self, **env: str):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), **env}  # the fault callbacks import
         env.pop(_HANDOFF, None)
         self.process = subprocess.Popen(
             [sys.executable, "-c", (Path(__file__).parent / "fork_server.py").read_text()],
@@ -110,12 +110,17 @@ class ForkServer:
         assert answer, f"the fork server ended (exit {self.process.wait()})"
         return json.loads(answer)
 
-    def start(self, workdir: Path, *args: str, name: str | None = None) -> tuple[Path, Path]:
+    def start(
+        self, workdir: Path, *args: str, name: str | None = None, own_group: bool = False
+    ) -> tuple[Path, Path]:
         """Fork ``python -m lit_sparse <args>`` in ``workdir``: the files of its stdout and
-        stderr (beside ``workdir``, named after it and ``name``). Its pid is :attr:`pid`."""
+        stderr (beside ``workdir``, named after it and ``name``). Its pid is :attr:`pid`;
+        ``own_group``: in a process group of its own (its pid), which the processes it starts
+        join (as ``start_new_session``, for ``os.killpg``)."""
         stem = workdir.name if name is None else f"{workdir.name}.{name}"
         out = {stream: workdir.parent / f"{stem}.{stream}" for stream in ("stdout", "stderr")}
-        job = {"args": list(args), "cwd": str(workdir), **{k: str(v) for k, v in out.items()}}
+        job = {"args": list(args), "cwd": str(workdir), "own_group": own_group}
+        job.update({k: str(v) for k, v in out.items()})
         self.pid = self._ask(run=job)["pid"]
         return out["stdout"], out["stderr"]
 

@@ -6,12 +6,13 @@ Questions come on stdin, one JSON line each, answered on stdout: ``{"run": {...}
 command; its pid), ``{"poll": pid}`` (its exit status, or null while it runs),
 ``{"kill_after": seconds, "pid": pid}`` (wait up to that long for it to end, then SIGKILL).
 A command's process asks on a Unix socket: Lightning's launcher (DDP, FSDP2) starts ranks 1
-and up with ``subprocess.Popen([python, lit_sparse/__main__.py, *args], env=...)``; here its
-Popen is :class:`ForkedPopen`, which has the server fork the rank instead, with the
-launcher's environment, working folder and standard streams. A rank so forked starts in
-0.1 s instead of the 7 s of CPU an interpreter spends importing torch and Lightning; what it
-runs is the same command line (Lightning's rank-0-only state, set on import from the
-environment, is set again from the rank's own).
+and up with ``subprocess.Popen([python, lit_sparse/__main__.py, *args], env=...)``, a study
+(``matrix --run``) each fit with ``subprocess.Popen([python, -m, lit_sparse, *args])``; here
+their Popen is :class:`ForkedPopen`, which has the server fork the process instead, with the
+caller's environment, working folder, standard streams and process group. A process so
+forked starts in 0.1 s instead of the 7 s of CPU an interpreter spends importing torch and
+Lightning; what it runs is the same command line (Lightning's rank-0-only state, set on
+import from the environment, is set again from the process's own).
 """
 
 import json
@@ -31,6 +32,7 @@ import lightning.pytorch.strategies.launchers.subprocess_script as trainer_launc
 from lightning.fabric.utilities.rank_zero import _get_rank, rank_zero_only
 
 import lit_sparse.cli  # noqa: F401  torch and Lightning: imported once, for every fork below
+import lit_sparse.study.runner as study_runner
 from lit_sparse.__main__ import __file__ as entry
 from lit_sparse.__main__ import main
 
@@ -56,11 +58,14 @@ class ForkedPopen:
     it starts is a fork of the server (its pid, exit status and signals as a child's)."""
 
     def __init__(self, args, env=None, cwd=None):
-        assert list(args[:2]) == [sys.executable, entry], args  # the command, run again
+        command = [sys.executable, "-m", "lit_sparse"]
+        start = 3 if list(args[:3]) == command else 2
+        assert list(args[:start]) in (command, [sys.executable, entry]), args
         job = {
-            "args": list(args[2:]),
+            "args": list(args[start:]),
             "env": dict(os.environ if env is None else env),
             "cwd": os.path.abspath(cwd or os.getcwd()),
+            "group": os.getpgrp(),  # a child starts in its parent's process group
         }
         self.args, self.returncode, self._lock = args, None, threading.Lock()
         self._socket = socket.socket(socket.AF_UNIX)
@@ -97,12 +102,13 @@ class ForkedPopen:
 
 
 class Launching:
-    """The ``subprocess`` module as Lightning's launchers see it."""
+    """The ``subprocess`` module as Lightning's launchers and the study runner see it."""
 
     Popen = ForkedPopen
+    TimeoutExpired = subprocess.TimeoutExpired
 
 
-fabric_launcher.subprocess = trainer_launcher.subprocess = Launching
+fabric_launcher.subprocess = trainer_launcher.subprocess = study_runner.subprocess = Launching
 
 
 class Server:
@@ -118,11 +124,13 @@ class Server:
         self.exits = {}  # pid -> exit status (negative: the signal that killed it)
         self.waiting = None  # (pid, deadline) of a kill_after to answer
 
-    def fork(self, cwd, args, streams):
-        """Fork the command; the child gets ``streams`` (a function giving fds 0, 1, 2)."""
+    def fork(self, cwd, args, streams, group):
+        """Fork the command into process group ``group`` (0: its own); the child gets
+        ``streams`` (a function giving fds 0, 1, 2)."""
         pid = os.fork()
         if pid:
             return pid
+        os.setpgid(0, group)
         for client in self.clients:
             client.close()
         self.listener.close()
@@ -154,7 +162,8 @@ class Server:
                 flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
                 return None, os.open(job["stdout"], flags), os.open(job["stderr"], flags)
 
-            self.answer({"pid": self.fork(job["cwd"], job["args"], streams)})
+            group = 0 if job.get("own_group") else os.getpgrp()
+            self.answer({"pid": self.fork(job["cwd"], job["args"], streams, group)})
         elif "poll" in question:
             self.answer({"status": self.exits.get(question["poll"])})
         elif "kill_after" in question:
@@ -187,7 +196,7 @@ class Server:
                     rank_zero_only.rank = _get_rank() or 0  # set on import, from the env
                     return streams
 
-                answer = {"pid": self.fork(job["cwd"], job["args"], spawned)}
+                answer = {"pid": self.fork(job["cwd"], job["args"], spawned, job["group"])}
                 for fd in streams:
                     os.close(fd)
             else:
