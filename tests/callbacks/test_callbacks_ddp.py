@@ -27,7 +27,7 @@ def _free_port() -> int:
 
 
 def _zero_window_worker(rank: int, port: int, out: str) -> None:
-    """Module level: torch.multiprocessing pickles it by reference."""
+    """Runs in each of the forked processes."""
     from lit_sparse.evaluation.position_loss import PositionBinnedNLL  # no Lightning: fast
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
@@ -42,7 +42,9 @@ def _zero_window_worker(rank: int, port: int, out: str) -> None:
 
 
 def test_a_rank_without_windows_still_reduces(tmp_path):
-    mp.spawn(_zero_window_worker, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
+    mp.start_processes(
+        _zero_window_worker, args=(_free_port(), str(tmp_path)), nprocs=2, start_method="fork"
+    )
     for rank in (0, 1):
         got = torch.load(tmp_path / f"rank{rank}.pt")
         torch.testing.assert_close(got["values"], torch.tensor([2.5, 4.5]))
@@ -82,7 +84,7 @@ def test_ddp_logs_equal_a_single_process(tmp_path):
         callbacks,
         max_steps=2,
         val_check_interval=2,
-        strategy="ddp_spawn",
+        strategy="ddp_fork",
         devices=2,
     )
     trainer.fit(module, datamodule=dm)

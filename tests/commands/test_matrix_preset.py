@@ -11,7 +11,6 @@ import os
 import re
 import signal
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -240,33 +239,37 @@ def fault(name: str, **init_args) -> dict:
     return {"class_path": f"tests.reliability.faults.{name}", "init_args": init_args}
 
 
-@pytest.fixture
-def fault_importable(monkeypatch):
-    """The fits a study starts import the tests' fault callbacks."""
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+@pytest.fixture(scope="module")
+def studies():
+    """Studies as processes: forks of one process that imported torch and Lightning, and so
+    are the fits each starts (a process of its own per fit, as ``fit_in_subprocess`` starts
+    it: ``tests/reliability/fork_server.py``); the fault callbacks import; tiny steps: one
+    thread is quicker."""
+    from reliability.cli_runs import ForkServer
+
+    server = ForkServer(OMP_NUM_THREADS="1")
+    yield server
+    server.close()
+
+
+def output(files: tuple[Path, Path]) -> str:
+    return "".join(path.read_text() for path in files)
 
 
 @pytest.mark.slow
-def test_two_studies_on_one_root_never_train_a_run_twice(tmp_path, fault_importable):
+def test_two_studies_on_one_root_never_train_a_run_twice(tmp_path, studies):
     """The issue's case: two ``matrix --run`` at once on one root. Each run is claimed
     while it trains: the other study skips it (naming the holder) and takes the next."""
     root = tmp_path / "runs" / "cpu"
     slow = study_callbacks(tmp_path / "slow.yaml", fault("SleepAtTrainStart", seconds=3))
     args = preset_args(root, "--run", "--config", str(TINY), "--config", str(slow), seeds=(0,))
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    studies = [
-        subprocess.Popen(
-            [sys.executable, "-m", "lit_sparse", *args],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    outputs = [study.communicate(timeout=900)[0] for study in studies]
-    assert [study.returncode for study in studies] == [0, 0], [o[-3000:] for o in outputs]
+    files = {}  # pid -> its stdout and stderr
+    for name in ("first", "second"):
+        started = studies.start(tmp_path, *args, name=name)
+        files[studies.pid] = started
+    codes = [studies.kill_after(900, pid) for pid in files]
+    outputs = [output(started) for started in files.values()]
+    assert codes == [0, 0], [o[-3000:] for o in outputs]
     both = "\n".join(outputs)
     for variant in VARIANTS:
         name = f"{variant}/seed0"
@@ -277,7 +280,7 @@ def test_two_studies_on_one_root_never_train_a_run_twice(tmp_path, fault_importa
 
 
 def test_a_killed_study_resumes_its_run_and_a_crashed_fit_spares_the_next(
-    tmp_path, fault_importable, capsys
+    tmp_path, studies, capsys
 ):
     """Two tests in one study (their fits in processes are the cost), issue 33's merge of
     'a killed study resumes its interrupted run' and 'a crashed fit is reported and the
@@ -291,25 +294,18 @@ def test_a_killed_study_resumes_its_run_and_a_crashed_fit_spares_the_next(
               "--trainer.val_check_interval", "50"]  # fmt: skip
     first = preset_args(root, "--run", *longer, seeds=(0,), variants=("fib_learned",))
     args = preset_args(root, "--run", *longer, seeds=(0,))  # fib fixed, then fib learned
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # tiny steps: one thread is quicker
-    process = subprocess.Popen(
-        [sys.executable, "-m", "lit_sparse", *first],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    studies.start(tmp_path, *first, name="killed", own_group=True)
+    study = studies.pid
     experiment = root / "fib_learned" / "seed0"
     checkpoint = experiment / "version_0" / "checkpoints" / "last.ckpt"
     try:
         deadline = time.monotonic() + 600
-        while not checkpoint.is_file() and process.poll() is None:
+        while not checkpoint.is_file() and studies.poll(study) is None:
             assert time.monotonic() < deadline, "no checkpoint within 10 minutes"
             time.sleep(0.05)
     finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        os.killpg(study, signal.SIGKILL)
+        studies.kill_after(60, study)
     # the study is reaped, but its fit child, killed with it, may still be closing its files:
     # the run is free once the kernel has dropped the child's locks
     deadline = time.monotonic() + 60
@@ -321,8 +317,9 @@ def test_a_killed_study_resumes_its_run_and_a_crashed_fit_spares_the_next(
     planned = capsys.readouterr().out.strip().splitlines()
     assert planned[-1].endswith("--ckpt_path last") and "fib_learned" in planned[-1]
 
-    assert lit_main(args) == 1  # a run failed
-    out = capsys.readouterr().out
+    done = studies.run(tmp_path, *args)
+    assert done.returncode == 1, done.stderr[-3000:]  # a run failed
+    out = done.stdout
     assert re.search(
         r"^\| fib_fixed/seed0 \| started \| failed \(killed by SIGSEGV\) \|", out, re.M
     )

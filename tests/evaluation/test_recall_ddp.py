@@ -45,7 +45,9 @@ def _metric_worker(rank: int, port: int, out: str) -> None:
 
 
 def test_the_metric_reduces_over_every_rank(tmp_path):
-    mp.spawn(_metric_worker, args=(_free_port(), str(tmp_path)), nprocs=3, join=True)
+    mp.start_processes(
+        _metric_worker, args=(_free_port(), str(tmp_path)), nprocs=3, start_method="fork"
+    )
     for rank in range(3):
         got = torch.load(tmp_path / f"rank{rank}.pt")
         assert got["accuracy"] == pytest.approx((3 / 4 + 1 / 2 + 1) / 3)
@@ -71,7 +73,7 @@ def test_two_process_fit_logs_the_single_process_accuracy(tmp_path):
     callbacks = [RecallEvaluation(multiples=[1, 4]), ModelCheckpoint(save_last=True)]
     trainer = tiny_trainer(
         tmp_path, "ddp", callbacks, max_steps=2, val_check_interval=2,
-        strategy="ddp_spawn", devices=2,
+        strategy="ddp_fork", devices=2,
     )  # fmt: skip
     trainer.fit(module, datamodule=dm)
     log_dir = tmp_path / "ddp" / "version_0"

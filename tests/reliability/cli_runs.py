@@ -83,68 +83,25 @@ def run_process(workdir: Path, *args: str, timeout: float = 600) -> subprocess.C
 _HANDOFF = "LIT_SPARSE_RUN"
 
 
-FORK_SERVER = r"""
-import json, os, signal, sys, time, traceback
-import lit_sparse.cli  # torch and Lightning: imported once, for every command forked below
-from lit_sparse.__main__ import main, __file__ as entry
-
-def run(job):
-    os.chdir(job["cwd"])
-    for fd, name in ((1, "stdout"), (2, "stderr")):
-        os.dup2(os.open(job[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
-    sys.argv = [entry, *job["args"]]
-    try:
-        code = main(job["args"])
-    except SystemExit as done:
-        code = done.code if isinstance(done.code, int) else int(done.code is not None)
-    except BaseException:  # as an uncaught exception ends a process: its traceback, status 1
-        traceback.print_exc()
-        code = 1
-    sys.exit(code)  # and the interpreter's shutdown, as a process of its own ends
-
-def status(pid, wait):
-    done, code = os.waitpid(pid, 0 if wait else os.WNOHANG)
-    return os.waitstatus_to_exitcode(code) if done else None
-
-for line in sys.stdin:
-    ask, answer = json.loads(line), {}
-    if "run" in ask:
-        pid = os.fork()
-        if pid == 0:
-            run(ask["run"])
-        answer = {"pid": pid}
-    elif "poll" in ask:
-        answer = {"status": status(pid, wait=False)}
-    elif "kill_after" in ask:  # wait up to that many seconds, then SIGKILL
-        deadline = time.monotonic() + ask["kill_after"]
-        code = status(pid, wait=False)
-        while code is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-            code = status(pid, wait=False)
-        if code is None:
-            os.kill(pid, signal.SIGKILL)
-            code = status(pid, wait=True)
-        answer = {"status": code}
-    print(json.dumps(answer), flush=True)
-"""
-
-
 class ForkServer:
     """``python -m lit_sparse <args>`` as a fork of one process that has imported torch and
     Lightning (the 9 s of CPU a fresh process spends before its first line of work), for the
-    tests that kill many fits: what the kill leaves on disk is the same, the start is ~0.1 s.
-    One command at a time; :meth:`start`, then :meth:`poll` or :meth:`kill_after`."""
+    tests that kill fits or run several at once: what a command leaves on disk is the same,
+    its start is ~0.1 s. The ranks a DDP or FSDP2 command launches are forks of it too
+    (``tests/reliability/fork_server.py``). :meth:`start`, then :meth:`poll` or
+    :meth:`kill_after` (the last command started, or the one of ``pid``)."""
 
-    def __init__(self):
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the fault callbacks import
+    def __init__(self, **env: str):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), **env}  # the fault callbacks import
         env.pop(_HANDOFF, None)
         self.process = subprocess.Popen(
-            [sys.executable, "-c", FORK_SERVER],
+            [sys.executable, "-c", (Path(__file__).parent / "fork_server.py").read_text()],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
             text=True,
         )
+        self.pid = None
 
     def _ask(self, **question) -> dict:
         self.process.stdin.write(json.dumps(question) + "\n")
@@ -153,22 +110,27 @@ class ForkServer:
         assert answer, f"the fork server ended (exit {self.process.wait()})"
         return json.loads(answer)
 
-    def start(self, workdir: Path, *args: str) -> tuple[Path, Path]:
+    def start(
+        self, workdir: Path, *args: str, name: str | None = None, own_group: bool = False
+    ) -> tuple[Path, Path]:
         """Fork ``python -m lit_sparse <args>`` in ``workdir``: the files of its stdout and
-        stderr (beside ``workdir``)."""
-        out = {name: workdir.parent / f"{workdir.name}.{name}" for name in ("stdout", "stderr")}
-        self._ask(
-            run={"args": list(args), "cwd": str(workdir), **{k: str(v) for k, v in out.items()}}
-        )
+        stderr (beside ``workdir``, named after it and ``name``). Its pid is :attr:`pid`;
+        ``own_group``: in a process group of its own (its pid), which the processes it starts
+        join (as ``start_new_session``, for ``os.killpg``)."""
+        stem = workdir.name if name is None else f"{workdir.name}.{name}"
+        out = {stream: workdir.parent / f"{stem}.{stream}" for stream in ("stdout", "stderr")}
+        job = {"args": list(args), "cwd": str(workdir), "own_group": own_group}
+        job.update({k: str(v) for k, v in out.items()})
+        self.pid = self._ask(run=job)["pid"]
         return out["stdout"], out["stderr"]
 
-    def poll(self) -> int | None:
+    def poll(self, pid: int | None = None) -> int | None:
         """The command's exit status (negative: the signal that killed it), None if running."""
-        return self._ask(poll=True)["status"]
+        return self._ask(poll=pid or self.pid)["status"]
 
-    def kill_after(self, seconds: float) -> int:
+    def kill_after(self, seconds: float, pid: int | None = None) -> int:
         """Wait up to ``seconds`` for the command to end, then SIGKILL it: its exit status."""
-        return self._ask(kill_after=seconds)["status"]
+        return self._ask(kill_after=seconds, pid=pid or self.pid)["status"]
 
     def run(self, workdir: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
         """:func:`run_process`, forked: the command to its end (or killed at ``timeout``)."""

@@ -24,7 +24,6 @@ from lit_sparse.runs import RunLock, holds_lock, lock_holder, new_version
 from lit_sparse.runs.resume import choose_run
 
 from .cli_runs import (
-    ROOT,
     checkpoint_every,
     config_args,
     errors,
@@ -188,7 +187,9 @@ def test_resuming_a_sweep_member_continues_it_not_the_newest_run(in_workdir, cap
 
 
 @pytest.mark.slow
-def test_two_resumes_started_at_once_one_runs_the_other_gets_one_line(in_workdir, capsys):
+def test_two_resumes_started_at_once_one_runs_the_other_gets_one_line(
+    in_workdir, capsys, fork_server
+):
     """Real concurrent processes on one run folder: the loser writes nothing (no config, no
     purge marker hiding the winner's scalars) and says who holds the run."""
     tmp_path = in_workdir
@@ -207,57 +208,41 @@ def test_two_resumes_started_at_once_one_runs_the_other_gets_one_line(in_workdir
         fault("WaitAtTrainStart", release=str(release)),
     )
     args = ["fit", *config_args("fixed.yaml", slow), "--ckpt_path", "last"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("LIT_SPARSE_RUN", None)
-    both = [
-        subprocess.Popen(
-            [sys.executable, "-m", "lit_sparse", *args],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    while all(p.poll() is None for p in both):  # one of them gets the lock and waits
+    both = {}  # the file of its stderr -> pid
+    for name in ("first", "second"):
+        _, stderr = fork_server.start(tmp_path, *args, name=name)
+        both[stderr] = fork_server.pid
+    while all(fork_server.poll(pid) is None for pid in both.values()):  # one of them waits
         time.sleep(0.05)
     release.touch()
-    results = [p.communicate(timeout=600) for p in both]
-    codes = sorted(p.returncode for p in both)
-    assert codes == [0, 2], [r[1][-2000:] for r in results]
-    loser = next(r for p, r in zip(both, results, strict=True) if p.returncode == 2)
-    winner = next(p for p in both if p.returncode == 0)
-    lines = errors(loser[1].splitlines())
-    assert len(lines) == 1 and f"in use by process {winner.pid}" in lines[0]
-    assert not tracebacks(loser[1])
+    codes = {pid: fork_server.kill_after(600, pid) for pid in both.values()}
+    errs = {pid: stderr.read_text() for stderr, pid in both.items()}
+    assert sorted(codes.values()) == [0, 2], [e[-2000:] for e in errs.values()]
+    loser = next(errs[pid] for pid, code in codes.items() if code == 2)
+    winner = next(pid for pid, code in codes.items() if code == 0)
+    lines = errors(loser.splitlines())
+    assert len(lines) == 1 and f"in use by process {winner}" in lines[0]
+    assert not tracebacks(loser)
     assert sorted(p.name for p in run.glob("config.resume-*.yaml")) == ["config.resume-2.yaml"]
     assert len(set(run.glob("events.out.tfevents.*")) - events_before) == 1, "one purge marker"
     assert torch.load(run / "checkpoints/last.ckpt", weights_only=True)["global_step"] == 4
 
 
 @pytest.mark.slow
-def test_two_plain_fits_into_one_save_dir_at_once_each_get_their_own_run(in_workdir, capsys):
+def test_two_plain_fits_into_one_save_dir_at_once_each_get_their_own_run(
+    in_workdir, capsys, fork_server
+):
     """Item 13 of issue 24: two ``fit`` of one config started together. Each takes its own
     ``version_N`` (atomically) and lock, and both finish whole; a later ``--ckpt_path last``
     is refused as ambiguous, naming both, instead of guessing."""
     plain = write_callbacks(in_workdir / "plain.yaml", checkpoint_every(2))
     args = ["fit", *config_args("fixed.yaml", plain)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("LIT_SPARSE_RUN", None)
-    both = [
-        subprocess.Popen(
-            [sys.executable, "-m", "lit_sparse", *args],
-            cwd=in_workdir,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    errs = [p.communicate(timeout=600)[1] for p in both]
-    assert [p.returncode for p in both] == [0, 0], [e[-2000:] for e in errs]
+    both = {}  # the file of its stderr -> pid
+    for name in ("first", "second"):
+        _, stderr = fork_server.start(in_workdir, *args, name=name)
+        both[stderr] = fork_server.pid
+    codes = [fork_server.kill_after(600, pid) for pid in both.values()]
+    assert codes == [0, 0], [stderr.read_text()[-2000:] for stderr in both]
     runs = sorted((in_workdir / "runs/fixed").iterdir())
     assert [r.name for r in runs] == ["version_0", "version_1"]
     for run in runs:
