@@ -222,6 +222,23 @@ def _encoded(tensor: torch.Tensor, gguf_type: str) -> tuple[np.ndarray, Any]:
         return gguf.quants.quantize(data, types.F16), types.F16
 
 
+_SHAPE_KEYS = {
+    "context_length": "context_length",
+    "embedding_length": "d_model",
+    "block_count": "n_layers",
+    "feed_forward_length": "ffn_width",
+    "head_count": "n_heads",
+    "head_count_kv": "n_kv_heads",
+    "key_length": "head_dim",
+    "value_length": "head_dim",
+    "rope_dimension_count": "head_dim",
+    "rope_freq_base": "rope_theta",
+    "layer_norm_rms_eps": "norm_eps",
+    "vocab_size": "vocab_size",
+}
+"""GGUF's llama hyperparameters (``GGUFWriter.add_<key>``) and the ModelConfig field of each."""
+
+
 def write_gguf(
     model,
     path: str | Path,
@@ -250,18 +267,8 @@ def write_gguf(
         writer.add_name(name or target.stem)
         writer.add_file_type(file_type)
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
-        writer.add_context_length(config.context_length)
-        writer.add_embedding_length(config.d_model)
-        writer.add_block_count(config.n_layers)
-        writer.add_feed_forward_length(config.ffn_width)
-        writer.add_head_count(config.n_heads)
-        writer.add_head_count_kv(config.n_kv_heads)
-        writer.add_key_length(config.head_dim)
-        writer.add_value_length(config.head_dim)
-        writer.add_rope_dimension_count(config.head_dim)
-        writer.add_rope_freq_base(config.rope_theta)
-        writer.add_layer_norm_rms_eps(config.norm_eps)
-        writer.add_vocab_size(config.vocab_size)
+        for key, field in _SHAPE_KEYS.items():  # llama.cpp's hyperparameters, ours by name
+            getattr(writer, f"add_{key}")(getattr(config, field))
         writer.add_tokenizer_model("gpt2")
         writer.add_tokenizer_pre(_GPT2_PRE)
         writer.add_token_list(tokens)
