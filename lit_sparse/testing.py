@@ -15,7 +15,7 @@ failed. A third-party package runs all of them with one parametrized test::
 lit_sparse's own suite runs the same functions over every registered plugin's
 ``conformance_cases`` (:func:`plugin_cases`). The checks use small shapes (two layers, 4
 query and 2 KV heads of 16; B = 2; training length 64 unless an argument says otherwise),
-fp32 on the CPU; :func:`check_linear_memory` starts fresh Python processes.
+fp32 on the CPU; :func:`check_linear_memory` starts a fresh Python process.
 
 A check is one function taking the plugin and keyword options; :data:`CHECKS` lists them.
 """
@@ -301,8 +301,9 @@ def check_linear_memory(
     ``budget`` x the bytes of q, k and v at each length, and from the shorter length to the
     longer by at most twice their ratio (a [T, T] path grows by the ratio's square).
 
-    Each length runs in a fresh Python process (so the plugin must be importable by its
-    class path; ``sys.path`` is passed on), which warms the pattern up at 64 tokens, then
+    Each length runs in a process that has run nothing else, a fork of one fresh Python
+    process on Linux (elsewhere a fresh process of its own; the plugin must be importable by
+    its class path, ``sys.path`` is passed on), which warms the pattern up at 64 tokens, then
     measures how far one call at full size raises the resident set's peak above what the
     process held just before (on Linux the peak is reset first, so memory from imports
     does not hide the rise). Measured for fibonacci (W = 12): 16, 48 and 160 MB at 1k, 4k
@@ -460,53 +461,89 @@ _MEMORY_SCRIPT = (
     "import sys; from lit_sparse.testing import _memory_child; _memory_child(sys.argv[1])"
 )
 
+FORKS_FOR_PEAKS = sys.platform == "linux" and hasattr(os, "fork")
+"""Whether one fresh process can measure every length in a fork of itself (Linux: a fork
+starts from the parent's resident set, its peak is reset before the call, and VmHWM is per
+process): a fresh process's start-up (importing torch, 2 s of CPU) once per check instead of
+once per length."""
+
 
 def peak_rises_mb(
     plugin: AttentionPlugin, lengths: Sequence[int], training_length: int, path: str = "training"
 ) -> dict[int, float]:
     """length -> the rise of the peak memory (MB) over one forward + backward of the last
-    layer's pattern (``path`` "reference": its dense reference), each length in its own
-    fresh process, all at once."""
+    layer's pattern (``path`` "reference": its dense reference), each length in a process
+    that has run nothing else: a fork of one fresh process (:data:`FORKS_FOR_PEAKS`), else a
+    fresh process of its own, all at once."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    children = {}
-    for length in lengths:
-        spec = {
-            "config": plugin.to_config(),
-            "length": length,
-            "training_length": training_length,
-            "path": path,
-        }
-        children[length] = subprocess.Popen(
-            [sys.executable, "-c", _MEMORY_SCRIPT, json.dumps(spec)],
+    spec = {"config": plugin.to_config(), "training_length": training_length, "path": path}
+    groups = [list(lengths)] if FORKS_FOR_PEAKS else [[length] for length in lengths]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", _MEMORY_SCRIPT, json.dumps({**spec, "lengths": group})],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=env,
         )
+        for group in groups
+    ]
     rises = {}
-    for length, child in children.items():
+    for group, child in zip(groups, children, strict=True):
         out, err = child.communicate(timeout=600)
-        assert child.returncode == 0, f"the memory measurement at T={length} failed:\n{err[-3000:]}"
-        rises[length] = json.loads(out.strip().splitlines()[-1])["peak_mb"]
+        assert child.returncode == 0, f"the memory measurement at T={group} failed:\n{err[-3000:]}"
+        measured = json.loads(out.strip().splitlines()[-1])
+        rises.update({int(length): mb for length, mb in measured.items()})
     return rises
 
 
 def _memory_child(argument: str) -> None:
-    """In a fresh process: how far one forward + backward raises the resident set's peak
-    above what the process held just before it."""
+    """In a fresh process: for each length, how far one forward + backward raises the
+    resident set's peak above what the process held just before it; each length but a lone
+    one in a fork of this process, which has imported torch and run nothing."""
     spec = json.loads(argument)
+    if len(spec["lengths"]) == 1:
+        print(json.dumps({spec["lengths"][0]: _peak_rise_mb(spec, spec["lengths"][0])}))
+        return
+    rises = {}
+    for length in spec["lengths"]:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: one length, then out without the parent's exit work
+            os.close(read)
+            code = 1
+            try:
+                os.write(write, json.dumps(_peak_rise_mb(spec, length)).encode())
+                code = 0
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            answer = pipe.read()
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0 or not answer:
+            raise SystemExit(f"the measurement at T={length} failed")
+        rises[length] = json.loads(answer)
+    print(json.dumps(rises))
+
+
+def _peak_rise_mb(spec: dict[str, Any], length: int) -> float:
     torch.manual_seed(0)
     plugin = build_attention(spec["config"])
     pattern = plugin.build(N_LAYERS - 1, N_LAYERS, spec["training_length"])
     run = pattern if spec["path"] == "training" else pattern.reference
-    length = spec["length"]
     q = torch.randn(1, 8, length, 64, requires_grad=True)
     k = torch.randn(1, 2, length, 64, requires_grad=True)
     v = torch.randn(1, 2, length, 64, requires_grad=True)
     run(q[:, :, :64], k[:, :, :64], v[:, :, :64]).sum().backward()  # warm-up
     before = _reset_peak_kb()
     run(q, k, v).sum().backward()
-    print(json.dumps({"peak_mb": (_peak_kb() - before) / 1024}))
+    return (_peak_kb() - before) / 1024
 
 
 def _status_kb(key: str) -> int | None:

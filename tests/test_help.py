@@ -73,6 +73,7 @@ def test_a_lightning_command_prints_the_short_help(capsys, command):
     assert len(text.splitlines()) < 150  # LightningCLI's help: about 575 lines
     for option in ("--model.attention", "--model.lr", "--model.arch.n_layers", "--data"):
         assert f"  {option} " in text
+    assert "Transformer blocks L." in " ".join(text.split())  # a field's docstring (ModelConfig)
     for option in ("--trainer.devices", "--trainer.max_steps", "--trainer.precision"):
         assert f"  {option} " in text
     assert "--trainer.max_epochs" not in text and "--trainer.barebones" not in text

@@ -23,6 +23,7 @@ __all__ = [
     "check_optimizer_args",
     "check_optimizer_values",
     "full_help_requested",
+    "help_requested",
     "refuse_optimizer_option",
 ]
 
@@ -32,6 +33,13 @@ def full_help_requested(args: Sequence[str]) -> tuple[list[str], bool]:
     was there."""
     full = FULL_HELP in args
     return ["--help" if arg == FULL_HELP else arg for arg in args], full
+
+
+def help_requested(args: Sequence[str]) -> bool:
+    """Whether ``args`` ask for help text: ``-h``, ``--help[=full]``, ``--<key>.help CLASS``
+    or ``--print_config``."""
+    names = (arg.split("=", 1)[0] for arg in args)
+    return any(n in ("-h", "--help", "--print_config") or n.endswith(".help") for n in names)
 
 
 class LitSparseArgumentParser(LightningArgumentParser):

@@ -69,11 +69,18 @@ def test_unknown_run_names_the_allowed_ones(capsys):
 def two_quickstart_runs(tmp_path_factory) -> list[Path]:
     """fib fixed W8 and fib linear W8, launched by ``matrix --run`` with the quickstart
     config (shrunk further by the tests' tiny overlay)."""
+    from lit_sparse.study import runner
+
     root = tmp_path_factory.mktemp("matrix")
     dirs = []
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(root)
         patch.setattr(sys, "argv", ["lit_sparse"])
+        # each fit through the same CLI in this process: what --run launches is checked
+        # here, its process of its own in test_matrix_preset.py (a crash, a kill, a claim)
+        # and test_recall_preset.py; here it would only add two interpreter and Lightning
+        # start-ups (9 s of CPU each)
+        patch.setattr(runner, "fit_in_subprocess", lambda args: lit_main(list(args)))
         for name in ("fib_fixed_w8", "fib_linear_w8"):
             extra = ["--config", str(QUICKSTART), "--config", str(TINY)]
             assert lit_main(["matrix", "--run", name, *extra]) == 0
