@@ -81,9 +81,10 @@ def test_fit_ends_with_the_held_out_table_and_its_mean(fit_run):
     ppl = [float(v) for v in rows["val/ppl"]]
     assert ppl[2] == pytest.approx((ppl[0] + ppl[1]) / 2, abs=0.01)
     # the same windows at 1x (printed to 0.01; validation sums in float32, the evaluation in
-    # float64)
+    # float64: a relative 1e-5 apart, 0.02 at the untrained tiny model's perplexity of 12,677
+    # on one machine)
     at_1x = json.loads((run / "extrapolation.json").read_text())["sets"]["shakespeare"]
-    assert ppl[0] == pytest.approx(at_1x[str(min(map(int, at_1x)))]["ppl"], abs=0.01)
+    assert ppl[0] == pytest.approx(at_1x[str(min(map(int, at_1x)))]["ppl"], rel=1e-5, abs=0.01)
 
 
 @pytest.mark.parametrize("command", ["validate", "test"])

@@ -20,13 +20,38 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-__all__ = ["LLAMA_CPP_ROWS", "LlamaCppRow"]
+__all__ = ["LLAMA_CPP_ROWS", "LlamaCppRow", "open_llama"]
 
 LLAMA_CPP_ROWS = ("llama_cpp_f32", "llama_cpp_q8_0")
 MIN_VOCAB = 258
 """The byte-level vocabulary written into the bench's GGUF (256 bytes, a merge, an EOS)."""
 PROMPT_BATCH = 512
 KV_BYTES = 2  # llama.cpp's default cache type: f16
+
+
+def open_llama(path, **options):
+    """``llama_cpp.Llama`` on a GGUF file, with llama.cpp's extra weight buffers (its AMX and
+    repacked layouts) off on a CPU with AMX-INT8: there llama.cpp's AMX matrix product crashes
+    the process on quantized weights (a segmentation fault in ``ggml_backend_amx_mul_mat``,
+    seen here with q8_0 on a Xeon; upstream ggml-org/llama.cpp#20824), and llama-cpp-python has
+    no option for it but the model parameters' default, which is swapped for the load."""
+    import llama_cpp
+    from llama_cpp import llama_cpp as api
+
+    if b"AMX_INT8 = 1" not in api.llama_print_system_info():
+        return llama_cpp.Llama(str(path), **options)
+    defaults = api.llama_model_default_params
+
+    def without_extra_buffers():
+        params = defaults()
+        params.use_extra_bufts = False
+        return params
+
+    api.llama_model_default_params = without_extra_buffers
+    try:
+        return llama_cpp.Llama(str(path), **options)
+    finally:
+        api.llama_model_default_params = defaults
 
 
 class LlamaCppRow:
@@ -47,8 +72,8 @@ class LlamaCppRow:
         with tempfile.TemporaryDirectory(prefix="lit_sparse_gguf_") as folder:
             path = Path(folder) / f"bench-{gguf_type}.gguf"
             self.weight_bytes = write_gguf(network, path, byte_vocab(), gguf_type)
-            self.llm = llama_cpp.Llama(
-                model_path=str(path),
+            self.llm = open_llama(
+                path,
                 n_ctx=context + total_tokens + 1,
                 n_batch=PROMPT_BATCH,
                 n_ubatch=PROMPT_BATCH,

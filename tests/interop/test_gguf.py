@@ -14,6 +14,7 @@ import torch
 import lit_sparse
 from lit_sparse import LanguageModel, ModelConfig
 from lit_sparse.__main__ import main as lit_main
+from lit_sparse.bench.decode_llama_cpp import open_llama
 from lit_sparse.commands.bench import main as bench_main
 
 PROMPT = "ROMEO: What light through yonder window breaks?"
@@ -152,7 +153,7 @@ def test_llama_cpp_tokenizes_and_generates_as_lit_sparse(exported):
     tokenizer = lit_sparse.Tokenizer.from_pretrained()
     f32 = llama_cpp.GGML_TYPE_F32
     options = {"n_ctx": 64, "n_threads": 1, "logits_all": True, "verbose": False}
-    llm = llama_cpp.Llama(str(files["f32"]), type_k=f32, type_v=f32, **options)
+    llm = open_llama(files["f32"], type_k=f32, type_v=f32, **options)
     ids = llm.tokenize(PROMPT.encode(), add_bos=False)
     assert ids == tokenizer.encode(PROMPT)
     assert llm.detokenize(ids).decode() == PROMPT
@@ -167,7 +168,7 @@ def test_llama_cpp_tokenizes_and_generates_as_lit_sparse(exported):
     llm.close()
     expected = lit_sparse.generate(model, [ids], 40, temperature=0).run()[0].tolist()
     assert new == expected
-    small = llama_cpp.Llama(str(files["q8_0"]), **options)
+    small = open_llama(files["q8_0"], **options)
     small.eval(ids)
     error = np.abs(small.scores[: len(ids)] - logits)  # the logits' std is 1.0
     small.close()
