@@ -39,6 +39,7 @@ from torch import Tensor
 from lit_sparse.attention import AttentionPattern, AttentionPlugin, build_attention
 from lit_sparse.attention.registry import all_conformance_cases, get_attention
 from lit_sparse.config import ModelConfig
+from lit_sparse.io.forks import call_in_fork
 from lit_sparse.model import LanguageModel
 
 __all__ = [
@@ -507,28 +508,10 @@ def _memory_child(argument: str) -> None:
         return
     rises = {}
     for length in spec["lengths"]:
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: one length, then out without the parent's exit work
-            os.close(read)
-            code = 1
-            try:
-                os.write(write, json.dumps(_peak_rise_mb(spec, length)).encode())
-                code = 0
-            except BaseException:
-                import traceback
-
-                traceback.print_exc()
-            finally:
-                sys.stderr.flush()
-                os._exit(code)
-        os.close(write)
-        with os.fdopen(read) as pipe:
-            answer = pipe.read()
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0 or not answer:
-            raise SystemExit(f"the measurement at T={length} failed")
-        rises[length] = json.loads(answer)
+        try:
+            rises[length] = call_in_fork(_peak_rise_mb, spec, length)
+        except ChildProcessError as err:
+            raise SystemExit(f"the measurement at T={length} failed: {err}") from None
     print(json.dumps(rises))
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import traceback
 from typing import Any
 
 from lit_sparse.bench import timing
@@ -41,6 +40,7 @@ from lit_sparse.bench.timing import (
     time_plugins,
 )
 from lit_sparse.bench.train import train_case
+from lit_sparse.io.forks import call_in_fork
 
 __all__ = ["bench_table", "length_rows", "measure", "run_child", "run_lengths"]
 
@@ -104,27 +104,12 @@ def _forked_peaks(spec: dict[str, Any]) -> dict[str, float | None]:
         if is_flex(plugin):
             continue
         progress(f"T={spec['length']} {plugin}: peak memory ...")
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: one row's peak, then out without the parent's exit work
-            os.close(read)
-            code = 1
-            try:
-                row = measure({**spec, "mode": "memory", "plugin": plugin})
-                os.write(write, json.dumps(row).encode())
-                code = 0
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                sys.stderr.flush()
-                os._exit(code)
-        os.close(write)
-        with os.fdopen(read) as pipe:
-            answer = pipe.read()
-        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-        if code != 0 or not answer:
-            progress(f"memory process failed (exit {code})")
-        peaks[plugin] = json.loads(answer)["peak_mb"] if code == 0 and answer else None
+        try:
+            row = call_in_fork(measure, {**spec, "mode": "memory", "plugin": plugin})
+        except ChildProcessError as err:
+            progress(f"memory: {err}")
+            row = {"peak_mb": None}
+        peaks[plugin] = row["peak_mb"]
     return peaks
 
 
