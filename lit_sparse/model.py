@@ -42,16 +42,21 @@ class Linear(nn.Linear):
 
 class FusedProjection(nn.Module):
     """Several projections of one input as one product, for decoding: their weights stacked
-    column-major in one buffer (not saved), of which the projections' own weights become
-    views (:meth:`fuse`). One product and one call instead of two or three. Once a weight is
-    replaced (``.to()``, ``bfloat16_weights``, a quantization) the views are gone and
-    :meth:`active` is False: the modules' own projections run again."""
+    in one buffer (not saved), of which the projections' own weights become views
+    (:meth:`fuse`): float32 column-major (a plain matrix product streams it), bfloat16
+    row-major (what the compiled kernel reads). One product and one call instead of two or
+    three. Once a weight is replaced (``.to()``, ``bfloat16_weights``, a quantization) the
+    views are gone and :meth:`active` is False: the modules' own projections run again."""
+
+    DTYPES = (torch.float32, torch.bfloat16)
 
     def __init__(self, projections: list[nn.Linear]):
         super().__init__()
         self.projections = projections  # a plain list: the modules stay their parents'
         stacked = torch.cat([p.weight.detach() for p in projections])  # (sum of outs, in)
-        self.register_buffer("weight", stacked.t().contiguous().t(), persistent=False)
+        if stacked.dtype == torch.float32:
+            stacked = stacked.t().contiguous().t()
+        self.register_buffer("weight", stacked, persistent=False)
         self.sizes = [p.weight.shape[0] for p in projections]
         first = 0
         for projection, size in zip(projections, self.sizes, strict=True):
@@ -60,18 +65,19 @@ class FusedProjection(nn.Module):
 
     @classmethod
     def fuse(cls, projections: list[nn.Linear]) -> FusedProjection | None:
-        """The fused projection of float32 CPU ``nn.Linear`` modules sharing one input, None
-        for any other (bfloat16, int8, CUDA: their own kernels)."""
+        """The fused projection of float32 or bfloat16 CPU ``nn.Linear`` modules sharing one
+        input and a dtype, None for any other (int8, CUDA: their own kernels)."""
         weights = [getattr(p, "weight", None) for p in projections]
         if not all(isinstance(p, nn.Linear) for p in projections) or not all(
-            w.device.type == "cpu" and w.dtype == torch.float32 for w in weights
+            w.device.type == "cpu" and w.dtype == weights[0].dtype in cls.DTYPES for w in weights
         ):
             return None
         return cls(projections)
 
     def active(self) -> bool:
         """Whether every projection's weight is still its view of the buffer."""
-        base, step, first = self.weight.data_ptr(), self.weight.element_size(), 0
+        base, first = self.weight.data_ptr(), 0
+        step = self.weight.stride(0) * self.weight.element_size()  # bytes from row to row
         for projection, size in zip(self.projections, self.sizes, strict=True):
             if projection.weight.data_ptr() != base + first * step:
                 return False

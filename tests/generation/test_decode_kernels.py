@@ -54,12 +54,19 @@ def test_the_compiled_step_equals_the_torch_step(case):
 @pytest.mark.parametrize(("rows", "inner"), [(1, 512), (3, 40), (5, 16), (33, 100), (64, 7)])
 def test_bfloat16_weights_are_widened_exactly(rows, inner):
     """The kernel's product with bfloat16 weights is the float32 product with the widened
-    weights (to float32 rounding), for any number of rows and any inner size."""
+    weights (to float32 rounding), for any number of rows and any inner size, and each row
+    is the same bits computed alone."""
     gen = torch.Generator().manual_seed(rows)
     x = torch.randn(rows, inner, generator=gen)
     weight = torch.randn(70, inner, generator=gen).to(torch.bfloat16)
     want = F.linear(x, weight.float())
-    torch.testing.assert_close(compiled.bf16_linear(x, weight), want, rtol=1e-5, atol=1e-5)
+    got = compiled.bf16_linear(x, weight)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    # tiles of 1-4 rows of x and 4 of the weight: every sum in the same order, whatever M
+    alone = torch.cat(
+        [compiled.bf16_linear(x[i : i + 1].contiguous(), weight) for i in range(rows)]
+    )
+    assert torch.equal(got, alone)
 
 
 def test_a_model_with_bfloat16_weights_keeps_float32_activations():

@@ -83,12 +83,21 @@ def test_generation_lays_the_model_out_and_saving_reads_the_same_weights(tmp_pat
         assert torch.equal(loaded.state_dict()[name], value), name
 
 
-def test_bfloat16_weights_keep_their_layout():
-    """bfloat16 matrices go through the compiled kernel, which reads them row-major."""
+def test_bfloat16_weights_keep_their_layout_and_fuse_row_major():
+    """bfloat16 matrices go through the compiled kernel, which reads them row-major: q/k/v
+    and gate/up fuse into row-major stacks, and the logits are the unfused model's."""
     model = bfloat16_weights(tiny_model(build_attention("dense")))
+    ids = torch.randint(0, VOCAB, (1, 12), generator=torch.Generator().manual_seed(3))
+    with torch.inference_mode():
+        unfused = model(ids)
     decoding_layout(model)
-    assert model.blocks[0].attn.q_proj.weight.is_contiguous()
+    attn = model.blocks[0].attn
+    assert attn.qkv.active() and attn.qkv.weight.is_contiguous()
+    assert attn.q_proj.weight.is_contiguous() and attn.q_proj.weight.dtype == torch.bfloat16
+    assert model.blocks[0].ffn.gate_up.active()
     assert model.embedding.weight.is_contiguous()
+    with torch.inference_mode():
+        torch.testing.assert_close(model(ids), unfused, rtol=0, atol=1e-5)
 
 
 def test_a_replaced_or_reloaded_weight_is_what_the_layout_computes_with():
