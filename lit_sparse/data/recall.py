@@ -11,6 +11,8 @@ as is. The same seed gives the same tensors; ``seed`` may also be a sequence of 
   queries at power-law gaps, random tokens elsewhere; the label of a query is its value.
 - :func:`distance_retrieval`: one key-value pair and its query exactly d tokens after the
   key, in random filler: accuracy per d measures how far a pattern reaches through depth.
+- :func:`distance_pairs`: several such pairs in one example, each asked for once at its own
+  distance (training with more than one answer per example).
 - :func:`passkey`: a key of digits hidden at a chosen depth of real filler text, asked for
   at the end.
 """
@@ -31,6 +33,7 @@ __all__ = [
     "IGNORE_INDEX",
     "PasskeyTemplate",
     "distance_buckets",
+    "distance_pairs",
     "distance_retrieval",
     "gap_probabilities",
     "multiquery_ar",
@@ -185,6 +188,50 @@ def distance_retrieval(
     inputs[rows, start], inputs[rows, start + 1], inputs[rows, start + d] = keys, values, keys
     labels = np.full((n, seq_len), IGNORE_INDEX, dtype=np.int64)
     labels[rows, start + d] = values
+    return torch.from_numpy(inputs.astype(np.int64)), torch.from_numpy(labels)
+
+
+def distance_pairs(
+    num_examples: int, seq_len: int, pairs: int, vocab_size: int, seed: Seed = 0
+) -> tuple[Tensor, Tensor]:
+    """``pairs`` key-value pairs per example, each asked for once: (inputs, labels).
+
+    As :func:`distance_retrieval`, with several pairs: distinct keys from [1, V/2), values
+    from [V/2, V), and each pair's query the key again d tokens after it, d uniform in
+    [2, L - 2] and drawn again where the pair does not fit between those placed before it;
+    filler from [0, V) without the example's keys, so every query has one answer. An example
+    holds ``pairs`` labels, where :func:`distance_retrieval`'s holds one: a training batch
+    asks ``pairs`` times as many questions for the same tokens.
+    """
+    _positive(num_examples=num_examples, seq_len=seq_len, pairs=pairs, vocab_size=vocab_size)
+    if 4 * pairs > seq_len:
+        raise ConfigError(f"pairs={pairs}: needs 4 * pairs <= seq_len ({seq_len})")
+    half = vocab_size // 2
+    if pairs > half - 1:
+        raise ConfigError(f"pairs={pairs}: needs distinct keys, at most V/2 - 1 = {half - 1}")
+    rng = _rng(seed)
+    n = num_examples
+    keys = _sample_without_replacement(rng, n, pairs, np.ones(half - 1)) + 1  # (n, pairs)
+    values = rng.integers(half, vocab_size, size=(n, pairs))
+    inputs = rng.integers(0, vocab_size, size=(n, seq_len))
+    while (clash := (inputs[:, :, None] == keys[:, None, :]).any(-1)).any():
+        inputs[clash] = rng.integers(0, vocab_size, size=int(clash.sum()))
+    labels = np.full((n, seq_len), IGNORE_INDEX, dtype=np.int64)
+    for row in range(n):
+        free = np.ones(seq_len, dtype=bool)
+        for key, value in zip(keys[row], values[row], strict=True):
+            for _ in range(1000):
+                d = int(rng.integers(2, seq_len - 1))
+                span = seq_len - 1 - d  # starts p in [0, L - 2 - d]: p, p + 1, p + d free
+                starts = np.flatnonzero(free[:span] & free[1 : span + 1] & free[d : d + span])
+                if starts.size:
+                    break
+            else:  # unreachable at 4 * pairs <= L: far more room than three slots a pair
+                raise ConfigError(f"pairs={pairs}: no room for a pair at seq_len={seq_len}")
+            p = int(starts[rng.integers(starts.size)])
+            free[[p, p + 1, p + d]] = False
+            inputs[row, [p, p + 1, p + d]] = key, value, key
+            labels[row, p + d] = value
     return torch.from_numpy(inputs.astype(np.int64)), torch.from_numpy(labels)
 
 

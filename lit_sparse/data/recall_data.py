@@ -37,6 +37,7 @@ from lit_sparse.data.recall import (
     IGNORE_INDEX,
     PasskeyTemplate,
     distance_buckets,
+    distance_pairs,
     distance_retrieval,
     multiquery_ar,
     passkey,
@@ -282,6 +283,9 @@ class DistanceDataModule(RecallDataModule):
         seq_len: T, the training length.
         vocab_size: V, keys from [1, V/2), values from [V/2, V), filler from [0, V).
         batch_size: training examples per batch, each with d uniform in [2, T - 2].
+        pairs: key-value pairs per training example, each asked for once at its own
+            distance (``distance_pairs``); 1 is the held-out sets' form. More pairs give
+            more answers a step for the same tokens (each held-out example has one).
         val_examples: examples per distance bucket at T.
         min_examples: examples per bucket at the longer lengths, at least (there the
             buckets hold the same tokens as at T: fewer, longer examples).
@@ -299,6 +303,7 @@ class DistanceDataModule(RecallDataModule):
         seq_len: int = 256,
         vocab_size: int = 512,
         batch_size: int = 32,
+        pairs: int = 1,
         val_examples: int = 64,
         min_examples: int = 8,
         val_batch_size: int = 64,
@@ -309,6 +314,12 @@ class DistanceDataModule(RecallDataModule):
         if seq_len < 4:
             raise ConfigError(f"data.seq_len={seq_len}: the distance task needs at least 4")
         self._vocab_size = _integer("vocab_size", vocab_size, low=4)
+        self.pairs = _integer("pairs", pairs)
+        if 4 * self.pairs > seq_len or self.pairs > self._vocab_size // 2 - 1:
+            raise ConfigError(
+                f"data.pairs={pairs}: expected at most seq_len / 4 = {seq_len // 4} pairs and "
+                f"vocab_size / 2 - 1 = {self._vocab_size // 2 - 1} (distinct keys)"
+            )
         self.val_examples = _integer("val_examples", val_examples)
         self.min_examples = _integer("min_examples", min_examples)
 
@@ -321,6 +332,8 @@ class DistanceDataModule(RecallDataModule):
         return self._vocab_size
 
     def train_batch(self, n: int, seed: tuple[int, ...]) -> Examples:
+        if self.pairs > 1:
+            return distance_pairs(n, self.seq_len, self.pairs, self._vocab_size, seed)
         rng = np.random.default_rng(np.random.SeedSequence([*seed, 1]))
         distances = rng.integers(2, self.seq_len - 1, size=n)  # uniform in [2, T - 2]
         return distance_retrieval(n, self.seq_len, distances, self._vocab_size, seed)

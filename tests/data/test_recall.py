@@ -15,6 +15,7 @@ from lit_sparse.data.recall import (
     IGNORE_INDEX,
     PasskeyTemplate,
     distance_buckets,
+    distance_pairs,
     distance_retrieval,
     gap_probabilities,
     multiquery_ar,
@@ -114,6 +115,46 @@ def test_seeds_reproduce_and_differ():
     e = distance_retrieval(8, 32, 5, 64, seed=5)
     assert torch.equal(e[0], distance_retrieval(8, 32, 5, 64, seed=5)[0])
     assert not torch.equal(e[0], distance_retrieval(8, 32, 5, 64, seed=6)[0])
+
+
+def test_distance_pairs_ask_each_pair_once_at_its_own_distance():
+    """Every example holds `pairs` distinct keys, each twice (the pair and its query) and
+    nowhere else; the label at each query is the token after the key; distances spread over
+    [2, L - 2]; a seed reproduces the batch."""
+    n, length, pairs, vocab = 64, 64, 6, 128
+    x, y = distance_pairs(n, length, pairs, vocab, seed=3)
+    assert x.shape == y.shape == (n, length)
+    assert ((y != IGNORE_INDEX).sum(-1) == pairs).all()
+    distances = []
+    for row in range(n):
+        queries = torch.nonzero(y[row] != IGNORE_INDEX).flatten().tolist()
+        keys = x[row, queries]
+        assert len(set(keys.tolist())) == pairs and (keys >= 1).all() and (keys < vocab // 2).all()
+        for query in queries:
+            key = x[row, query]
+            first, second = torch.nonzero(x[row] == key).flatten().tolist()  # exactly twice
+            assert second == query and y[row, query] == x[row, first + 1] >= vocab // 2
+            assert query + 1 < length
+            distances.append(query - first)
+    assert min(distances) >= 2 and max(distances) > length // 2
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip((x, y), distance_pairs(n, length, pairs, vocab, seed=3), strict=True)
+    )
+    assert not torch.equal(x, distance_pairs(n, length, pairs, vocab, seed=4)[0])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((4, 32, 9, 512), "pairs=9: needs 4 * pairs <= seq_len (32)"),
+        ((4, 64, 8, 16), "pairs=8: needs distinct keys, at most V/2 - 1 = 7"),
+        ((4, 64, 0, 512), "pairs=0: expected an integer >= 1"),
+    ],
+)
+def test_distance_pairs_constraints(args, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        distance_pairs(*args)
 
 
 @pytest.mark.parametrize(

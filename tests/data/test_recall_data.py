@@ -108,6 +108,18 @@ def test_distance_buckets_at_every_length():
     assert ((train_y != IGNORE_INDEX).sum(-1) == 1).all()
 
 
+def test_distance_training_with_several_pairs_keeps_one_pair_held_out():
+    """data.pairs asks several questions per training example; the held-out sets keep one
+    pair per example; too many pairs for the length is one line naming the field."""
+    dm = DistanceDataModule(seq_len=32, vocab_size=64, pairs=4, val_examples=6, min_examples=6)
+    train_x, train_y = batches(dm, 1)[0]
+    assert ((train_y != IGNORE_INDEX).sum(-1) == 4).all()
+    for _, y in dm.recall_sets(32).values():
+        assert ((y != IGNORE_INDEX).sum(-1) == 1).all()
+    with pytest.raises(ConfigError, match=r"^data.pairs=9: expected at most seq_len / 4 = 8"):
+        DistanceDataModule(seq_len=32, pairs=9)
+
+
 @pytest.mark.slow  # tokenizes the embedded corpus when the session's token cache has none
 def test_passkey_reads_the_training_plays_for_training_and_the_held_out_plays_for_its_sets():
     dm = PasskeyDataModule(seq_len=64, val_examples=4, depths=[0.0, 1.0])
