@@ -6,7 +6,11 @@ layer) as int8 with one float32 scale per output channel, symmetric: ``w ~ scale
 ``q = round(w / scale)`` in [-127, 127], ``scale = max|w| / 127`` of its row. The norms,
 the caches, the residual stream and everything between the products stay float32.
 
-The products run through ``torch._weight_int8pack_mm``, the weight-only int8 kernel gpt-fast
+A decoding step's products (up to ``SMALL_ROWS`` rows) run through lit_sparse's compiled
+kernel (``kernels.compiled.int8_linear``): float32 inputs, each int8 weight widened as it is
+read, float32 sums, the scale applied to each sum; it streams the int8 bytes at the memory's
+speed (docs/performance.md, "int8 weights"). Longer inputs (a prefill) run through
+``torch._weight_int8pack_mm``, the weight-only int8 kernel gpt-fast
 and torchao use. On the CPU it is vectorised for bfloat16 activations only (its float32
 path is a scalar loop, 10x slower than float32's own product), so each product's input is
 rounded to bfloat16, the kernel widens int8 and bfloat16 to float32 and sums in float32, and
@@ -27,6 +31,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lit_sparse.attention.kernels import compiled
+from lit_sparse.attention.kernels.mixed_linear import SMALL_ROWS
 from lit_sparse.errors import ConfigError
 from lit_sparse.model import LanguageModel, Linear
 
@@ -65,7 +71,15 @@ class Int8Weight(nn.Module):
         self.register_buffer("_unit", ones, persistent=False)  # the kernel's own scales
 
     def product(self, x: Tensor) -> Tensor:
-        """``x @ W.T`` (..., out_features) in float32 for x (..., in_features)."""
+        """``x @ W.T`` (..., out_features) in float32 for x (..., in_features): up to
+        ``SMALL_ROWS`` rows (decoding) through the compiled kernel, float32 throughout;
+        more rows (a prefill) through torch's kernel, with bfloat16 inputs."""
+        count = x.numel() // self.in_features
+        if count <= SMALL_ROWS and x.device.type == "cpu" and compiled.available():
+            flat = x.reshape(count, self.in_features).float().contiguous()
+            columns = self.weight[:, : self.in_features]  # the padding left out: rows strided
+            out = compiled.int8_linear(flat, columns, self.scale)
+            return out.view(*x.shape[:-1], self.out_features)
         rows = x.reshape(-1, self.in_features).to(torch.bfloat16, copy=True)  # aligned, new
         padding = self.weight.shape[1] - self.in_features
         if padding:

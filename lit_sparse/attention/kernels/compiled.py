@@ -372,3 +372,10 @@ def bf16_linear(x: Tensor, weight: Tensor) -> Tensor:
     """x (M, K) float32 times bfloat16 ``weight`` (N, K) transposed, summed in float32 (call
     :func:`available` first): (M, N)."""
     return _extension().bf16_linear(x, weight)
+
+
+def int8_linear(x: Tensor, weight: Tensor, scale: Tensor) -> Tensor:
+    """x (M, K) float32 times int8 ``weight`` (N, K; rows contiguous, possibly padded)
+    transposed, each output channel times its float32 ``scale`` (N,), summed in float32
+    (call :func:`available` first): (M, N)."""
+    return _extension().int8_linear(x, weight, scale)

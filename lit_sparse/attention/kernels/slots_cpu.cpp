@@ -693,9 +693,77 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
   return y;
 }
 
+// ------------------------------------------------------------------------------ int8 weights
+// y (M, N) = (x (M, K) w (N, K)^T) * scale (N) for float32 x and int8 w with a float32 scale
+// per output channel (weight-only int8: a quarter of float32's bytes), float32 sums; rows of
+// w may be padded (row stride ld >= K). Tiles as bf16_tile: R rows of x, kInt8Cols rows of w
+// side by side, each sum over k in order, a prefetch 16 KB ahead.
+constexpr int kInt8Cols = 4;
+
+template <int R>
+void int8_tile(const float* x, const int8_t* const* w, int64_t K, int64_t ahead,
+               const float* scale, float* out, int64_t out_stride, int64_t cols) {
+  using FVec = at::vec::Vectorized<float>;
+  using IVec = at::vec::Vectorized<int8_t>;
+  constexpr int64_t W = FVec::size();  // <= IVec::size() / 2: one quarter or half a load
+  FVec acc[R][kInt8Cols];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < kInt8Cols; ++c) acc[r][c] = FVec(0.f);
+  for (int64_t k = 0; k < K; k += W) {
+    const int64_t n = std::min(W, K - k);
+    FVec widened[kInt8Cols];  // lanes past K hold 1 (the masked load's fill); x's hold 0
+    for (int c = 0; c < kInt8Cols; ++c) {
+      __builtin_prefetch(w[c] + ahead + k);  // a hint: never faults, even past w's end
+      widened[c] = at::vec::convert<float>(IVec::loadu(w[c] + k, static_cast<int8_t>(n)));
+    }
+    for (int r = 0; r < R; ++r) {
+      const FVec xv = FVec::loadu(x + r * K + k, n);
+      for (int c = 0; c < kInt8Cols; ++c) acc[r][c] = at::vec::fmadd(xv, widened[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < cols; ++c) out[r * out_stride + c] = lane_sum(acc[r][c]) * scale[c];
+}
+
+torch::Tensor int8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale) {
+  TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), "int8_linear: x (M, K), w (N, K)");
+  TORCH_CHECK(x.scalar_type() == torch::kFloat && w.scalar_type() == torch::kChar &&
+                  scale.scalar_type() == torch::kFloat && scale.numel() == w.size(0),
+              "int8_linear: float32 x, int8 w, float32 scale (N,)");
+  TORCH_CHECK(x.is_contiguous() && w.stride(1) == 1 && w.stride(0) >= w.size(1) && scale.is_contiguous() &&
+                  x.device().is_cpu() && w.device().is_cpu() && scale.device().is_cpu(),
+              "int8_linear: CPU tensors, x and scale contiguous, w's rows contiguous");
+  const int64_t M = x.size(0), K = x.size(1), N = w.size(0), ld = w.stride(0);
+  auto y = torch::empty({M, N}, x.options());
+  const float* xp = x.data_ptr<float>();
+  const int8_t* wp = w.data_ptr<int8_t>();
+  const float* sp = scale.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  const int64_t blocks = (N + kInt8Cols - 1) / kInt8Cols, ahead = 16384;
+  at::parallel_for(0, blocks, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t n0 = b * kInt8Cols, cols = std::min<int64_t>(kInt8Cols, N - n0);
+      const int8_t* rows_of_w[kInt8Cols];  // an edge block repeats its last row
+      for (int c = 0; c < kInt8Cols; ++c) rows_of_w[c] = wp + (n0 + std::min<int64_t>(c, cols - 1)) * ld;
+      for (int64_t m = 0; m < M;) {
+        const float* xm = xp + m * K;
+        float* out = yp + m * N + n0;
+        switch (std::min<int64_t>(4, M - m)) {
+          case 4: int8_tile<4>(xm, rows_of_w, K, ahead, sp + n0, out, N, cols); m += 4; break;
+          case 3: int8_tile<3>(xm, rows_of_w, K, ahead, sp + n0, out, N, cols); m += 3; break;
+          case 2: int8_tile<2>(xm, rows_of_w, K, ahead, sp + n0, out, N, cols); m += 2; break;
+          default: int8_tile<1>(xm, rows_of_w, K, ahead, sp + n0, out, N, cols); m += 1; break;
+        }
+      }
+    }
+  });
+  return y;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward, "sparse attention over key slots, forward (CPU)");
   m.def("backward", &backward, "sparse attention over key slots, backward (CPU)");
   m.def("decode_step", &decode_step, "one decoding position over a ring of cached rows (CPU)");
   m.def("bf16_linear", &bf16_linear, "float32 x times bfloat16 weights, float32 sums (CPU)");
+  m.def("int8_linear", &int8_linear, "float32 x times int8 weights and per-row scales (CPU)");
 }
