@@ -38,20 +38,30 @@ def first_at(curve: dict, threshold: float) -> int | None:
     return next((step for step, acc in points if acc and acc >= threshold), None)
 
 
+def task(setup: dict) -> str:
+    """The run's task as the document names it: MQAR (L, pairs) or distance at T."""
+    length = setup["data.init_args.seq_len"]
+    if setup["data.class_path"].endswith("MQARDataModule"):
+        return f"MQAR ({length}, {setup['data.init_args.num_kv_pairs']})"
+    pairs = setup.get("data.init_args.pairs") or 1
+    return f"distance T={length}" + (f", {pairs} pairs" if pairs > 1 else "")
+
+
 def table() -> str:
     rows = []
-    for path in sorted(HERE.glob("*.json"), key=lambda p: p.stat().st_mtime):
-        r = read_record(path)
+    records = [read_record(path) for path in HERE.glob("*.json")]
+    for r in sorted(records, key=lambda r: (task(r["setup"]).startswith("distance"), r["name"])):
         setup, curve = r["setup"], r["curve"]
         heads = setup["model.arch.n_heads"]
         early = r["stopped_early"] or r["step"] < r["max_steps"]  # runs before the flag
         batch = setup["data.init_args.batch_size"]
         at = first_at(curve, 0.9)
         per_step = r["cpu_s"] / r["step"]
-        final = r["recall"]["scores"]["use"]["64"]["L64_kv4"]["accuracy"]
+        final = curve["val/acc"][-1]  # the last validation: the held-out sets at T
         rows.append(
             [
                 r["name"],
+                task(setup),
                 str(setup["model.arch.n_layers"]),
                 f"{heads}x{setup['model.arch.d_model'] // heads}",
                 "SwiGLU"
@@ -70,6 +80,7 @@ def table() -> str:
     return markdown_table(
         [
             "run",
+            "task",
             "layers",
             "heads",
             "MLP",
