@@ -3,8 +3,9 @@
     python docs/recall-study/harvest_calibration.py RUNS_ROOT [COMMIT]
 
 RUNS_ROOT is calibrate.sh's folder: <name>/dense/version_0 per run and <name>.log with the
-/usr/bin/time line. Each finished run becomes docs/recall-study/calibration/<name>.json (the
-study's record format); the table is printed from every record there.
+/usr/bin/time line. Each finished run not recorded yet becomes
+docs/recall-study/calibration/<name>.json (the study's record format, COMMIT the commit its
+worktree was pinned at); the table is printed from every record there.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ HERE = Path(__file__).parent / "calibration"
 def harvest(root: Path, commit: str | None) -> None:
     for log in sorted(root.glob("*.log")):
         name, run_dir = log.stem, root / log.stem / "dense" / "version_0"
+        if (HERE / f"{name}.json").exists():  # recorded already (maybe at another commit)
+            continue
         timing = re.search(r"wall ([\d.]+) s, cpu ([\d.]+)\+([\d.]+) s", log.read_text())
         if timing is None or not (run_dir / "recall.json").is_file():
             continue
