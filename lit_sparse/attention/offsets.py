@@ -171,19 +171,6 @@ def union_distances(per_layer: Sequence[Sequence[int]]) -> list[int]:
     return sorted(set().union(*map(set, per_layer))) if per_layer else []
 
 
-def two_hop_distances(per_layer: Sequence[Sequence[int]], length: int) -> list[int]:
-    """Distances reachable through a layer and any later one (a + b <= length - 1).
-
-    The residual stream carries a layer's output to every later layer, so any ordered pair
-    composes; distance 0 is in every set, so single hops are included.
-    """
-    reach: set[int] = set()
-    for index, first in enumerate(per_layer):
-        for second in per_layer[index + 1 :]:
-            reach |= {a + b for a in first for b in second if a + b <= length - 1}
-    return sorted(reach)
-
-
 def composed_reach(per_layer: Sequence[Sequence[int]], length: int) -> np.ndarray:
     """(length,) booleans: which distances 0..length - 1 a stack of layers reaches by
     composing one distance of each layer, in order (a sum d_1 + ... + d_L; distance 0 is in

@@ -179,13 +179,6 @@ def read_checkpoint(path: str | os.PathLike, weights: bool = True) -> dict[str, 
         raise _unreadable(path, _load_failure(err)) from None
 
 
-def find_last_checkpoint(experiment_dir: str | os.PathLike) -> Path | None:
-    """The newest ``version_*/checkpoints/last.ckpt`` under a logger's save_dir/name."""
-    candidates = Path(experiment_dir).glob("*/checkpoints/last.ckpt")
-    found = [p for p in candidates if is_checkpoint(p)]
-    return max(found, key=lambda p: p.stat().st_mtime) if found else None
-
-
 def differences(expected: Any, found: Any, prefix: str) -> list[str]:
     """'key: a != b' lines for nested dicts (``expected`` from the config)."""
     if isinstance(expected, dict) and isinstance(found, dict):

@@ -98,8 +98,3 @@ def test_interpolated_rungs_rules():
     assert [(lo, frac) for lo, frac in kept] == [(1, 0.0)]  # round(0.5) = 0 skipped; 1.5 repeats lo
     lo, frac = offsets.interpolated_rungs(1.3, [55], 8, 1024)[0]
     assert lo == 71 and math.isclose(frac, 0.5, abs_tol=1e-9)
-
-
-def test_two_hop_distances_compose_later_layers():
-    assert offsets.two_hop_distances([[0, 2], [0, 3]], 10) == [0, 2, 3, 5]
-    assert offsets.two_hop_distances([[0, 5], [0, 6]], 10) == [0, 5, 6]

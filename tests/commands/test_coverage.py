@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from lit_sparse.__main__ import main as lit_main
-from lit_sparse.attention import offsets
 from lit_sparse.commands.coverage import main
 from lit_sparse.parsing.config_files import read_model_config
 from lit_sparse.study.coverage import compute_coverage, format_ranges, two_hop
@@ -49,12 +48,28 @@ def test_window_override_and_length(capsys):
     assert union_line(out) == (13 + 8, 8)
 
 
+def two_hops_by_enumeration(per_layer, length: int) -> list[int]:
+    """Distances through a layer and any later one (a + b <= length - 1), by listing every
+    pair: the oracle of study.coverage.two_hop."""
+    reach = set()
+    for index, first in enumerate(per_layer):
+        for second in per_layer[index + 1 :]:
+            reach |= {a + b for a in first for b in second if a + b <= length - 1}
+    return sorted(reach)
+
+
+def test_two_hops_compose_a_layer_with_any_later_one():
+    assert two_hop([[0, 2], [0, 3]], 10) == [0, 2, 3, 5]
+    assert two_hop([[0, 5], [0, 6]], 10) == [0, 5, 6]
+    assert two_hop([[0, 5], [0, 6]], 6) == [0, 5]  # 6 and 11 are past the length
+
+
 def test_two_hops_are_printed_and_match_the_pure_function(capsys):
     assert main(["--config", str(CONFIGS / "staggered.yaml"), "--hops", "2"]) == 0
     out = capsys.readouterr().out
     spec = read_model_config([CONFIGS / "staggered.yaml"])
     layers = [p.distances(1024) for p in spec.patterns()]
-    expected = offsets.two_hop_distances(layers, 1024)
+    expected = two_hops_by_enumeration(layers, 1024)
     assert two_hop(layers, 1024) == expected
     assert f"two hops (a layer, then any later layer): {len(expected)} distances" in out
 
@@ -63,7 +78,7 @@ def test_two_hop_fast_path_equals_pure_function_on_small_cases():
     cases = [[[0, 1, 5], [0, 2, 7]], [[0, 3], [0, 1], [0, 4, 9]], [[0], [0]]]
     for layers in cases:
         for length in (4, 8, 20):
-            assert two_hop(layers, length) == offsets.two_hop_distances(layers, length)
+            assert two_hop(layers, length) == two_hops_by_enumeration(layers, length)
 
 
 def test_layered_configs_take_the_quickstart_shape():
