@@ -25,6 +25,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from lit_sparse.errors import CheckpointError, ConfigError
 from lit_sparse.io.atomic import remove_stale_temporaries, write_text
 from lit_sparse.runs.checkpoints import is_checkpoint, read_checkpoint
+from lit_sparse.runs.events import wait_for_a_later_event_file
 from lit_sparse.runs.folders import allocate_folder, new_version, resume_config_name, run_checkpoint
 from lit_sparse.runs.locks import RunLock, is_global_rank_zero
 from lit_sparse.runs.resume import choose_run
@@ -142,6 +143,7 @@ def continue_run(
             RunLock.acquire(run_dir, "fit")
             for folder in (run_dir, run_dir / "checkpoints"):
                 remove_stale_temporaries(folder, idle_s=0)  # we hold the run's lock
+            wait_for_a_later_event_file(run_dir)  # TensorBoard reads files in name order
         # a checkpoint of a finished run (saved at its schedule's end): keep its events at
         # that step (validation, extrapolation), none after it exist
         hparams = checkpoint.get("hyper_parameters") or {}
