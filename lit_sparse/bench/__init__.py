@@ -5,6 +5,8 @@
 - :mod:`~lit_sparse.bench.attention`: one attention call, forward + backward, per plugin.
 - :mod:`~lit_sparse.bench.train`: whole AdamW training steps of a model shape.
 - :mod:`~lit_sparse.bench.rows`: the processes and rows of those two, and their table.
+- :mod:`~lit_sparse.bench.plan`: what a ``bench`` command times, from its parsed options,
+  and its run (the command module holds only the parser).
 - :mod:`~lit_sparse.bench.decode`: decoding latency and KV-cache size after long contexts.
 - :mod:`~lit_sparse.bench.shape`: the model shape those of decoding share.
 """

@@ -33,9 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lit_sparse.bench.timing import progress
+from lit_sparse.errors import ConfigError
+
 __all__ = [
     "PLAN",
     "BenchCli",
+    "run_command",
     "DryRun",
     "Step",
     "check_step",
@@ -110,8 +114,6 @@ assert sum(step.budget_s for step in PLAN) <= BUDGET_S
 
 def plan(steps: list[str] | None = None) -> list[Step]:
     """The plan's steps, all or the named ones (in the plan's order)."""
-    from lit_sparse.errors import ConfigError
-
     names = [step.name for step in PLAN]
     unknown = sorted(set(steps or ()) - set(names))
     if unknown:
@@ -319,3 +321,31 @@ def dry_run(steps: list[Step], cli: BenchCli, progress) -> DryRun:
             found.failed[step.name] = f"{type(error).__name__}: {error}"[:500]
             progress(f"{step.name}: FAILED: {found.failed[step.name]}")
     return found
+
+
+def run_command(args: Any, cli: BenchCli) -> int:
+    """``bench gpu``: the plan printed, then checked (``--dry-run``) or run on CUDA with
+    every step's result written to ``--json``; 1 when a step failed."""
+    steps = plan(args.steps)
+    print(describe(steps))
+    if args.dry_run:
+        found = dry_run(steps, cli, progress)
+        for name, why in found.failed.items():
+            print(f"{name}: {why}", file=sys.stderr)
+        print("dry run: " + ("every piece imports and builds" if not found.failed else "FAILED"))
+        return 1 if found.failed else 0
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            "bench gpu: no CUDA device here; `bench gpu --dry-run` checks the plan on any machine"
+        )
+    if not args.json:
+        raise ConfigError("bench gpu: --json PATH is needed (where the results go)")
+    result = run_plan(steps, progress)
+    from lit_sparse.io.atomic import write_json
+
+    write_json(args.json, result)
+    failed = [r["step"] for r in result["steps"] if r["rc"] != 0]
+    print(f"{len(steps) - len(failed)} of {len(steps)} steps passed in {result['seconds']:.0f} s")
+    return 1 if failed else 0

@@ -27,78 +27,13 @@ floor, busy cores) is in :mod:`lit_sparse.bench.timing` and :mod:`lit_sparse.ben
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from typing import Any
 
-from lit_sparse.bench.attention import (
-    DTYPES,
-    FLEX,
-    FLEX_PREFIX,
-    LEARNED,
-    NATTEN,
-    SDPA,
-    fibonacci_keys,
-    flex_peer,
-    is_flex,
-    natten_available,
-    plugin_names,
-    slot_plugin_names,
-)
-from lit_sparse.bench.rows import bench_table, run_lengths
-from lit_sparse.bench.timing import progress
-from lit_sparse.bench.train import TRAIN_SHAPES, train_batch
+from lit_sparse.bench import plan
+from lit_sparse.bench.attention import DTYPES, FLEX, FLEX_PREFIX, LEARNED, NATTEN, SDPA
+from lit_sparse.bench.train import TRAIN_SHAPES
 from lit_sparse.commands import command_parser, reports_errors
-from lit_sparse.errors import ConfigError
 from lit_sparse.parsing.help_text import HelpFormatter
-
-DEFAULT_LENGTHS = (1024, 4096, 16384)
-
-
-def _bench_rows_of(args: argparse.Namespace) -> list[str]:
-    """The rows to time, dense first (the others divide by it), peers last: by default (and
-    with ``flex`` among the plugins) a FlexAttention row for every slot plugin listed."""
-    kind = args.command
-    chosen = list(args.plugins) if args.plugins else plugin_names(args.window)
-    flex = kind == "attention" and (args.plugins is None or FLEX in chosen)
-    plugins = [p for p in chosen if p != FLEX]
-    if "dense" not in plugins:
-        plugins.insert(0, "dense")
-    plugins.sort(key=lambda p: (p != "dense", is_flex(p)))
-    if flex:
-        slot_plugins = set(slot_plugin_names(args.window))
-        peers = [flex_peer(p) for p in plugins if p in slot_plugins]
-        plugins += [p for p in peers if p not in plugins]
-    if kind == "attention" and NATTEN not in plugins and args.plugins is None:
-        if natten_available():
-            plugins.append(NATTEN)
-        else:
-            progress("natten_mps is not installed: its peer row is skipped")
-    return plugins
-
-
-def _length_spec(args: argparse.Namespace, length: int) -> dict[str, Any]:
-    """What a child process needs to measure every row at ``length``."""
-    kind = args.command
-    return {
-        "kind": kind,
-        "length": length,
-        "device": args.device,
-        "window": args.window,
-        "keys": fibonacci_keys(args.window, length),
-        "dtype": getattr(args, "dtype", "float32"),
-        "batch": args.batch
-        if kind == "attention"
-        else train_batch(args.tokens_per_step, args.shape, length),
-        "shape": getattr(args, "shape", None),
-        "heads": getattr(args, "heads", 8),
-        "kv_heads": getattr(args, "kv_heads", 2),
-        "dim": getattr(args, "head_dim", 64),
-        "repeats": args.repeats,
-        "budget": args.budget,
-        "threads": args.threads,
-        "busy_cores": sorted(set(args.busy_cores)),
-    }
 
 
 def _subcommand(sub, name: str, what: str) -> argparse.ArgumentParser:
@@ -243,34 +178,6 @@ def _gpu_parser(sub) -> None:
     )
 
 
-def _gpu(args: argparse.Namespace) -> int:
-    from lit_sparse.bench.gpu import BenchCli, describe, dry_run, plan, run_plan
-
-    steps = plan(args.steps)
-    print(describe(steps))
-    if args.dry_run:
-        found = dry_run(steps, BenchCli(_parser().parse_args, _length_spec), progress)
-        for name, why in found.failed.items():
-            print(f"{name}: {why}", file=sys.stderr)
-        print("dry run: " + ("every piece imports and builds" if not found.failed else "FAILED"))
-        return 1 if found.failed else 0
-    import torch
-
-    if not torch.cuda.is_available():
-        raise ConfigError(
-            "bench gpu: no CUDA device here; `bench gpu --dry-run` checks the plan on any machine"
-        )
-    if not args.json:
-        raise ConfigError("bench gpu: --json PATH is needed (where the results go)")
-    result = run_plan(steps, progress)
-    from lit_sparse.io.atomic import write_json
-
-    write_json(args.json, result)
-    failed = [r["step"] for r in result["steps"] if r["rc"] != 0]
-    print(f"{len(steps) - len(failed)} of {len(steps)} steps passed in {result['seconds']:.0f} s")
-    return 1 if failed else 0
-
-
 def _decode_parser(sub) -> None:
     from lit_sparse.bench.decode import CONTEXTS, DTYPES, PLUGINS, DecodeBenchSpec
 
@@ -337,74 +244,16 @@ def _decode_parser(sub) -> None:
     decode.add_argument("--json", default=None, help="write the rows to this file")
 
 
-def _spec_rows(args: argparse.Namespace) -> int:
-    """``bench decode`` or ``prefill``: its spec from the options, its rows printed (and
-    written to --json)."""
-    from lit_sparse.bench import decode, prefill
-
-    spec_class, run, format_rows = {
-        "decode": (decode.DecodeBenchSpec, decode.run_decode_bench, decode.format_rows),
-        "prefill": (prefill.PrefillBenchSpec, prefill.run_prefill_bench, prefill.format_rows),
-    }[args.command]
-    options = {k: v for k, v in vars(args).items() if k not in ("command", "json")}
-    rows = run(spec_class(**options), progress=progress)
-    print(format_rows(rows))
-    if args.json:
-        from lit_sparse.io.atomic import write_json
-
-        write_json(args.json, rows)
-    return 1 if any("error" in row for row in rows) else 0
-
-
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.command in ("decode", "prefill"):
-        return _spec_rows(args)
+        return plan.run_spec_bench(args)
     if args.command == "gpu":
-        return _gpu(args)
-    if args.lengths is None:
-        args.lengths = list(DEFAULT_LENGTHS if args.command == "attention" else (1024, 4096))
-    for option, values in (("--lengths", args.lengths), ("--repeats", [args.repeats])):
-        bad = [v for v in values if v < 1]
-        if bad:
-            raise ConfigError(f"{option} {bad[0]}: must be an integer >= 1")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    bad = [n for n in args.busy_cores if not 0 <= n < (cores or 1)]
-    if bad:
-        raise ConfigError(
-            f"--busy-cores {bad[0]}: must be in 0..{(cores or 1) - 1} (this process may run on "
-            f"{cores} cores; keeping all of them busy would leave none for the bench)"
-        )
-    known = {*plugin_names(args.window), NATTEN, FLEX, SDPA}
-    known |= {flex_peer(p) for p in slot_plugin_names(args.window)}
-    unknown = sorted(set(args.plugins or ()) - known)
-    if unknown:
-        print(f"unknown plugins {unknown}; known: {sorted(known)}", file=sys.stderr)
-        return 2
-    if args.command == "attention" and (args.kv_heads < 1 or args.heads % args.kv_heads):
-        print(
-            f"--heads {args.heads} must be a multiple of --kv-heads {args.kv_heads} (GQA groups)",
-            file=sys.stderr,
-        )
-        return 2
-    flexes = [p for p in args.plugins or () if p == FLEX or is_flex(p)]
-    if flexes and args.command != "attention":
-        raise ConfigError(
-            f"--plugins {flexes[0]}: FlexAttention rows are timed by `bench attention` only "
-            "(one attention call), not by `bench train`"
-        )
-    specs = [_length_spec(args, length) for length in args.lengths]
-    rows = run_lengths(specs, _bench_rows_of(args), args.dense_max_length)
-    print(bench_table(rows, args.command))
-    if args.json:
-        from lit_sparse.io.atomic import write_json
+        from lit_sparse.bench import gpu
 
-        write_json(args.json, rows)
-    errors = [row for row in rows if "error" in row]
-    for row in errors:
-        print(f"T={row['T']} {row['plugin']} failed: {row['error']}", file=sys.stderr)
-    return 0 if rows and not errors else 1
+        return gpu.run_command(args, gpu.BenchCli(_parser().parse_args, plan.length_spec))
+    return plan.run_op_bench(args)
 
 
 if __name__ == "__main__":

@@ -21,9 +21,10 @@ from lit_sparse.bench.attention import (
     flex_block_mask,
     floor_bytes,
 )
+from lit_sparse.bench.plan import bench_rows, length_spec
 from lit_sparse.bench.timing import busy_cores
 from lit_sparse.bench.train import TRAIN_SHAPES
-from lit_sparse.commands.bench import _bench_rows_of, _length_spec, _parser, main
+from lit_sparse.commands.bench import _parser, main
 
 FLOOR_KEYS = {"floor_ms", "x_floor", "gb_per_s", "gflop_s", "x_peak"}
 ROW_KEYS = {"T", "plugin", "busy_cores", "ms", "x_idle", "speedup_vs_dense", "peak_mb"}
@@ -155,7 +156,7 @@ def test_by_default_every_slot_plugin_gets_a_flex_row():
     from lit_sparse.bench.attention import plugin_names, slot_plugin_names
 
     args = _parser().parse_args(["attention"])
-    rows = _bench_rows_of(args)
+    rows = bench_rows(args)
     assert rows[0] == "dense"
     flex = [r for r in rows if r.startswith("flex:")]
     assert flex == [f"flex:{p}" for p in rows if p in slot_plugin_names()]
@@ -267,8 +268,8 @@ def test_a_failing_plugin_spares_the_others():
 def test_a_failed_row_carries_its_error_and_the_exit_code_is_1(tmp_path, monkeypatch, capsys):
     """The parent's side: the bench's children run in this process (so the patched list of
     plugins reaches them), one plugin fails in them, its row holds the error."""
+    from lit_sparse.bench import plan as bench
     from lit_sparse.bench import rows
-    from lit_sparse.commands import bench
 
     def in_process(spec):  # as run_child: None when the child fails
         try:
@@ -328,8 +329,8 @@ def test_busy_cores_must_leave_a_core_to_the_bench(capsys):
 def test_train_at_the_papers_shape_runs_one_sequence_per_step():
     args = _parser().parse_args(["train", "--shape", "paper", "--lengths", "1024", "4096"])
     args.plugins = None
-    assert [_length_spec(args, t)["batch"] for t in (1024, 4096)] == [1, 1]
-    assert _length_spec(args, 1024)["shape"] == "paper"
+    assert [length_spec(args, t)["batch"] for t in (1024, 4096)] == [1, 1]
+    assert length_spec(args, 1024)["shape"] == "paper"
     paper = TRAIN_SHAPES["paper"]
     assert (paper["n_layers"], paper["d_model"], paper["n_heads"], paper["n_kv_heads"]) == (
         16,
@@ -338,4 +339,4 @@ def test_train_at_the_papers_shape_runs_one_sequence_per_step():
         2,
     )
     small = _parser().parse_args(["train", "--lengths", "1024"])
-    assert _length_spec(small, 1024)["batch"] == 8  # 8192 tokens a step
+    assert length_spec(small, 1024)["batch"] == 8  # 8192 tokens a step

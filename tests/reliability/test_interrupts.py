@@ -75,7 +75,7 @@ def test_generate_keeps_the_streamed_text(model_folder, monkeypatch, capsys):
 
 
 def test_bench_and_a_command_before_its_work_are_one_line(monkeypatch, capsys):
-    from lit_sparse.commands import bench
+    from lit_sparse.bench import plan as bench
 
     def ctrl_c(*args, **kwargs):
         raise KeyboardInterrupt
