@@ -619,47 +619,106 @@ std::vector<torch::Tensor> decode_step(torch::Tensor q, torch::Tensor ring_k, to
   return {out};
 }
 
-// ------------------------------------------------------------------------------ bf16 weights
-// y (M, N) = x (M, K) w (N, K)^T for float32 x and bfloat16 w, accumulated in float32: a
-// decoding step reads each weight once, and bfloat16 halves those bytes. A tile of R rows of
-// x (R <= 4) and kCols rows of w keeps its R x kCols sums in registers: each widened weight
-// vector serves R rows of x, and the kCols weight rows are read side by side (their loads in
+// ------------------------------------------------------------------------------ narrow weights
+// y (M, N) = x (M, K) w (N, K)^T for float32 x and weights stored narrower (bfloat16, or int8
+// with a float32 scale per output channel), summed in float32: a decoding step reads each
+// weight once, and narrower weights are fewer bytes. A tile of R rows of x (R <= 4) and
+// kWeightRows rows of w keeps its R x kWeightRows sums in registers: each widened weight
+// vector serves R rows of x, and the weight rows are read side by side (their loads in
 // flight at once). Each sum runs over k in order, whatever the tile, so results do not
-// depend on M or the thread count. Each weight load also prefetches the bytes four blocks
-// on (16 KB at K = 512): the hardware's prefetcher stops at every 4 KB page (measured on a
-// Xeon: 7 -> 14 GB/s from memory at M = 1, one thread).
-constexpr int kBf16Cols = 4;
+// depend on M or the thread count. Each weight load also prefetches the bytes 16 KB on: the
+// hardware's prefetcher stops at every 4 KB page (measured on a Xeon: bfloat16 at M = 1,
+// one thread, 7 -> 14 GB/s from memory).
+constexpr int kWeightRows = 4;
+constexpr int64_t kPrefetchBytes = 16384;
 
-template <int R>
-void bf16_tile(const float* x, const c10::BFloat16* const* w, int64_t K, int64_t ahead,
-               float* out, int64_t out_stride, int64_t cols) {
-  using BVec = at::vec::Vectorized<c10::BFloat16>;
-  using FVec = at::vec::Vectorized<float>;
-  constexpr int64_t L = BVec::size(), W = FVec::size();  // L = 2 W
-  FVec acc[R][kBf16Cols];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < kBf16Cols; ++c) acc[r][c] = FVec(0.f);
-  for (int64_t k = 0; k < K; k += L) {
-    const int64_t left = K - k, lo = std::min(W, left), hi = std::min(W, left - W);
-    FVec w_lo[kBf16Cols], w_hi[kBf16Cols];
-    for (int c = 0; c < kBf16Cols; ++c) {
-      __builtin_prefetch(w[c] + ahead + k);  // a hint: never faults, even past w's end
-      auto halves = at::vec::convert_to_float<c10::BFloat16>(BVec::loadu(w[c] + k, std::min(L, left)));
-      w_lo[c] = std::get<0>(halves);
-      w_hi[c] = std::get<1>(halves);
-    }
-    for (int r = 0; r < R; ++r) {
-      const FVec x_lo = FVec::loadu(x + r * K + k, lo);
-      for (int c = 0; c < kBf16Cols; ++c) acc[r][c] = at::vec::fmadd(x_lo, w_lo[c], acc[r][c]);
-      if (hi > 0) {
-        const FVec x_hi = FVec::loadu(x + r * K + k + W, hi);
-        for (int c = 0; c < kBf16Cols; ++c) acc[r][c] = at::vec::fmadd(x_hi, w_hi[c], acc[r][c]);
+// Blocks of kWeightRows rows of w (row stride ld) split between torch's threads; in each,
+// tile.template run<R>(x rows, rows of w, first output column, out, cols) over x's rows, at
+// most 4 at a time. An edge block repeats its last weight row (its extra sums are dropped).
+template <typename T, typename Tile>
+void narrow_product(int64_t M, int64_t N, int64_t K, int64_t ld, const float* xp, const T* wp,
+                    float* yp, const Tile& tile) {
+  const int64_t blocks = (N + kWeightRows - 1) / kWeightRows;
+  at::parallel_for(0, blocks, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t n0 = b * kWeightRows, cols = std::min<int64_t>(kWeightRows, N - n0);
+      const T* w[kWeightRows];
+      for (int c = 0; c < kWeightRows; ++c) w[c] = wp + (n0 + std::min<int64_t>(c, cols - 1)) * ld;
+      for (int64_t m = 0; m < M;) {
+        const float* x = xp + m * K;
+        float* out = yp + m * N + n0;
+        switch (std::min<int64_t>(4, M - m)) {
+          case 4: tile.template run<4>(x, w, n0, out, cols); m += 4; break;
+          case 3: tile.template run<3>(x, w, n0, out, cols); m += 3; break;
+          case 2: tile.template run<2>(x, w, n0, out, cols); m += 2; break;
+          default: tile.template run<1>(x, w, n0, out, cols); m += 1; break;
+        }
       }
     }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < cols; ++c) out[r * out_stride + c] = lane_sum(acc[r][c]);
+  });
 }
+
+struct Bf16Tile {
+  int64_t K, N;  // N: the output's row stride
+  template <int R>
+  void run(const float* x, const c10::BFloat16* const* w, int64_t, float* out, int64_t cols) const {
+    using BVec = at::vec::Vectorized<c10::BFloat16>;
+    using FVec = at::vec::Vectorized<float>;
+    constexpr int64_t L = BVec::size(), W = FVec::size();  // L = 2 W
+    constexpr int64_t ahead = kPrefetchBytes / sizeof(c10::BFloat16);
+    FVec acc[R][kWeightRows];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < kWeightRows; ++c) acc[r][c] = FVec(0.f);
+    for (int64_t k = 0; k < K; k += L) {
+      const int64_t left = K - k, lo = std::min(W, left), hi = std::min(W, left - W);
+      FVec w_lo[kWeightRows], w_hi[kWeightRows];
+      for (int c = 0; c < kWeightRows; ++c) {
+        __builtin_prefetch(w[c] + ahead + k);  // a hint: never faults, even past w's end
+        auto halves = at::vec::convert_to_float<c10::BFloat16>(BVec::loadu(w[c] + k, std::min(L, left)));
+        w_lo[c] = std::get<0>(halves);
+        w_hi[c] = std::get<1>(halves);
+      }
+      for (int r = 0; r < R; ++r) {
+        const FVec x_lo = FVec::loadu(x + r * K + k, lo);
+        for (int c = 0; c < kWeightRows; ++c) acc[r][c] = at::vec::fmadd(x_lo, w_lo[c], acc[r][c]);
+        if (hi > 0) {
+          const FVec x_hi = FVec::loadu(x + r * K + k + W, hi);
+          for (int c = 0; c < kWeightRows; ++c) acc[r][c] = at::vec::fmadd(x_hi, w_hi[c], acc[r][c]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < cols; ++c) out[r * N + c] = lane_sum(acc[r][c]);
+  }
+};
+
+struct Int8Tile {
+  int64_t K, N;
+  const float* scale;  // (N,)
+  template <int R>
+  void run(const float* x, const int8_t* const* w, int64_t n0, float* out, int64_t cols) const {
+    using FVec = at::vec::Vectorized<float>;
+    using IVec = at::vec::Vectorized<int8_t>;
+    constexpr int64_t W = FVec::size();  // <= IVec::size() / 2: one quarter or half a load
+    FVec acc[R][kWeightRows];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < kWeightRows; ++c) acc[r][c] = FVec(0.f);
+    for (int64_t k = 0; k < K; k += W) {
+      const int64_t n = std::min(W, K - k);
+      FVec widened[kWeightRows];  // lanes past K hold 1 (the masked load's fill); x's hold 0
+      for (int c = 0; c < kWeightRows; ++c) {
+        __builtin_prefetch(w[c] + kPrefetchBytes + k);  // a hint: never faults
+        widened[c] = at::vec::convert<float>(IVec::loadu(w[c] + k, static_cast<int8_t>(n)));
+      }
+      for (int r = 0; r < R; ++r) {
+        const FVec xv = FVec::loadu(x + r * K + k, n);
+        for (int c = 0; c < kWeightRows; ++c) acc[r][c] = at::vec::fmadd(xv, widened[c], acc[r][c]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < cols; ++c) out[r * N + c] = lane_sum(acc[r][c]) * scale[n0 + c];
+  }
+};
 
 torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
   TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), "bf16_linear: x (M, K), w (N, K)");
@@ -669,62 +728,13 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
               "bf16_linear: contiguous CPU tensors");
   const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
   auto y = torch::empty({M, N}, x.options());
-  const float* xp = x.data_ptr<float>();
-  const c10::BFloat16* wp = w.data_ptr<c10::BFloat16>();
-  float* yp = y.data_ptr<float>();
-  const int64_t blocks = (N + kBf16Cols - 1) / kBf16Cols, ahead = 4 * kBf16Cols * K;
-  at::parallel_for(0, blocks, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b) {
-      const int64_t n0 = b * kBf16Cols, cols = std::min<int64_t>(kBf16Cols, N - n0);
-      const c10::BFloat16* rows_of_w[kBf16Cols];  // an edge block repeats its last row
-      for (int c = 0; c < kBf16Cols; ++c) rows_of_w[c] = wp + (n0 + std::min<int64_t>(c, cols - 1)) * K;
-      for (int64_t m = 0; m < M;) {
-        const float* xm = xp + m * K;
-        float* out = yp + m * N + n0;
-        switch (std::min<int64_t>(4, M - m)) {
-          case 4: bf16_tile<4>(xm, rows_of_w, K, ahead, out, N, cols); m += 4; break;
-          case 3: bf16_tile<3>(xm, rows_of_w, K, ahead, out, N, cols); m += 3; break;
-          case 2: bf16_tile<2>(xm, rows_of_w, K, ahead, out, N, cols); m += 2; break;
-          default: bf16_tile<1>(xm, rows_of_w, K, ahead, out, N, cols); m += 1; break;
-        }
-      }
-    }
-  });
+  narrow_product(M, N, K, K, x.data_ptr<float>(), w.data_ptr<c10::BFloat16>(), y.data_ptr<float>(),
+                 Bf16Tile{K, N});
   return y;
 }
 
-// ------------------------------------------------------------------------------ int8 weights
-// y (M, N) = (x (M, K) w (N, K)^T) * scale (N) for float32 x and int8 w with a float32 scale
-// per output channel (weight-only int8: a quarter of float32's bytes), float32 sums; rows of
-// w may be padded (row stride ld >= K). Tiles as bf16_tile: R rows of x, kInt8Cols rows of w
-// side by side, each sum over k in order, a prefetch 16 KB ahead.
-constexpr int kInt8Cols = 4;
-
-template <int R>
-void int8_tile(const float* x, const int8_t* const* w, int64_t K, int64_t ahead,
-               const float* scale, float* out, int64_t out_stride, int64_t cols) {
-  using FVec = at::vec::Vectorized<float>;
-  using IVec = at::vec::Vectorized<int8_t>;
-  constexpr int64_t W = FVec::size();  // <= IVec::size() / 2: one quarter or half a load
-  FVec acc[R][kInt8Cols];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < kInt8Cols; ++c) acc[r][c] = FVec(0.f);
-  for (int64_t k = 0; k < K; k += W) {
-    const int64_t n = std::min(W, K - k);
-    FVec widened[kInt8Cols];  // lanes past K hold 1 (the masked load's fill); x's hold 0
-    for (int c = 0; c < kInt8Cols; ++c) {
-      __builtin_prefetch(w[c] + ahead + k);  // a hint: never faults, even past w's end
-      widened[c] = at::vec::convert<float>(IVec::loadu(w[c] + k, static_cast<int8_t>(n)));
-    }
-    for (int r = 0; r < R; ++r) {
-      const FVec xv = FVec::loadu(x + r * K + k, n);
-      for (int c = 0; c < kInt8Cols; ++c) acc[r][c] = at::vec::fmadd(xv, widened[c], acc[r][c]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < cols; ++c) out[r * out_stride + c] = lane_sum(acc[r][c]) * scale[c];
-}
-
+// int8: w ~ scale * q per output channel (weight-only int8, a quarter of float32's bytes);
+// rows of w may be padded (row stride >= K).
 torch::Tensor int8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale) {
   TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), "int8_linear: x (M, K), w (N, K)");
   TORCH_CHECK(x.scalar_type() == torch::kFloat && w.scalar_type() == torch::kChar &&
@@ -733,30 +743,10 @@ torch::Tensor int8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale)
   TORCH_CHECK(x.is_contiguous() && w.stride(1) == 1 && w.stride(0) >= w.size(1) && scale.is_contiguous() &&
                   x.device().is_cpu() && w.device().is_cpu() && scale.device().is_cpu(),
               "int8_linear: CPU tensors, x and scale contiguous, w's rows contiguous");
-  const int64_t M = x.size(0), K = x.size(1), N = w.size(0), ld = w.stride(0);
+  const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
   auto y = torch::empty({M, N}, x.options());
-  const float* xp = x.data_ptr<float>();
-  const int8_t* wp = w.data_ptr<int8_t>();
-  const float* sp = scale.data_ptr<float>();
-  float* yp = y.data_ptr<float>();
-  const int64_t blocks = (N + kInt8Cols - 1) / kInt8Cols, ahead = 16384;
-  at::parallel_for(0, blocks, 16, [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b) {
-      const int64_t n0 = b * kInt8Cols, cols = std::min<int64_t>(kInt8Cols, N - n0);
-      const int8_t* rows_of_w[kInt8Cols];  // an edge block repeats its last row
-      for (int c = 0; c < kInt8Cols; ++c) rows_of_w[c] = wp + (n0 + std::min<int64_t>(c, cols - 1)) * ld;
-      for (int64_t m = 0; m < M;) {
-        const float* xm = xp + m * K;
-        float* out = yp + m * N + n0;
-        switch (std::min<int64_t>(4, M - m)) {
-          case 4: int8_tile<4>(xm, rows_of_w, K, ahead, sp + n0, out, N, cols); m += 4; break;
-          case 3: int8_tile<3>(xm, rows_of_w, K, ahead, sp + n0, out, N, cols); m += 3; break;
-          case 2: int8_tile<2>(xm, rows_of_w, K, ahead, sp + n0, out, N, cols); m += 2; break;
-          default: int8_tile<1>(xm, rows_of_w, K, ahead, sp + n0, out, N, cols); m += 1; break;
-        }
-      }
-    }
-  });
+  narrow_product(M, N, K, w.stride(0), x.data_ptr<float>(), w.data_ptr<int8_t>(), y.data_ptr<float>(),
+                 Int8Tile{K, N, scale.data_ptr<float>()});
   return y;
 }
 
