@@ -32,6 +32,7 @@ from lit_sparse.errors import ConfigError
 __all__ = [
     "IGNORE_INDEX",
     "PasskeyTemplate",
+    "check_pairs",
     "distance_buckets",
     "distance_pairs",
     "distance_retrieval",
@@ -191,6 +192,18 @@ def distance_retrieval(
     return torch.from_numpy(inputs.astype(np.int64)), torch.from_numpy(labels)
 
 
+def check_pairs(pairs: int, seq_len: int, vocab_size: int, field: str = "pairs") -> None:
+    """One ConfigError line naming ``field`` unless ``pairs`` pairs fit an example of
+    ``seq_len`` tokens (4 * pairs <= L) with distinct keys (pairs <= V/2 - 1)."""
+    _positive(**{field: pairs})
+    if 4 * pairs > seq_len:
+        raise ConfigError(f"{field}={pairs}: needs 4 * pairs <= seq_len ({seq_len})")
+    if pairs > vocab_size // 2 - 1:
+        raise ConfigError(
+            f"{field}={pairs}: needs distinct keys, at most V/2 - 1 = {vocab_size // 2 - 1}"
+        )
+
+
 def distance_pairs(
     num_examples: int, seq_len: int, pairs: int, vocab_size: int, seed: Seed = 0
 ) -> tuple[Tensor, Tensor]:
@@ -203,12 +216,9 @@ def distance_pairs(
     holds ``pairs`` labels, where :func:`distance_retrieval`'s holds one: a training batch
     asks ``pairs`` times as many questions for the same tokens.
     """
-    _positive(num_examples=num_examples, seq_len=seq_len, pairs=pairs, vocab_size=vocab_size)
-    if 4 * pairs > seq_len:
-        raise ConfigError(f"pairs={pairs}: needs 4 * pairs <= seq_len ({seq_len})")
+    _positive(num_examples=num_examples, seq_len=seq_len, vocab_size=vocab_size)
+    check_pairs(pairs, seq_len, vocab_size)
     half = vocab_size // 2
-    if pairs > half - 1:
-        raise ConfigError(f"pairs={pairs}: needs distinct keys, at most V/2 - 1 = {half - 1}")
     rng = _rng(seed)
     n = num_examples
     keys = _sample_without_replacement(rng, n, pairs, np.ones(half - 1)) + 1  # (n, pairs)

@@ -36,6 +36,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from lit_sparse.data.recall import (
     IGNORE_INDEX,
     PasskeyTemplate,
+    check_pairs,
     distance_buckets,
     distance_pairs,
     distance_retrieval,
@@ -315,11 +316,7 @@ class DistanceDataModule(RecallDataModule):
             raise ConfigError(f"data.seq_len={seq_len}: the distance task needs at least 4")
         self._vocab_size = _integer("vocab_size", vocab_size, low=4)
         self.pairs = _integer("pairs", pairs)
-        if 4 * self.pairs > seq_len or self.pairs > self._vocab_size // 2 - 1:
-            raise ConfigError(
-                f"data.pairs={pairs}: expected at most seq_len / 4 = {seq_len // 4} pairs and "
-                f"vocab_size / 2 - 1 = {self._vocab_size // 2 - 1} (distinct keys)"
-            )
+        check_pairs(self.pairs, seq_len, self._vocab_size, field="data.pairs")
         self.val_examples = _integer("val_examples", val_examples)
         self.min_examples = _integer("min_examples", min_examples)
 

@@ -116,7 +116,7 @@ def test_distance_training_with_several_pairs_keeps_one_pair_held_out():
     assert ((train_y != IGNORE_INDEX).sum(-1) == 4).all()
     for _, y in dm.recall_sets(32).values():
         assert ((y != IGNORE_INDEX).sum(-1) == 1).all()
-    with pytest.raises(ConfigError, match=r"^data.pairs=9: expected at most seq_len / 4 = 8"):
+    with pytest.raises(ConfigError, match=r"^data.pairs=9: needs 4 \* pairs <= seq_len \(32\)"):
         DistanceDataModule(seq_len=32, pairs=9)
 
 
