@@ -9,6 +9,7 @@ import datetime
 import json
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -122,11 +123,21 @@ def release_all() -> None:
         lock.release(everyone=True)
 
 
-def _read_holder(fd: int) -> dict[str, Any]:
-    try:
-        return json.loads(os.pread(fd, 4096, 0).decode() or "{}")
-    except (OSError, ValueError):
-        return {}
+def _read_holder(fd: int, wait_s: float = 0.5) -> dict[str, Any]:
+    """The holder's note. A holder writes it just after taking the lock (truncate, then
+    write), so an empty or partial note is read again for up to ``wait_s`` seconds before
+    the holder is reported unknown."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            found = json.loads(os.pread(fd, 4096, 0).decode())
+            if isinstance(found, dict):
+                return found
+        except (OSError, ValueError):
+            pass
+        if time.monotonic() >= deadline:
+            return {}
+        time.sleep(0.01)
 
 
 def lock_holder(folder: str | os.PathLike) -> str | None:

@@ -141,6 +141,27 @@ def test_a_run_another_process_writes_is_left_out_and_its_lock_names_it(tmp_path
     RunLock.acquire(taken).release()
 
 
+def test_a_holder_whose_note_is_not_written_yet_is_still_named(tmp_path):
+    """A holder writes its note just after taking the lock; a second process that tries the
+    lock in between read an empty note and said "another process" (seen once in
+    test_two_resumes_started_at_once_one_runs_the_other_gets_one_line). It reads again."""
+    import fcntl
+    import json
+    import threading
+
+    fd = os.open(tmp_path / ".lock", os.O_RDWR | os.O_CREAT, 0o666)  # a holder, note unwritten
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    note = {"pid": 4242, "host": "elsewhere", "command": "fit", "started": "now"}
+    late = threading.Timer(0.1, os.pwrite, (fd, json.dumps(note).encode(), 0))
+    late.start()
+    try:
+        with pytest.raises(RunInUseError, match="in use by process 4242 on elsewhere"):
+            RunLock.acquire(tmp_path)
+    finally:
+        late.join()
+        os.close(fd)
+
+
 def _allocate(experiment: str, barrier, results) -> None:
     barrier.wait()
     results.put(new_version(experiment)[0])
