@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import TypeVar
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 E = TypeVar("E", bound=BaseException)
 
@@ -37,6 +38,16 @@ class RunInUseError(LitSparseError):
 
 class DamagedFileError(LitSparseError, ValueError):
     """A result or metadata file is truncated or not what it should be; the message names it."""
+
+
+def check_format(
+    data: Any, expected: str, what: str, error: type[LitSparseError] = ConfigError
+) -> None:
+    """Raise ``error`` unless ``data`` is a mapping whose ``"format"`` is ``expected``
+    (``what`` names the kind of file or table, e.g. "a recall table")."""
+    found = data.get("format") if isinstance(data, Mapping) else None
+    if found != expected:
+        raise error(f"not {what}: format={found!r}, expected {expected!r}")
 
 
 class NonFiniteLossError(LitSparseError):

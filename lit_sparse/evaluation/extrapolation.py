@@ -14,7 +14,6 @@ token counts are added across ranks by ``reduce`` (one call, the same on every r
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from lit_sparse.attention import build_attention
-from lit_sparse.errors import ConfigError
+from lit_sparse.errors import ConfigError, check_format
 from lit_sparse.io.tables import markdown_table
 from lit_sparse.model import LanguageModel, token_nll
 from lit_sparse.sharding import full_state_dict, gathered
@@ -186,15 +185,9 @@ class ExtrapolationResult:
             },
         }
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2) + "\n"
-
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExtrapolationResult:
-        if data.get("format") != FORMAT:
-            raise ConfigError(
-                f"not an extrapolation table: format={data.get('format')!r}, expected {FORMAT!r}"
-            )
+        check_format(data, FORMAT, "an extrapolation table")
         lengths = [int(v) for v in data["lengths"]]
 
         def num(value: float | None) -> float:

@@ -22,7 +22,6 @@ across ranks by ``reduce`` (one call, the same on every rank).
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from lit_sparse.attention.offsets import composed_reach
-from lit_sparse.errors import ConfigError
+from lit_sparse.errors import ConfigError, check_format
 from lit_sparse.evaluation.extrapolation import extrapolation_lengths, with_new_offsets
 from lit_sparse.io.tables import markdown_table
 from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, labelled_counts
@@ -124,15 +123,9 @@ class RecallResult:
             },
         }
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2) + "\n"
-
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RecallResult:
-        if data.get("format") != FORMAT:
-            raise ConfigError(
-                f"not a recall table: format={data.get('format')!r}, expected {FORMAT!r}"
-            )
+        check_format(data, FORMAT, "a recall table")
         return cls(
             training_length=int(data["training_length"]),
             lengths=[int(t) for t in data["lengths"]],

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lit_sparse.errors import DamagedFileError
+from lit_sparse.errors import DamagedFileError, check_format
 from lit_sparse.io.atomic import write_json
 from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse.study.preset import RECALL
@@ -130,7 +130,5 @@ def read_record(path: Path) -> dict[str, Any]:
     from lit_sparse.runs.analysis import read_result_json
 
     record = read_result_json(path)
-    if record is None or record.get("format") != FORMAT:
-        found = None if record is None else record.get("format")
-        raise DamagedFileError(f"{path}: not a recall run record (format {found!r}, {FORMAT!r})")
+    check_format(record, FORMAT, f"a recall run record: {path}", DamagedFileError)
     return record

@@ -342,3 +342,17 @@ def test_a_run_that_stops_early_is_complete(tmp_path, capsys):
     assert "| complete (step 2 (stopped early)) |" in capsys.readouterr().out
     assert lit_main(preset_args(root, "--run", *options, **one)) == 0
     assert ": complete (" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text", ['{"format": "lit_sparse.recall/1"}', '{"step": 3}', None])
+def test_a_file_that_is_no_record_is_named_as_damaged(tmp_path, text):
+    """Another result's JSON, one without a format, or no file: DamagedFileError naming it."""
+    from lit_sparse.errors import DamagedFileError
+    from lit_sparse.study.recall_records import read_record
+
+    path = tmp_path / "mqar64" / "dense" / "seed0.json"
+    path.parent.mkdir(parents=True)
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(DamagedFileError, match=rf"recall run record: {re.escape(str(path))}"):
+        read_record(path)
