@@ -160,6 +160,7 @@ def distance_retrieval(
     distances: int | Sequence[int] | np.ndarray,
     vocab_size: int,
     seed: Seed = 0,
+    values_in_filler: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """One key-value pair and its query exactly d tokens after the key: (inputs, labels).
 
@@ -167,7 +168,8 @@ def distance_retrieval(
     the key again (the query) at p + d, random filler from [0, V) without the key everywhere
     else (so the query has one answer); the label at the query is the value. ``distances`` is
     one d for every example or one per example, each in [2, L - 2] (the token after the
-    query is in the sequence, as in MQAR).
+    query is in the sequence, as in MQAR). ``values_in_filler=False`` draws the filler from
+    the key range [0, V/2) only, so the values stand out from it (as MQAR's do at its start).
     """
     _positive(num_examples=num_examples, seq_len=seq_len, vocab_size=vocab_size)
     d = _distances(distances, num_examples)
@@ -183,8 +185,9 @@ def distance_retrieval(
     keys = rng.integers(1, half, size=n)
     values = rng.integers(half, vocab_size, size=n)
     start = (rng.random(n) * (seq_len - 1 - d)).astype(np.int64)  # p in [0, L - 2 - d]
-    filler = rng.integers(0, vocab_size - 1, size=(n, seq_len))
-    inputs = filler + (filler >= keys[:, None])  # uniform over [0, V) without the key
+    top = vocab_size if values_in_filler else half
+    filler = rng.integers(0, top - 1, size=(n, seq_len))
+    inputs = filler + (filler >= keys[:, None])  # uniform over [0, top) without the key
     rows = np.arange(n)
     inputs[rows, start], inputs[rows, start + 1], inputs[rows, start + d] = keys, values, keys
     labels = np.full((n, seq_len), IGNORE_INDEX, dtype=np.int64)
@@ -205,14 +208,20 @@ def check_pairs(pairs: int, seq_len: int, vocab_size: int, field: str = "pairs")
 
 
 def distance_pairs(
-    num_examples: int, seq_len: int, pairs: int, vocab_size: int, seed: Seed = 0
+    num_examples: int,
+    seq_len: int,
+    pairs: int,
+    vocab_size: int,
+    seed: Seed = 0,
+    values_in_filler: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """``pairs`` key-value pairs per example, each asked for once: (inputs, labels).
 
     As :func:`distance_retrieval`, with several pairs: distinct keys from [1, V/2), values
     from [V/2, V), and each pair's query the key again d tokens after it, d uniform in
     [2, L - 2] and drawn again where the pair does not fit between those placed before it;
-    filler from [0, V) without the example's keys, so every query has one answer. An example
+    filler from [0, V) (or [0, V/2) without ``values_in_filler``) without the example's keys,
+    so every query has one answer. An example
     holds ``pairs`` labels, where :func:`distance_retrieval`'s holds one: a training batch
     asks ``pairs`` times as many questions for the same tokens.
     """
@@ -223,9 +232,10 @@ def distance_pairs(
     n = num_examples
     keys = _sample_without_replacement(rng, n, pairs, np.ones(half - 1)) + 1  # (n, pairs)
     values = rng.integers(half, vocab_size, size=(n, pairs))
-    inputs = rng.integers(0, vocab_size, size=(n, seq_len))
+    top = vocab_size if values_in_filler else half
+    inputs = rng.integers(0, top, size=(n, seq_len))
     while (clash := (inputs[:, :, None] == keys[:, None, :]).any(-1)).any():
-        inputs[clash] = rng.integers(0, vocab_size, size=int(clash.sum()))
+        inputs[clash] = rng.integers(0, top, size=int(clash.sum()))
     labels = np.full((n, seq_len), IGNORE_INDEX, dtype=np.int64)
     for row in range(n):
         free = np.ones(seq_len, dtype=bool)

@@ -287,6 +287,9 @@ class DistanceDataModule(RecallDataModule):
         pairs: key-value pairs per training example, each asked for once at its own
             distance (``distance_pairs``); 1 is the held-out sets' form. More pairs give
             more answers a step for the same tokens (each held-out example has one).
+        values_in_filler: whether the filler is drawn from the whole vocabulary (the
+            default) or from the key range [0, V/2) only, so that the values stand out from
+            it as MQAR's do (training and held-out sets alike).
         val_examples: examples per distance bucket at T.
         min_examples: examples per bucket at the longer lengths, at least (there the
             buckets hold the same tokens as at T: fewer, longer examples).
@@ -305,6 +308,7 @@ class DistanceDataModule(RecallDataModule):
         vocab_size: int = 512,
         batch_size: int = 32,
         pairs: int = 1,
+        values_in_filler: bool = True,
         val_examples: int = 64,
         min_examples: int = 8,
         val_batch_size: int = 64,
@@ -317,6 +321,9 @@ class DistanceDataModule(RecallDataModule):
         self._vocab_size = _integer("vocab_size", vocab_size, low=4)
         self.pairs = _integer("pairs", pairs)
         check_pairs(self.pairs, seq_len, self._vocab_size, field="data.pairs")
+        if not isinstance(values_in_filler, bool):
+            raise ConfigError(f"data.values_in_filler={values_in_filler!r}: expected true or false")
+        self.values_in_filler = values_in_filler
         self.val_examples = _integer("val_examples", val_examples)
         self.min_examples = _integer("min_examples", min_examples)
 
@@ -330,10 +337,14 @@ class DistanceDataModule(RecallDataModule):
 
     def train_batch(self, n: int, seed: tuple[int, ...]) -> Examples:
         if self.pairs > 1:
-            return distance_pairs(n, self.seq_len, self.pairs, self._vocab_size, seed)
+            return distance_pairs(
+                n, self.seq_len, self.pairs, self._vocab_size, seed, self.values_in_filler
+            )
         rng = np.random.default_rng(np.random.SeedSequence([*seed, 1]))
         distances = rng.integers(2, self.seq_len - 1, size=n)  # uniform in [2, T - 2]
-        return distance_retrieval(n, self.seq_len, distances, self._vocab_size, seed)
+        return distance_retrieval(
+            n, self.seq_len, distances, self._vocab_size, seed, self.values_in_filler
+        )
 
     @staticmethod
     def buckets_at(length: int) -> list[tuple[int, int]]:
@@ -355,7 +366,9 @@ class DistanceDataModule(RecallDataModule):
         rng = np.random.default_rng(np.random.SeedSequence([*seed, 1]))
         n = self.examples_at(length)
         distances = rng.integers(low, high + 1, size=n)
-        return distance_retrieval(n, length, distances, self._vocab_size, seed)
+        return distance_retrieval(
+            n, length, distances, self._vocab_size, seed, self.values_in_filler
+        )
 
 
 @functools.cache

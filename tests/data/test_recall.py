@@ -144,6 +144,31 @@ def test_distance_pairs_ask_each_pair_once_at_its_own_distance():
     assert not torch.equal(x, distance_pairs(n, length, pairs, vocab, seed=4)[0])
 
 
+@pytest.mark.parametrize("make", ["one pair", "pairs"])
+def test_filler_without_values_leaves_only_the_answers_in_the_value_range(make):
+    """values_in_filler=False: the value range [V/2, V) holds exactly the examples' values
+    (the filler is from the key range, never a key of its example); the default fills with
+    the whole vocabulary."""
+    n, length, vocab = 32, 64, 128
+    if make == "one pair":
+        x, y = distance_retrieval(n, length, 9, vocab, seed=2, values_in_filler=False)
+        default, _ = distance_retrieval(n, length, 9, vocab, seed=2)
+    else:
+        x, y = distance_pairs(n, length, 5, vocab, seed=2, values_in_filler=False)
+        default, _ = distance_pairs(n, length, 5, vocab, seed=2)
+    asked = y != IGNORE_INDEX
+    in_value_range = x >= vocab // 2
+    assert (in_value_range.sum(-1) == asked.sum(-1)).all()
+    values_given = torch.sort(torch.where(in_value_range, x, 0), dim=-1).values
+    values_asked = torch.sort(torch.where(asked, y, 0), dim=-1).values
+    assert torch.equal(values_given, values_asked)
+    keys = torch.where(asked, x, -1)
+    for row in range(n):
+        for key in keys[row][keys[row] >= 0].tolist():
+            assert (x[row] == key).sum() == 2  # the pair's key and its query, no filler
+    assert (default >= vocab // 2).sum(-1).gt(asked.sum(-1)).all()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -120,6 +120,19 @@ def test_distance_training_with_several_pairs_keeps_one_pair_held_out():
         DistanceDataModule(seq_len=32, pairs=9)
 
 
+@pytest.mark.parametrize("pairs", [1, 4])
+def test_distance_filler_without_values_holds_for_training_and_held_out_sets(pairs):
+    """data.values_in_filler: false reaches the training stream and every held-out set (the
+    value range holds the answers only); a value that is no boolean is one line naming it."""
+    dm = DistanceDataModule(
+        seq_len=32, vocab_size=64, pairs=pairs, values_in_filler=False, val_examples=6
+    )
+    for x, y in [batches(dm, 1)[0], *dm.recall_sets(32).values(), *dm.recall_sets(128).values()]:
+        assert ((x >= 32).sum(-1) == (y != IGNORE_INDEX).sum(-1)).all()
+    with pytest.raises(ConfigError, match=r"^data.values_in_filler='no': expected true or false"):
+        DistanceDataModule(seq_len=32, values_in_filler="no")
+
+
 @pytest.mark.slow  # tokenizes the embedded corpus when the session's token cache has none
 def test_passkey_reads_the_training_plays_for_training_and_the_held_out_plays_for_its_sets():
     dm = PasskeyDataModule(seq_len=64, val_examples=4, depths=[0.0, 1.0])
