@@ -198,19 +198,19 @@ CPU = Preset(
 )
 """Nine variants at W = 8 on the embedded corpus, 5 layers, T = 256 (configs/study/cpu.yaml)."""
 
-_FOUR_LAYERS = (("fib_coprime", "fib_linear"),)
-"""The MQAR tasks' 4 layers: the coprime stride of 4 is 1, so coprime is linear there."""
+_COPRIME_IS_LINEAR = (("fib_coprime", "fib_linear"),)
+"""The MQAR tasks' 2 or 4 layers: the coprime stride is 1 there, so coprime is linear."""
 
 RECALL_TASKS = (
-    Task("mqar64", "study/recall/mqar64.yaml", 64, "MQAR L=64, kv=4", same_as=_FOUR_LAYERS),
-    Task("mqar128", "study/recall/mqar128.yaml", 128, "MQAR L=128, kv=8", same_as=_FOUR_LAYERS),
+    Task("mqar64", "study/recall/mqar64.yaml", 64, "MQAR L=64, kv=4", same_as=_COPRIME_IS_LINEAR),
+    Task("mqar128", "study/recall/mqar128.yaml", 128, "MQAR L=128, kv=8", same_as=_COPRIME_IS_LINEAR),
     Task(
         "mqar256",
         "study/recall/mqar256.yaml",
         256,
         "MQAR L=256, kv=16",
         default=False,
-        same_as=_FOUR_LAYERS,
+        same_as=_COPRIME_IS_LINEAR,
     ),
     Task("distance", "study/recall/distance.yaml", 256, "distance task, T=256"),
     Task("passkey", "study/recall/passkey.yaml", 256, "passkey, T=256"),
