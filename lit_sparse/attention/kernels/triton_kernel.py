@@ -37,6 +37,57 @@ from lit_sparse.attention.kernels.slots import KeySlots
 
 
 @triton.jit
+def _group_tile(
+    pid_rows, pid_bh, length,
+    KV_HEADS: tl.constexpr, GROUPS: tl.constexpr, HEAD_DIM: tl.constexpr,
+    BLOCK: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    """A program's batch b and KV head kv, its BLOCK rows and which are < length, the
+    group's query heads h, and the head's dims d and which are < HEAD_DIM."""
+    b = pid_bh // KV_HEADS
+    kv = pid_bh % KV_HEADS
+    rows = pid_rows * BLOCK + tl.arange(0, BLOCK)
+    h = kv * GROUPS + tl.arange(0, GROUPS)
+    d = tl.arange(0, BLOCK_D)
+    return b, kv, rows, rows < length, h, d, d < HEAD_DIM
+
+
+@triton.jit
+def _head_offsets(b, h, t, d, sb, sh, st, sd):
+    """Offsets of the (rows, G, D) tile of heads h at rows t."""
+    return b * sb + h[None, :, None] * sh + t[:, None, None] * st + d[None, None, :] * sd
+
+
+@triton.jit
+def _kv_rows(k_base, v_base, rows, d, mask, skt, skd, svt, svd):
+    """The (rows, D) tiles of K and V at ``rows`` in float32, 0 where masked."""
+    kt = tl.load(k_base + rows[:, None] * skt + d[None, :] * skd, mask=mask, other=0.0)
+    vt = tl.load(v_base + rows[:, None] * svt + d[None, :] * svd, mask=mask, other=0.0)
+    return kt.to(tl.float32), vt.to(tl.float32)
+
+
+@triton.jit
+def _online_softmax(q, kt, vt, ok, m_i, l_i, acc, scale):
+    """One slot's key and value rows folded into the running max, sum and output."""
+    s = tl.sum(q * kt[:, None, :], axis=2) * scale  # (M, G)
+    s = tl.where(ok[:, None], s, -1.0e30)
+    m_new = tl.maximum(m_i, s)
+    alpha = tl.exp(m_i - m_new)
+    p = tl.where(ok[:, None], tl.exp(s - m_new), 0.0)
+    return m_new, l_i * alpha + p, acc * alpha[:, :, None] + p[:, :, None] * vt[:, None, :]
+
+
+@triton.jit
+def _score_gradients(q, do, kt, vt, ok, lse, delta, scale):
+    """One slot's probabilities P and score gradients dS, each (M, G), from the
+    log-sum-exp and delta."""
+    s = tl.sum(q * kt[:, None, :], axis=2) * scale
+    p = tl.where(ok[:, None], tl.exp(s - lse), 0.0)
+    dp = tl.sum(do * vt[:, None, :], axis=2)
+    return p, p * (dp - delta)
+
+
+@triton.jit
 def _forward_kernel(
     q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr,
     dist_ptr, lo_ptr, frac_ptr,
@@ -48,18 +99,11 @@ def _forward_kernel(
     KV_HEADS: tl.constexpr, GROUPS: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
-    pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = pid_bh // KV_HEADS
-    kv = pid_bh % KV_HEADS
-    t = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (M,)
-    g = tl.arange(0, GROUPS)  # (G,)
-    d = tl.arange(0, BLOCK_D)  # (D,)
-    h = kv * GROUPS + g
-    t_ok = t < length
-    d_ok = d < HEAD_DIM
-    q_offs = b * sqb + h[None, :, None] * sqh + t[:, None, None] * sqt + d[None, None, :] * sqd
+    b, kv, t, t_ok, h, d, d_ok = _group_tile(
+        tl.program_id(0), tl.program_id(1), length, KV_HEADS, GROUPS, HEAD_DIM, BLOCK_M, BLOCK_D
+    )
     q_mask = t_ok[:, None, None] & d_ok[None, None, :]
+    q_offs = _head_offsets(b, h, t, d, sqb, sqh, sqt, sqd)
     q = tl.load(q_ptr + q_offs, mask=q_mask, other=0.0).to(tl.float32)  # (M, G, D)
     m_i = tl.full((BLOCK_M, GROUPS), -1.0e30, tl.float32)
     l_i = tl.zeros((BLOCK_M, GROUPS), tl.float32)
@@ -67,44 +111,25 @@ def _forward_kernel(
     k_base = k_ptr + b * skb + kv * skh
     v_base = v_ptr + b * svb + kv * svh
     for j in range(0, n_exact):
-        dist = tl.load(dist_ptr + j)
-        rows = t - dist
+        rows = t - tl.load(dist_ptr + j)
         ok = t_ok & (rows >= 0)
         mask = ok[:, None] & d_ok[None, :]
-        kt = tl.load(k_base + rows[:, None] * skt + d[None, :] * skd, mask=mask, other=0.0)
-        vt = tl.load(v_base + rows[:, None] * svt + d[None, :] * svd, mask=mask, other=0.0)
-        s = tl.sum(q * kt.to(tl.float32)[:, None, :], axis=2) * scale  # (M, G)
-        s = tl.where(ok[:, None], s, -1.0e30)
-        m_new = tl.maximum(m_i, s)
-        alpha = tl.exp(m_i - m_new)
-        p = tl.where(ok[:, None], tl.exp(s - m_new), 0.0)
-        l_i = l_i * alpha + p
-        acc = acc * alpha[:, :, None] + p[:, :, None] * vt.to(tl.float32)[:, None, :]
-        m_i = m_new
+        kt, vt = _kv_rows(k_base, v_base, rows, d, mask, skt, skd, svt, svd)
+        m_i, l_i, acc = _online_softmax(q, kt, vt, ok, m_i, l_i, acc, scale)
     for j in range(0, n_rungs):
-        lo = tl.load(lo_ptr + j)
         f = tl.load(frac_ptr + j).to(tl.float32)
-        rows = t - lo
+        rows = t - tl.load(lo_ptr + j)
         ok = t_ok & (rows >= 0)
-        mask_lo = ok[:, None] & d_ok[None, :]
+        mask = ok[:, None] & d_ok[None, :]
         upper = tl.maximum(rows - 1, 0)  # the rung's first row: row -1 -> row 0
-        k_lo = tl.load(k_base + rows[:, None] * skt + d[None, :] * skd, mask=mask_lo, other=0.0)
-        k_hi = tl.load(k_base + upper[:, None] * skt + d[None, :] * skd, mask=mask_lo, other=0.0)
-        v_lo = tl.load(v_base + rows[:, None] * svt + d[None, :] * svd, mask=mask_lo, other=0.0)
-        v_hi = tl.load(v_base + upper[:, None] * svt + d[None, :] * svd, mask=mask_lo, other=0.0)
-        kt = k_lo.to(tl.float32) * (1.0 - f) + k_hi.to(tl.float32) * f
-        vt = v_lo.to(tl.float32) * (1.0 - f) + v_hi.to(tl.float32) * f
-        s = tl.sum(q * kt[:, None, :], axis=2) * scale
-        s = tl.where(ok[:, None], s, -1.0e30)
-        m_new = tl.maximum(m_i, s)
-        alpha = tl.exp(m_i - m_new)
-        p = tl.where(ok[:, None], tl.exp(s - m_new), 0.0)
-        l_i = l_i * alpha + p
-        acc = acc * alpha[:, :, None] + p[:, :, None] * vt[:, None, :]
-        m_i = m_new
+        k_lo, v_lo = _kv_rows(k_base, v_base, rows, d, mask, skt, skd, svt, svd)
+        k_hi, v_hi = _kv_rows(k_base, v_base, upper, d, mask, skt, skd, svt, svd)
+        kt = k_lo * (1.0 - f) + k_hi * f
+        vt = v_lo * (1.0 - f) + v_hi * f
+        m_i, l_i, acc = _online_softmax(q, kt, vt, ok, m_i, l_i, acc, scale)
     l_safe = tl.where(l_i > 0.0, l_i, 1.0)
     out = acc / l_safe[:, :, None]
-    o_offs = b * sob + h[None, :, None] * soh + t[:, None, None] * sot + d[None, None, :] * sod
+    o_offs = _head_offsets(b, h, t, d, sob, soh, sot, sod)
     tl.store(o_ptr + o_offs, out.to(o_ptr.dtype.element_ty), mask=q_mask)
     lse_offs = (b * KV_HEADS * GROUPS + h[None, :]) * length + t[:, None]
     tl.store(lse_ptr + lse_offs, m_i + tl.log(l_safe), mask=t_ok[:, None])
@@ -125,20 +150,15 @@ def _dq_kernel(
 ):  # fmt: skip
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
-    b = pid_bh // KV_HEADS
-    kv = pid_bh % KV_HEADS
-    t = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    g = tl.arange(0, GROUPS)
-    d = tl.arange(0, BLOCK_D)
-    h = kv * GROUPS + g
-    t_ok = t < length
-    d_ok = d < HEAD_DIM
+    b, kv, t, t_ok, h, d, d_ok = _group_tile(
+        pid_m, pid_bh, length, KV_HEADS, GROUPS, HEAD_DIM, BLOCK_M, BLOCK_D
+    )
     q_mask = t_ok[:, None, None] & d_ok[None, None, :]
-    q_offs = b * sqb + h[None, :, None] * sqh + t[:, None, None] * sqt + d[None, None, :] * sqd
-    do_offs = b * sdb + h[None, :, None] * sdh + t[:, None, None] * sdt + d[None, None, :] * sdd
+    q_offs = _head_offsets(b, h, t, d, sqb, sqh, sqt, sqd)
     q = tl.load(q_ptr + q_offs, mask=q_mask, other=0.0).to(tl.float32)
+    do_offs = _head_offsets(b, h, t, d, sdb, sdh, sdt, sdd)
     do = tl.load(do_ptr + do_offs, mask=q_mask, other=0.0).to(tl.float32)
-    o_offs = b * sob + h[None, :, None] * soh + t[:, None, None] * sot + d[None, None, :] * sod
+    o_offs = _head_offsets(b, h, t, d, sob, soh, sot, sod)
     o = tl.load(o_ptr + o_offs, mask=q_mask, other=0.0).to(tl.float32)
     row_offs = (b * KV_HEADS * GROUPS + h[None, :]) * length + t[:, None]  # (M, G)
     lse = tl.load(lse_ptr + row_offs, mask=t_ok[:, None], other=0.0)
@@ -148,42 +168,25 @@ def _dq_kernel(
     k_base = k_ptr + b * skb + kv * skh
     v_base = v_ptr + b * svb + kv * svh
     for j in range(0, n_exact):
-        dist = tl.load(dist_ptr + j)
-        rows = t - dist
+        rows = t - tl.load(dist_ptr + j)
         ok = t_ok & (rows >= 0)
         mask = ok[:, None] & d_ok[None, :]
-        kt = tl.load(k_base + rows[:, None] * skt + d[None, :] * skd, mask=mask, other=0.0)
-        vt = tl.load(v_base + rows[:, None] * svt + d[None, :] * svd, mask=mask, other=0.0)
-        kt = kt.to(tl.float32)
-        s = tl.sum(q * kt[:, None, :], axis=2) * scale
-        p = tl.where(ok[:, None], tl.exp(s - lse), 0.0)
-        dp = tl.sum(do * vt.to(tl.float32)[:, None, :], axis=2)
-        ds = p * (dp - delta)
+        kt, vt = _kv_rows(k_base, v_base, rows, d, mask, skt, skd, svt, svd)
+        _, ds = _score_gradients(q, do, kt, vt, ok, lse, delta, scale)
         dq += ds[:, :, None] * kt[:, None, :] * scale
     pid = pid_bh * tl.num_programs(0) + pid_m
     r_idx = tl.arange(0, MAX_RUNGS)
     dfrac = tl.zeros((MAX_RUNGS,), tl.float32)
     for j in range(0, n_rungs):
-        lo = tl.load(lo_ptr + j)
         f = tl.load(frac_ptr + j).to(tl.float32)
-        rows = t - lo
+        rows = t - tl.load(lo_ptr + j)
         ok = t_ok & (rows >= 0)
-        mask_lo = ok[:, None] & d_ok[None, :]
+        mask = ok[:, None] & d_ok[None, :]
         upper = tl.maximum(rows - 1, 0)  # the rung's first row: row -1 -> row 0
-        k_lo = tl.load(k_base + rows[:, None] * skt + d[None, :] * skd, mask=mask_lo, other=0.0)
-        k_hi = tl.load(k_base + upper[:, None] * skt + d[None, :] * skd, mask=mask_lo, other=0.0)
-        v_lo = tl.load(v_base + rows[:, None] * svt + d[None, :] * svd, mask=mask_lo, other=0.0)
-        v_hi = tl.load(v_base + upper[:, None] * svt + d[None, :] * svd, mask=mask_lo, other=0.0)
-        k_lo = k_lo.to(tl.float32)
-        k_hi = k_hi.to(tl.float32)
-        v_lo = v_lo.to(tl.float32)
-        v_hi = v_hi.to(tl.float32)
+        k_lo, v_lo = _kv_rows(k_base, v_base, rows, d, mask, skt, skd, svt, svd)
+        k_hi, v_hi = _kv_rows(k_base, v_base, upper, d, mask, skt, skd, svt, svd)
         kt = k_lo * (1.0 - f) + k_hi * f
-        vt = v_lo * (1.0 - f) + v_hi * f
-        s = tl.sum(q * kt[:, None, :], axis=2) * scale
-        p = tl.where(ok[:, None], tl.exp(s - lse), 0.0)
-        dp = tl.sum(do * vt[:, None, :], axis=2)
-        ds = p * (dp - delta)
+        p, ds = _score_gradients(q, do, kt, v_lo * (1.0 - f) + v_hi * f, ok, lse, delta, scale)
         dq += ds[:, :, None] * kt[:, None, :] * scale
         # d/dfrac of the rung: score moves by q.(k_hi - k_lo) * scale, value by v_hi - v_lo
         ds_k = tl.sum(q * (k_hi - k_lo)[:, None, :], axis=2) * scale
@@ -191,8 +194,7 @@ def _dq_kernel(
         part = tl.sum(tl.sum(ds * ds_k + p * dv_v, axis=1), axis=0)
         dfrac += tl.where(r_idx == j, part, 0.0)
     tl.store(dfrac_ptr + pid * MAX_RUNGS + r_idx, dfrac)
-    dq_offs = b * sqb + h[None, :, None] * sqh + t[:, None, None] * sqt + d[None, None, :] * sqd
-    tl.store(dq_ptr + dq_offs, dq.to(dq_ptr.dtype.element_ty), mask=q_mask)
+    tl.store(dq_ptr + q_offs, dq.to(dq_ptr.dtype.element_ty), mask=q_mask)
 
 
 @triton.jit
@@ -204,17 +206,14 @@ def _query_terms(
     """For key rows kt/vt (N, D) seen by query rows t (N,): sum over the group's heads of
     dS * q * scale and P * dO, each (N, D)."""
     mask = ok[:, None, None] & d_ok[None, None, :]
-    q_offs = b * sqb + h[None, :, None] * sqh + t[:, None, None] * sqt + d[None, None, :] * sqd
-    do_offs = b * sdb + h[None, :, None] * sdh + t[:, None, None] * sdt + d[None, None, :] * sdd
-    q = tl.load(q_ptr + q_offs, mask=mask, other=0.0).to(tl.float32)  # (N, G, D)
-    do = tl.load(do_ptr + do_offs, mask=mask, other=0.0).to(tl.float32)
+    q = tl.load(q_ptr + _head_offsets(b, h, t, d, sqb, sqh, sqt, sqd), mask=mask, other=0.0)
+    do = tl.load(do_ptr + _head_offsets(b, h, t, d, sdb, sdh, sdt, sdd), mask=mask, other=0.0)
+    q = q.to(tl.float32)  # (N, G, D)
+    do = do.to(tl.float32)
     row_offs = (b * KV_HEADS * GROUPS + h[None, :]) * length + t[:, None]
     lse = tl.load(lse_ptr + row_offs, mask=ok[:, None], other=0.0)
     delta = tl.load(delta_ptr + row_offs, mask=ok[:, None], other=0.0)
-    s = tl.sum(q * kt[:, None, :], axis=2) * scale
-    p = tl.where(ok[:, None], tl.exp(s - lse), 0.0)
-    dp = tl.sum(do * vt[:, None, :], axis=2)
-    ds = p * (dp - delta)
+    p, ds = _score_gradients(q, do, kt, vt, ok, lse, delta, scale)
     dk = tl.sum(ds[:, :, None] * q, axis=1) * scale
     dv = tl.sum(p[:, :, None] * do, axis=1)
     return dk, dv
@@ -233,23 +232,13 @@ def _dkv_kernel(
     KV_HEADS: tl.constexpr, GROUPS: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
-    pid_n = tl.program_id(0)
-    pid_bh = tl.program_id(1)
-    b = pid_bh // KV_HEADS
-    kv = pid_bh % KV_HEADS
-    j = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # key rows
-    g = tl.arange(0, GROUPS)
-    d = tl.arange(0, BLOCK_D)
-    h = kv * GROUPS + g
-    j_ok = j < length
-    d_ok = d < HEAD_DIM
+    b, kv, j, j_ok, h, d, d_ok = _group_tile(
+        tl.program_id(0), tl.program_id(1), length, KV_HEADS, GROUPS, HEAD_DIM, BLOCK_N, BLOCK_D
+    )  # j: the key rows
     k_base = k_ptr + b * skb + kv * skh
     v_base = v_ptr + b * svb + kv * svh
     mask = j_ok[:, None] & d_ok[None, :]
-    kt = tl.load(k_base + j[:, None] * skt + d[None, :] * skd, mask=mask, other=0.0)
-    vt = tl.load(v_base + j[:, None] * svt + d[None, :] * svd, mask=mask, other=0.0)
-    kt = kt.to(tl.float32)
-    vt = vt.to(tl.float32)
+    kt, vt = _kv_rows(k_base, v_base, j, d, mask, skt, skd, svt, svd)
     dk = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
     dv = tl.zeros((BLOCK_N, BLOCK_D), tl.float32)
     for i in range(0, n_exact):
@@ -267,22 +256,9 @@ def _dkv_kernel(
         f = tl.load(frac_ptr + i).to(tl.float32)
         prev = tl.maximum(j - 1, 0)  # query j + lo's upper tap (row -1 -> row 0)
         next_ok = (j + 1) < length
-        k_prev = tl.load(k_base + prev[:, None] * skt + d[None, :] * skd, mask=mask, other=0.0).to(
-            tl.float32
-        )
-        v_prev = tl.load(v_base + prev[:, None] * svt + d[None, :] * svd, mask=mask, other=0.0).to(
-            tl.float32
-        )
-        k_next = tl.load(
-            k_base + (j + 1)[:, None] * skt + d[None, :] * skd,
-            mask=next_ok[:, None] & d_ok[None, :],
-            other=0.0,
-        ).to(tl.float32)
-        v_next = tl.load(
-            v_base + (j + 1)[:, None] * svt + d[None, :] * svd,
-            mask=next_ok[:, None] & d_ok[None, :],
-            other=0.0,
-        ).to(tl.float32)
+        k_prev, v_prev = _kv_rows(k_base, v_base, prev, d, mask, skt, skd, svt, svd)
+        next_mask = next_ok[:, None] & d_ok[None, :]
+        k_next, v_next = _kv_rows(k_base, v_base, j + 1, d, next_mask, skt, skd, svt, svd)
         # key row j is the lower tap of query j + lo (whose upper tap is row j - 1) ...
         t = j + lo
         ok = j_ok & (t < length)
