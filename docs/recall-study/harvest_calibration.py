@@ -47,7 +47,12 @@ def task(setup: dict) -> str:
     if setup["data.class_path"].endswith("MQARDataModule"):
         return f"MQAR ({length}, {setup['data.init_args.num_kv_pairs']})"
     pairs = setup.get("data.init_args.pairs") or 1
-    return f"distance T={length}" + (f", {pairs} pairs" if pairs > 1 else "")
+    no_values = setup.get("data.init_args.values_in_filler") is False
+    return (
+        f"distance T={length}"
+        + (f", {pairs} pairs" if pairs > 1 else "")
+        + (", no values in the filler" if no_values else "")
+    )
 
 
 def table() -> str:

@@ -225,10 +225,11 @@ RECALL = Preset(
     measures="recall",
     setup_keys=tuple(
         "model.arch.n_layers model.arch.d_model model.arch.n_heads model.arch.n_kv_heads "
-        "model.arch.ffn_hidden model.lr model.warmup_steps model.min_lr_ratio "
-        "model.weight_decay data.class_path data.init_args.seq_len data.init_args.batch_size "
-        "data.init_args.vocab_size data.init_args.num_kv_pairs data.init_args.pairs "
-        "data.init_args.val_examples trainer.max_steps".split()
+        "model.arch.head_dim model.arch.ffn_hidden model.lr model.warmup_steps "
+        "model.min_lr_ratio model.weight_decay data.class_path data.init_args.seq_len "
+        "data.init_args.batch_size data.init_args.vocab_size data.init_args.num_kv_pairs "
+        "data.init_args.pairs data.init_args.values_in_filler data.init_args.val_examples "
+        "trainer.max_steps".split()
     ),
     variants=(
         Variant("dense", "dense.yaml", "dense", None),
