@@ -203,7 +203,9 @@ _COPRIME_IS_LINEAR = (("fib_coprime", "fib_linear"),)
 
 RECALL_TASKS = (
     Task("mqar64", "study/recall/mqar64.yaml", 64, "MQAR L=64, kv=4", same_as=_COPRIME_IS_LINEAR),
-    Task("mqar128", "study/recall/mqar128.yaml", 128, "MQAR L=128, kv=8", same_as=_COPRIME_IS_LINEAR),
+    Task(
+        "mqar128", "study/recall/mqar128.yaml", 128, "MQAR L=128, kv=8", same_as=_COPRIME_IS_LINEAR
+    ),
     Task(
         "mqar256",
         "study/recall/mqar256.yaml",

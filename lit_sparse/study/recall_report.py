@@ -140,6 +140,31 @@ def _mqar_table(study: RecallStudy) -> str | None:
     )
 
 
+def _distance_summary(task: TaskResults) -> list[str]:
+    """One row a variant: its keys per query and cache at T, the mean accuracy over the
+    buckets at T, and at the longest length the buckets within and beyond T per policy."""
+    length, longest = task.training_length, task.lengths[-1]
+    at = f"{longest} ({task.multiple(longest)})"
+    columns = [(p, part) for p in task.policies for part in ("within", "beyond")]
+    header = ["variant", f"keys/query at {length}", "cache rows", f"{length} (1x)"]
+    header += [f"{at} {policy}, {part} T" for policy, part in columns]
+    rows = []
+    for variant in task.variants:
+        row = [variant.name, *_offer_cell(variant, length)]
+        row.append(headline(task, variant, "use", length).format(3))
+        row += [headline(task, variant, p, longest, part).format(3) for p, part in columns]
+        rows.append(row)
+    return [
+        "",
+        "Mean accuracy over the distance buckets (mean ± sd over seeds): at the training "
+        f"length, and at {longest} over the buckets within T (d <= {length - 2}) and beyond "
+        "it, under each new_offsets policy; beside each pattern's keys per query (mean over "
+        "layers) and decoding cache (rows of the largest layer) at T.",
+        "",
+        markdown_table(header, rows),
+    ]
+
+
 def _distance_tables(task: TaskResults) -> list[str]:
     out = []
     buckets = task.sets()
@@ -166,8 +191,9 @@ def _distance_tables(task: TaskResults) -> list[str]:
         ]
     return [
         f"## Distance task ({task.task.name}): accuracy per distance bucket",
+        *_distance_summary(task),
         "",
-        "Accuracy (mean ± sd over seeds) per bucket of the key-to-query distance d, at each "
+        "Per bucket of the key-to-query distance d: accuracy (mean ± sd over seeds) at each "
         "evaluation length, and in brackets the pattern's coverage of the bucket: the share "
         "of its d whose value (d - 1 before the query) the stack of layers reaches by "
         "composing one attended distance per layer (BigBird's global and random keys not "

@@ -241,6 +241,8 @@ def test_table_reports_mean_and_sd_over_seeds(tiny_study, capsys, tmp_path):
     assert mqar["sw_keys"][3:5] == ["13.0", "13"]  # keys per query and cache rows at 64
 
     rows = table_rows(text, "Distance task (distance): accuracy per distance bucket")
+    summary = {r[0]: r for r in rows if len(r) == 8}  # variant, keys, cache, 1x, 4 at 64x
+    assert summary["sw_keys"][1:3] == ["16.0", "16"]  # keys per query and cache rows at 256
     row = next(r for r in rows if r[0] == "fib_learned" and r[1] == "16384 (64x)")
     values = [
         recall_json(root, "distance", "fib_learned", s)["scores"]["use"]["16384"]["d8192-16383"]
@@ -333,6 +335,41 @@ def test_table_and_plot_rebuild_from_the_records_alone(tiny_study, capsys, tmp_p
     assert lit_main([*preset_args(tmp_path / "no-runs", "--plot", str(plots)), *elsewhere]) == 0
     assert len(list(plots.glob("*.png"))) == 6
     assert not (tmp_path / "no-runs").exists()
+
+
+@pytest.mark.slow  # trains the tiny study (12 fits)
+def test_the_distance_summary_reads_each_policy_and_part_of_the_records(
+    tiny_study, capsys, tmp_path
+):
+    """The distance summary's columns: the mean over the buckets at T, then at the longest
+    length within and beyond T under use and drop, each the mean over seeds; checked on
+    records whose every cell holds a different accuracy (the tiny fits score about 0)."""
+    import shutil
+
+    root, _ = tiny_study
+    records = shutil.copytree(results_of(root), tmp_path / "results")
+    expected = {}  # (policy, length, within) -> per-seed means over the buckets
+    for seed in SEEDS:
+        path = records / "distance" / "fib_learned" / f"seed{seed}.json"
+        record = json.loads(path.read_text())
+        recall = record["recall"]
+        for p, (policy, by_length) in enumerate(recall["scores"].items()):
+            for t, (length, cells) in enumerate(by_length.items()):
+                for b, (name, cell) in enumerate(cells.items()):
+                    cell["accuracy"] = round((0.11 * b + 0.23 * t + 0.31 * p + 0.05 * seed) % 1, 4)
+                    within = recall["distances"][name][1] <= 254
+                    for part in (None, within):
+                        key = (policy, int(length), part)
+                        expected.setdefault(key, {}).setdefault(seed, []).append(cell["accuracy"])
+        path.write_text(json.dumps(record))
+    args = [*preset_args(tmp_path / "no-runs", "--table"), "--results", str(records)]
+    assert lit_main(args) == 0
+    rows = table_rows(capsys.readouterr().out, "Distance task (distance): accuracy per distance")
+    row = next(r for r in rows if r[0] == "fib_learned" and len(r) == 8)
+    columns = [("use", 256, None), *[(p, 16384, w) for p in ("use", "drop") for w in (True, False)]]
+    for cell, key in zip(row[3:], columns, strict=True):
+        means = [statistics.mean(values) for values in expected[key].values()]
+        assert spread(cell)[0] == pytest.approx(statistics.mean(means), abs=6e-4), key
 
 
 @pytest.mark.slow  # one fit
