@@ -80,7 +80,7 @@ class Task:
     """Run when no ``--tasks`` are given (False: only when asked for by name)."""
     same_as: tuple[tuple[str, str], ...] = ()
     """(variant, the variant it equals in this task): not run, since it would train the
-    same model (coprime staggering at 4 layers has stride 1: the linear schedule)."""
+    same model (coprime staggering at 2 or 4 layers has stride 1: the linear schedule)."""
 
 
 @functools.cache

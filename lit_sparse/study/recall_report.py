@@ -151,15 +151,15 @@ def _distance_summary(task: TaskResults) -> list[str]:
     rows = []
     for variant in task.variants:
         row = [variant.name, *_offer_cell(variant, length)]
-        row.append(headline(task, variant, "use", length).format(3))
+        row.append(headline(task, variant, task.policies[0], length).format(3))
         row += [headline(task, variant, p, longest, part).format(3) for p, part in columns]
         rows.append(row)
     return [
         "",
         "Mean accuracy over the distance buckets (mean ± sd over seeds): at the training "
-        f"length, and at {longest} over the buckets within T (d <= {length - 2}) and beyond "
-        "it, under each new_offsets policy; beside each pattern's keys per query (mean over "
-        "layers) and decoding cache (rows of the largest layer) at T.",
+        f"length, and at {longest} over the buckets wholly within [2, {length - 2}] and over "
+        "the others, under each new_offsets policy; beside each pattern's keys per query "
+        "(mean over layers) and decoding cache (rows of the largest layer) at T.",
         "",
         markdown_table(header, rows),
     ]
