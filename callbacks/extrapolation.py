@@ -11,14 +11,12 @@ once; :class:`lit_sparse.callbacks.RecallEvaluation` scores those at longer leng
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, Literal
 
 import lightning.pytorch as pl
-from lightning.pytorch.trainer.states import TrainerFn
 
-from lit_sparse.callbacks.run_dir import publish_result, run_dir
+from lit_sparse.callbacks.end_of_fit import EndOfFitEvaluation
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.extrapolation import (
     ExtrapolationResult,
@@ -37,7 +35,7 @@ def has_text_windows(datamodule: Any) -> bool:
     return not getattr(datamodule, "sparse_labels", False)
 
 
-class LengthExtrapolation(pl.Callback):
+class LengthExtrapolation(EndOfFitEvaluation):
     """Evaluate perplexity at several lengths when training ends (and, if asked, after
     ``validate``).
 
@@ -57,6 +55,8 @@ class LengthExtrapolation(pl.Callback):
         print_table: print the Markdown table (rank 0).
     """
 
+    result_type = ExtrapolationResult
+
     def __init__(
         self,
         multiples: list[float] | None = None,
@@ -69,26 +69,13 @@ class LengthExtrapolation(pl.Callback):
         prefix: str = "extrap",
         print_table: bool = False,
     ):
-        super().__init__()
+        super().__init__(stages, filename, prefix, print_table)
         self.multiples = [1, 2, 4] if multiples is None else list(multiples)
         self.lengths = None if lengths is None else list(lengths)
         extrapolation_lengths(1024, self.multiples, self.lengths)  # validates the values
         if new_offsets not in (None, "use", "drop"):
             raise ConfigError(f"new_offsets={new_offsets!r}: expected 'use', 'drop' or None")
-        self.stages = ["fit"] if stages is None else list(stages)
-        bad = [s for s in self.stages if s not in ("fit", "validate")]
-        if bad:
-            raise ConfigError(f"stages={self.stages!r}: expected 'fit' and/or 'validate'")
         self.new_offsets, self.batch_size, self.sets = new_offsets, batch_size, sets
-        self.filename, self.prefix, self.print_table = filename, prefix, print_table
-        self.result: ExtrapolationResult | None = None
-        self._checkpoint_step: int | None = None
-
-    def on_load_checkpoint(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict
-    ) -> None:
-        # validate does not restore the step counter: remember the weights' training step
-        self._checkpoint_step = checkpoint.get("global_step")
 
     def evaluation_lengths(self, training_length: int) -> list[int]:
         """The lengths asked for, and the training length: the baseline of every change."""
@@ -106,40 +93,11 @@ class LengthExtrapolation(pl.Callback):
                 type(datamodule).__name__,
             )
 
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if not has_text_windows(trainer.datamodule):
-            return
-        if "fit" in self.stages and not self._done_at(trainer):
-            self.run(trainer, pl_module)
+    def applies(self, trainer: pl.Trainer) -> bool:
+        return has_text_windows(trainer.datamodule)
 
-    def _done_at(self, trainer: pl.Trainer) -> bool:
-        """Whether the run folder already holds this evaluation at this step (a run resumed
-        at its final step only completes what is missing); if so, rank 0's ``result`` is the
-        saved one. Every process gets rank 0's answer."""
-        done = False
-        if trainer.is_global_zero and self.filename:
-            folder = run_dir(trainer)
-            try:
-                saved = json.loads((folder / f"{self.filename}.json").read_text())
-                done = (
-                    isinstance(saved, dict)
-                    and saved.get("step") == trainer.global_step
-                    and saved.get("checkpoint") is None
-                    and saved.get("lengths")
-                    == self.evaluation_lengths(trainer.lightning_module.config.context_length)
-                    and (folder / f"{self.filename}.md").is_file()
-                )
-                if done:
-                    self.result = ExtrapolationResult.from_dict(saved)
-            except (OSError, ValueError, KeyError, TypeError):
-                done = False
-        return bool(trainer.strategy.broadcast(done))
-
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if not has_text_windows(trainer.datamodule):
-            return
-        if "validate" in self.stages and trainer.state.fn == TrainerFn.VALIDATING:
-            self.run(trainer, pl_module, checkpoint=trainer.ckpt_path)
+    def expected(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
+        return {"lengths": self.evaluation_lengths(pl_module.config.context_length)}
 
     def run(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: str | None = None
@@ -159,14 +117,4 @@ class LengthExtrapolation(pl.Callback):
             context=trainer.precision_plugin.forward_context,
             progress=trainer.is_global_zero and trainer.progress_bar_callback is not None,
         )
-        self.result = result
-        publish_result(
-            trainer,
-            result,
-            prefix=self.prefix,
-            filename=self.filename,
-            checkpoint=checkpoint,
-            checkpoint_step=self._checkpoint_step,
-            print_table=self.print_table,
-        )
-        return result
+        return self.publish(trainer, result, checkpoint)

@@ -11,14 +11,12 @@ evaluated again.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, Literal
 
 import lightning.pytorch as pl
-from lightning.pytorch.trainer.states import TrainerFn
 
-from lit_sparse.callbacks.run_dir import publish_result, run_dir
+from lit_sparse.callbacks.end_of_fit import EndOfFitEvaluation
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.extrapolation import extrapolation_lengths
 from lit_sparse.evaluation.recall import POLICIES, RecallResult, evaluate_recall
@@ -26,7 +24,7 @@ from lit_sparse.evaluation.recall import POLICIES, RecallResult, evaluate_recall
 __all__ = ["RecallEvaluation"]
 
 
-class RecallEvaluation(pl.Callback):
+class RecallEvaluation(EndOfFitEvaluation):
     """Score recall at several lengths and policies when training ends.
 
     Args:
@@ -42,6 +40,8 @@ class RecallEvaluation(pl.Callback):
         print_table: print the Markdown table (rank 0).
     """
 
+    result_type = RecallResult
+
     def __init__(
         self,
         multiples: list[float] | None = None,
@@ -53,7 +53,7 @@ class RecallEvaluation(pl.Callback):
         prefix: str = "recall",
         print_table: bool = False,
     ):
-        super().__init__()
+        super().__init__(stages, filename, prefix, print_table)
         self.multiples = None if multiples is None else list(multiples)
         self.lengths = None if lengths is None else list(lengths)
         if self.multiples is not None or self.lengths is not None:
@@ -65,13 +65,7 @@ class RecallEvaluation(pl.Callback):
             )
         if batch_tokens is not None and (isinstance(batch_tokens, bool) or batch_tokens < 1):
             raise ConfigError(f"batch_tokens={batch_tokens!r}: expected an integer >= 1")
-        self.stages = ["fit"] if stages is None else list(stages)
-        if any(s not in ("fit", "validate") for s in self.stages):
-            raise ConfigError(f"stages={self.stages!r}: expected 'fit' and/or 'validate'")
-        self.batch_tokens, self.filename, self.prefix = batch_tokens, filename, prefix
-        self.print_table = print_table
-        self.result: RecallResult | None = None
-        self._checkpoint_step: int | None = None
+        self.batch_tokens = batch_tokens
 
     def check_data(self, datamodule: Any) -> None:
         """Called by the CLI before anything runs: the data must be a recall task."""
@@ -90,41 +84,9 @@ class RecallEvaluation(pl.Callback):
             return extrapolation_lengths(training_length, [1, 4, 16, 64])
         return extrapolation_lengths(training_length, self.multiples or [1], self.lengths)
 
-    def on_load_checkpoint(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict
-    ) -> None:
-        self._checkpoint_step = checkpoint.get("global_step")
-
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if "fit" in self.stages and not self._done_at(trainer, pl_module):
-            self.run(trainer, pl_module)
-
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if "validate" in self.stages and trainer.state.fn == TrainerFn.VALIDATING:
-            self.run(trainer, pl_module, checkpoint=trainer.ckpt_path)
-
-    def _done_at(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> bool:
-        """Whether the run folder holds this evaluation at this step already (a resume at
-        the final step completes only what is missing); every process gets rank 0's answer."""
-        done = False
-        if trainer.is_global_zero and self.filename:
-            folder = run_dir(trainer)
-            lengths = self.evaluation_lengths(trainer.datamodule, pl_module.config.context_length)
-            try:
-                saved = json.loads((folder / f"{self.filename}.json").read_text())
-                done = (
-                    isinstance(saved, dict)
-                    and saved.get("step") == trainer.global_step
-                    and saved.get("checkpoint") is None
-                    and saved.get("lengths") == lengths
-                    and saved.get("policies") == self.new_offsets
-                    and (folder / f"{self.filename}.md").is_file()
-                )
-                if done:
-                    self.result = RecallResult.from_dict(saved)
-            except (OSError, ValueError, KeyError, TypeError):
-                done = False
-        return bool(trainer.strategy.broadcast(done))
+    def expected(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
+        lengths = self.evaluation_lengths(trainer.datamodule, pl_module.config.context_length)
+        return {"lengths": lengths, "policies": self.new_offsets}
 
     def run(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: str | None = None
@@ -147,14 +109,4 @@ class RecallEvaluation(pl.Callback):
             context=trainer.precision_plugin.forward_context,
             progress=progress,
         )
-        self.result = result
-        publish_result(
-            trainer,
-            result,
-            prefix=self.prefix,
-            filename=self.filename,
-            checkpoint=checkpoint,
-            checkpoint_step=self._checkpoint_step,
-            print_table=self.print_table,
-        )
-        return result
+        return self.publish(trainer, result, checkpoint)

@@ -74,15 +74,7 @@ class SparseThroughputMonitor(ThroughputMonitor):
     ) -> None:
         self._set_flops(pl_module, batch, training=False)
 
-    def on_test_batch_start(
-        self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:
-        self._set_flops(pl_module, batch, training=False)
+    on_test_batch_start = on_validation_batch_start
 
     @rank_zero_only
     def on_validation_batch_end(
