@@ -198,8 +198,9 @@ def collect_alike(
     its variants in the preset's order, its setup values); and the runs not read, with why.
 
     Raises ConfigError when there are no runs, or when two runs of one task were not trained
-    alike (a setup value, the evaluation lengths or the result's ``compared``, e.g. its
-    held-out ``sets``, differ).
+    alike (a setup value both recorded, the evaluation lengths or the result's ``compared``,
+    e.g. its held-out ``sets``, differ). A value only one run recorded (its record was
+    written before the preset compared that key) is not a difference.
     """
     if not runs:
         raise ConfigError("no runs to read")
@@ -212,14 +213,16 @@ def collect_alike(
             missing.append((run, values))
             continue
         result = seed_run.result
-        shape = (tuple(values.items()), tuple(result.lengths), tuple(getattr(result, compared)))
-        _, first, expected = firsts.setdefault(run.setup.name, (values, where, shape))
-        if shape != expected:
-            differ = [
-                f"{key} {a!r} vs {b!r}"
-                for (key, a), (_, b) in zip(expected[0], shape[0], strict=True)
-                if a != b
-            ] or [f"evaluation lengths/{compared} {expected[1:]} vs {shape[1:]}"]
+        evaluated = (tuple(result.lengths), tuple(getattr(result, compared)))
+        setup, first, expected = firsts.setdefault(run.setup.name, (values, where, evaluated))
+        differ = [
+            f"{key} {setup[key]!r} vs {value!r}"
+            for key, value in values.items()
+            if key in setup and setup[key] != value
+        ]
+        if evaluated != expected:
+            differ.append(f"evaluation lengths/{compared} {expected} vs {evaluated}")
+        if differ:
             raise ConfigError(
                 f"{where} was not trained like {first} ({'; '.join(differ)}): a study "
                 "compares runs that differ only in attention and seed"

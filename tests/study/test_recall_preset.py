@@ -338,6 +338,33 @@ def test_table_and_plot_rebuild_from_the_records_alone(tiny_study, capsys, tmp_p
 
 
 @pytest.mark.slow  # trains the tiny study (12 fits)
+def test_records_compare_the_setup_values_both_recorded(tiny_study, capsys, tmp_path):
+    """A record written before the preset compared a key (it lacks the key) still joins its
+    task's table; a value both records hold that differs is refused, named with both values."""
+    import shutil
+
+    root, _ = tiny_study
+    records = shutil.copytree(results_of(root), tmp_path / "results")
+    args = [*preset_args(tmp_path / "no-runs", "--table"), "--results", str(records)]
+    assert lit_main(args) == 0
+    expected = capsys.readouterr().out
+
+    def edit(seed: int, change) -> None:
+        path = records / "mqar64" / "sw_keys" / f"seed{seed}.json"
+        record = json.loads(path.read_text())
+        change(record["setup"])
+        path.write_text(json.dumps(record))
+
+    edit(1, lambda setup: setup.pop("model.arch.head_dim"))  # an older record's keys
+    assert lit_main(args) == 0
+    assert capsys.readouterr().out == expected
+    edit(1, lambda setup: setup.update({"model.lr": 0.5}))
+    assert lit_main(args) == 2
+    err = capsys.readouterr().err
+    assert "seed1.json was not trained like" in err and "model.lr" in err and "0.5" in err
+
+
+@pytest.mark.slow  # trains the tiny study (12 fits)
 def test_the_distance_summary_reads_each_policy_and_part_of_the_records(
     tiny_study, capsys, tmp_path
 ):
