@@ -31,11 +31,12 @@ import torch
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch.utils.data import DataLoader
 
+from lit_sparse.data.checks import check_int
 from lit_sparse.data.mixture import MixtureWindows
 from lit_sparse.data.sources import SourceConfig
 from lit_sparse.data.token_cache import CachePlan, TokenFile, build_source, check_part, make_plan
 from lit_sparse.data.tokenizer import load_tokenizer, resolve_vocab_size
-from lit_sparse.data.windows import HeldOutWindows, num_windows
+from lit_sparse.data.windows import HeldOutWindows, num_windows, rank_of
 from lit_sparse.errors import CheckpointError, ConfigError
 
 __all__ = ["TextDataModule", "checked_seq_len", "default_cache_dir", "embedded_sources"]
@@ -66,12 +67,11 @@ def checked_seq_len(seq_len: Any) -> int:
     return seq_len
 
 
-def _positive_int(field: str, value: Any, allow_none: bool = False, low: int = 1) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        allowed = f"an integer >= {low}" + (" or None" if allow_none else "")
-        raise ConfigError(f"{field}={value!r}: expected {allowed}")
+def _check_unique(field: str, names: list[str], message: str) -> None:
+    """One ConfigError line, ``message``, naming the first of ``names`` that repeats."""
+    repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if repeated is not None:
+        raise ConfigError(f"{field}={repeated!r}: {message}")
 
 
 class _TrainLoader(DataLoader):
@@ -127,11 +127,11 @@ class TextDataModule(pl.LightningDataModule):
         token_budget: int | None = None,
     ) -> None:
         super().__init__()
-        _positive_int("seq_len", seq_len)
-        _positive_int("batch_size", batch_size)
-        _positive_int("val_windows", val_windows, allow_none=True)
-        _positive_int("num_workers", num_workers, low=0)
-        _positive_int("token_budget", token_budget, allow_none=True)
+        check_int("seq_len", seq_len)
+        check_int("batch_size", batch_size)
+        check_int("val_windows", val_windows, allow_none=True)
+        check_int("num_workers", num_workers, low=0)
+        check_int("token_budget", token_budget, allow_none=True)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ConfigError(f"seed={seed!r}: expected an integer")
         sources = embedded_sources() if sources is None else list(sources)
@@ -142,7 +142,11 @@ class TextDataModule(pl.LightningDataModule):
         for i, src in enumerate(sources):
             if not isinstance(src, SourceConfig):
                 raise ConfigError(f"sources[{i}]={src!r}: expected a SourceConfig")
-        self._check_names(sources)
+        names = [s.name for s in sources]
+        _check_unique("name", names, "two sources share this name; names must be unique")
+        held = [s.held_out_name for s in sources if s.has_val]
+        unique = "held-out names must be unique"
+        _check_unique("val_name", held, f"two sources have a held-out set of this name; {unique}")
         if sum(s.weight for s in sources) <= 0:
             raise ConfigError(
                 f"weights={[s.weight for s in sources]}: at least one source needs "
@@ -180,7 +184,7 @@ class TextDataModule(pl.LightningDataModule):
         DataSourceUnavailable for an unreachable hub tokenizer).
         """
         if vocab_size is not None:
-            _positive_int("vocab_size", vocab_size)
+            check_int("vocab_size", vocab_size)
             return vocab_size
         return resolve_vocab_size(None, load_tokenizer(tokenizer).size)
 
@@ -215,38 +219,12 @@ class TextDataModule(pl.LightningDataModule):
         """Training samples this rank has consumed (the resume position)."""
         return self._samples_consumed
 
-    # --------------------------------------------------------------------------- checks
-    @staticmethod
-    def _check_names(sources: list[SourceConfig]) -> None:
-        seen: set[str] = set()
-        for s in sources:
-            if s.name in seen:
-                raise ConfigError(
-                    f"name={s.name!r}: two sources share this name; names must be unique"
-                )
-            seen.add(s.name)
-        held: set[str] = set()
-        for s in sources:
-            if s.has_val:
-                if s.held_out_name in held:
-                    raise ConfigError(
-                        f"val_name={s.held_out_name!r}: two sources have a held-out "
-                        "set of this name; held-out names must be unique"
-                    )
-                held.add(s.held_out_name)
-
     def _budget(self, src: SourceConfig, total_weight: float) -> int | None:
         if src.max_tokens is not None:
             return src.max_tokens
         if self.token_budget is None or not src.has_train:
             return None
         return max(1, math.ceil(self.token_budget * src.weight / total_weight))
-
-    def _rank(self) -> tuple[int, int]:
-        trainer = self.trainer
-        if trainer is None:
-            return 0, 1
-        return int(trainer.global_rank), int(trainer.world_size)
 
     # ---------------------------------------------------------------------- preparation
     def _ensure(
@@ -257,19 +235,15 @@ class TextDataModule(pl.LightningDataModule):
         if not reasons:
             log.debug("source %r: token cache hit (%s)", plan.source.name, plan.stem.name)
             return found  # type: ignore[return-value]
+        why = "; ".join(f"{p}: {r}" for p, r in reasons.items())
         if not may_build:
             raise RuntimeError(
-                f"token cache of source {plan.source.name!r} is not usable in setup ("
-                + "; ".join(f"{p}: {r}" for p, r in reasons.items())
-                + f"; {plan.stem}). prepare_data should have built it: rerun, or delete "
-                "the files to force a rebuild"
+                f"token cache of source {plan.source.name!r} is not usable in setup ({why}; "
+                f"{plan.stem}). prepare_data should have built it: rerun, or delete the files "
+                "to force a rebuild"
             )
         if any(r != "not cached" for r in reasons.values()):
-            log.warning(
-                "source %r: rebuilding token cache (%s)",
-                plan.source.name,
-                "; ".join(f"{p}: {r}" for p, r in reasons.items()),
-            )
+            log.warning("source %r: rebuilding token cache (%s)", plan.source.name, why)
         return build_source(plan, self._tok)
 
     def prepare_data(self) -> None:
@@ -281,7 +255,7 @@ class TextDataModule(pl.LightningDataModule):
         """Validate and map the cached token files (every process)."""
         if self._train is not None:
             return
-        _, world_size = self._rank()
+        _, world_size = rank_of(self.trainer)
         train: list[tuple[TokenFile, float]] = []
         val: dict[str, TokenFile] = {}
         for plan in self._plans:
@@ -316,7 +290,7 @@ class TextDataModule(pl.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         """Endless (x, y) LongTensor batches (batch_size, seq_len) of this rank's stream."""
         self._require_setup()
-        rank, _ = self._rank()
+        rank, _ = rank_of(self.trainer)
         dataset = MixtureWindows(
             [tf for tf, _ in self._train],
             [w for _, w in self._train],
@@ -359,8 +333,8 @@ class TextDataModule(pl.LightningDataModule):
         EOS as every later one (and as lm-eval reads documents); the EOS between documents
         are predicted too. ``batch_size`` defaults to about the same tokens per batch as
         validation."""
-        _positive_int("length", length)
-        _positive_int("batch_size", batch_size, allow_none=True)
+        check_int("length", length)
+        check_int("batch_size", batch_size, allow_none=True)
         tf = self._held_out(set_name)
         count = num_windows(self._stream_tokens(tf), length, span=self._span(tf))
         if count == 0:
@@ -370,7 +344,7 @@ class TextDataModule(pl.LightningDataModule):
             )
         if batch_size is None:
             batch_size = max(1, self.batch_size * self.seq_len // length)
-        rank, world_size = self._rank()
+        rank, world_size = rank_of(self.trainer)
         dataset = HeldOutWindows(tf, length, count, batch_size, rank, world_size, self._tok.eos_id)
         return DataLoader(dataset, batch_size=None, **self._loader_kwargs())
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterator, Sequence
-from itertools import accumulate
+from itertools import accumulate, count
 
 import numpy as np
 import torch
@@ -109,7 +109,5 @@ class MixtureWindows(IterableDataset):
         info = get_worker_info()
         worker, num_workers = (info.id, info.num_workers) if info is not None else (0, 1)
         arrays = [open_tokens(f) for f in self.files]  # opened per process, never pickled
-        j = worker
-        while True:
+        for j in count(worker, num_workers):
             yield self.make_batch(arrays, self.start_sample + j * self.batch_size)
-            j += num_workers

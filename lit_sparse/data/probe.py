@@ -16,6 +16,7 @@ sequences.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import count
 from typing import Any
 
 import lightning.pytorch as pl
@@ -24,6 +25,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
+from lit_sparse.data.checks import check_int
 from lit_sparse.errors import ConfigError
 
 __all__ = ["IGNORE_INDEX", "ProbeDataModule", "marked_shift_copy", "shift_copy_targets"]
@@ -74,8 +76,7 @@ class _Stream(IterableDataset):
 
     def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
         dm = self.module
-        n = 0
-        while True:
+        for n in count():
             yield marked_shift_copy(
                 dm.batch_size,
                 dm.seq_len,
@@ -83,7 +84,6 @@ class _Stream(IterableDataset):
                 dm.payload,
                 batch_generator(dm.seed, self.rank, n),
             )
-            n += 1
 
 
 class ProbeDataModule(pl.LightningDataModule):
@@ -121,8 +121,7 @@ class ProbeDataModule(pl.LightningDataModule):
             ("val_sequences", val_sequences),
             ("val_batch_size", val_batch_size),
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"data.{name}={value!r}: expected an integer >= 1")
+            check_int(f"data.{name}", value)
         if not distances or any(d < 1 or d >= seq_len for d in distances):
             raise ConfigError(
                 f"data.distances={distances}: expected one or more distances in 1..seq_len-1 "
@@ -131,12 +130,8 @@ class ProbeDataModule(pl.LightningDataModule):
         if len(set(distances)) != len(distances):
             raise ConfigError(f"data.distances={distances}: expected distinct distances")
         self.seq_len, self.distances, self.payload = seq_len, distances, payload
-        self.batch_size, self.val_sequences, self.val_batch_size = (
-            batch_size,
-            val_sequences,
-            val_batch_size,
-        )
-        self.seed, self.val_seed = seed, val_seed
+        self.batch_size, self.val_sequences = batch_size, val_sequences
+        self.val_batch_size, self.seed, self.val_seed = val_batch_size, seed, val_seed
         self._val: tuple[Tensor, Tensor] | None = None
 
     @classmethod

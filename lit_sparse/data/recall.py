@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from lit_sparse.data.checks import check_int
 from lit_sparse.errors import ConfigError
 
 __all__ = [
@@ -48,13 +49,9 @@ Seed = int | Sequence[int]
 
 
 def _rng(seed: Seed) -> np.random.Generator:
-    single = isinstance(seed, (int, float, np.integer, np.floating))
-    keys = [seed] if single else seed
-    if isinstance(keys, (str, bytes)) or not isinstance(keys, (Sequence, np.ndarray)):
-        keys = None
-    elif any(not _whole(k) for k in keys):
-        keys = None
-    if keys is None:
+    keys = [seed] if isinstance(seed, (int, float, np.integer, np.floating)) else seed
+    sequence = isinstance(keys, (Sequence, np.ndarray)) and not isinstance(keys, (str, bytes))
+    if not sequence or not all(_whole(k) for k in keys):
         raise ConfigError(f"seed={seed!r}: expected an integer >= 0, or a sequence of them")
     return np.random.default_rng(np.random.SeedSequence([int(k) for k in keys]))
 
@@ -70,8 +67,7 @@ def _whole(value) -> bool:
 
 def _positive(**values: int) -> None:
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ConfigError(f"{name}={value!r}: expected an integer >= 1")
+        check_int(name, value)
 
 
 def _sample_without_replacement(
@@ -360,13 +356,14 @@ def passkey(
     offsets = rng.integers(0, filler.size - room, size=n)
     text = filler[offsets[:, None] + np.arange(room)]  # (N, room)
     key = np.asarray(template.digits)[rng.integers(0, 10, size=(n, key_length))]  # (N, K)
-    prefix, suffix = np.asarray(template.needle_prefix), np.asarray(template.needle_suffix)
-    question = np.asarray(template.question)
-    needle = np.concatenate(
-        [np.broadcast_to(prefix, (n, prefix.size)), key, np.broadcast_to(suffix, (n, suffix.size))],
-        axis=1,
-    )  # (N, S)
-    tail = np.concatenate([np.broadcast_to(question, (n, question.size)), key], axis=1)
+
+    def rows(ids: tuple[int, ...]) -> np.ndarray:  # (N, len(ids)): ids in every row
+        return np.broadcast_to(np.asarray(ids, dtype=np.int64), (n, len(ids)))
+
+    needle = np.concatenate(  # (N, S)
+        [rows(template.needle_prefix), key, rows(template.needle_suffix)], axis=1
+    )
+    tail = np.concatenate([rows(template.question), key], axis=1)
     # the needle goes in at filler position `at`: columns of text before it keep their
     # place, the rest move right by the needle's length
     at = np.rint(depth * room).astype(np.int64)  # (N,)

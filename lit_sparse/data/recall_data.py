@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from itertools import count
 from typing import Any
 
 import lightning.pytorch as pl
@@ -33,6 +34,7 @@ import numpy as np
 from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset
 
+from lit_sparse.data.checks import check_int
 from lit_sparse.data.recall import (
     IGNORE_INDEX,
     PasskeyTemplate,
@@ -43,6 +45,7 @@ from lit_sparse.data.recall import (
     multiquery_ar,
     passkey,
 )
+from lit_sparse.data.windows import rank_of
 from lit_sparse.errors import ConfigError
 
 __all__ = [
@@ -58,12 +61,6 @@ __all__ = [
 Examples = tuple[Tensor, Tensor]
 
 
-def _integer(field: str, value: Any, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"data.{field}={value!r}: expected an integer >= {low}")
-    return value
-
-
 class _Stream(IterableDataset):
     """Endless training batches of one rank, from the batch of the trainer's step on."""
 
@@ -72,10 +69,8 @@ class _Stream(IterableDataset):
         self.module, self.rank, self.first = module, rank, first
 
     def __iter__(self) -> Iterator[Examples]:
-        n = self.first
-        while True:
+        for n in count(self.first):
             yield self.module.train_batch(self.module.batch_size, (self.module.seed, self.rank, n))
-            n += 1
 
 
 class HeldOutExamples(IterableDataset):
@@ -111,11 +106,11 @@ class RecallDataModule(pl.LightningDataModule):
         val_seed: int,
     ):
         super().__init__()
-        self.seq_len = _integer("seq_len", seq_len)
-        self.batch_size = _integer("batch_size", batch_size)
-        self.val_batch_size = _integer("val_batch_size", val_batch_size)
-        self.seed = _integer("seed", seed, low=0)
-        self.val_seed = _integer("val_seed", val_seed, low=0)
+        self.seq_len = check_int("data.seq_len", seq_len)
+        self.batch_size = check_int("data.batch_size", batch_size)
+        self.val_batch_size = check_int("data.val_batch_size", val_batch_size)
+        self.seed = check_int("data.seed", seed, low=0)
+        self.val_seed = check_int("data.val_seed", val_seed, low=0)
         self._sets: dict[tuple[int, str], Examples] = {}
 
     # ------------------------------------------------------------------ the task
@@ -156,7 +151,7 @@ class RecallDataModule(pl.LightningDataModule):
     def recall_sets(self, length: int | None = None) -> dict[str, Examples]:
         """Every held-out set at ``length`` (default: the training length): name -> (x, y),
         each (N, length); the same examples on every call and in every run."""
-        length = self.seq_len if length is None else _integer("length", length)
+        length = self.seq_len if length is None else check_int("data.length", length)
         names = self.set_names_at(length)
         for index, name in enumerate(names):
             if (length, name) not in self._sets:
@@ -165,15 +160,9 @@ class RecallDataModule(pl.LightningDataModule):
                 )
         return {name: self._sets[length, name] for name in names}
 
-    def _rank(self) -> tuple[int, int]:
-        trainer = self.trainer
-        if trainer is None:
-            return 0, 1
-        return int(trainer.global_rank), int(trainer.world_size)
-
     def loaders_at(self, length: int, batch_size: int | None = None) -> dict[str, DataLoader]:
         """This rank's share of every held-out set at ``length``, one loader per set."""
-        rank, world = self._rank()
+        rank, world = rank_of(self.trainer)
         size = batch_size or self.val_batch_size
         return {
             name: DataLoader(HeldOutExamples(examples, size, rank, world), batch_size=None)
@@ -186,7 +175,7 @@ class RecallDataModule(pl.LightningDataModule):
         first = 0
         if trainer is not None:  # a resume continues the stream at its step
             first = int(trainer.global_step) * int(trainer.accumulate_grad_batches)
-        rank, _ = self._rank()
+        rank, _ = rank_of(self.trainer)
         return DataLoader(_Stream(self, rank, first), batch_size=None)
 
     def val_dataloader(self) -> list[DataLoader]:
@@ -233,15 +222,16 @@ class MQARDataModule(RecallDataModule):
         val_seed: int = 1234,
     ):
         super().__init__(seq_len, batch_size, val_batch_size, seed, val_seed)
-        self.num_kv_pairs = _integer("num_kv_pairs", num_kv_pairs)
-        self._vocab_size = _integer("vocab_size", vocab_size, low=2)
+        self.num_kv_pairs = check_int("data.num_kv_pairs", num_kv_pairs)
+        self._vocab_size = check_int("data.vocab_size", vocab_size, low=2)
         self.power_a = float(power_a)
-        self.val_examples = self.min_examples = _integer("val_examples", val_examples)
+        self.val_examples = self.min_examples = check_int("data.val_examples", val_examples)
         settings = [(seq_len, num_kv_pairs)]
         for entry in val_settings or []:
             if len(entry) != 2:
                 raise ConfigError(f"data.val_settings: {entry!r} is not a pair [L, kv]")
-            pair = (_integer("val_settings L", entry[0]), _integer("val_settings kv", entry[1]))
+            length, kv = entry
+            pair = (check_int("data.val_settings L", length), check_int("data.val_settings kv", kv))
             if pair not in settings:
                 settings.append(pair)
         self.settings = settings
@@ -250,7 +240,7 @@ class MQARDataModule(RecallDataModule):
 
     @classmethod
     def model_vocab_size(cls, vocab_size: int = 8192, **init_args: Any) -> int:
-        return _integer("vocab_size", vocab_size, low=2)
+        return check_int("data.vocab_size", vocab_size, low=2)
 
     @property
     def vocab_size(self) -> int:
@@ -318,18 +308,18 @@ class DistanceDataModule(RecallDataModule):
         super().__init__(seq_len, batch_size, val_batch_size, seed, val_seed)
         if seq_len < 4:
             raise ConfigError(f"data.seq_len={seq_len}: the distance task needs at least 4")
-        self._vocab_size = _integer("vocab_size", vocab_size, low=4)
-        self.pairs = _integer("pairs", pairs)
+        self._vocab_size = check_int("data.vocab_size", vocab_size, low=4)
+        self.pairs = check_int("data.pairs", pairs)
         check_pairs(self.pairs, seq_len, self._vocab_size, field="data.pairs")
         if not isinstance(values_in_filler, bool):
             raise ConfigError(f"data.values_in_filler={values_in_filler!r}: expected true or false")
         self.values_in_filler = values_in_filler
-        self.val_examples = _integer("val_examples", val_examples)
-        self.min_examples = _integer("min_examples", min_examples)
+        self.val_examples = check_int("data.val_examples", val_examples)
+        self.min_examples = check_int("data.min_examples", min_examples)
 
     @classmethod
     def model_vocab_size(cls, vocab_size: int = 512, **init_args: Any) -> int:
-        return _integer("vocab_size", vocab_size, low=4)
+        return check_int("data.vocab_size", vocab_size, low=4)
 
     @property
     def vocab_size(self) -> int:
@@ -431,14 +421,14 @@ class PasskeyDataModule(RecallDataModule):
         val_seed: int = 1234,
     ):
         super().__init__(seq_len, batch_size, val_batch_size, seed, val_seed)
-        self.key_length = _integer("key_length", key_length)
-        self.min_examples = _integer("min_examples", min_examples)
+        self.key_length = check_int("data.key_length", key_length)
+        self.min_examples = check_int("data.min_examples", min_examples)
         self.depths = [0.0, 0.25, 0.5, 0.75, 1.0] if depths is None else [float(d) for d in depths]
         if not self.depths or any(not 0 <= d <= 1 for d in self.depths):
             raise ConfigError(f"data.depths={depths!r}: expected depths in [0, 1]")
         if len({_depth_name(d) for d in self.depths}) != len(self.depths):
             raise ConfigError(f"data.depths={depths!r}: expected distinct depths (in percent)")
-        self.val_examples = _integer("val_examples", val_examples)
+        self.val_examples = check_int("data.val_examples", val_examples)
         overhead = embedded_template().overhead(self.key_length)
         if seq_len <= overhead:
             raise ConfigError(
@@ -479,16 +469,15 @@ class PasskeyDataModule(RecallDataModule):
 def recall_data_from_config(data: Any, **overrides: Any) -> RecallDataModule:
     """The recall task of a run's config (its ``data`` section: ``class_path`` and
     ``init_args``), with ``overrides`` of its init args; ConfigError for other data."""
+    import contextlib
     import importlib
 
     class_path = data.get("class_path") if isinstance(data, dict) else None
     cls = None
     if isinstance(class_path, str) and "." in class_path:
         module, _, name = class_path.rpartition(".")
-        try:
+        with contextlib.suppress(ImportError):
             cls = getattr(importlib.import_module(module), name, None)
-        except ImportError:
-            cls = None
     if not (isinstance(cls, type) and issubclass(cls, RecallDataModule)):
         raise ConfigError(
             f"data.class_path={class_path!r}: not a recall task (expected MQARDataModule, "

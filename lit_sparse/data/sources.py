@@ -2,9 +2,9 @@
 
 A source is one stream of documents (the embedded corpus, a hub dataset, or local files read
 by a ``datasets`` builder), a weight (its share of training *tokens*), an optional token
-budget, and which part of it is held out for validation. Everything is read through
-``datasets``: hub and local sources in streaming mode (nothing is downloaded beyond what the
-token budget consumes), the embedded corpus through ``Dataset.from_dict``.
+budget, and which part of it is held out for validation. Hub and local sources are read
+through ``datasets`` in streaming mode (nothing is downloaded beyond what the token budget
+consumes), the embedded corpus from the package.
 """
 
 from __future__ import annotations
@@ -161,11 +161,9 @@ class SourceConfig:
             allowed = ", ".join(_EMBEDDED_PREFIX + n for n in embedded.EMBEDDED_SOURCES)
             raise self._refuse("path", self.path, f"unknown embedded corpus; allowed: {allowed}")
         for field in _NOT_EMBEDDED:
-            if getattr(self, field) is not None:
+            if (value := getattr(self, field)) is not None:
                 raise self._refuse(
-                    field,
-                    getattr(self, field),
-                    f"not applicable to the embedded corpus {self.path!r}",
+                    field, value, f"not applicable to the embedded corpus {self.path!r}"
                 )
 
     def _check_numbers(self) -> None:
@@ -371,15 +369,6 @@ def _local_file_stats(patterns: list[str], name: str) -> list[list]:
 
 
 # --------------------------------------------------------------------------- reading
-def _embedded_batches(src: SourceConfig, part: str, batch_docs: int) -> Iterator[list[str]]:
-    import datasets
-
-    texts = [r["text"] for r in embedded.read_records(src.embedded_name, part)]
-    ds = datasets.Dataset.from_dict({"text": texts})
-    for batch in ds.iter(batch_size=batch_docs):
-        yield batch["text"]
-
-
 def _unavailable(src: SourceConfig, err: BaseException) -> DataSourceUnavailable:
     first = str(err).splitlines()[0] if str(err) else ""
     return DataSourceUnavailable(
@@ -407,8 +396,7 @@ def _datasets_batches(
             revision=src.revision,
             **kwargs,
         )
-        rows = ds.iter(batch_size=batch_docs)
-        for batch in rows:
+        for batch in ds.iter(batch_size=batch_docs):
             yield _batch_texts(src, batch)
     except Exception as err:
         if is_network_error(err):
@@ -448,7 +436,8 @@ def iter_text_batches(src: SourceConfig, part: str, batch_docs: int = 256) -> It
     if part not in ("train", "val"):
         raise ConfigError(f"part={part!r}: expected 'train' or 'val'")
     if src.kind == "embedded":
-        yield from _embedded_batches(src, part, batch_docs)
+        texts = [r["text"] for r in embedded.read_records(src.embedded_name, part)]
+        yield from (texts[i : i + batch_docs] for i in range(0, len(texts), batch_docs))
         return
     if part == "train":
         yield from _datasets_batches(src, src.split, src.data_files, batch_docs)

@@ -26,7 +26,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ import numpy as np
 
 from lit_sparse.data.sources import SourceConfig, iter_text_batches
 from lit_sparse.data.tokenizer import LoadedTokenizer
+from lit_sparse.formats.pretrained import file_sha256
 from lit_sparse.io.atomic import (
     AtomicFile,
     fsync_dir,
@@ -56,7 +57,6 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
-_CHUNK = 1 << 22
 
 
 def token_dtype(tokenizer_size: int) -> np.dtype:
@@ -97,6 +97,17 @@ class CachePlan:
     def meta_path(self, part: str) -> Path:
         return self.stem.with_name(f"{self.stem.name}.{part}.json")
 
+    def meta(self, part: str) -> dict[str, Any]:
+        """What the metadata of ``part`` must say (and what else it records is not checked)."""
+        return {
+            "format_version": FORMAT_VERSION,
+            "key": self.key,
+            "part": part,
+            "source_spec": self.spec,
+            "tokenizer_sha256": self.tokenizer_sha256,
+            "dtype": self.dtype,
+        }
+
 
 def make_plan(
     src: SourceConfig, tok: LoadedTokenizer, cache_dir: str | os.PathLike, max_tokens: int | None
@@ -118,14 +129,6 @@ def make_plan(
     return CachePlan(src, spec, key, stem, dtype, tok.sha256, max_tokens, parts)
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def check_part(plan: CachePlan, part: str, verify_checksum: bool) -> TokenFile | str:
     """The part's :class:`TokenFile` if its files are present and consistent, else the reason
     (a string) why it must be rebuilt."""
@@ -138,15 +141,7 @@ def check_part(plan: CachePlan, part: str, verify_checksum: bool) -> TokenFile |
         return f"unreadable metadata ({err})"
     if not isinstance(meta, dict):
         return f"metadata is not a JSON object (a {type(meta).__name__})"
-    expected = {
-        "format_version": FORMAT_VERSION,
-        "key": plan.key,
-        "part": part,
-        "source_spec": plan.spec,
-        "tokenizer_sha256": plan.tokenizer_sha256,
-        "dtype": plan.dtype,
-    }
-    for field, value in expected.items():
+    for field, value in plan.meta(part).items():
         if meta.get(field) != value:
             return f"metadata field {field!r} differs"
     try:
@@ -243,13 +238,6 @@ def _fill(
                 if not targets or targets[0][0] is None:
                     return
                 writer, budget = targets.pop(0)
-    return
-
-
-def _close(gen: Iterator) -> None:
-    close = getattr(gen, "close", None)
-    if close is not None:
-        close()
 
 
 def build_source(plan: CachePlan, tok: LoadedTokenizer) -> dict[str, TokenFile]:
@@ -275,8 +263,10 @@ def build_source(plan: CachePlan, tok: LoadedTokenizer) -> dict[str, TokenFile]:
     writers = {
         p: _AtomicTokenWriter(plan.bin_path(p), plan.meta_path(p), plan.dtype) for p in plan.parts
     }
-    budgets = [b for p, b in (("train", plan.max_tokens), ("val", src.val_tokens)) if p in writers]
-    total = None if None in budgets or not budgets else sum(budgets)
+    budgets = {
+        p: b for p, b in (("val", src.val_tokens), ("train", plan.max_tokens)) if p in writers
+    }
+    total = None if None in budgets.values() or not budgets else sum(budgets.values())
     progress = tqdm(
         total=total,
         unit="tok",
@@ -285,42 +275,25 @@ def build_source(plan: CachePlan, tok: LoadedTokenizer) -> dict[str, TokenFile]:
         desc=f"tokenizing {src.name}",
         disable=src.kind == "embedded" or None,
     )
+    if src.val_mode == "head":  # one stream: the held-out documents first, then training's
+        reads = {"train": [(writers.get(p), budgets.get(p)) for p in ("val", "train")]}
+    else:
+        reads = {p: [(writers[p], budget)] for p, budget in budgets.items()}
     try:
-        if src.val_mode == "head":
-            stream = iter_text_batches(src, "train")
+        for part, targets in reads.items():
+            stream = iter_text_batches(src, part)
             try:
-                _fill(
-                    stream,
-                    [(writers["val"], src.val_tokens), (writers.get("train"), plan.max_tokens)],
-                    tok,
-                    progress,
-                )
+                _fill(stream, targets, tok, progress)
             finally:
-                _close(stream)
-        else:
-            for part, budget in (("val", src.val_tokens), ("train", plan.max_tokens)):
-                if part in writers:
-                    stream = iter_text_batches(src, part)
-                    try:
-                        _fill(stream, [(writers[part], budget)], tok, progress)
-                    finally:
-                        _close(stream)
-        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        out = {}
-        for part, writer in writers.items():
-            meta = {
-                "format_version": FORMAT_VERSION,
-                "key": plan.key,
-                "part": part,
-                "source_name": src.name,
-                "source_spec": plan.spec,
-                "tokenizer_sha256": plan.tokenizer_sha256,
-                "tokenizer_source": tok.source,
-                "eos_token": tok.eos_token,
-                "eos_id": tok.eos_id,
-                "created_utc": created,
-            }
-            out[part] = writer.commit(meta)
+                stream.close()
+        about = {
+            "source_name": src.name,
+            "tokenizer_source": tok.source,
+            "eos_token": tok.eos_token,
+            "eos_id": tok.eos_id,
+            "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        out = {part: w.commit({**plan.meta(part), **about}) for part, w in writers.items()}
     except BaseException:
         for writer in writers.values():
             writer.abort()

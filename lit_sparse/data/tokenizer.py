@@ -11,6 +11,7 @@ document on ``tokenizer.document_prefix`` (``[eos_id]``) to score it from its fi
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -24,7 +25,7 @@ import tokenizers
 from lit_sparse.data.embedded import TOKENIZER_PATH
 from lit_sparse.data.hub import OFFLINE_HINT, DataSourceUnavailable, is_network_error, require_hub
 from lit_sparse.errors import ConfigError
-from lit_sparse.formats.pretrained import CONFIG_FILE
+from lit_sparse.formats.pretrained import CONFIG_FILE, TOKENIZER_FILE
 from lit_sparse.io.atomic import write_text
 
 __all__ = [
@@ -41,7 +42,6 @@ __all__ = [
 # Document separator, first match wins (GPT-2/our BPE, Llama/T5, Llama-3, Gemma).
 EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<|eos|>")
 VOCAB_MULTIPLE = 64
-TOKENIZER_FILE = "tokenizer.json"
 
 
 @dataclass(frozen=True)
@@ -192,13 +192,11 @@ def _hub_tokenizer_file(name: str) -> str:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
 
-    try:
-        return hf_hub_download(name, "tokenizer.json", local_files_only=True)
-    except Exception:  # not cached (LocalEntryNotFoundError and friends): download below
-        pass
+    with contextlib.suppress(Exception):  # not cached (LocalEntryNotFoundError...): download
+        return hf_hub_download(name, TOKENIZER_FILE, local_files_only=True)
     require_hub(f"tokenizer {name!r}")
     try:
-        return hf_hub_download(name, "tokenizer.json")
+        return hf_hub_download(name, TOKENIZER_FILE)
     except (RepositoryNotFoundError, EntryNotFoundError) as err:
         raise ConfigError(
             f"tokenizer={name!r}: no tokenizer.json in hub repo {name!r} "
@@ -227,7 +225,7 @@ def load_tokenizer(spec: str) -> Tokenizer:
     else:
         local = Path(spec).expanduser()
         if local.is_dir():
-            local = local / "tokenizer.json"
+            local = local / TOKENIZER_FILE
         if local.is_file():
             path, source = local, str(local.resolve())
         elif _looks_like_path(spec):
@@ -258,11 +256,8 @@ def run_tokenizer(config: dict) -> str:
     """The tokenizer a run's config.yaml names (``data.init_args.tokenizer``; ``embedded``
     when it names none)."""
     data = config.get("data")
-    if isinstance(data, dict):
-        init_args = data.get("init_args") or {}
-        if init_args.get("tokenizer"):
-            return str(init_args["tokenizer"])
-    return "embedded"
+    init_args = (data.get("init_args") or {}) if isinstance(data, dict) else {}
+    return str(init_args.get("tokenizer") or "embedded")
 
 
 def resolve_vocab_size(requested: int | None, tokenizer_size: int) -> int:

@@ -22,7 +22,14 @@ from torch.utils.data import IterableDataset, get_worker_info
 from lit_sparse.data.token_cache import TokenFile, open_tokens
 from lit_sparse.errors import ConfigError
 
-__all__ = ["HeldOutWindows", "num_windows"]
+__all__ = ["HeldOutWindows", "num_windows", "rank_of"]
+
+
+def rank_of(trainer) -> tuple[int, int]:
+    """(rank, world size) of this process under ``trainer``; (0, 1) without one."""
+    if trainer is None:
+        return 0, 1
+    return int(trainer.global_rank), int(trainer.world_size)
 
 
 def num_windows(num_tokens: int, length: int, span: int | None = None) -> int:

@@ -193,15 +193,13 @@ def gguf_tensors(model) -> dict[str, torch.Tensor]:
         names[gguf.MODEL_TENSOR.TOKEN_EMBD] + ".weight": state.pop("embedding.weight"),
         names[gguf.MODEL_TENSOR.OUTPUT_NORM] + ".weight": state.pop("norm.weight"),
     }
+    rope_heads = {"ATTN_Q": config.n_heads, "ATTN_K": config.n_kv_heads}
     for layer in range(config.n_layers):
         for ours, member in _BLOCK_TENSORS.items():
             tensor = state.pop(f"blocks.{layer}.{ours}")
-            if member == "ATTN_Q":
-                tensor = _interleave_rope(tensor, config.n_heads)
-            elif member == "ATTN_K":
-                tensor = _interleave_rope(tensor, config.n_kv_heads)
-            name = names[gguf.MODEL_TENSOR[member]].format(bid=layer) + ".weight"
-            out[name] = tensor
+            if member in rope_heads:
+                tensor = _interleave_rope(tensor, rope_heads[member])
+            out[names[gguf.MODEL_TENSOR[member]].format(bid=layer) + ".weight"] = tensor
     if state:
         raise ConfigError(f"the model has tensors a GGUF llama holds no place for: {list(state)}")
     return out

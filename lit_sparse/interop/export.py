@@ -239,8 +239,6 @@ def export_run(
         option: how the caller names another tokenizer, for the messages (the command:
             ``--tokenizer``).
     """
-    from lit_sparse.runs.analysis import load_run
-
     source, out = Path(path).expanduser(), Path(out).expanduser()
     if format is not None and format not in FORMATS:
         raise ConfigError(f"format={format!r}: must be one of {', '.join(FORMATS)}")
@@ -251,13 +249,8 @@ def export_run(
     if out.is_symlink():  # replace the folder it points at, not the link
         out = out.resolve()
     _check_out(out)
-    run = load_run(source)
-    if run.module is None:
-        raise ConfigError(f"path={str(path)!r}: no checkpoint found ({run.path}/checkpoints)")
+    run, model, chosen, loaded = _run_model(source, path, format, tokenizer, option)
     training_by = lock_holder(run.path)
-    model = run.module.model
-    chosen = choose_format(model.attention, format, has_mlp=bool(model.config.ffn_width))
-    loaded = run_tokenizer_checked(run, tokenizer, option)
     ids = {"eos_token_id": loaded.eos_id, "bos_token_id": loaded.eos_id}
     with AtomicFolder(out) as folder:
         build = folder.temporary
@@ -277,6 +270,19 @@ def export_run(
         format=chosen,
         training_by=training_by,
     )
+
+
+def _run_model(source: Path, path, format: str | None, tokenizer: str | None, option: str):
+    """The run at ``source`` (``path`` as given), its model, the model's export format
+    (:func:`choose_format`) and its tokenizer, checked against the checkpoint."""
+    from lit_sparse.runs.analysis import load_run
+
+    run = load_run(source)
+    if run.module is None:
+        raise ConfigError(f"path={str(path)!r}: no checkpoint found ({run.path}/checkpoints)")
+    model = run.module.model
+    chosen = choose_format(model.attention, format, has_mlp=bool(model.config.ffn_width))
+    return run, model, chosen, run_tokenizer_checked(run, tokenizer, option)
 
 
 def _check_gguf_out(out: Path) -> None:
@@ -312,8 +318,6 @@ def export_gguf(
         gguf_type: ``f32``, ``f16`` or ``q8_0`` (norms stay f32).
         option: how the caller names another tokenizer, for the messages.
     """
-    import lit_sparse
-
     require_gguf()
     check_gguf_type(gguf_type)
     source, out = Path(path).expanduser(), Path(out).expanduser()
@@ -326,14 +330,8 @@ def export_gguf(
         model, loaded, checkpoint = found.model, found.tokenizer, source / WEIGHTS_FILE
         choose_format(model.attention, GGUF, has_mlp=bool(model.config.ffn_width))
     else:
-        run = lit_sparse.load_run(source)
-        if run.module is None:
-            raise ConfigError(f"path={str(path)!r}: no checkpoint found ({run.path}/checkpoints)")
-        model = run.module.model
-        choose_format(model.attention, GGUF, has_mlp=bool(model.config.ffn_width))
-        training_by, step = lock_holder(run.path), run.step
-        loaded = run_tokenizer_checked(run, tokenizer, option)
-        checkpoint = Path(run.checkpoint)
+        run, model, _, loaded = _run_model(source, path, GGUF, tokenizer, option)
+        training_by, step, checkpoint = lock_holder(run.path), run.step, Path(run.checkpoint)
     vocab = tokenizer_vocab(loaded.tokenizer.to_str(), loaded.eos_id)
     write_gguf(model.eval(), out, vocab, gguf_type, name=f"lit_sparse {source.resolve().name}")
     return ExportResult(

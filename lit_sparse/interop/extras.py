@@ -23,8 +23,6 @@ MIN_TRANSFORMERS = "4.56"
 whose ``Cache`` is a list of per-layer ``CacheLayerMixin`` objects and whose
 ``DynamicCache`` takes the model config."""
 
-INSTALL = 'pip install "lit_sparse[hf]"'
-
 MIN_GGUF = "0.19"
 """The gguf package the GGUF export is tested with (``export --format gguf``)."""
 MIN_LLAMA_CPP = "0.3.36"
@@ -35,27 +33,22 @@ source: many minutes on one core)."""
 def require_transformers(installed: str | None = None) -> str:
     """The installed transformers version; raises :class:`MissingExtraError` when it is
     missing or older than :data:`MIN_TRANSFORMERS` (``installed`` overrides the lookup)."""
-    from packaging.version import Version
-
-    if installed is None:
-        try:
-            installed = importlib.metadata.version("transformers")
-        except importlib.metadata.PackageNotFoundError:
-            raise MissingExtraError(
-                "the Hugging Face transformers integration needs the `hf` extra, which is not "
-                f"installed: {INSTALL} (transformers>={MIN_TRANSFORMERS})"
-            ) from None
-    if Version(installed) < Version(MIN_TRANSFORMERS):
-        raise MissingExtraError(
-            f"transformers {installed} is installed; lit_sparse's integration needs "
-            f'transformers>={MIN_TRANSFORMERS}: pip install -U "transformers>={MIN_TRANSFORMERS}"'
-        )
-    return installed
+    purpose = "the Hugging Face transformers integration"
+    upgrade = f"transformers>={MIN_TRANSFORMERS}"
+    return _require("transformers", MIN_TRANSFORMERS, "hf", purpose, installed, upgrade)
 
 
-def _require(distribution: str, minimum: str, extra: str, purpose: str, installed=None) -> str:
+def _require(
+    distribution: str,
+    minimum: str,
+    extra: str,
+    purpose: str,
+    installed: str | None = None,
+    upgrade: str | None = None,
+) -> str:
     """The installed version of ``distribution``; one MissingExtraError line naming ``extra``
-    when it is missing or older than ``minimum``."""
+    when it is missing, or what to upgrade (``upgrade``, default: the extra) when it is older
+    than ``minimum``."""
     from packaging.version import Version
 
     if installed is None:
@@ -69,7 +62,7 @@ def _require(distribution: str, minimum: str, extra: str, purpose: str, installe
     if Version(installed) < Version(minimum):
         raise MissingExtraError(
             f"{distribution} {installed} is installed; {purpose} needs {distribution}>={minimum}: "
-            f'pip install -U "lit_sparse[{extra}]"'
+            f'pip install -U "{upgrade or f"lit_sparse[{extra}]"}"'
         )
     return installed
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lit_sparse.data.checks import check_int
 from lit_sparse.errors import ConfigError, MissingExtraError
 
 try:
@@ -68,14 +69,9 @@ def run_cli(argv: Sequence[str], prog: str = "lm-eval") -> None:
 
 def _positive(name: str, value: Any, allow_none: bool = False) -> int | None:
     """An integer model argument >= 1 (lm-eval passes them as parsed strings or ints)."""
-    if value is None and allow_none:
-        return None
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        allowed = "an integer >= 1" + (" or None" if allow_none else "")
-        raise ConfigError(f"model_args {name}={value!r}: expected {allowed}")
-    return value
+    return check_int(f"model_args {name}", value, allow_none=allow_none)
 
 
 @register_model(MODEL_NAME)
@@ -155,7 +151,7 @@ class LitSparseLM(TemplateLM):
         self.truncation = truncation
         self.max_gen_toks = _positive("max_gen_toks", max_gen_toks)
         requested = _positive("max_length", max_length, allow_none=True)
-        self._batch_request = self._batch_option(batch_size, max_batch_size)
+        fixed_batch, batch_cap = self._batch_option(batch_size, max_batch_size)
         resolve_dtype(dtype)  # a bad dtype is one line before the model is read
         if device is None or (str(device).startswith("cuda") and not torch.cuda.is_available()):
             if device is not None:  # lm-eval's own default is cuda:0; its hf model does this too
@@ -177,7 +173,8 @@ class LitSparseLM(TemplateLM):
             raise ConfigError(f"model_args {err}") from None
         training = self.model.config.context_length
         self._max_length = limit if requested is not None else min(training, limit or training)
-        self.batch_size = self._resolved_batch(self._batch_request)
+        auto_batch = max(1, AUTO_BATCH_TOKENS // self._max_length)
+        self.batch_size = fixed_batch or min(auto_batch, batch_cap or auto_batch)
         log.info(
             "lit_sparse model %s: %s on %s, max_length %d (trained at %d), batch size %d",
             self.pretrained,
@@ -189,20 +186,12 @@ class LitSparseLM(TemplateLM):
         )
 
     @staticmethod
-    def _batch_option(batch_size: Any, max_batch_size: Any) -> int | str:
-        if batch_size is None:
-            return DEFAULT_BATCH
+    def _batch_option(batch_size: Any, max_batch_size: Any) -> tuple[int | None, int | None]:
+        """(the batch size, None), or for ``auto`` (None, its cap: None for none)."""
         if isinstance(batch_size, str) and batch_size.startswith("auto"):
-            cap = _positive("max_batch_size", max_batch_size, allow_none=True)
-            return f"auto:{cap or ''}"
-        return _positive("batch_size", batch_size)
-
-    def _resolved_batch(self, request: int | str) -> int:
-        if isinstance(request, int):
-            return request
-        cap = int(request.split(":")[1] or 0)
-        size = max(1, AUTO_BATCH_TOKENS // self._max_length)
-        return min(size, cap) if cap else size
+            return None, _positive("max_batch_size", max_batch_size, allow_none=True)
+        fixed = DEFAULT_BATCH if batch_size is None else _positive("batch_size", batch_size)
+        return fixed, None
 
     # ------------------------------------------------------------------ lm-eval's interface
     @property

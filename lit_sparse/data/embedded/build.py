@@ -24,6 +24,7 @@ from pathlib import Path
 
 from lit_sparse.data.embedded import EMBEDDED_DIR
 from lit_sparse.data.embedded.math_problems import iter_problems
+from lit_sparse.formats.pretrained import file_sha256
 
 EOT = "<|endoftext|>"
 VOCAB_SIZE = 8192
@@ -58,10 +59,8 @@ def strip_gutenberg(text: str) -> str:
     end = _PG_END.search(text)
     if end:
         text = text[: end.start()]
-    lines = [line.rstrip() for line in text.split("\n")]
-    text = "\n".join(lines)
-    text = re.sub(r"\n{3,}", "\n\n", text)
-    return text.strip() + "\n"
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
+    return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
 def _work_id(member_name: str) -> str | None:
@@ -157,10 +156,6 @@ def _count_tokens(tok, texts: list[str]) -> int:
     return sum(len(e.ids) + 1 for e in tok.encode_batch(texts, add_special_tokens=False))
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def build(sdist: Path, out_dir: Path = EMBEDDED_DIR, vocab_size: int = VOCAB_SIZE) -> dict:
     """Write the four artifacts into ``out_dir`` and return the manifest."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -176,10 +171,10 @@ def build(sdist: Path, out_dir: Path = EMBEDDED_DIR, vocab_size: int = VOCAB_SIZ
     tok.save(str(out_dir / "tokenizer.json"))
 
     manifest: dict = {
-        "sdist": {"name": sdist.name, "sha256": _sha256(sdist)},
+        "sdist": {"name": sdist.name, "sha256": file_sha256(sdist)},
         "tokenizer": {
             "file": "tokenizer.json",
-            "sha256": _sha256(out_dir / "tokenizer.json"),
+            "sha256": file_sha256(out_dir / "tokenizer.json"),
             "vocab_size": tok.get_vocab_size(with_added_tokens=True),
             "eot": EOT,
             "eot_id": tok.token_to_id(EOT),
@@ -196,7 +191,7 @@ def build(sdist: Path, out_dir: Path = EMBEDDED_DIR, vocab_size: int = VOCAB_SIZ
         path = out_dir / f"{name}.jsonl.gz"
         entry = {
             "file": path.name,
-            "sha256": _sha256(path),
+            "sha256": file_sha256(path),
             "compressed_bytes": path.stat().st_size,
             "splits": {},
         }

@@ -18,10 +18,6 @@ from lit_sparse.attention.decoding import DecodingCache, KVCache, LayerDecoder
 __all__ = ["rows_of"]
 
 
-def _kv_caches(decoder: LayerDecoder) -> dict[str, KVCache]:
-    return {name: value for name, value in vars(decoder).items() if isinstance(value, KVCache)}
-
-
 def rows_of(cache: DecodingCache, rows: Tensor) -> DecodingCache:
     """The decoders of batch rows ``rows`` of ``cache`` (a row may repeat: beams that share
     a parent), each its own copy."""
@@ -31,9 +27,10 @@ def rows_of(cache: DecodingCache, rows: Tensor) -> DecodingCache:
 def _layer_rows(decoder: LayerDecoder, rows: Tensor) -> LayerDecoder:
     new = copy.copy(decoder)
     new.shape = replace(decoder.shape, batch=int(rows.numel()))
-    for name, old in _kv_caches(decoder).items():
-        kv = copy.copy(old)
-        index = rows.to(old.k.device)
-        kv.k, kv.v = old.k.index_select(0, index), old.v.index_select(0, index)
-        setattr(new, name, kv)
+    for name, old in vars(decoder).items():
+        if isinstance(old, KVCache):
+            kv = copy.copy(old)
+            index = rows.to(old.k.device)
+            kv.k, kv.v = old.k.index_select(0, index), old.v.index_select(0, index)
+            setattr(new, name, kv)
     return new

@@ -25,8 +25,7 @@ def math_documents(**metadata) -> datasets.DatasetDict:
 
 def math_choice(**metadata) -> datasets.DatasetDict:
     """The worked solution's last step: the answer against three nearby numbers."""
-    rows = [item for item in math_items() if item["choice_context"] is not None]
-    return _test_split(rows)
+    return _test_split([item for item in math_items() if item["choice_context"] is not None])
 
 
 def math_answer(**metadata) -> datasets.DatasetDict:
