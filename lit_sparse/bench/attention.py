@@ -165,10 +165,7 @@ def flex_block_mask(slots, length: int, device):
     partial = causal & (hits[diagonal] > 0) & ~full_tiles
     if absolute is not None:  # the tiles of the keys each block of queries drew
         block_size = slots.block_size
-        keys = slots.block_keys[: absolute.shape[0]].to("cpu", torch.long)
-        blocks = torch.arange(keys.shape[0])[:, None].expand_as(keys)
-        used = (keys >= 0) & (keys < length)
-        keys, blocks = keys[used], blocks[used]
+        blocks, keys = absolute.to("cpu").nonzero(as_tuple=True)  # the drawn (block, key) pairs
         first = blocks * block_size // FLEX_BLOCK
         last = ((blocks + 1) * block_size).clamp(max=length).sub(1) // FLEX_BLOCK
         for shift in range(-(-block_size // FLEX_BLOCK) + 1):
@@ -270,14 +267,8 @@ def _natten_attend(spec: dict[str, Any]):
     import natten_mps
 
     def attend(q, k, v):
-        out = natten_mps.na1d(
-            q.transpose(1, 2),
-            k.transpose(1, 2),
-            v.transpose(1, 2),
-            kernel_size=spec["keys"],
-            is_causal=True,
-        )
-        return out.transpose(1, 2)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        return natten_mps.na1d(q, k, v, kernel_size=spec["keys"], is_causal=True).transpose(1, 2)
 
     return attend, []
 
@@ -305,8 +296,7 @@ def _flex_attend(spec: dict[str, Any], device, info: dict[str, Any]):
 
     from torch.nn.attention.flex_attention import flex_attention
 
-    name = spec["plugin"][len(FLEX_PREFIX) :]
-    pattern = build_plugin(name, spec["window"], spec["keys"]).build(0, 16, spec["length"])
+    pattern = _pattern(spec)
     masks = {}
 
     def attend(q, k, v):
@@ -324,10 +314,16 @@ def _flex_attend(spec: dict[str, Any], device, info: dict[str, Any]):
     return attend, []
 
 
+def _pattern(spec: dict[str, Any]):
+    """The pattern of the row's plugin (a flex row's: its peer's): layer 0 of 16, built for
+    the benched length."""
+    name = spec["plugin"].removeprefix(FLEX_PREFIX)
+    return build_plugin(name, spec["window"], spec["keys"]).build(0, 16, spec["length"])
+
+
 def _plugin_attend(spec: dict[str, Any], device):
-    """The row's plugin: layer 0 of 16, built for the benched length."""
-    plugin = build_plugin(spec["plugin"], spec["window"], spec["keys"])
-    pattern = plugin.build(0, 16, spec["length"]).to(device)
+    """The row's plugin's pattern, and its parameters."""
+    pattern = _pattern(spec).to(device)
     return pattern, list(pattern.parameters())
 
 
@@ -338,9 +334,7 @@ def _counted_keys(spec: dict[str, Any]) -> int:
 
     if spec["plugin"] == NATTEN:
         return spec["keys"]
-    name = spec["plugin"][len(FLEX_PREFIX) :] if is_flex(spec["plugin"]) else spec["plugin"]
-    pattern = build_plugin(name, spec["window"], spec["keys"]).build(0, 16, spec["length"])
-    return pattern_keys(pattern, spec["length"])
+    return pattern_keys(_pattern(spec), spec["length"])
 
 
 def attention_case(spec: dict[str, Any]):

@@ -54,16 +54,19 @@ How it measures:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lit_sparse.bench.attention import fibonacci_keys
 from lit_sparse.bench.decode_llama_cpp import LLAMA_CPP_ROWS, MIN_VOCAB, LlamaCppRow
 from lit_sparse.bench.decode_transformers import TRANSFORMERS_ROWS, TransformersRow, source_plugin
 from lit_sparse.bench.shape import ModelShape
 from lit_sparse.bench.timing import (
+    cell,
     copy_bandwidth,
     interleaved_rounds,
     median,
@@ -174,9 +177,9 @@ class DecodeBenchSpec(ModelShape):
 
 def decode_plugin(name: str, window: int, training_length: int):
     """The plugin ``name`` attending as many keys per query as fibonacci with ``window``."""
-    from lit_sparse.attention import build_attention, offsets
+    from lit_sparse.attention import build_attention
 
-    keys = len(offsets.layer_distances(1.0, offsets.fibonacci_rungs(15), window, training_length))
+    keys = fibonacci_keys(window, training_length)
     if name == "fibonacci":
         return build_attention("fibonacci", window=window)
     if name == "fibonacci_learned":
@@ -296,6 +299,17 @@ def step_breakdown(decoder: _Decoder, steps: int = 4) -> dict[str, float]:
     }
 
 
+@contextlib.contextmanager
+def _spares_others(key: str, failed: dict[str, str], built: dict[str, Any]):
+    """Row ``key``'s failure (out of memory, say) spares the others: its error goes to
+    ``failed`` and the row out of ``built``."""
+    try:
+        yield
+    except Exception as error:
+        failed[key] = f"{type(error).__name__}: {error}"[:300]
+        built.pop(key, None)
+
+
 def _time_context(spec: DecodeBenchSpec, context: int, batch: int) -> dict[str, Any]:
     """Child process of one context and batch: every plugin's and dtype's cache filled, the
     copy bandwidth, then interleaved rounds (and the breakdown)."""
@@ -307,21 +321,16 @@ def _time_context(spec: DecodeBenchSpec, context: int, batch: int) -> dict[str, 
     llama = spec.llama_cpp and batch == 1
     rounds = -(-spec.tokens // ROUND_TOKENS) if hf else spec.tokens
     steps_per_round = ROUND_TOKENS if hf else 1
+    total = rounds * steps_per_round + 2
+    extra = 4 if spec.breakdown else 0  # the breakdown's steps
     for dtype in spec.weight_formats:
         for plugin in spec.plugins:
             key = f"{plugin}|{dtype}"
-            try:
+            with _spares_others(key, failed, decoders):
                 model = decode_model(spec, plugin, dtype)
-                extra = 4 if spec.breakdown else 0  # the breakdown's steps
-                total = rounds * steps_per_round + 2 + extra
-                decoders[key] = _Decoder(model, batch, context, total)
+                decoders[key] = _Decoder(model, batch, context, total + extra)
                 for _ in range(2):  # warm-up: allocations, threads, the caches' growth
                     decoders[key].step()
-            except Exception as error:  # one plugin's failure (memory) spares the others
-                failed[key] = f"{type(error).__name__}: {error}"[:300]
-            if key in failed:
-                decoders.pop(key, None)
-    total = rounds * steps_per_round + 2
     cpp = _llama_cpp_rows(spec, context, decoders, total, failed) if llama else {}
     bandwidth = copy_bandwidth(device)
     rows = _transformers_rows(spec, context, decoders, rounds, failed) if hf else {}
@@ -359,7 +368,7 @@ def _transformers_rows(spec, context, decoders, rounds, failed) -> dict[str, Tra
     rows = {}
     for name in TRANSFORMERS_ROWS:
         key, source = f"{name}|float32", f"{source_plugin(name)}|float32"
-        try:
+        with _spares_others(key, failed, rows):
             if source in decoders:
                 network = decoders[source].model
             else:
@@ -367,10 +376,6 @@ def _transformers_rows(spec, context, decoders, rounds, failed) -> dict[str, Tra
             rows[key] = TransformersRow(name, network, context, (rounds + 1) * (ROUND_TOKENS + 1))
             rows[key].network = network
             rows[key].round(3)  # warm-up
-        except Exception as error:  # one row's failure (memory) spares the others
-            failed[key] = f"{type(error).__name__}: {error}"[:300]
-        if key in failed:
-            rows.pop(key, None)
     return rows
 
 
@@ -384,7 +389,7 @@ def _llama_cpp_rows(spec, context, decoders, total: int, failed) -> dict[str, Ll
     network = None if source is None else source.model
     for name in LLAMA_CPP_ROWS:
         key = f"{name}|float32"
-        try:
+        with _spares_others(key, failed, rows):
             if network is None:
                 network = decode_model(spec, "dense")
             threads = torch.get_num_threads()
@@ -393,9 +398,6 @@ def _llama_cpp_rows(spec, context, decoders, total: int, failed) -> dict[str, Ll
                 state = rows[key].state()  # the next row starts from this context
             for _ in range(2):  # warm-up
                 rows[key].step()
-        except Exception as error:  # one row's failure (memory) spares the others
-            failed[key] = f"{type(error).__name__}: {error}"[:300]
-            rows.pop(key, None)
     return rows
 
 
@@ -499,13 +501,11 @@ def run_decode_bench(spec: DecodeBenchSpec, progress=print) -> list[dict[str, An
     """Rows ``context, batch, dtype, plugin, ms_per_step, tokens_per_s, x_floor, cache_mb,
     speedup_vs_dense`` per context, batch, dtype and plugin (``error`` instead where one
     failed; transformers rows add ``x_lit_sparse``), then the RSS check's row."""
-    if spec.transformers:
-        from lit_sparse.interop.extras import require_transformers
+    from lit_sparse.interop.extras import require_llama_cpp, require_transformers
 
+    if spec.transformers:
         require_transformers()  # one line naming the extra, before any child starts
     if spec.llama_cpp:
-        from lit_sparse.interop.extras import require_llama_cpp
-
         require_llama_cpp()
     rows: list[dict[str, Any]] = []
     for context in spec.contexts:
@@ -541,22 +541,14 @@ def run_decode_bench(spec: DecodeBenchSpec, progress=print) -> list[dict[str, An
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
     """The table of the timing rows, and the RSS check in a sentence."""
-
-    def cell(row, key, fmt):
-        value = row.get(key)
-        return "-" if value is None else format(value, fmt)
-
     timed = [r for r in rows if "check" not in r]
     dtypes = {r.get("dtype") for r in timed}
     parts = any("proj_ms" in r for r in timed)
     hf = any(r["plugin"] in (*TRANSFORMERS_ROWS, *LLAMA_CPP_ROWS) for r in timed)
     header = ["context", "batch"] + (["dtype"] if len(dtypes) > 1 else []) + ["plugin"]
     header += ["ms/step", "tokens/s", "x dense", "x floor"] + (["x lit_sparse"] if hf else [])
-    header += (
-        ["proj ms", "attn ms", "head ms", "other ms", "proj x floor", "head x floor"]
-        if parts
-        else []
-    )
+    if parts:
+        header += ["proj ms", "attn ms", "head ms", "other ms", "proj x floor", "head x floor"]
     header += ["cache MB", "cache"]
     body = []
     for r in timed:

@@ -82,7 +82,9 @@ class TransformersRow:
 
     @property
     def cache_mb(self) -> float:
-        return _cache_bytes(self.cache) / 2**20
+        if hasattr(self.cache, "nbytes"):  # LitSparseCache
+            return self.cache.nbytes / 2**20
+        return sum(layer.keys.nbytes + layer.values.nbytes for layer in self.cache.layers) / 2**20
 
     def describe(self) -> str:
         if hasattr(self.cache, "describe"):
@@ -131,12 +133,6 @@ def _filled_cache(model, name: str, network, context: int, total_tokens: int, se
         keys, values = (torch.randn(shape, generator=generator) for _ in range(2))
         cache.update(keys, values, layer)
     return cache
-
-
-def _cache_bytes(cache) -> int:
-    if hasattr(cache, "nbytes"):
-        return cache.nbytes
-    return sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
 
 
 def source_plugin(name: str) -> str:

@@ -176,7 +176,7 @@ def _bench_args(step: Step, cli: BenchCli):
 
 
 def _check_attention(step: Step, cli: BenchCli) -> list[str]:
-    from lit_sparse.bench.attention import attention_case, fibonacci_keys, is_flex
+    from lit_sparse.bench.attention import attention_case, is_flex
 
     args = _bench_args(step, cli)
     notes = []
@@ -193,19 +193,8 @@ def _check_attention(step: Step, cli: BenchCli) -> list[str]:
         )
     length = 256  # two FlexAttention tiles
     for plugin in ["dense", *args.plugins]:
-        spec = {
-            "kind": "attention",
-            "plugin": plugin,
-            "length": length,
-            "device": "cpu",
-            "window": args.window,
-            "keys": fibonacci_keys(args.window, length),
-            "dtype": "float32",
-            "batch": 1,
-            "heads": args.heads,
-            "kv_heads": args.kv_heads,
-            "dim": args.head_dim,
-        }
+        spec = cli.length_spec(args, length)
+        spec.update(plugin=plugin, device="cpu", dtype="float32", batch=1)  # small, on the CPU
         case, _ = attention_case(spec)
         run = case(64)  # the inputs and the plugin; flex builds its block mask on its call
         run()
@@ -289,10 +278,8 @@ def run_plan(steps: list[Step], progress) -> dict[str, Any]:
     import torch
 
     device = torch.cuda.get_device_name(0)
-    results = []
     with tempfile.TemporaryDirectory() as folder:
-        for step in steps:
-            results.append(_run_step(step, Path(folder), progress))
+        results = [_run_step(step, Path(folder), progress) for step in steps]
     return {
         "device": device,
         "torch": torch.__version__,

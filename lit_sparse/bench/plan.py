@@ -24,6 +24,7 @@ from lit_sparse.bench.rows import bench_table, run_lengths
 from lit_sparse.bench.timing import progress
 from lit_sparse.bench.train import train_batch
 from lit_sparse.errors import ConfigError
+from lit_sparse.io.atomic import write_json
 
 __all__ = ["DEFAULT_LENGTHS", "bench_rows", "length_spec", "run_op_bench", "run_spec_bench"]
 
@@ -115,8 +116,6 @@ def run_op_bench(args: argparse.Namespace) -> int:
     rows = run_lengths(specs, bench_rows(args), args.dense_max_length)
     print(bench_table(rows, args.command))
     if args.json:
-        from lit_sparse.io.atomic import write_json
-
         write_json(args.json, rows)
     errors = [row for row in rows if "error" in row]
     for row in errors:
@@ -137,7 +136,5 @@ def run_spec_bench(args: argparse.Namespace) -> int:
     rows = run(spec_class(**options), progress=progress)
     print(format_rows(rows))
     if args.json:
-        from lit_sparse.io.atomic import write_json
-
         write_json(args.json, rows)
     return 1 if any("error" in row for row in rows) else 0

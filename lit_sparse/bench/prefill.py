@@ -18,15 +18,16 @@ How it measures:
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lit_sparse.bench.decode import PLUGINS, DecodeBenchSpec, decode_model
+from lit_sparse.bench.decode import DecodeBenchSpec, decode_model
 from lit_sparse.bench.shape import ModelShape
-from lit_sparse.bench.timing import peak_rss_mb, run_child
+from lit_sparse.bench.timing import cell, peak_rss_mb, run_child
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.tables import markdown_table
 
@@ -45,14 +46,11 @@ class PrefillBenchSpec(ModelShape):
     """Prompt tokens per chunk, one row each; 0 is the whole prompt at once."""
 
     def __post_init__(self):
-        unknown = sorted(set(self.plugins) - set(PLUGINS))
-        if unknown:
-            raise ConfigError(f"plugins: unknown {unknown}; known: {', '.join(PLUGINS)}")
+        self.model_spec()  # the plugins and the shape, checked as bench decode checks them
         if not self.lengths or min(self.lengths) < 1:
             raise ConfigError(f"lengths={self.lengths}: expected prompt lengths >= 1")
         if not self.chunks or min(self.chunks) < 0:
             raise ConfigError(f"chunks={self.chunks}: expected chunk sizes >= 1, or 0 (whole)")
-        self.check_shape()
 
     def model_spec(self) -> DecodeBenchSpec:
         return DecodeBenchSpec(plugins=list(self.plugins), rss_tokens=0, **self.shape())
@@ -100,29 +98,23 @@ def _measure(spec: PrefillBenchSpec, length: int, plugin: str, chunk: int) -> di
 def run_prefill_bench(spec: PrefillBenchSpec, progress=print) -> list[dict[str, Any]]:
     """One row per length, plugin and chunk (``error`` where its process failed)."""
     rows = []
-    for length in spec.lengths:
-        for plugin in spec.plugins:
-            for chunk in spec.chunks:
-                how = f"chunks of {chunk}" if chunk else "whole"
-                progress(f"T={length} {plugin}: prefill, {how} ...")
-                job = {"spec": asdict(spec), "length": length, "plugin": plugin, "chunk": chunk}
-                row = run_child(MODULE, job)
-                if row is None:
-                    row = {"T": length, "plugin": plugin, "chunk": chunk, "error": "failed"}
-                else:
-                    progress(
-                        f"T={length} {plugin} ({how}): {row['tokens_per_s']:.0f} tokens/s, "
-                        f"peak RSS {row['peak_rss_mb']:.0f} MB (+{row['rise_mb']:.0f} MB)"
-                    )
-                rows.append(row)
+    for length, plugin, chunk in itertools.product(spec.lengths, spec.plugins, spec.chunks):
+        how = f"chunks of {chunk}" if chunk else "whole"
+        progress(f"T={length} {plugin}: prefill, {how} ...")
+        job = {"spec": asdict(spec), "length": length, "plugin": plugin, "chunk": chunk}
+        row = run_child(MODULE, job)
+        if row is None:
+            row = {"T": length, "plugin": plugin, "chunk": chunk, "error": "failed"}
+        else:
+            progress(
+                f"T={length} {plugin} ({how}): {row['tokens_per_s']:.0f} tokens/s, "
+                f"peak RSS {row['peak_rss_mb']:.0f} MB (+{row['rise_mb']:.0f} MB)"
+            )
+        rows.append(row)
     return rows
 
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
-    def cell(row, key, fmt):
-        value = row.get(key)
-        return "-" if value is None else format(value, fmt)
-
     header = ["T", "plugin", "chunk", "s", "tokens/s", "peak RSS MB", "rise MB", "cache MB"]
     body = [
         [

@@ -33,6 +33,7 @@ from lit_sparse.bench.attention import (
 )
 from lit_sparse.bench.timing import (
     call_peak_mb,
+    cell,
     copy_bandwidth,
     matmul_flops,
     progress,
@@ -75,11 +76,12 @@ def _timing(spec: dict[str, Any]) -> dict[str, Any]:
 def measure(spec: dict[str, Any], fresh: bool = False) -> dict[str, Any]:
     """What a child process measures: ``spec["mode"]`` "memory" (one row) or "time"; a
     ``fresh`` process (nothing run in it yet) given ``spec["fork_peaks"]`` first measures
-    each row's peak memory in a fork of itself (:func:`_forked_peaks`)."""
+    each row's peak memory in a fork of itself, which has imported torch and run nothing:
+    what a fresh process per row measures, without its start-up."""
     import torch
 
     forks = fresh and spec.get("fork_peaks") and spec["mode"] == "time"
-    peaks = _forked_peaks(spec) if forks else None
+    peaks = _row_peaks(spec, spec["plugins"], _in_fork) if forks else None
     if spec.get("threads"):
         torch.set_num_threads(spec["threads"])
     if spec["mode"] == "memory":
@@ -95,22 +97,13 @@ FORKS_FOR_PEAKS = sys.platform == "linux" and hasattr(os, "fork")
 starts from the parent's peak resident set, its current one, and VmHWM is per process)."""
 
 
-def _forked_peaks(spec: dict[str, Any]) -> dict[str, float | None]:
-    """Each row's peak (:func:`_memory`) in a fork of this process, which has imported torch
-    and run nothing: what a fresh process per row measured, without its start-up (None for
-    a row whose fork fails; flex rows have none, as in :func:`_peaks`)."""
-    peaks: dict[str, float | None] = {}
-    for plugin in spec["plugins"]:
-        if is_flex(plugin):
-            continue
-        progress(f"T={spec['length']} {plugin}: peak memory ...")
-        try:
-            row = call_in_fork(measure, {**spec, "mode": "memory", "plugin": plugin})
-        except ChildProcessError as err:
-            progress(f"memory: {err}")
-            row = {"peak_mb": None}
-        peaks[plugin] = row["peak_mb"]
-    return peaks
+def _in_fork(spec: dict[str, Any]) -> dict[str, Any] | None:
+    """:func:`measure` in a fork of this process (None when it fails)."""
+    try:
+        return call_in_fork(measure, spec)
+    except ChildProcessError as err:
+        progress(f"memory: {err}")
+        return None
 
 
 def run_child(spec: dict[str, Any]) -> dict[str, Any] | None:
@@ -118,24 +111,28 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any] | None:
     return timing.run_child("lit_sparse.bench.rows", spec)
 
 
-def _peaks(spec: dict[str, Any], plugins: list[str]) -> dict[str, float | None]:
-    """CPU without forks: each row's peak memory, each in its own fresh process (CUDA: none
-    here, the timing process reads the allocator's; Linux: the timing process forks)."""
+def _row_peaks(spec: dict[str, Any], plugins: list[str], run) -> dict[str, float | None]:
+    """Each row's peak memory (:func:`_memory`), each measured by ``run`` (:func:`_in_fork`
+    or :func:`run_child`; None where it fails). Flex rows have none: a compile per process,
+    its time is the point, not its memory."""
     peaks: dict[str, float | None] = {}
-    for plugin in plugins if spec["device"] == "cpu" and not spec.get("fork_peaks") else ():
-        if is_flex(plugin):  # a compile per process: its time is the point, not its memory
+    for plugin in plugins:
+        if is_flex(plugin):
             continue
         progress(f"T={spec['length']} {plugin}: peak memory ...")
-        result = run_child({**spec, "mode": "memory", "plugin": plugin})
-        peaks[plugin] = None if result is None else result["peak_mb"]
+        row = run({**spec, "mode": "memory", "plugin": plugin})
+        peaks[plugin] = None if row is None else row["peak_mb"]
     return peaks
 
 
 def length_rows(spec: dict[str, Any], plugins: list[str]) -> list[dict[str, Any]]:
-    """Every row at one length: peaks, then the interleaved timing of all of them."""
+    """Every row at one length: peaks, then the interleaved timing of all of them. On the
+    CPU each row's peak memory is measured in a fork of the timing process, or without
+    forks in a fresh process of its own; CUDA: the timing process reads the allocator's."""
     length, kind = spec["length"], spec["kind"]
     spec = {**spec, "fork_peaks": spec["device"] == "cpu" and FORKS_FOR_PEAKS}
-    peaks = _peaks(spec, plugins)
+    processes = spec["device"] == "cpu" and not spec["fork_peaks"]
+    peaks = _row_peaks(spec, plugins, run_child) if processes else {}
     progress(f"T={length}: timing {', '.join(plugins)} in interleaved rounds ...")
     measured = run_child({**spec, "mode": "time", "plugins": plugins}) or {}
     peaks.update(measured.get("peaks") or {})
@@ -240,11 +237,6 @@ def bench_table(rows: list[dict[str, Any]], kind: str) -> str:
     if kind == "attention":
         columns += [("gb_per_s", "GB/s", ".1f"), ("x_floor", "x floor", ".2f")]
         columns += [("gflop_s", "GFLOP/s", ".1f"), ("x_peak", "x peak", ".3f")]
-
-    def cell(row, key, fmt):
-        value = row.get(key)
-        return "-" if value is None else format(value, fmt)
-
     body = [[cell(row, key, fmt) for key, _, fmt in columns] for row in rows]
     align = "".join("l" if fmt == "s" else "r" for _, _, fmt in columns)
     return markdown_table([title for _, title, _ in columns], body, align=align)

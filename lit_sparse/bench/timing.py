@@ -28,6 +28,7 @@ from typing import Any
 __all__ = [
     "busy_cores",
     "call_peak_mb",
+    "cell",
     "copy_bandwidth",
     "matmul_flops",
     "interleaved_rounds",
@@ -63,6 +64,19 @@ def sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _best_of_five(call: Callable[[], Any], device) -> float:
+    """Seconds of the fastest of five calls, after a first one that is not counted (it
+    touches fresh pages, warms up)."""
+    seconds = []
+    for _ in range(6):
+        sync(device)
+        start = time.perf_counter()
+        call()
+        sync(device)
+        seconds.append(time.perf_counter() - start)
+    return min(seconds[1:])
+
+
 def copy_bandwidth(device) -> float:
     """Bytes per second (read + written) of one large copy on ``device``, best of five."""
     import torch
@@ -70,14 +84,7 @@ def copy_bandwidth(device) -> float:
     size = (2 << 30) if device.type == "cuda" else (256 << 20)
     source = torch.ones(size, dtype=torch.uint8, device=device)
     target = torch.empty_like(source)
-    seconds = []
-    for _ in range(6):
-        sync(device)
-        start = time.perf_counter()
-        target.copy_(source)
-        sync(device)
-        seconds.append(time.perf_counter() - start)
-    return 2 * size / min(seconds[1:])  # the first copy touches fresh pages: not counted
+    return 2 * size / _best_of_five(lambda: target.copy_(source), device)
 
 
 def matmul_flops(device, size: int = 2048) -> float:
@@ -87,14 +94,13 @@ def matmul_flops(device, size: int = 2048) -> float:
 
     a = torch.randn(size, size, device=device)
     b = torch.randn(size, size, device=device)
-    seconds = []
-    for _ in range(6):
-        sync(device)
-        start = time.perf_counter()
-        torch.mm(a, b)
-        sync(device)
-        seconds.append(time.perf_counter() - start)
-    return 2 * size**3 / min(seconds[1:])
+    return 2 * size**3 / _best_of_five(lambda: torch.mm(a, b), device)
+
+
+def cell(row: dict[str, Any], key: str, fmt: str) -> str:
+    """A table cell: ``row[key]`` formatted with ``fmt``, "-" where it is missing."""
+    value = row.get(key)
+    return "-" if value is None else format(value, fmt)
 
 
 def call_peak_mb(run: Callable[[], None], device) -> float:

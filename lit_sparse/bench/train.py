@@ -28,7 +28,6 @@ def train_case(spec: dict[str, Any]):
     device = torch.device(spec["device"])
     gen = torch.Generator(device="cpu").manual_seed(0)
     shape = TRAIN_SHAPES[spec["shape"]]
-    vocab = shape["vocab_size"]
 
     def case(length: int):
         config = ModelConfig(
@@ -39,7 +38,7 @@ def train_case(spec: dict[str, Any]):
         model = LanguageModel(config, plugin).to(device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
         batch = spec["batch"] if length == spec["length"] else 1
-        ids = torch.randint(0, vocab, (batch, length + 1), generator=gen).to(device)
+        ids = torch.randint(0, shape["vocab_size"], (batch, length + 1), generator=gen).to(device)
 
         def run():
             logits = model(ids[:, :-1])

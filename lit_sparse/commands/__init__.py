@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lit_sparse.errors import LitSparseError, interrupted
+from lit_sparse.io.atomic import write_json
 from lit_sparse.parsing.help_text import HelpFormatter
 
 
@@ -50,8 +51,6 @@ def print_report(report: Any, json_path: str | None = None) -> int:
     """Print ``report.to_text()``; also write ``report.as_dict()`` to ``json_path`` if given."""
     print(report.to_text())
     if json_path:
-        from lit_sparse.io.atomic import write_json
-
         write_json(json_path, report.as_dict())
     return 0
 

@@ -246,7 +246,7 @@ def _decode_parser(sub) -> None:
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
     if args.command in ("decode", "prefill"):
         return plan.run_spec_bench(args)
     if args.command == "gpu":

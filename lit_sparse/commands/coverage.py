@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    args, overrides = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    args, overrides = _parser().parse_known_args(argv)
     coverage = compute_coverage(read_model_config(args.config, overrides), args.length, args.hops)
     return print_report(coverage, args.json)
 

@@ -20,11 +20,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lit_sparse.commands import reports_errors
+from lit_sparse.commands import command_parser, reports_errors
 from lit_sparse.errors import ConfigError
 from lit_sparse.formats.gguf import DEFAULT_GGUF_TYPE, GGUF_TYPES
 from lit_sparse.formats.pretrained import LAYOUTS
-from lit_sparse.parsing.help_text import HelpFormatter
 
 FORMATS = (*LAYOUTS, "gguf")
 
@@ -32,11 +31,7 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        formatter_class=HelpFormatter,
-        prog="python -m lit_sparse export",
-        description=__doc__.split("\n\n")[1],
-    )
+    parser = command_parser("export", __doc__.split("\n\n")[1])
     parser.add_argument(
         "path",
         help="a run folder, an experiment folder or a .ckpt file of a run (--format gguf: or "
@@ -68,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
     from lit_sparse.interop.export import export_gguf, export_run
 
     if args.format == "gguf":

@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    args, overrides = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    args, overrides = _parser().parse_known_args(argv)
     config = read_model_config(args.config, overrides)
     return print_report(flops_report(config, args.length, check=not args.no_check), args.json)
 

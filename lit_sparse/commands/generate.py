@@ -92,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
 
     from lit_sparse.generation import Generation, Sampler
     from lit_sparse.generation.quantize import check_quantize, quantize
@@ -144,21 +144,18 @@ def main(argv: list[str] | None = None) -> int:
         prefill_chunk=args.prefill_chunk,
     )
     stream = TextStream(tokenizer.tokenizer)
-    sys.stdout.write(prompt)
-    sys.stdout.flush()
+    print(prompt, end="", flush=True)
     made = 0
     try:
         for tokens in generation:
             made += 1
             text = stream.push(int(tokens[0]))
             if text:
-                sys.stdout.write(text)
-                sys.stdout.flush()
+                print(text, end="", flush=True)
     except KeyboardInterrupt:  # keep what was streamed, end its line, say how far it got
-        sys.stdout.write(stream.flush() + "\n")
+        print(stream.flush())
         return interrupted(f"stopped after {made} new tokens; the text above is what was made")
-    sys.stdout.write(stream.flush() + "\n")
-    sys.stdout.flush()
+    print(stream.flush(), flush=True)
     if args.stats:
         print(f"{source.description}: {generation.stats.to_text()}", file=sys.stderr)
     return 0

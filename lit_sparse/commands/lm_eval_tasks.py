@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
     from lit_sparse.interop.shipped_tasks import TASKS_DIR, shipped_tasks
 
     if not args.list:

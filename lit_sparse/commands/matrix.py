@@ -153,7 +153,7 @@ def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    args, extra = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    args, extra = _parser().parse_known_args(argv)
     _check_options(args, extra)
     if args.preset is not None:
         return _preset_main(args, extra)

@@ -12,7 +12,6 @@ to, and its options with their defaults. A config or the command line chooses on
 from __future__ import annotations
 
 import argparse
-import sys
 import textwrap
 
 from lit_sparse.commands import command_parser, reports_errors
@@ -50,7 +49,7 @@ def _text(infos) -> str:
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
     from lit_sparse.attention.catalog import describe_plugins
 
     print(_text(describe_plugins(args.names or None)))

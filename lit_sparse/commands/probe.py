@@ -47,7 +47,7 @@ def _progress(message: str) -> None:
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    args, overrides = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    args, overrides = _parser().parse_known_args(argv)
     bad = [o for o in overrides if o.startswith("--") and not o.startswith(("--model.", "--data."))]
     if bad:
         raise ConfigError(f"{bad[0]}: unknown option (see --help)")

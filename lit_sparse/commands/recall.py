@@ -20,6 +20,7 @@ from pathlib import Path
 
 from lit_sparse.commands import command_parser, reports_errors
 from lit_sparse.errors import ConfigError
+from lit_sparse.io.atomic import write_json
 
 __all__ = ["main"]
 
@@ -57,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
     if args.val_examples is not None and args.val_examples < 1:
         raise ConfigError(f"--val-examples={args.val_examples}: expected an integer >= 1")
     if args.out and Path(args.out).expanduser().is_dir():
@@ -90,8 +91,6 @@ def main(argv: list[str] | None = None) -> int:
     result.step, result.checkpoint = run.step, str(run.checkpoint)
     print(result.to_markdown())
     if args.out:
-        from lit_sparse.io.atomic import write_json
-
         write_json(args.out, result.to_dict())
     return 0
 

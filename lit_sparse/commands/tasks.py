@@ -20,6 +20,7 @@ from pathlib import Path
 from lit_sparse.commands import command_parser, reports_errors
 from lit_sparse.data.tokenizer import run_tokenizer
 from lit_sparse.errors import ConfigError
+from lit_sparse.io.atomic import write_json
 
 __all__ = ["main", "run_tokenizer"]
 
@@ -42,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
     from lit_sparse.callbacks.tasks import GROUP_LABELS, encoder, task_items
     from lit_sparse.data.tokenizer import load_tokenizer
     from lit_sparse.evaluation.forced_choice import results_table, score_task
@@ -73,8 +74,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{run.checkpoint} (step {run.step}), tokenizer {spec}")
     print(results_table(results))
     if args.json:
-        from lit_sparse.io.atomic import write_json
-
         write_json(
             args.json,
             {
