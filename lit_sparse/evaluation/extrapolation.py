@@ -85,11 +85,6 @@ def with_new_offsets(model: LanguageModel, new_offsets: str | None) -> LanguageM
     return rebuilt.to(next(model.parameters()).device)
 
 
-def _multiple(length: int, training_length: int) -> str:
-    ratio = length / training_length
-    return f"{ratio:g}x"
-
-
 def format_distances(values: Sequence[int], limit: int = 8) -> str:
     """A short text for a list of distances: all of them, or the first few and a count."""
     if not values:
@@ -188,22 +183,17 @@ class ExtrapolationResult:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExtrapolationResult:
         check_format(data, FORMAT, "an extrapolation table")
-        lengths = [int(v) for v in data["lengths"]]
 
-        def num(value: float | None) -> float:
-            return math.nan if value is None else float(value)
+        def per_set(key: str, convert: Callable[[Any], Any]) -> dict[str, dict[int, Any]]:
+            sets = data["sets"].items()
+            return {n: {int(t): convert(v[key]) for t, v in per.items()} for n, per in sets}
 
-        sets = data["sets"]
         return cls(
             training_length=int(data["training_length"]),
-            lengths=lengths,
-            nll={n: {int(t): num(v["nll"]) for t, v in per.items()} for n, per in sets.items()},
-            tokens={
-                n: {int(t): int(v["tokens"]) for t, v in per.items()} for n, per in sets.items()
-            },
-            windows={
-                n: {int(t): int(v["windows"]) for t, v in per.items()} for n, per in sets.items()
-            },
+            lengths=[int(v) for v in data["lengths"]],
+            nll=per_set("nll", lambda value: math.nan if value is None else float(value)),
+            tokens=per_set("tokens", int),
+            windows=per_set("windows", int),
             unseen_distances={
                 int(t): {int(layer): list(d) for layer, d in layers.items()}
                 for t, layers in data.get("unseen_distances", {}).items()
@@ -220,7 +210,7 @@ class ExtrapolationResult:
         others = [t for t in self.lengths if t != ref]
         header = [
             "set",
-            *(f"{t} ({_multiple(t, train)})" for t in self.lengths),
+            *(f"{t} ({t / train:g}x)" for t in self.lengths),
             *(f"{t} vs {ref}" for t in others),
         ]
         baseline = (
@@ -239,16 +229,14 @@ class ExtrapolationResult:
             + ").",
             "",
         ]
-        rows = []
-        for name in self.sets:
-            cells = [name]
-            for t in self.lengths:
-                ppl = self.ppl(name, t)
-                cells.append(f"{ppl:.2f}" if math.isfinite(ppl) else "n/a")
-            for t in others:
-                change = self.change_pct(name, t)
-                cells.append(f"{change:+.1f} %" if math.isfinite(change) else "n/a")
-            rows.append(cells)
+        rows = [
+            [
+                name,
+                *(_finite(self.ppl(name, t), "{:.2f}") for t in self.lengths),
+                *(_finite(self.change_pct(name, t), "{:+.1f} %") for t in others),
+            ]
+            for name in self.sets
+        ]
         lines.append(markdown_table(header, rows, align="l" + "r" * (len(header) - 1)))
         windows = "; ".join(
             f"{name}: " + " / ".join(str(self.windows[name][t]) for t in self.lengths)
@@ -270,6 +258,10 @@ class ExtrapolationResult:
             ]
             lines.append(markdown_table(["layer", *map(str, longer)], rows))
         return "\n".join(lines) + "\n"
+
+
+def _finite(value: float, form: str) -> str:
+    return form.format(value) if math.isfinite(value) else "n/a"
 
 
 def evaluate_lengths(

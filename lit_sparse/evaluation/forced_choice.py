@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -111,16 +111,7 @@ class TaskResult:
         return out
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "task": self.task,
-            "group_label": self.group_label,
-            "items": self.items,
-            "accuracy": self.accuracy,
-            "chance": self.chance,
-            "same_answer": self.same_answer,
-            "most_common": self.most_common,
-            "groups": {str(k): v for k, v in self.groups.items()},
-        }
+        return {**asdict(self), "groups": {str(k): v for k, v in self.groups.items()}}
 
 
 def _summary(items: Sequence[ChoiceItem], chosen: Sequence[int]) -> dict[str, Any]:
@@ -152,9 +143,8 @@ def score_task(
     groups = {}
     for group in sorted({item.group for item in items}):
         members = [(i, c) for i, c in zip(items, chosen, strict=True) if i.group == group]
-        summary = _summary([i for i, _ in members], [c for _, c in members])
-        summary.pop("most_common")
-        groups[group] = summary
+        groups[group] = _summary(*zip(*members, strict=True))
+        del groups[group]["most_common"]
     return TaskResult(task=task, group_label=group_label, groups=groups, **total)
 
 

@@ -27,10 +27,7 @@ CHOICES = (" +1", " -1")
 
 def lego_value(start: int, ops: Sequence[str]) -> int:
     """The last variable's value: ``start`` (+1 or -1) through ``ops`` ("+" or "-")."""
-    value = start
-    for op in ops:
-        value = value if op == "+" else -value
-    return value
+    return start * (-1) ** sum(op != "+" for op in ops)
 
 
 def lego_items(

@@ -72,11 +72,8 @@ class RecallResult:
     @property
     def sets(self) -> list[str]:
         """Every set at any length, in the order they first appear."""
-        names: dict[str, None] = {}
-        for by_length in self.scores.values():
-            for by_set in by_length.values():
-                names.update(dict.fromkeys(by_set))
-        return list(names)
+        by_sets = (by_set for by_length in self.scores.values() for by_set in by_length.values())
+        return list(dict.fromkeys(name for by_set in by_sets for name in by_set))
 
     def cell(self, policy: str, length: int, set_name: str) -> dict[str, Any] | None:
         return self.scores.get(policy, {}).get(length, {}).get(set_name)
@@ -89,14 +86,13 @@ class RecallResult:
 
     def metrics(self, prefix: str = "recall") -> dict[str, float]:
         """``<prefix>/<policy>/acc/<set>/<T>`` for every score (finite values)."""
-        out = {}
-        for policy in self.policies:
-            for length in self.lengths:
-                for name in self.scores[policy].get(length, {}):
-                    value = self.accuracy(policy, length, name)
-                    if math.isfinite(value):
-                        out[f"{prefix}/{policy}/acc/{name}/{length}"] = value
-        return out
+        out = {
+            f"{prefix}/{policy}/acc/{name}/{length}": self.accuracy(policy, length, name)
+            for policy in self.policies
+            for length in self.lengths
+            for name in self.scores[policy].get(length, {})
+        }
+        return {key: value for key, value in out.items() if math.isfinite(value)}
 
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict[str, Any]:
@@ -157,24 +153,21 @@ class RecallResult:
         ]
         header = ["set", *(f"{t} ({t / train:g}x)" for t in self.lengths)]
         for policy in self.policies:
-            rows = []
-            for name in self.sets:
-                cells = [name]
-                for length in self.lengths:
-                    cell = self.cell(policy, length, name)
-                    if cell is None:
-                        cells.append("-")
-                        continue
-                    text = f"{self.accuracy(policy, length, name):.3f}"
-                    coverage = self.accuracy(policy, length, name, "coverage")
-                    if math.isfinite(coverage):
-                        text += f" (cov {coverage:.2f})"
-                    cells.append(text)
-                rows.append(cells)
+            rows = [
+                [name, *(self._text(policy, t, name) for t in self.lengths)] for name in self.sets
+            ]
             same = "" if self.has_new_offsets else " (no new_offsets option: as trained)"
             lines += ["", f"new_offsets={policy}{same}:", ""]
             lines.append(markdown_table(header, rows, align="l" + "r" * len(self.lengths)))
         return "\n".join(lines) + "\n"
+
+    def _text(self, policy: str, length: int, set_name: str) -> str:
+        """A set's accuracy at ``length`` and its coverage if it is a distance bucket."""
+        if self.cell(policy, length, set_name) is None:
+            return "-"
+        coverage = self.accuracy(policy, length, set_name, "coverage")
+        cov = f" (cov {coverage:.2f})" if math.isfinite(coverage) else ""
+        return f"{self.accuracy(policy, length, set_name):.3f}{cov}"
 
 
 def pattern_offer(model: LanguageModel, length: int) -> dict[str, list[int]]:
@@ -282,31 +275,26 @@ def evaluate_recall(
                         progress(
                             f"recall: new_offsets={policy}, length {length}: {len(names)} sets"
                         )
-                    scores = _score(evaluated, loaders, names, device)
-                    local[:, start : start + len(names)] = scores
+                    local[:, start : start + len(names)] = _score(evaluated, loaders, names, device)
                     start += len(names)
     finally:
         inner.train(was_training)
     total = (reduce(local.to(device)) if reduce is not None else local).detach().cpu()
+    buckets = {name: datamodule.distance_range(name) for t in lengths for name in names_at[t]}
     scores: dict[str, dict[int, dict[str, dict[str, Any]]]] = {p: {} for p in policies}
     reach = {(p, t): composed_reach(models[p].distances(t), t) for p in scored for t in lengths}
     for j, (policy, length, name) in enumerate(columns):
         examples = int(round(float(total[2, j])))
-        bucket = datamodule.distance_range(name)
         scores[policy].setdefault(length, {})[name] = {
             "accuracy": float(total[0, j]) / examples if examples else None,
             "exact": float(total[1, j]) / examples if examples else None,
             "examples": examples,
-            "coverage": _coverage(reach[policy, length], bucket),
+            "coverage": _coverage(reach[policy, length], buckets[name]),
         }
     offer = {p: {t: pattern_offer(models[p], t) for t in lengths} for p in scored}
     for policy in policies[len(scored) :]:  # without the option: the same model, once
         scores[policy], offer[policy] = scores[scored[0]], offer[scored[0]]
-    distances = {}
-    for t in lengths:
-        for name in names_at[t]:
-            bucket = datamodule.distance_range(name)
-            distances[name] = None if bucket is None else [int(bucket[0]), int(bucket[1])]
+    distances = {n: None if b is None else [int(b[0]), int(b[1])] for n, b in buckets.items()}
     return RecallResult(
         training_length=training_length,
         lengths=lengths,

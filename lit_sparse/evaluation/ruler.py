@@ -49,11 +49,10 @@ def ruler_vt_items(
     pool = value_pool(seed, distractors + 1)
     choices = tuple(f" {v}" for v in pool)
     rng = random.Random(seed)
-    items, counter = [], 0
+    items = []
     for h in hops:
         for _ in range(per_hops):
-            answer = counter % len(pool)
-            counter += 1
+            answer = len(items) % len(pool)
             names = rng.sample(string.ascii_uppercase, h + 1 + distractors)
             chain, others = names[: h + 1], names[h + 1 :]
             statements = [f"{chain[0]} = {pool[answer]} ;"]

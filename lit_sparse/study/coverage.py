@@ -5,6 +5,7 @@ every later layer; distance 0 is in every layer, so single hops are included).""
 
 from __future__ import annotations
 
+import itertools
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,16 +24,10 @@ __all__ = ["Coverage", "compute_coverage", "format_ranges", "two_hop"]
 def format_ranges(values: Sequence[int]) -> str:
     """Sorted distinct integers with runs of 3 or more folded: ``0..8, 13, 21``."""
     parts: list[str] = []
-    values = sorted(set(values))
-    start = 0
-    for i in range(1, len(values) + 1):
-        if i == len(values) or values[i] != values[i - 1] + 1:
-            run = values[start:i]
-            if len(run) >= 3:
-                parts.append(f"{run[0]}..{run[-1]}")
-            else:
-                parts.extend(str(v) for v in run)
-            start = i
+    consecutive = itertools.groupby(enumerate(sorted(set(values))), lambda iv: iv[1] - iv[0])
+    for _, group in consecutive:
+        run = [v for _, v in group]
+        parts += [f"{run[0]}..{run[-1]}"] if len(run) >= 3 else [str(v) for v in run]
     return ", ".join(parts) if parts else "none"
 
 
@@ -71,6 +66,10 @@ class Coverage:
         """How many of ``values`` lie beyond the window (all of them without a window)."""
         return len(values) if self.window is None else sum(1 for d in values if d > self.window)
 
+    def _counted(self, values: Sequence[int]) -> dict[str, Any]:
+        """``values`` with their count and how many lie beyond the window."""
+        return {"distances": values, "count": len(values), "beyond_window": self.beyond(values)}
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "description": self.description,
@@ -78,21 +77,11 @@ class Coverage:
             "training_length": self.training_length,
             "window": self.window,
             "layers": [
-                {"alpha": a, "distances": d, "count": len(d), "beyond_window": self.beyond(d)}
+                {"alpha": a, **self._counted(d)}
                 for a, d in zip(self.alphas, self.layers, strict=True)
             ],
-            "union": {
-                "distances": self.union,
-                "count": len(self.union),
-                "beyond_window": self.beyond(self.union),
-            },
-            "two_hop": None
-            if self.two_hop is None
-            else {
-                "distances": self.two_hop,
-                "count": len(self.two_hop),
-                "beyond_window": self.beyond(self.two_hop),
-            },
+            "union": self._counted(self.union),
+            "two_hop": None if self.two_hop is None else self._counted(self.two_hop),
         }
 
     def to_text(self) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lit_sparse.study.cpu_results import StudyResults
-from lit_sparse.study.figures import band, figure, palette, plot_alpha, save
+from lit_sparse.study.figures import band, figure, finish, palette, plot_alpha
 
 __all__ = ["write_plots"]
 
@@ -61,9 +61,7 @@ def plot_ppl_vs_length(results: StudyResults, path: Path) -> Path:
             ax.set_xticks(lengths, [f"{t}\n({results.multiple(t)})" for t in lengths])
             ax.axvline(results.training_length, color="gray", linestyle=":", linewidth=1)
             ax.set_xlabel("evaluation length (multiple of the training length)")
-    axes[0][-1].legend(fontsize=7, title="variant (seeds)", title_fontsize=7)
-    fig.suptitle("band: mean ± sd over seeds", fontsize=8)
-    return save(fig, path)
+    return finish(fig, axes[0][-1], "band: mean ± sd over seeds", path, 7, 8)
 
 
 def plot_position_nll(results: StudyResults, path: Path) -> Path:
@@ -83,9 +81,7 @@ def plot_position_nll(results: StudyResults, path: Path) -> Path:
         ax.set_title(f"{set_name}: validation NLL by position")
         ax.set_xlabel(f"position in the window (bin centre, T = {results.training_length})")
         ax.set_ylabel("mean NLL")
-    axes[-1].legend(fontsize=7, title="variant (seeds)", title_fontsize=7)
-    fig.suptitle("band: mean ± sd over seeds", fontsize=8)
-    return save(fig, path)
+    return finish(fig, axes[-1], "band: mean ± sd over seeds", path, 7, 8)
 
 
 def write_plots(results: StudyResults, folder: str | Path) -> list[Path]:

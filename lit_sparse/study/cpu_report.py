@@ -148,18 +148,17 @@ def _ppl_table(results: StudyResults) -> str:
         *(f"ppl {results.multiple(t)} ({t})" for t in results.lengths),
         *(f"change {results.multiple(t)} %" for t in longer),
     ]
-    rows = []
-    for variant in results.variants:
-        for set_name in results.sets:
-            rows.append(
-                [
-                    variant.name,
-                    set_name,
-                    str(len(variant.runs)),
-                    *(variant.ppl(set_name, t).format(2) for t in results.lengths),
-                    *(_mark(variant.change(set_name, t), 1, sign=True) for t in longer),
-                ]
-            )
+    rows = [
+        [
+            variant.name,
+            set_name,
+            str(len(variant.runs)),
+            *(variant.ppl(set_name, t).format(2) for t in results.lengths),
+            *(_mark(variant.change(set_name, t), 1, sign=True) for t in longer),
+        ]
+        for variant in results.variants
+        for set_name in results.sets
+    ]
     return seeds.section(
         "Perplexity against evaluation length",
         "Held-out perplexity (mean ± sd over seeds) at 1x the training length and beyond, "
@@ -169,18 +168,14 @@ def _ppl_table(results: StudyResults) -> str:
 
 
 def _bins_table(results: StudyResults) -> str:
-    rows = []
-    n_bins = 0
-    for variant in results.variants:
-        for set_name in results.sets:
-            bins = variant.bins(set_name)
-            n_bins = max(n_bins, len(bins))
-            rows.append(
-                [variant.name, set_name]
-                + [b.format(3) for b in bins]
-                + [variant.first_last(set_name).format(3)]
-            )
-    rows = [row[:-1] + ["-"] * (n_bins + 3 - len(row)) + row[-1:] for row in rows]
+    cells = [
+        (v, s, [b.format(3) for b in v.bins(s)]) for v in results.variants for s in results.sets
+    ]
+    n_bins = max((len(bins) for _, _, bins in cells), default=0)
+    rows = [
+        [v.name, s, *bins, *["-"] * (n_bins - len(bins)), v.first_last(s).format(3)]
+        for v, s, bins in cells
+    ]
     header = ["variant", "set", *(f"b{k}" for k in range(n_bins)), f"b0 - b{n_bins - 1}"]
     return seeds.section(
         "Position-binned NLL",

@@ -46,12 +46,8 @@ class VariantResults(seeds.VariantRuns):
 
     def first_last(self, set_name: str) -> Spread:
         """First bin minus last bin per seed: how much lower the loss is late in the window."""
-        values = []
-        for run in self.runs:
-            bins = run.bins.get(set_name) or []
-            if bins and bins[0] is not None and bins[-1] is not None:
-                values.append(bins[0] - bins[-1])
-        return Spread.of(values)
+        ends = [(bins[0], bins[-1]) for run in self.runs if (bins := run.bins.get(set_name))]
+        return Spread.of([first - last for first, last in ends if None not in (first, last)])
 
 
 @dataclass(kw_only=True)

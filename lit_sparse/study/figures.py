@@ -13,7 +13,7 @@ import numpy as np
 
 from lit_sparse.study.seeds import Spread, VariantRuns
 
-__all__ = ["band", "figure", "palette", "plot_alpha", "save"]
+__all__ = ["band", "figure", "finish", "palette", "plot_alpha", "save"]
 
 
 def figure(panels: int, height: float = 3.6, rows: int = 1):
@@ -33,6 +33,13 @@ def save(fig, path: Path) -> Path:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     return write_bytes(path, buffer.getvalue())
+
+
+def finish(fig, ax, title: str, path: Path, size: int = 6, title_size: int = 9) -> Path:
+    """The variants' legend on ``ax``, the figure's title, and the figure saved to ``path``."""
+    ax.legend(fontsize=size, title="variant (seeds)", title_fontsize=size)
+    fig.suptitle(title, fontsize=title_size)
+    return save(fig, path)
 
 
 def band(ax, x, spreads: list[Spread], label: str, color) -> None:

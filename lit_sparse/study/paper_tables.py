@@ -76,7 +76,6 @@ def read_run(path: str | Path) -> RunRecord:
     run_dir = resolve_run_dir(Path(path))
     if not run_dir.is_dir():
         raise ConfigError(f"RUN_DIR {path}: no such directory")
-    config: dict[str, Any] = {}
     if (run_dir / "config.yaml").is_file():
         config = load_yaml(run_dir / "config.yaml", "run config")
     elif (run_dir / "hparams.yaml").is_file():
@@ -135,24 +134,15 @@ def table3(records: Sequence[RunRecord]) -> str:
     rows = []
     for record in records:
         result = record.extrapolation
-        if result is not None:
-            lengths = result.lengths
-            for name in result.sets:
-                values = [result.ppl(name, t) for t in lengths]
-                change = result.change_pct(name, lengths[-1])
-                rows.append(
-                    [record.label, _ours(record), record.setup, name, "/".join(map(str, lengths))]
-                    + [" / ".join(_cell(v) for v in values), _cell(change, 1)]
-                )
-        paper = PAPER.get(record.matrix_name or "", {}).get("extrap")
-        if paper:
-            for name, by_length in paper.items():
-                values = list(by_length.values())
-                change = 100 * (values[-1] / values[0] - 1)
-                rows.append(
-                    [record.label, "paper", "paper", name, "/".join(map(str, by_length))]
-                    + [" / ".join(_cell(v) for v in values), _cell(change, 1)]
-                )
+        for name in result.sets if result is not None else []:
+            values = {t: result.ppl(name, t) for t in result.lengths}
+            change = result.change_pct(name, result.lengths[-1])
+            rows.append(_row3([record.label, _ours(record), record.setup], name, values, change))
+        paper = PAPER.get(record.matrix_name or "", {}).get("extrap") or {}
+        for name, by_length in paper.items():
+            values = list(by_length.values())
+            change = 100 * (values[-1] / values[0] - 1)
+            rows.append(_row3([record.label, "paper", "paper"], name, by_length, change))
     if not rows:
         return "Table 3: length extrapolation: no extrapolation.json in these runs"
     header = ["run", "source", "setup", "set", "lengths", "perplexity", "change %"]
@@ -160,6 +150,12 @@ def table3(records: Sequence[RunRecord]) -> str:
         "Table 3: perplexity at the training length and beyond (change: the longest length "
         f"against the training length, %)\n\n{markdown_table(header, rows)}"
     )
+
+
+def _row3(labels: list[str], name: str, ppl: dict[int, float], change: float) -> list[str]:
+    """A Table 3 row: ``labels``, the set, its lengths, the perplexity at each, the change."""
+    cells = ["/".join(map(str, ppl)), " / ".join(_cell(v) for v in ppl.values())]
+    return [*labels, name, *cells, _cell(change, 1)]
 
 
 def table4(records: Sequence[RunRecord]) -> str:

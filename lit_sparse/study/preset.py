@@ -158,16 +158,14 @@ class Preset:
         return self.tasks or (Task("", self.config, 0),)
 
     def task(self, name: str) -> Task:
-        for task in self.all_tasks:
-            if task.name == name:
-                return task
+        if task := next((t for t in self.all_tasks if t.name == name), None):
+            return task
         allowed = ", ".join(t.name for t in self.tasks) or "none (the preset has one task)"
         raise ConfigError(f"--tasks {name}: not a task of preset {self.name!r}; allowed: {allowed}")
 
     def variant(self, name: str) -> Variant:
-        for variant in self.variants:
-            if variant.name == name:
-                return variant
+        if variant := next((v for v in self.variants if v.name == name), None):
+            return variant
         raise ConfigError(
             f"--variants {name}: not a variant of preset {self.name!r}; allowed: "
             + ", ".join(v.name for v in self.variants)
@@ -395,20 +393,20 @@ def _record(run: PresetRun, extra: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def _binding(experiment: Path) -> list[Path]:
-    """The version folders that pin the record: those with a checkpoint (something trained
-    with the recorded options)."""
-    return [v for v in _versions(experiment) if has_checkpoint(v)]
+def _bound(run: PresetRun) -> bool:
+    """Whether the run has a record that binds: a version folder with a checkpoint (something
+    trained with the recorded options)."""
+    has_record = (run.experiment / RECORD).is_file()
+    return has_record and any(has_checkpoint(v) for v in _versions(run.experiment))
 
 
 def check_record(run: PresetRun, extra: Sequence[str]) -> None:
     """Refuse to continue a run that was started with other options or config files (a
     record without any checkpoint is a start that failed before its first one: not
     binding)."""
-    path = run.experiment / RECORD
-    if not path.is_file() or not _binding(run.experiment):
+    if not _bound(run):
         return
-    found = load_yaml(path, "run record")
+    found = load_yaml(run.experiment / RECORD, "run record")
     wanted = _record(run, extra)
     advice = (
         "; finish the study with the same options and configs, give another --root, or "
@@ -434,9 +432,8 @@ def write_record(run: PresetRun, extra: Sequence[str]) -> None:
 
     from lit_sparse.io.atomic import write_text
 
-    path = run.experiment / RECORD
-    if not path.is_file() or not _binding(run.experiment):
-        write_text(path, yaml.safe_dump(_record(run, extra), sort_keys=False))
+    if not _bound(run):
+        write_text(run.experiment / RECORD, yaml.safe_dump(_record(run, extra), sort_keys=False))
 
 
 # ------------------------------------------------------------------------------- status

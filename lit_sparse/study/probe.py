@@ -245,9 +245,8 @@ def probe_tables(runs: list[ProbeRun]) -> str:
         groups.setdefault(r.key, []).append(r)
     summary = []
     for (depth, init, read), members in groups.items():
-        lows = [m.scores.alpha_range[0] for m in members if m.scores.alpha_range]
-        highs = [m.scores.alpha_range[1] for m in members if m.scores.alpha_range]
-        span = (min(lows), max(highs)) if lows else None
+        ranges = [m.scores.alpha_range for m in members if m.scores.alpha_range]
+        span = (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
         means = [sum(m.scores.accuracy[d] for m in members) / len(members) for d in distances]
         paper = PAPER_TABLE2.get((depth, init)) if distances == [200, 350] else None
         paper_cells = (

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lit_sparse.study.figures import band, figure, palette, plot_alpha, save
+from lit_sparse.study.figures import band, figure, finish, palette, plot_alpha, save
 from lit_sparse.study.recall_report import _task_kind, headline
 from lit_sparse.study.recall_results import RecallStudy, TaskResults
 
@@ -79,13 +79,11 @@ def plot_distance(task: TaskResults, policy: str, path: Path) -> Path:
         bottom.set_title("coverage of the bucket by composition", fontsize=10)
         top.set_ylabel("accuracy")
         bottom.set_ylabel("coverage")
-    axes[0][-1].legend(fontsize=6, title="variant (seeds)", title_fontsize=6)
-    fig.suptitle(
+    title = (
         f"{task.task.name}: accuracy against distance, new_offsets={policy} (band: mean ± sd "
-        "over seeds; dotted line: the training length)",
-        fontsize=9,
+        "over seeds; dotted line: the training length)"
     )
-    return save(fig, path)
+    return finish(fig, axes[0][-1], title, path)
 
 
 def plot_passkey(task: TaskResults, path: Path) -> Path:
@@ -104,9 +102,7 @@ def plot_passkey(task: TaskResults, path: Path) -> Path:
             ax.set_title(f"{depth}, new_offsets={policy}", fontsize=9)
             ax.set_xlabel("evaluation length")
             ax.set_ylabel("keys recalled whole")
-    axes[0][-1].legend(fontsize=6, title="variant (seeds)", title_fontsize=6)
-    fig.suptitle(f"{task.task.name}: passkey against length and depth", fontsize=9)
-    return save(fig, path)
+    return finish(fig, axes[0][-1], f"{task.task.name}: passkey against length and depth", path)
 
 
 def plot_learning(study: RecallStudy, path: Path) -> Path | None:
@@ -129,9 +125,7 @@ def plot_learning(study: RecallStudy, path: Path) -> Path | None:
         ax.set_xlabel("training examples seen")
         ax.set_ylabel("held-out accuracy")
         ax.set_ylim(-0.02, 1.02)
-    axes[-1].legend(fontsize=6, title="variant (seeds)", title_fontsize=6)
-    fig.suptitle("learning curves: a line per run (seed)", fontsize=9)
-    return save(fig, path)
+    return finish(fig, axes[-1], "learning curves: a line per run (seed)", path)
 
 
 def write_recall_plots(study: RecallStudy, folder: str | Path) -> list[Path]:

@@ -59,21 +59,17 @@ def source_commit() -> str | None:
     """The commit of the lit_sparse checkout this process imports (``+dirty`` with local
     edits), None outside a git checkout."""
     folder = Path(__file__).resolve().parents[2]
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(folder), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=30,
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=30
         )
+
+    try:
+        head = git("rev-parse", "HEAD")
         if head.returncode:
             return None
-        dirty = subprocess.run(
-            ["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        dirty = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return None
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")

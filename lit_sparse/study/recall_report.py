@@ -7,6 +7,7 @@ questions rest on (marked where they exceed the seed spread)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,14 +63,15 @@ def headline(
 def _setup_line(task: TaskResults) -> str:
     s = task.setup
     data = str(s.get("data.class_path") or "").rsplit(".", 1)[-1]
-    extra = []
-    for key, label in (
-        ("data.init_args.num_kv_pairs", "kv"),
-        ("data.init_args.vocab_size", "V"),
-        ("data.init_args.val_examples", "held-out examples per set"),
-    ):
-        if s.get(key) is not None:
-            extra.append(f"{label} {s[key]}")
+    extra = [
+        f"{label} {s[key]}"
+        for key, label in (
+            ("data.init_args.num_kv_pairs", "kv"),
+            ("data.init_args.vocab_size", "V"),
+            ("data.init_args.val_examples", "held-out examples per set"),
+        )
+        if s.get(key) is not None
+    ]
     return (
         f"- **{task.task.name}** ({task.task.label or data}): {data}, T = "
         f"{s.get('data.init_args.seq_len')}, {', '.join(extra)}; {s.get('model.arch.n_layers')} "
@@ -86,8 +88,10 @@ def _header(study: RecallStudy) -> list[str]:
     lines = [f"# The {study.preset.name} preset over seeds", "", "Setup:", ""]
     lines += [_setup_line(task) for task in study.tasks]
     lines.append("")
-    for task in study.tasks:
-        lines.append(f"Seeds per variant, {task.task.name}: {seeds.seed_counts(task.variants)}.")
+    lines += [
+        f"Seeds per variant, {task.task.name}: {seeds.seed_counts(task.variants)}."
+        for task in study.tasks
+    ]
     if study.missing:
         lines += ["", seeds.left_out(study.missing)]
     return [*lines, "", RULE]
@@ -165,30 +169,35 @@ def _distance_summary(task: TaskResults) -> list[str]:
     ]
 
 
-def _distance_tables(task: TaskResults) -> list[str]:
+def _per_policy(task: TaskResults, columns: list[str], cells: Callable) -> list[str]:
+    """A table per new_offsets policy: a row per variant and length, its ``columns`` filled
+    by ``cells(variant, policy, length)``."""
     out = []
-    buckets = task.sets()
     for policy in task.policies:
-        header = ["variant", "length", *buckets]
-        rows = []
-        for variant in task.variants:
-            for length in task.lengths:
-                here = set(task.sets(length))
-                cells = []
-                for name in buckets:
-                    if name not in here:
-                        cells.append("")
-                        continue
-                    text = variant.spread(policy, length, name).format(2)
-                    coverage = variant.coverage(policy, length, name)
-                    cells.append(text + ("" if coverage is None else f" [{coverage:.2f}]"))
-                rows.append([variant.name, f"{length} ({task.multiple(length)})", *cells])
-        out += [
-            "",
-            f"new_offsets={policy}:",
-            "",
-            markdown_table(header, rows),
+        rows = [
+            [variant.name, f"{length} ({task.multiple(length)})", *cells(variant, policy, length)]
+            for variant in task.variants
+            for length in task.lengths
         ]
+        table = markdown_table(["variant", "length", *columns], rows)
+        out += ["", f"new_offsets={policy}:", "", table]
+
+    return out
+
+
+def _bucket_cell(variant: VariantRecall, policy: str, length: int, name: str) -> str:
+    coverage = variant.coverage(policy, length, name)
+    text = variant.spread(policy, length, name).format(2)
+    return text + ("" if coverage is None else f" [{coverage:.2f}]")
+
+
+def _distance_tables(task: TaskResults) -> list[str]:
+    buckets = task.sets()
+
+    def cells(variant: VariantRecall, policy: str, length: int) -> list[str]:
+        here = task.sets(length)
+        return [_bucket_cell(variant, policy, length, n) if n in here else "" for n in buckets]
+
     return [
         f"## Distance task ({task.task.name}): accuracy per distance bucket",
         *_distance_summary(task),
@@ -198,7 +207,7 @@ def _distance_tables(task: TaskResults) -> list[str]:
         "of its d whose value (d - 1 before the query) the stack of layers reaches by "
         "composing one attended distance per layer (BigBird's global and random keys not "
         "counted). A plugin without new_offsets has the same numbers under both policies.",
-        *out,
+        *_per_policy(task, buckets, cells),
     ]
 
 
@@ -229,15 +238,8 @@ def _coverage_table(task: TaskResults) -> list[str]:
     rows = []
     for label, test in groups:
         values = [a for c, a in cells if test(c)]
-        rows.append(
-            [
-                label,
-                str(len(values)),
-                "-" if not values else f"{np.mean(values):.3f}",
-                "-" if not values else f"{np.min(values):.3f}",
-                "-" if not values else f"{np.max(values):.3f}",
-            ]
-        )
+        stats = [f"{f(values):.3f}" if values else "-" for f in (np.mean, np.min, np.max)]
+        rows.append([label, str(len(values)), *stats])
     coverage, accuracy = np.array(cells).T
     r = (
         float(np.corrcoef(coverage, accuracy)[0, 1])
@@ -258,34 +260,25 @@ def _coverage_table(task: TaskResults) -> list[str]:
 
 def _passkey_table(task: TaskResults) -> list[str]:
     depths = task.sets()
-    out = []
-    for policy in task.policies:
-        header = ["variant", "length", *depths, "mean", "digits right"]
-        rows = []
-        for variant in task.variants:
-            for length in task.lengths:
-                names = task.sets(length)
-                cells = [
-                    variant.spread(policy, length, d, "exact").format(2) if d in names else ""
-                    for d in depths
-                ]
-                rows.append(
-                    [
-                        variant.name,
-                        f"{length} ({task.multiple(length)})",
-                        *cells,
-                        headline(task, variant, policy, length).format(2),
-                        variant.mean_over(policy, length, names).format(2),
-                    ]
-                )
-        out += ["", f"new_offsets={policy}:", "", markdown_table(header, rows)]
+
+    def cells(variant: VariantRecall, policy: str, length: int) -> list[str]:
+        names = task.sets(length)
+        return [
+            *(
+                variant.spread(policy, length, d, "exact").format(2) if d in names else ""
+                for d in depths
+            ),
+            headline(task, variant, policy, length).format(2),
+            variant.mean_over(policy, length, names).format(2),
+        ]
+
     return [
         f"## Passkey ({task.task.name}): accuracy against length and depth",
         "",
         "The share of held-out keys recalled whole (every digit right) per depth of the "
         "needle (0: at the start of the text, 1: right before the question), their mean, and "
         "the share of digits right, at each evaluation length.",
-        *out,
+        *_per_policy(task, [*depths, "mean", "digits right"], cells),
     ]
 
 
@@ -319,15 +312,8 @@ class Question:
     """Compare variant ``a`` at ``length`` against itself at 1x (``b`` ignored)."""
 
 
-_SPARSE = (
-    "fib_fixed",
-    "fib_linear",
-    "fib_coprime",
-    "fib_learned",
-    "pow2_fixed",
-    "bigbird",
-    "sw_keys",
-    "sw_cache",
+_SPARSE = tuple(
+    "fib_fixed fib_linear fib_coprime fib_learned pow2_fixed bigbird sw_keys sw_cache".split()
 )
 QUESTIONS: tuple[Question, ...] = (
     *(Question("(a) a sparse pattern against dense", v, "dense") for v in _SPARSE),
@@ -348,15 +334,7 @@ QUESTIONS: tuple[Question, ...] = (
             part,
             against_1x=True,
         )
-        for v in (
-            "fib_fixed",
-            "fib_linear",
-            "fib_coprime",
-            "fib_learned",
-            "pow2_fixed",
-            "dense",
-            "sw_keys",
-        )
+        for v in (*_SPARSE[:5], "dense", "sw_keys")
         for policy in ("use", "drop")
         for part in ("within", "beyond", "all")
     ),  # fmt: skip

@@ -39,9 +39,8 @@ def listing(runs: Sequence[PresetRun], variants=None, tasks=None, root=None) -> 
         states.append(status.state.value)
         configs = f"configs/{run.variant.config} configs/{run.setup.config}"
         options = run.variant.task_options(run.setup) + run.variant.seed_overrides(run.seed)
-        state = status.state.value
-        if status.state is RunState.COMPLETE:
-            state += f" ({status.detail})"
+        complete = status.state is RunState.COMPLETE
+        state = status.state.value + (f" ({status.detail})" if complete else "")
         where = str(status.run_dir or run.experiment)
         rows.append([run.name, configs, " ".join(options), state, where])
     counts = ", ".join(f"{states.count(s)} {s}" for s in dict.fromkeys(states))

@@ -105,13 +105,9 @@ class Outcome:
         return "complete" if self.code == 0 else f"failed ({describe_exit(self.code)})"
 
 
-def _busy(run: PresetRun, status: RunStatus) -> str | None:
+def _busy(status: RunStatus) -> str | None:
     """Who writes one of the run's version folders (a fit started outside this study)."""
-    for version in status.versions:
-        holder = lock_holder(version)
-        if holder is not None:
-            return holder
-    return None
+    return next(filter(None, map(lock_holder, status.versions)), None)
 
 
 def _clear_failed_starts(run: PresetRun, status: RunStatus, echo: Callable[[str], None]) -> None:
@@ -159,7 +155,7 @@ def _train(run, index, total, launch, extra, echo) -> Outcome:
     if status.state is RunState.COMPLETE:
         echo(f"{head}: complete ({status.run_dir}, {status.detail}), skipped")
         return Outcome(run, "skipped", 0, 0.0, status)
-    holder = _busy(run, status)
+    holder = _busy(status)
     if holder is not None:
         echo(f"{head}: in use by {holder}, skipped")
         return Outcome(run, "busy", 0, 0.0, status, holder)
@@ -185,9 +181,9 @@ def _train(run, index, total, launch, extra, echo) -> Outcome:
             f"({' and '.join(run.preset.results)} at max_steps, or an early stop) in "
             f"{run.experiment}"
         )
-    verdict = "complete" if code == 0 else f"failed ({describe_exit(code)})"
-    echo(f"{head}: {verdict} after {seconds:.0f} s")
-    return Outcome(run, action, code, seconds, after, cpu_s=_children_cpu_s() - cpu_start)
+    outcome = Outcome(run, action, code, seconds, after, cpu_s=_children_cpu_s() - cpu_start)
+    echo(f"{head}: {outcome.result} after {seconds:.0f} s")
+    return outcome
 
 
 def run_preset(

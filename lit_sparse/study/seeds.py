@@ -135,18 +135,13 @@ class VariantRuns:
 
     def alpha_at(self, index: int) -> list[Spread]:
         """Per layer: alpha at trajectory point ``index`` (0: the start, -1: the end)."""
-        runs = self.alpha_runs()
-        n_layers = runs[0].alphas.shape[1] if runs else 0
-        return [Spread.of([run.alphas[index, k] for run in runs]) for k in range(n_layers)]
+        at = (run.alphas[index] for run in self.alpha_runs())
+        return [Spread.of(layer) for layer in zip(*at, strict=True)]
 
     def alpha_drift(self) -> list[Spread]:
         """Per layer: alpha at the end minus alpha at the start, over seeds."""
-        runs = self.alpha_runs()
-        n_layers = runs[0].alphas.shape[1] if runs else 0
-        return [
-            Spread.of([run.alphas[-1, k] - run.alphas[0, k] for run in runs])
-            for k in range(n_layers)
-        ]
+        drifts = (r.alphas[-1] - r.alphas[0] for r in self.alpha_runs())
+        return [Spread.of(layer) for layer in zip(*drifts, strict=True)]
 
 
 @dataclass(kw_only=True)
@@ -292,11 +287,11 @@ def alpha_table(
             continue
         columns = [variant.alpha_at(0)] if start else []
         columns += [variant.alpha_at(-1), variant.alpha_drift()]
-        for layer, (*values, drift) in enumerate(zip(*columns, strict=True)):
-            rows.append(
-                [*cells, str(layer), *(v.format(4) for v in values), drift.format(4, sign=True)]
-                + [verdict(beyond_spread(drift))]
-            )
+        rows += [
+            [*cells, str(layer), *(v.format(4) for v in values), drift.format(4, sign=True)]
+            + [verdict(beyond_spread(drift))]
+            for layer, (*values, drift) in enumerate(zip(*columns, strict=True))
+        ]
     if not rows:
         return "## Learned alpha\n\nNo run with a learned alpha schedule."
     header = [*labels, "layer", *(["start"] if start else []), "end", "drift", "moved"]
