@@ -79,8 +79,7 @@ class SlotPattern(AttentionPattern):
 
     def _checked_slots(self, length: int, device: torch.device) -> KeySlots:
         slots = self.build_slots(length, device)
-        cls = type(self)
-        slots.check(length, f"{cls.__module__}.{cls.__qualname__}.build_slots")
+        slots.check(length, f"{type(self).__module__}.{type(self).__qualname__}.build_slots")
         return slots
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:

@@ -135,15 +135,7 @@ class BigBirdAttention(AttentionPlugin):
         self.block_size, self.seed = block_size, seed
 
     def build(self, layer: int, n_layers: int, training_length: int) -> BigBirdPattern:
-        return BigBirdPattern(
-            training_length,
-            layer,
-            self.window,
-            self.n_global,
-            self.n_random,
-            self.block_size,
-            self.seed,
-        )
+        return BigBirdPattern(training_length, layer, **self.init_args())
 
     @classmethod
     def conformance_cases(cls, window: int, n_layers: int) -> dict[str, AttentionPlugin]:

@@ -62,13 +62,11 @@ def _options(cls: type) -> tuple[PluginOption, ...]:
 
 def _origins() -> dict[str, str]:
     """Entry-point name -> "package <distribution> <version>"."""
-    found = {}
-    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        dist = entry.dist
-        found[entry.name] = (
-            f"package {dist.name} {dist.version}" if dist is not None else "an entry point"
-        )
-    return found
+    entries = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    return {
+        e.name: "an entry point" if e.dist is None else f"package {e.dist.name} {e.dist.version}"
+        for e in entries
+    }
 
 
 def describe_plugins(names: list[str] | None = None) -> list[PluginInfo]:
@@ -78,10 +76,8 @@ def describe_plugins(names: list[str] | None = None) -> list[PluginInfo]:
     infos = []
     for name in sorted(registered_names() if names is None else names):
         cls = get_attention(name)
-        if name in builtins:
-            origin = "built-in"
-        else:
-            origin = origins.get(name, f"registered at run time by {cls.__module__}")
+        runtime = f"registered at run time by {cls.__module__}"
+        origin = "built-in" if name in builtins else origins.get(name, runtime)
         summary = _first_sentence((inspect.getdoc(cls) or "").split("\n\n")[0])
         infos.append(
             PluginInfo(name, f"{cls.__module__}.{cls.__qualname__}", origin, summary, _options(cls))

@@ -26,6 +26,7 @@ depend on how long the sequence is, so the slots at the total length serve every
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -90,8 +91,7 @@ class KVCache:
     def __init__(self, shape: DecodeShape, capacity: int, heads: int | None = None):
         self.shape, self.capacity = shape, capacity
         self.heads = shape.kv_heads if heads is None else heads
-        self.k = self._zeros(0)
-        self.v = torch.zeros_like(self.k)
+        self.k, self.v = self._zeros(0), self._zeros(0)
 
     def _zeros(self, rows: int) -> Tensor:
         shape = self.shape
@@ -161,10 +161,7 @@ class KVCache:
         step after a long context without computing one)."""
         self.reserve(length)
         for buffer in (self.k, self.v):
-            noise = torch.randn(
-                buffer.shape, generator=generator, dtype=buffer.dtype, device=buffer.device
-            )
-            buffer.copy_(noise.mul_(scale))
+            buffer.normal_(0, scale, generator=generator)
 
     @property
     def nbytes(self) -> int:
@@ -184,9 +181,10 @@ class LayerDecoder:
     """One layer's decoding state for one batch of sequences: the prompt through the
     pattern's training path, then one token per :meth:`step`, up to ``shape.max_length``."""
 
-    def __init__(self, pattern, shape: DecodeShape, capacity: int):
+    def __init__(self, pattern, shape: DecodeShape, capacity: int | None = None):
+        """``capacity``: the ring's rows (None: the whole past)."""
         self.pattern, self.shape = pattern, shape
-        self.cache = KVCache(shape, min(capacity, shape.max_length))
+        self.cache = KVCache(shape, min(capacity or shape.max_length, shape.max_length))
         self.position = 0
 
     def __call__(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
@@ -266,7 +264,7 @@ class SlotDecoder(LayerDecoder):
         self.block_size, self.min_abs_distance = slots.block_size, slots.min_abs_distance
         self.reach = max(reach, int(exact.max()) + 1)  # rows back a position reads, + 1
         self.absolute = bool(slots.n_absolute)  # absolute keys can be any earlier position
-        super().__init__(pattern, shape, shape.max_length if self.absolute else self.reach)
+        super().__init__(pattern, shape, None if self.absolute else self.reach)
         self.compiled = (
             shape.device.type == "cpu"
             and shape.dtype in (torch.float32, torch.float64)
@@ -341,9 +339,6 @@ class SlotDecoder(LayerDecoder):
 class DenseDecoder(LayerDecoder):
     """Every earlier key: the whole past, one SDPA call per token."""
 
-    def __init__(self, pattern, shape: DecodeShape):
-        super().__init__(pattern, shape, shape.max_length)
-
     MASK_ELEMENTS = 1 << 22
     """A chunk's queries go to SDPA in groups whose causal mask has at most this many
     elements (16 MB as float32)."""
@@ -352,8 +347,7 @@ class DenseDecoder(LayerDecoder):
         self.cache.write(position, k, v)
         keys = self.cache.k[:, :, : position + 1]  # (B, KV, t + 1, D)
         values = self.cache.v[:, :, : position + 1]
-        groups = self.shape.groups
-        return F.scaled_dot_product_attention(q, keys, values, enable_gqa=groups > 1)
+        return F.scaled_dot_product_attention(q, keys, values, enable_gqa=self.shape.groups > 1)
 
     def extend(self, q: Tensor, k: Tensor, v: Tensor, start: int) -> Tensor:
         """A chunk's queries against the whole past and the chunk's earlier positions, in
@@ -374,7 +368,7 @@ class DenseDecoder(LayerDecoder):
         return torch.cat(outs, dim=2)
 
 
-_announced: set[str] = set()
+_announce = functools.cache(log.info)  # each message once per process
 
 
 class RecomputeDecoder(LayerDecoder):
@@ -384,12 +378,10 @@ class RecomputeDecoder(LayerDecoder):
     costs a forward over the whole sequence."""
 
     def __init__(self, pattern, shape: DecodeShape):
-        super().__init__(pattern, shape, shape.max_length)
+        super().__init__(pattern, shape)
         self.queries = KVCache(shape, shape.max_length, heads=shape.heads)
         name = type(pattern).__qualname__
-        if name not in _announced:
-            _announced.add(name)
-            log.info("%s has no incremental decoder: each token reruns its forward", name)
+        _announce("%s has no incremental decoder: each token reruns its forward", name)
 
     def prefill(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         self.queries.write(0, q, q)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Literal
 
@@ -22,14 +23,11 @@ try:  # optional extra `flash`
 except ImportError:  # pragma: no cover - depends on the machine
     flash_attn_func = None
 
-_announced: set[str] = set()
 
-
+@functools.cache
 def announce_backend(backend: str) -> None:
     """Log once per process which attention backend runs."""
-    if backend not in _announced:
-        _announced.add(backend)
-        log.info("attention backend: %s", backend)
+    log.info("attention backend: %s", backend)
 
 
 def flash_usable(q: Tensor) -> bool:

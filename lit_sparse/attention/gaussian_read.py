@@ -111,7 +111,7 @@ class GaussianDecoder(LayerDecoder):
     band over the rows j <= t, one softmax; keys and values of the whole past."""
 
     def __init__(self, pattern: GaussianFibonacciPattern, shape: DecodeShape):
-        super().__init__(pattern, shape, shape.max_length)
+        super().__init__(pattern, shape)
         self.slots = pattern.slots(shape.max_length, shape.device)
 
     def step(self, q: Tensor, k: Tensor, v: Tensor, position: int) -> Tensor:

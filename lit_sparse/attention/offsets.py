@@ -34,11 +34,7 @@ def fibonacci_rungs(n_rungs: int = 15) -> list[int]:
 
 def pow2_rungs(length: int) -> list[int]:
     """Every power of two <= length - 1 (the paper's "reach-matched" rungs at ``length``)."""
-    rungs, p = [], 1
-    while p <= length - 1:
-        rungs.append(p)
-        p *= 2
-    return rungs
+    return [1 << i for i in range(max(0, length - 1).bit_length())]
 
 
 def rung_base(base: str, training_length: int, n_rungs: int = 15) -> list[int]:
@@ -68,10 +64,7 @@ def new_rungs(base: str, training_length: int, length: int, alpha: float) -> lis
 
 def coprime_stride(n_layers: int) -> int:
     """The largest s <= n_layers / 2 with gcd(s, n_layers) == 1 (1 for a single layer)."""
-    for s in range(n_layers // 2, 0, -1):
-        if math.gcd(s, n_layers) == 1:
-            return s
-    return 1
+    return next((s for s in range(n_layers // 2, 0, -1) if math.gcd(s, n_layers) == 1), 1)
 
 
 def linear_alphas(n_layers: int, alpha_min: float = 0.5, alpha_max: float = 1.5) -> list[float]:
@@ -190,9 +183,7 @@ def composed_reach(per_layer: Sequence[Sequence[int]], length: int) -> np.ndarra
             return np.zeros(length, dtype=bool)
         breaks = np.flatnonzero(np.diff(values) != 1) + 1
         starts, ends = values[np.r_[0, breaks]], values[np.r_[breaks - 1, values.size - 1]]
-        counts = np.concatenate(
-            [[0], np.cumsum(reach, dtype=np.int64)]
-        )  # counts[t] = sum reach[:t]
+        counts = np.concatenate([[0], np.cumsum(reach, dtype=np.int64)])  # sum reach[:t]
         position = np.arange(length)
         after = np.zeros(length, dtype=bool)
         for low, high in zip(starts.tolist(), ends.tolist(), strict=True):

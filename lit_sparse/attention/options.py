@@ -45,12 +45,11 @@ def share(**values: float) -> None:
 def choices_of(cls: type) -> dict[str, tuple[Any, ...]]:
     """The arguments of ``cls.__init__`` annotated ``Literal[...]``, with their choices."""
     hints = typing.get_type_hints(cls.__init__)
-    found = {}
-    for name in inspect.signature(cls.__init__).parameters:
-        hint = hints.get(name)
-        if typing.get_origin(hint) is Literal:
-            found[name] = typing.get_args(hint)
-    return found
+    return {
+        name: typing.get_args(hints[name])
+        for name in inspect.signature(cls.__init__).parameters
+        if typing.get_origin(hints.get(name)) is Literal
+    }
 
 
 def check_choices(plugin: Any) -> None:

@@ -191,10 +191,8 @@ def build_attention(spec: str | Mapping[str, Any] | AttentionPlugin | None = Non
     dict (as saved in checkpoints and configs) or an instance; None means dense."""
     if isinstance(spec, AttentionPlugin):
         return type(spec)(**{**spec.init_args(), **overrides}) if overrides else spec
-    if spec is None:
-        spec = "dense"
-    if isinstance(spec, str):
-        return resolve_attention(spec)(**overrides)
+    if spec is None or isinstance(spec, str):
+        return resolve_attention("dense" if spec is None else spec)(**overrides)
     if "class_path" not in spec:
         raise ConfigError(f"attention: a dict needs 'class_path' and 'init_args', got {dict(spec)}")
     init_args = {**dict(spec.get("init_args") or {}), **overrides}

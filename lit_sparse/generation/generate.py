@@ -68,7 +68,7 @@ def _prompt_tensor(prompt_ids, vocab_size: int, device: torch.device) -> Tensor:
         ids = prompt_ids
     else:
         rows = list(prompt_ids)
-        if rows and all(isinstance(r, Sequence) or isinstance(r, Tensor) for r in rows):
+        if rows and all(isinstance(r, (Sequence, Tensor)) for r in rows):
             lengths = sorted({len(r) for r in rows})
             if len(lengths) > 1:
                 raise ConfigError(
@@ -137,7 +137,7 @@ class Generation:
                 f"vocab_limit={vocab_limit!r}: must be an integer in [1, {vocab}] (the model's "
                 "vocabulary), or None"
             )
-        self.vocab_limit = None if vocab_limit == vocab else vocab_limit
+        self.vocab_limit = vocab_limit  # ids at or past it are never chosen (None: all)
         device = next(model.parameters()).device
         self.prompt = _prompt_tensor(prompt_ids, vocab, device)
         batch, length = self.prompt.shape
@@ -153,12 +153,8 @@ class Generation:
                 f"max_new_tokens exceeds the {limit} tokens the model can take; use at most "
                 f"{limit - length}"
             )
-        self.model, self.max_new_tokens, self.eos_id = (
-            decoding_layout(model),
-            max_new_tokens,
-            eos_id,
-        )
-        self.prefill_chunk = prefill_chunk
+        self.model, self.max_new_tokens = decoding_layout(model), max_new_tokens
+        self.eos_id, self.prefill_chunk = eos_id, prefill_chunk
         self.cache = None
         self.stats = GenerationStats(prompt_tokens=length, batch=batch)
 
@@ -172,7 +168,7 @@ class Generation:
             # the last token is never fed back: the cache needs one position less
             self.cache = model.new_cache(batch, length + self.max_new_tokens - 1)
             logits = prefill(model, prompt, self.cache, self.prefill_chunk)  # (B, V)
-            tokens = self.sampler(self._limited(logits), generator)
+            tokens = self.sampler(logits[:, : self.vocab_limit], generator)
         stats.prefill_s = time.perf_counter() - start
         done = torch.zeros(batch, dtype=torch.bool, device=prompt.device)
         for step in range(self.max_new_tokens):
@@ -180,7 +176,7 @@ class Generation:
                 start = time.perf_counter()
                 with torch.inference_mode():
                     logits = model(tokens[:, None], self.cache)[:, -1]
-                    tokens = self.sampler(self._limited(logits), generator)
+                    tokens = self.sampler(logits[:, : self.vocab_limit], generator)
                 stats.decode_s += time.perf_counter() - start
             if self.eos_id is not None:
                 tokens = tokens.masked_fill(done, self.eos_id)
@@ -190,12 +186,6 @@ class Generation:
             yield tokens
             if self.eos_id is not None and bool(done.all()):
                 return
-
-    def _limited(self, logits: Tensor) -> Tensor:
-        """``logits`` (B, V) with the ids at or past ``vocab_limit`` never chosen."""
-        if self.vocab_limit is None:
-            return logits
-        return logits[:, : self.vocab_limit]  # the ids below the limit keep their positions
 
     def run(self) -> Tensor:
         """Every new token at once: (B, n), n <= max_new_tokens."""

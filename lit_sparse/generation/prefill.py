@@ -30,10 +30,9 @@ def prefill(model, ids: Tensor, cache, chunk: int | None = DEFAULT_CHUNK) -> Ten
     """Run ``ids`` (B, T) into ``cache`` (``model.new_cache``, empty or continuing) in chunks of
     ``chunk`` tokens (None: all at once) and return the last position's logits (B, vocab)."""
     check_chunk(chunk)
-    length = ids.shape[1]
-    step = length if chunk is None else chunk
+    step = chunk or ids.shape[1]
     logits = None
     with torch.inference_mode():
-        for start in range(0, length, step):
+        for start in range(0, ids.shape[1], step):
             logits = model(ids[:, start : start + step], cache, logits_to_keep=1)
     return logits[:, -1]

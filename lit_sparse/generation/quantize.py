@@ -106,8 +106,7 @@ class Int8Weight(nn.Module):
 class Int8Linear(Int8Weight):
     """A bias-free projection with int8 weights (replaces :class:`lit_sparse.model.Linear`)."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return self.product(x)
+    forward = Int8Weight.product
 
 
 class Int8Embedding(Int8Weight):
@@ -118,8 +117,7 @@ class Int8Embedding(Int8Weight):
         rows = F.embedding(idx, self.weight[:, : self.in_features]).float()
         return rows * F.embedding(idx, self.scale[:, None])
 
-    def project(self, features: Tensor) -> Tensor:
-        return self.product(features)
+    project = Int8Weight.product
 
 
 def quantize_int8(model: LanguageModel) -> LanguageModel:

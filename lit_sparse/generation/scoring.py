@@ -71,14 +71,12 @@ def _checked_ids(ids, what: str, vocab_size: int) -> list[int]:
         ids = ids.tolist()
     if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
         raise ConfigError(f"{what}: expected a list of token ids, got {type(ids).__name__}")
-    out = []
     for i in ids:
         if isinstance(i, bool) or not isinstance(i, int):
             raise ConfigError(f"{what}: expected integer token ids, got {i!r}")
         if not 0 <= i < vocab_size:
             raise ConfigError(f"{what}: token id {i} outside the vocabulary [0, {vocab_size})")
-        out.append(i)
-    return out
+    return list(ids)
 
 
 def _fitted(
@@ -160,7 +158,7 @@ def score(
     limit = length_limit(model, max_length)
     rows = _fitted(list(pairs), model.config.vocab_size, limit, truncation)
     order = sorted(range(len(rows)), key=lambda i: -len(rows[i][0]))  # longest first
-    results: list[Score | None] = [None] * len(rows)
+    results: dict[int, Score] = {}
     device = next(model.parameters()).device
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     if progress:
@@ -169,11 +167,9 @@ def score(
         batches = tqdm(batches, desc="scoring", unit="batch")
     with torch.inference_mode():
         for batch in batches:
-            for i, result in zip(
-                batch, _score_batch(model, [rows[i] for i in batch], device), strict=True
-            ):
-                results[i] = result
-    return results  # type: ignore[return-value]
+            scores = _score_batch(model, [rows[i] for i in batch], device)
+            results.update(zip(batch, scores, strict=True))
+    return [results[i] for i in range(len(rows))]
 
 
 def _score_batch(model, rows: list[tuple[list[int], int]], device: torch.device) -> list[Score]:
@@ -199,9 +195,6 @@ def _score_batch(model, rows: list[tuple[list[int], int]], device: torch.device)
         logits = model.head(scored[part]).float().log_softmax(dim=-1)  # (<= HEAD_ROWS, V)
         logprobs[part] = logits.gather(-1, targets[part, None]).squeeze(-1).double().cpu()
         greedy[part] = (logits.argmax(dim=-1) == targets[part]).cpu()
-    out, start = [], 0
-    for _, n in rows:
-        part = slice(start, start + n)
-        out.append(Score(float(logprobs[part].sum()), bool(greedy[part].all())))
-        start += n
-    return out
+    sizes = [n for _, n in rows]
+    parts = zip(logprobs.split(sizes), greedy.split(sizes), strict=True)
+    return [Score(float(lp.sum()), bool(g.all())) for lp, g in parts]
