@@ -120,7 +120,7 @@ def continue_run(
     if ckpt_path == "last" and experiment is not None:
         found = choose_run(experiment, dump(), use_locks=first)
         config.ckpt_path = None if found is None else str(found)
-    elif ckpt_path and Path(ckpt_path).is_dir():
+    elif ckpt_path and Path(ckpt_path).is_dir() and not is_checkpoint(ckpt_path):  # a run
         found = run_checkpoint(ckpt_path)
         if found is None:
             raise CheckpointError(
@@ -168,9 +168,8 @@ def evaluation_log_dir(config: Namespace, subcommand: str) -> str | None:
             base = Path(ckpt_path).parent.parent
     logger.init_args.save_dir, logger.init_args.name = str(base), "evals"
     logger.init_args.version = None  # a run's resume config pins its own version...
-    kwargs = dict(logger.get("dict_kwargs") or {})
-    kwargs.pop("purge_step", None)  # ... and a purge that would hide its events
-    logger.dict_kwargs = kwargs
+    kwargs = logger.get("dict_kwargs") or {}  # ... and a purge that would hide its events
+    logger.dict_kwargs = {key: value for key, value in kwargs.items() if key != "purge_step"}
     return subcommand if step is None else f"{subcommand}-step{step}"
 
 

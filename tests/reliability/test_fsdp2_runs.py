@@ -1,6 +1,7 @@
 """FSDP2 (``--trainer.strategy configs/strategy/fsdp2.yaml``) on two CPU processes (gloo):
 it trains as DDP does, its sharded checkpoint exports as DDP's file does, and a run killed
-in the middle of a save resumes to the uninterrupted run's weights.
+in the middle of a save resumes to the uninterrupted run's weights, as a finished run does
+from its checkpoint folder named by path.
 
 Four 2-process fits of the tiny learned-alpha model (6 steps, a checkpoint every 2), forked
 from one process that imported torch and Lightning: DDP, FSDP2, and FSDP2 killed while
@@ -171,3 +172,19 @@ def test_a_damaged_shard_is_refused_in_one_line(runs, tmp_path):
     shard.unlink()
     with pytest.raises(CheckpointError, match=r"__1_0\.distcp' is missing"):
         read_checkpoint(folder)
+
+
+def test_fit_resumes_from_a_sharded_checkpoint_named_by_its_path(runs, tmp_path, fork_server):
+    """``fit --ckpt_path <run>/checkpoints/last.ckpt`` names a sharded checkpoint's folder, not
+    a run folder: the finished run resumed from it completes in its own run (nothing left to
+    train) and saves the resumed part's config beside the original."""
+    run = copy_run(runs["fsdp2"], tmp_path)
+    folder = run / "checkpoints" / "last.ckpt"
+    args = ["fit", "--config", str(run / "config.yaml"), "--ckpt_path", str(folder)]
+    done = fork_server.run(tmp_path, *args, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in run.glob("config*.yaml")) == [
+        "config.resume-6.yaml",
+        "config.yaml",
+    ]
+    assert read_checkpoint(folder, weights=False)["global_step"] == STEPS
