@@ -14,6 +14,7 @@ import tempfile
 import warnings
 from argparse import SUPPRESS
 from collections.abc import Sequence
+from functools import partialmethod
 from pathlib import Path
 from typing import Any
 
@@ -200,17 +201,10 @@ class LitSparseCLI(LightningCLI):
             self.save_config_kwargs.get("config_filename", "config.yaml"),
         )
 
-    def before_fit(self) -> None:
-        self._before("fit")
-
-    def before_validate(self) -> None:
-        self._before("validate")
-
-    def before_test(self) -> None:
-        self._before("test")
-
-    def before_extrapolate(self) -> None:
-        self._before("extrapolate")
+    before_fit = partialmethod(_before, "fit")
+    before_validate = partialmethod(_before, "validate")
+    before_test = partialmethod(_before, "test")
+    before_extrapolate = partialmethod(_before, "extrapolate")
 
     def after_fit(self) -> None:
         log_dir = self.trainer.log_dir  # a collective under DDP: every process asks

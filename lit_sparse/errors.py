@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
 E = TypeVar("E", bound=BaseException)
@@ -58,16 +58,19 @@ class MissingExtraError(LitSparseError, ImportError):
     """An optional dependency is missing or too old; the message names what to install."""
 
 
+def error_chain(err: BaseException | None) -> Iterator[BaseException]:
+    """``err``, then its cause/context chain, each error once."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        yield err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+
+
 def find_error(err: BaseException | None, kind: type[E]) -> E | None:
     """The error of type ``kind`` in ``err`` or its cause/context chain (jsonargparse and
     Lightning re-raise errors from our code wrapped in their own)."""
-    seen: set[int] = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, kind):
-            return err
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return None
+    return next((e for e in error_chain(err) if isinstance(e, kind)), None)
 
 
 def find_user_error(err: BaseException | None) -> LitSparseError | None:

@@ -58,10 +58,8 @@ class FusedProjection(nn.Module):
             stacked = stacked.t().contiguous().t()
         self.register_buffer("weight", stacked, persistent=False)
         self.sizes = [p.weight.shape[0] for p in projections]
-        first = 0
-        for projection, size in zip(projections, self.sizes, strict=True):
-            projection.weight.data = self.weight[first : first + size]
-            first += size
+        for projection, view in zip(projections, self.weight.split(self.sizes), strict=True):
+            projection.weight.data = view  # (out, in) rows of the stacked buffer
 
     @classmethod
     def fuse(cls, projections: list[nn.Linear]) -> FusedProjection | None:
@@ -76,13 +74,11 @@ class FusedProjection(nn.Module):
 
     def active(self) -> bool:
         """Whether every projection's weight is still its view of the buffer."""
-        base, first = self.weight.data_ptr(), 0
-        step = self.weight.stride(0) * self.weight.element_size()  # bytes from row to row
-        for projection, size in zip(self.projections, self.sizes, strict=True):
-            if projection.weight.data_ptr() != base + first * step:
-                return False
-            first += size
-        return True
+        views = self.weight.split(self.sizes)
+        return all(
+            p.weight.data_ptr() == view.data_ptr()
+            for p, view in zip(self.projections, views, strict=True)
+        )
 
     def forward(self, x: Tensor) -> Tensor:
         """Every projection of ``x``, side by side in the last dim (``split(self.sizes)``)."""
@@ -155,11 +151,9 @@ class Attention(nn.Module):
 
     def __init__(self, config: ModelConfig, pattern: AttentionPattern, rope: RotaryEmbedding):
         super().__init__()
-        self.n_heads, self.n_kv_heads, self.head_dim = (
-            config.n_heads,
-            config.n_kv_heads,
-            config.head_dim,
-        )
+        self.n_heads = config.n_heads
+        self.n_kv_heads = config.n_kv_heads
+        self.head_dim = config.head_dim
         self.q_proj = Linear(config.d_model, config.n_heads * config.head_dim)
         self.k_proj = Linear(config.d_model, config.n_kv_heads * config.head_dim)
         self.v_proj = Linear(config.d_model, config.n_kv_heads * config.head_dim)

@@ -255,13 +255,6 @@ class LitLanguageModel(pl.LightningModule):
                 self.val_acc[name] = RecallAccuracy()
 
     def validation_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> dict[str, Any]:
-        return self._score(batch, dataloader_idx)
-
-    def test_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> dict[str, Any]:
-        """``test`` scores the held-out sets as ``validate`` does, logged as ``test/*``."""
-        return self._score(batch, dataloader_idx)
-
-    def _score(self, batch, dataloader_idx: int) -> dict[str, Any]:
         x, y = batch
         name = self.val_set_names()[dataloader_idx]
         if self._sparse_labels:  # the labelled positions only, and their accuracy
@@ -275,6 +268,8 @@ class LitLanguageModel(pl.LightningModule):
         nll = self.token_nll(x, y)
         self.val_nll[name].update(nll)
         return {"nll": nll.detach(), "set": name}
+
+    test_step = validation_step  # the held-out sets scored as validate does, logged as test/*
 
     def on_validation_epoch_end(self) -> None:
         self._log_sets("val")

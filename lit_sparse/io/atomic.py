@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from lit_sparse.errors import StorageError
+from lit_sparse.errors import StorageError, error_chain
 
 __all__ = [
     "AtomicFile",
@@ -68,14 +68,11 @@ def storage_failure(err: BaseException | None) -> StorageError | None:
     """The full disk, read-only file system or missing permission behind ``err`` (a write
     of Lightning's, TensorBoard's or the YAML writer's, wrapped or not), as one
     :class:`StorageError` line naming the path; None if there is none."""
-    seen: set[int] = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, StorageError):
-            return err
-        if isinstance(err, OSError) and err.errno in _STORAGE_ERRNOS:
-            return storage_error(err.filename or "a file", err)
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
+    for cause in error_chain(err):
+        if isinstance(cause, StorageError):
+            return cause
+        if isinstance(cause, OSError) and cause.errno in _STORAGE_ERRNOS:
+            return storage_error(cause.filename or "a file", cause)
     return None
 
 

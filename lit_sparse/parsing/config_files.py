@@ -62,8 +62,7 @@ class ModelSpec:
         args = self.attention.init_args()
         name = type(self.attention).name or type(self.attention).__name__
         if name == "fibonacci":
-            base = "fibonacci" if args["rungs"] == "fibonacci" else args["rungs"]
-            return f"{base} {args['schedule']} W={args['window']}"
+            return f"{args['rungs']} {args['schedule']} W={args['window']}"
         shown = " ".join(
             f"{key}={args[key]}" for key in ("window", "n_global", "n_random") if key in args
         )
@@ -158,22 +157,20 @@ def read_model_config(configs: Sequence[str | Path], overrides: Sequence[str] = 
     parser = model_parser()
     try:
         parsed = parser.parse_args(expand_attention_names(model_args)).model
+    except ConfigError:
+        raise
     except Exception as err:  # jsonargparse's ArgumentError: condense to one line
-        if isinstance(err, ConfigError):
-            raise
         raise ConfigError(condense_parse_error(str(err))) from None
     arch_values = parsed.arch.as_dict() if hasattr(parsed.arch, "as_dict") else dict(parsed.arch)
     if data is not None:
-        cls = _data_class(data["class_path"])
-        init_args = data["init_args"]
         from lit_sparse.data import checked_seq_len
 
-        seq_len = checked_seq_len(init_args.get("seq_len", _default(cls, "seq_len")))
-        arch_values["context_length"] = seq_len
+        cls, init_args = _data_class(data["class_path"]), data["init_args"]
+        seq_len = init_args.get("seq_len", _default(cls, "seq_len"))
+        arch_values["context_length"] = checked_seq_len(seq_len)
         if hasattr(cls, "model_vocab_size"):
             arch_values["vocab_size"] = cls.model_vocab_size(**init_args)
     arch = ModelConfig.from_dict(arch_values)
-    attention_values = parsed.attention
-    attention = build_attention(None if attention_values is None else attention_values.as_dict())
+    attention = build_attention(None if parsed.attention is None else parsed.attention.as_dict())
     attention.check(arch.n_layers)
     return ModelSpec(arch=arch, attention=attention, configs=[str(c) for c in configs])

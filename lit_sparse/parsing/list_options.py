@@ -64,8 +64,12 @@ def list_options(parser: Any) -> dict[str, str]:
     return found
 
 
-def _is_value(arg: str) -> bool:
-    return not arg.startswith("-") or bool(_NUMBER.match(arg))
+def _values_from(args: Sequence[str], i: int) -> tuple[list[str], int]:
+    """The values from ``args[i]`` up to the next option, and the index after them."""
+    end = i
+    while end < len(args) and (not args[end].startswith("-") or _NUMBER.match(args[end])):
+        end += 1
+    return list(args[i:end]), end
 
 
 def _bracketed(values: Sequence[str]) -> str:
@@ -86,19 +90,14 @@ def join_list_values(args: Iterable[str], options: dict[str, str]) -> list[str]:
         if eq:  # --lengths=1024: one value, as argparse takes it
             values = [inline]
         else:
-            values = []
-            while i < len(args) and _is_value(args[i]):
-                values.append(args[i])
-                i += 1
+            values, i = _values_from(args, i)
         out.append(name)
         out.extend(_joined(values, kind))
     return out
 
 
 def _joined(values: list[str], kind: str) -> list[str]:
-    if len(values) > 1:
-        return [_bracketed(values)]
-    if len(values) == 1 and kind == "list" and not _whole(values[0]):
+    if len(values) > 1 or (values and kind == "list" and not _whole(values[0])):
         return [_bracketed(values)]
     return values  # nothing (jsonargparse reports the missing value) or one whole value
 
@@ -121,9 +120,6 @@ def split_option_values(args: Sequence[str]) -> list[tuple[str, str]]:
         if eq:
             pairs.append((key, value))
             continue
-        values = []
-        while i < len(args) and _is_value(args[i]):
-            values.append(args[i])
-            i += 1
+        values, i = _values_from(args, i)
         pairs.append((key, values[0] if len(values) == 1 else _bracketed(values) if values else ""))
     return pairs

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -22,7 +21,7 @@ from lit_sparse.errors import DamagedFileError, RunNotFoundError
 from lit_sparse.evaluation.extrapolation import ExtrapolationResult
 from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse.runs.checkpoints import checkpoint_tokenizer, is_checkpoint, read_checkpoint
-from lit_sparse.runs.folders import run_checkpoint
+from lit_sparse.runs.folders import experiment_runs, run_checkpoint
 
 __all__ = [
     "AlphaHistory",
@@ -98,27 +97,19 @@ def run_name(path: Path) -> str:
     return f"{path.parent.name}/{path.name}"
 
 
-def _version_key(path: Path) -> tuple[int, str]:
-    match = re.fullmatch(r"version_(\d+)", path.name)
-    return (int(match.group(1)) if match else -1, path.name)
-
-
 def resolve_run_dir(path: Path) -> Path:
     """A run directory, or under an experiment folder its newest ``version_N`` that has a
     checkpoint (the newest one when none has)."""
     markers = ("checkpoints", "config.yaml", "hparams.yaml")
     if any((path / m).exists() for m in markers) or any(path.glob("*.json")):
         return path
-    versions = sorted((p for p in path.glob("version_*") if p.is_dir()), key=_version_key)
-    trained = [v for v in versions if find_checkpoint(v) is not None]
-    if trained or versions:
-        return (trained or versions)[-1]
-    return path
+    versions = experiment_runs(path)
+    trained = [v for v in versions if run_checkpoint(v) is not None]
+    return (trained or versions or [path])[-1]
 
 
-def find_checkpoint(run_dir: str | Path) -> Path | None:
-    """``checkpoints/last.ckpt`` of a run, else its newest checkpoint, else None."""
-    return run_checkpoint(run_dir)
+find_checkpoint = run_checkpoint
+"""``checkpoints/last.ckpt`` of a run, else its newest checkpoint, else None."""
 
 
 def read_result_json(path: str | Path) -> dict[str, Any] | None:
@@ -231,7 +222,7 @@ def load_run(path: str | Path, load_model: bool = True) -> Run:
         run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
     elif path.is_dir():
         run_dir = resolve_run_dir(path)
-        checkpoint_path = find_checkpoint(run_dir)
+        checkpoint_path = run_checkpoint(run_dir)
     else:
         under = os.environ.get(RUNS_VARIABLE)
         searched = f"{Path.cwd()}" + (f" and ${RUNS_VARIABLE}={under}" if under else "")

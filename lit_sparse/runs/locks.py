@@ -39,21 +39,18 @@ _HELD: dict[str, RunLock] = {}
 def is_global_rank_zero() -> bool:
     """Whether this process is the first of its job (also before any process group exists):
     no launcher or scheduler has given it another rank."""
-    for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):
-        if os.environ.get(key) is not None:
-            if int(os.environ[key]) != 0:
-                return False
-            break
-    return all(os.environ.get(key, "0") == "0" for key in ("NODE_RANK", "GROUP_RANK"))
+    ranks = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
+    rank = next((os.environ[key] for key in ranks if key in os.environ), "0")  # the first set
+    nodes = (os.environ.get(key, "0") for key in ("NODE_RANK", "GROUP_RANK"))
+    return int(rank) == 0 and all(node == "0" for node in nodes)
 
 
 def _holder_text(info: dict[str, Any]) -> str:
     if not info:
         return "another process"
-    started = info.get("started", "?")
     return (
         f"process {info.get('pid', '?')} on {info.get('host', '?')} "
-        f"({info.get('command', '?')}, started {started})"
+        f"({info.get('command', '?')}, started {info.get('started', '?')})"
     )
 
 

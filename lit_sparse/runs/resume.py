@@ -154,11 +154,9 @@ def choose_run(
     if not candidates:
         print(f"no last.ckpt under {experiment}: starting a new run", file=sys.stderr)
         return None
-    exact = [
-        c
-        for c in candidates
-        if c.config is not None and not _differences(signature(command), signature(c.config))
-    ]
+    readable = [c for c in candidates if c.config is not None]
+    compared = [(c, _differences(signature(command), signature(c.config))) for c in readable]
+    exact = [c for c, found in compared if not found]
     if exact:
         chosen = _narrow(exact, use_locks)
         if len(chosen) == 1:
@@ -168,7 +166,6 @@ def choose_run(
             f"started with this config: {'; '.join(c.describe() for c in chosen)}; resume one "
             f"by its folder, e.g. --ckpt_path {chosen[-1].path}"
         )
-    readable = [c for c in candidates if c.config is not None]
     if not readable:
         raise ConfigError(
             f"ckpt_path='last': the runs under {experiment} with a checkpoint have no readable "
@@ -176,7 +173,6 @@ def choose_run(
             f"matched to this command: resume one by its folder, e.g. --ckpt_path "
             f"{candidates[-1].path}, or leave out --ckpt_path to start a new run"
         )
-    compared = [(c, _differences(signature(command), signature(c.config))) for c in readable]
     near = [
         (c, found)
         for c, found in compared
@@ -205,18 +201,13 @@ def changed_values(
 ) -> list[tuple[str, Any, Any]]:
     """(``model.<name>``, checkpoint's value, command's value) for each resumable value the
     command changes."""
-    found = []
-    for name in RESUMABLE:
-        if name not in command_model or name not in checkpoint_hparams:
-            continue
-        new, old = command_model[name], checkpoint_hparams[name]
-        if isinstance(new, (list, tuple)) and isinstance(old, (list, tuple)):
-            same = list(new) == list(old)
-        else:
-            same = new == old
-        if not same:
-            found.append((f"model.{name}", old, new))
-    return found
+    return [
+        (f"model.{name}", checkpoint_hparams[name], command_model[name])
+        for name in RESUMABLE
+        if name in command_model
+        and name in checkpoint_hparams
+        and _differences(command_model[name], checkpoint_hparams[name])
+    ]
 
 
 def describe_changes(changes: list[tuple[str, Any, Any]]) -> str:

@@ -39,9 +39,8 @@ def held_out_table(
     ``metrics``: one mapping (``trainer.callback_metrics``) or the list ``trainer.validate``
     returns, one per held-out set's loader (each holds every set's values: they are logged
     once, after the last loader)."""
-    merged: dict[str, Any] = {}
-    for part in [metrics] if isinstance(metrics, Mapping) else metrics:
-        merged.update(part)
+    loaders = [metrics] if isinstance(metrics, Mapping) else metrics
+    merged = {tag: value for loader in loaders for tag, value in loader.items()}
     values: dict[str, dict[str, float]] = {}
     for tag, value in merged.items():
         parts = tag.split("/")
