@@ -175,10 +175,14 @@ class Server:
         self.selector.register(client, selectors.EVENT_READ, self.read_client)
 
     def read_client(self, client):
-        data, fds, _, _ = socket.recv_fds(client, 1 << 20, 3)
+        try:
+            data, fds, _, _ = socket.recv_fds(client, 1 << 20, 3)
+        except ConnectionError:  # a client killed (a test's SIGKILL) while a message was due
+            data = b""
         if not data:
             self.selector.unregister(client)
-            del self.clients[client]
+            for fd in self.clients.pop(client)[1]:  # streams of a spawn it never asked for
+                os.close(fd)
             client.close()
             return
         buffered, received = self.clients[client]
@@ -201,7 +205,10 @@ class Server:
                     os.close(fd)
             else:
                 answer = {"status": self.exits.get(question["status"])}
-            client.sendall((json.dumps(answer) + "\n").encode())
+            try:
+                client.sendall((json.dumps(answer) + "\n").encode())
+            except ConnectionError:  # it was killed before the answer: its reset comes next
+                break
         self.clients[client] = (buffered, received)
 
     def reap(self):
