@@ -74,11 +74,14 @@ class FusedProjection(nn.Module):
 
     def active(self) -> bool:
         """Whether every projection's weight is still its view of the buffer."""
-        views = self.weight.split(self.sizes)
-        return all(
-            p.weight.data_ptr() == view.data_ptr()
-            for p, view in zip(self.projections, views, strict=True)
-        )
+        # pointer arithmetic, not weight.split: every forward asks (a decode step per layer)
+        base, first = self.weight.data_ptr(), 0
+        step = self.weight.stride(0) * self.weight.element_size()  # bytes from row to row
+        for projection, size in zip(self.projections, self.sizes, strict=True):
+            if projection.weight.data_ptr() != base + first * step:
+                return False
+            first += size
+        return True
 
     def forward(self, x: Tensor) -> Tensor:
         """Every projection of ``x``, side by side in the last dim (``split(self.sizes)``)."""
