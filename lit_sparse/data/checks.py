@@ -1,5 +1,5 @@
-"""The integer options of the data modules, checked alike: one ConfigError line each,
-``<field>=<value>: expected an integer >= <low>``."""
+"""Integer options checked alike (the data modules', lm-eval's model arguments): one
+ConfigError line each, ``<field>=<value>: expected an integer >= <low>``."""
 
 from __future__ import annotations
 
