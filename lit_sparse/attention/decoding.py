@@ -161,7 +161,10 @@ class KVCache:
         step after a long context without computing one)."""
         self.reserve(length)
         for buffer in (self.k, self.v):
-            buffer.normal_(0, scale, generator=generator)
+            noise = torch.randn(
+                buffer.shape, generator=generator, dtype=buffer.dtype, device=buffer.device
+            )
+            buffer.copy_(noise.mul_(scale))
 
     @property
     def nbytes(self) -> int:
