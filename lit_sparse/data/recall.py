@@ -9,6 +9,7 @@ as is. The same seed gives the same tensors; ``seed`` may also be a sequence of 
 - :func:`multiquery_ar`: multi-query associative recall (MQAR), exactly as Zoology
   (Arora et al., 2023) defines it: the key-value pairs first, then the keys again as
   queries at power-law gaps, random tokens elsewhere; the label of a query is its value.
+  Its ``gap`` (far MQAR) puts G filler tokens between the pairs and the queries.
 - :func:`distance_retrieval`: one key-value pair and its query exactly d tokens after the
   key, in random filler: accuracy per d measures how far a pattern reaches through depth.
 - :func:`distance_pairs`: several such pairs in one example, each asked for once at its own
@@ -108,25 +109,35 @@ def multiquery_ar(
     vocab_size: int,
     power_a: float = 0.01,
     seed: Seed = 0,
+    gap: int = 0,
 ) -> tuple[Tensor, Tensor]:
     """MQAR examples as Zoology defines them: (inputs, labels), each (N, L) int64.
 
     - keys: ``num_kv_pairs`` distinct tokens from [1, V/2); values: distinct tokens from
       [V/2, V); the first 2·kv positions are ``k0 v0 k1 v1 ...``;
-    - the remaining region of L - 2·kv positions holds the queries: key i again at offset
-      2·g_i of the region, the gaps g_i distinct, drawn from p(i) ∝ a·i^(a-1)
-      (:func:`gap_probabilities`, a = ``power_a``);
+    - ``gap`` G positions of random tokens follow them (far MQAR; 0 is Zoology's task);
+    - the remaining region of L - 2·kv - G positions holds the queries: key i again at
+      offset 2·g_i of the region, the gaps g_i distinct, drawn from p(i) ∝ a·i^(a-1)
+      (:func:`gap_probabilities`, a = ``power_a``), so every query sits more than G tokens
+      after its value;
     - every other position of the region is a random token from [0, V);
     - the label at a query's position is its value (the token after the query should be
       it); -100 everywhere else.
 
-    Constraints (Zoology's): L even, 4·kv <= L, V > L.
+    Constraints: L even, 4·kv + G <= L (Zoology's 4·kv <= L at G = 0), V > L.
     """
     _positive(num_examples=num_examples, seq_len=seq_len, num_kv_pairs=num_kv_pairs)
     _positive(vocab_size=vocab_size)
+    check_int("gap", gap, low=0)
     if seq_len % 2:
         raise ConfigError(f"seq_len={seq_len}: MQAR needs an even sequence length")
-    if 4 * num_kv_pairs > seq_len:
+    if 4 * num_kv_pairs + gap > seq_len:
+        if gap:
+            raise ConfigError(
+                f"gap={gap}: no room for the queries at seq_len={seq_len} and "
+                f"num_kv_pairs={num_kv_pairs}; far MQAR needs 4 * num_kv_pairs + gap <= "
+                f"seq_len, so gap <= {max(seq_len - 4 * num_kv_pairs, 0)}"
+            )
         raise ConfigError(
             f"num_kv_pairs={num_kv_pairs}: MQAR needs 4 * num_kv_pairs <= seq_len ({seq_len})"
         )
@@ -137,13 +148,13 @@ def multiquery_ar(
     keys = 1 + _sample_without_replacement(rng, n, kv, np.ones(half - 1))  # (N, kv) in [1, V/2)
     values = half + _sample_without_replacement(rng, n, kv, np.ones(vocab_size - half))
     context = 2 * kv
-    space = (seq_len - context) // 2
+    space = (seq_len - context - gap) // 2
     gaps = _sample_without_replacement(rng, n, kv, gap_probabilities(space, power_a))  # (N, kv)
 
     inputs = rng.integers(0, vocab_size, size=(n, seq_len))  # random tokens everywhere first
     inputs[:, 0:context:2], inputs[:, 1:context:2] = keys, values
     rows = np.arange(n)[:, None]
-    where = context + 2 * gaps  # (N, kv) query positions, at most seq_len - 2
+    where = context + gap + 2 * gaps  # (N, kv) query positions, at most seq_len - 2
     inputs[rows, where] = keys
     labels = np.full((n, seq_len), IGNORE_INDEX, dtype=np.int64)
     labels[rows, where] = values

@@ -198,6 +198,8 @@ class MQARDataModule(RecallDataModule):
         num_kv_pairs: key-value pairs per example (4 * num_kv_pairs <= L).
         vocab_size: V, keys from [1, V/2), values from [V/2, V) (V > L; Zoology: 8,192).
         power_a: the power law of the query gaps, p(i) ∝ a·i^(a-1) (Zoology: 0.01).
+        gap: G filler tokens between the pairs and the queries (far MQAR: every query more
+            than G tokens after its value; 0 is Zoology's MQAR; 4 * num_kv_pairs + G <= L).
         batch_size: training examples per batch (fresh every step).
         val_examples: examples per held-out set.
         val_settings: held-out settings ``[[L, kv], ...]`` besides the training one (each
@@ -214,6 +216,7 @@ class MQARDataModule(RecallDataModule):
         num_kv_pairs: int = 4,
         vocab_size: int = 8192,
         power_a: float = 0.01,
+        gap: int = 0,
         batch_size: int = 64,
         val_examples: int = 1000,
         val_settings: list[list[int]] | None = None,
@@ -225,6 +228,7 @@ class MQARDataModule(RecallDataModule):
         self.num_kv_pairs = check_int("data.num_kv_pairs", num_kv_pairs)
         self._vocab_size = check_int("data.vocab_size", vocab_size, low=2)
         self.power_a = float(power_a)
+        self.gap = check_int("data.gap", gap, low=0)
         self.val_examples = self.min_examples = check_int("data.val_examples", val_examples)
         settings = [(seq_len, num_kv_pairs)]
         for entry in val_settings or []:
@@ -236,7 +240,10 @@ class MQARDataModule(RecallDataModule):
                 settings.append(pair)
         self.settings = settings
         for length, kv in settings:  # every setting's constraints, before any work
-            multiquery_ar(1, length, kv, self._vocab_size, self.power_a)
+            try:
+                multiquery_ar(1, length, kv, self._vocab_size, self.power_a, gap=self.gap)
+            except ConfigError as err:
+                raise ConfigError(f"data.{err}") from None
 
     @classmethod
     def model_vocab_size(cls, vocab_size: int = 8192, **init_args: Any) -> int:
@@ -248,7 +255,7 @@ class MQARDataModule(RecallDataModule):
 
     def train_batch(self, n: int, seed: tuple[int, ...]) -> Examples:
         return multiquery_ar(
-            n, self.seq_len, self.num_kv_pairs, self._vocab_size, self.power_a, seed
+            n, self.seq_len, self.num_kv_pairs, self._vocab_size, self.power_a, seed, self.gap
         )
 
     def set_names_at(self, length: int) -> list[str]:
@@ -256,7 +263,9 @@ class MQARDataModule(RecallDataModule):
 
     def make_set(self, length: int, name: str, seed: tuple[int, ...]) -> Examples:
         kv = next(kv for L, kv in self.settings if _setting_name(L, kv) == name)
-        return multiquery_ar(self.val_examples, length, kv, self._vocab_size, self.power_a, seed)
+        return multiquery_ar(
+            self.val_examples, length, kv, self._vocab_size, self.power_a, seed, self.gap
+        )
 
     def eval_lengths(self) -> list[int]:
         """The lengths of the held-out settings."""

@@ -25,6 +25,7 @@ from lit_sparse.data.recall_data import embedded_template
 from lit_sparse.errors import ConfigError
 
 N, L, KV, V = 300, 64, 4, 512
+MQAR_DIGEST_BEFORE_GAP = "09f91569549e30d08f01d112b90f8c5be46c666fe91f16a20f6abc3ae460a58b"
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +116,55 @@ def test_seeds_reproduce_and_differ():
     e = distance_retrieval(8, 32, 5, 64, seed=5)
     assert torch.equal(e[0], distance_retrieval(8, 32, 5, 64, seed=5)[0])
     assert not torch.equal(e[0], distance_retrieval(8, 32, 5, 64, seed=6)[0])
+
+
+@pytest.mark.parametrize(("length", "kv", "gap"), [(256, 8, 96), (64, 4, 47), (40, 4, 24)])
+def test_far_mqar_puts_every_query_more_than_gap_tokens_after_its_value(length, kv, gap):
+    x, y = multiquery_ar(500, length, kv, 512, seed=2, gap=gap)
+    for row_x, row_y in zip(x.tolist(), y.tolist(), strict=True):
+        where = {row_x[2 * i]: 2 * i + 1 for i in range(kv)}  # key -> its value's position
+        asked = [t for t, label in enumerate(row_y) if label != IGNORE_INDEX]
+        assert len(asked) == kv and all(t <= length - 2 for t in asked)
+        for t in asked:
+            assert t - where[row_x[t]] > gap
+            assert row_y[t] == row_x[where[row_x[t]]]
+            assert (t - 2 * kv - gap) % 2 == 0  # even offsets of the query region
+
+
+def test_far_mqar_gap_zero_is_zoologys_mqar_byte_for_byte():
+    """gap=0 draws exactly the examples the generator drew before far MQAR existed (the
+    digest was taken at 3db6ba1, before the option), so the committed MQAR records stand."""
+    import hashlib
+
+    x, y = multiquery_ar(64, 128, 8, 512, seed=(3, 0, 7), gap=0)
+    digest = hashlib.sha256(x.numpy().tobytes() + y.numpy().tobytes()).hexdigest()
+    assert digest == MQAR_DIGEST_BEFORE_GAP
+    default = multiquery_ar(64, 128, 8, 512, seed=(3, 0, 7))
+    assert torch.equal(default[0], x) and torch.equal(default[1], y)
+
+
+def test_far_mqar_seeds_reproduce_and_the_gap_changes_the_examples():
+    a = multiquery_ar(16, 256, 8, 512, seed=4, gap=96)
+    b = multiquery_ar(16, 256, 8, 512, seed=4, gap=96)
+    assert all(torch.equal(u, v) for u, v in zip(a, b, strict=True))
+    assert not torch.equal(a[1], multiquery_ar(16, 256, 8, 512, seed=4)[1])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            (4, 256, 8, 512, 0.01, 0, 225),
+            "gap=225: no room for the queries at seq_len=256 and num_kv_pairs=8; far MQAR "
+            "needs 4 * num_kv_pairs + gap <= seq_len, so gap <= 224",
+        ),
+        ((4, 256, 8, 512, 0.01, 0, -1), "gap=-1: expected an integer >= 0"),
+        ((4, 256, 8, 512, 0.01, 0, 1.5), "gap=1.5: expected an integer >= 0"),
+    ],
+)
+def test_far_mqar_refuses_a_gap_without_room_for_the_queries(args, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        multiquery_ar(*args)
 
 
 def test_distance_pairs_ask_each_pair_once_at_its_own_distance():

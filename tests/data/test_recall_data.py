@@ -5,6 +5,7 @@ padding, the distance buckets at every length, passkey's training and held-out p
 from __future__ import annotations
 
 import itertools
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -83,6 +84,18 @@ def test_mqar_settings_and_their_constraints():
         MQARDataModule(vocab_size=300, val_settings=[[512, 8]])
     with pytest.raises(ConfigError, match="data.batch_size=0: expected an integer >= 1"):
         MQARDataModule(batch_size=0)
+
+
+def test_far_mqar_gap_reaches_training_and_held_out_sets_and_is_checked_first():
+    dm = MQARDataModule(seq_len=64, num_kv_pairs=4, vocab_size=128, gap=24, val_examples=20)
+    for _, y in (dm.train_batch(20, (0, 0, 0)), dm.recall_sets()["L64_kv4"]):
+        asked = (y != IGNORE_INDEX).nonzero()[:, 1]
+        assert len(asked) == 80 and asked.min() > 2 * 4 + 24 - 1  # every query after the gap
+    with pytest.raises(
+        ConfigError,
+        match=re.escape("data.gap=49: no room for the queries at seq_len=64 and num_kv_pairs=4"),
+    ):
+        MQARDataModule(seq_len=64, num_kv_pairs=4, vocab_size=128, gap=49)
 
 
 def test_longer_lengths_hold_the_same_tokens_per_set_but_a_few_examples_at_least():
