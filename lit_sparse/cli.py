@@ -40,6 +40,7 @@ from lit_sparse.parsing.arguments import (
 from lit_sparse.runs import is_global_rank_zero, launch, release_all
 from lit_sparse.runs.checkpoints import is_checkpoint
 from lit_sparse.runs.matching import check_checkpoint
+from lit_sparse.runs.memory import keep_freed_memory
 from lit_sparse.runs.quiet import quiet_evaluation, quiet_lightning
 from lit_sparse.runs.summary import fit_summary
 from lit_sparse.runs.trainer import (
@@ -186,6 +187,7 @@ class LitSparseCLI(LightningCLI):
 
     def _before(self, subcommand: str) -> None:
         """Callbacks that cannot work with this data refuse now; then the log folder."""
+        keep_freed_memory()  # large activations stay mapped between steps
         if subcommand != "fit":
             quiet_evaluation()
         if subcommand != "test":

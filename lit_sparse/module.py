@@ -71,6 +71,7 @@ class LitLanguageModel(pl.LightningModule):
         eps: float = 1e-8,
         tokens_per_step: int | None = None,
         optimizer: Literal["adamw", "adamw8bit"] = "adamw",
+        compile: bool = False,
     ):
         """
         Args:
@@ -90,6 +91,11 @@ class LitLanguageModel(pl.LightningModule):
             optimizer: "adamw" (torch's AdamW, every variant alike) or "adamw8bit"
                 (bitsandbytes' 8-bit AdamW, which the paper's code used whenever bitsandbytes
                 was installed; needs the ``bnb`` extra). Same betas, decay and schedule.
+            compile: run the training forward through ``torch.compile``, which fuses the
+                elementwise work around the attention op (RoPE, norms, residuals); it costs
+                a compile at the first step (20-40 s on a CPU) and pays on long runs of
+                small models (docs/performance.md, "The study step"). Validation, the
+                evaluations and decoding stay eager.
         """
         super().__init__()
         arch = ModelConfig.from_dict(arch) if isinstance(arch, Mapping) else arch
@@ -111,6 +117,7 @@ class LitLanguageModel(pl.LightningModule):
         # checkpoints hold plain values, so loading needs neither pickled classes nor the CLI
         self.hparams["arch"], self.hparams["attention"] = arch.to_dict(), attention.to_config()
         self.model = LanguageModel(arch, attention)
+        self._train_features = None  # the compiled forward, made at the first step
         self.val_nll = nn.ModuleDict()
         self.val_acc = nn.ModuleDict()
         self._sparse_labels = False
@@ -137,11 +144,12 @@ class LitLanguageModel(pl.LightningModule):
         """Per-token NLL (B, T) of targets y given inputs x (:func:`model.token_nll`)."""
         return token_nll(self.model(x), y)
 
-    def labelled_logits(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    def labelled_logits(self, x: Tensor, y: Tensor, features=None) -> tuple[Tensor, Tensor]:
         """Logits (N, V) at the N labelled positions of targets y (B, T), computed there
         only, and the mask (B, T) of those positions."""
         mask = y != IGNORE_INDEX
-        return self.model.head(self.model.features(x)[mask]), mask  # (N, d) -> (N, V)
+        hidden = (features or self.model.features)(x)
+        return self.model.head(hidden[mask]), mask  # (N, d) -> (N, V)
 
     # ----------------------------------------------------------------- training
     def on_fit_start(self) -> None:
@@ -162,15 +170,25 @@ class LitLanguageModel(pl.LightningModule):
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         x, y = batch
+        features = self._training_features()
         if self._sparse_labels:  # the mean over the labelled positions only
-            logits, mask = self.labelled_logits(x, y)
+            logits, mask = self.labelled_logits(x, y, features)
             loss = F.cross_entropy(logits.float(), y[mask])
         else:
-            loss = self.token_nll(x, y).mean()
+            loss = token_nll(self.model.head(features(x)), y).mean()
         if not torch.isfinite(loss):  # one host sync per micro-batch; stops before any update
             raise NonFiniteLossError(self._non_finite_message(loss, batch_idx))
         self.log("train/loss", loss, prog_bar=True)
         return loss
+
+    def _training_features(self):
+        """The network's features for training: compiled once on first use when
+        ``compile`` is set (not at init, so the module still pickles for spawned workers)."""
+        if not self.hparams.get("compile"):
+            return self.model.features
+        if self._train_features is None:
+            self._train_features = torch.compile(self.model.features)
+        return self._train_features
 
     def _non_finite_message(self, loss: Tensor, batch_idx: int) -> str:
         callback = self.trainer.checkpoint_callback if self._trainer else None

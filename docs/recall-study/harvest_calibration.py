@@ -45,7 +45,9 @@ def task(setup: dict) -> str:
     """The run's task as the document names it: MQAR (L, pairs) or distance at T."""
     length = setup["data.init_args.seq_len"]
     if setup["data.class_path"].endswith("MQARDataModule"):
-        return f"MQAR ({length}, {setup['data.init_args.num_kv_pairs']})"
+        gap = setup.get("data.init_args.gap") or 0
+        name = f"far MQAR ({length}, {setup['data.init_args.num_kv_pairs']}, gap {gap})"
+        return name if gap else f"MQAR ({length}, {setup['data.init_args.num_kv_pairs']})"
     pairs = setup.get("data.init_args.pairs") or 1
     no_values = setup.get("data.init_args.values_in_filler") is False
     return (

@@ -197,7 +197,8 @@ CPU = Preset(
 """Nine variants at W = 8 on the embedded corpus, 5 layers, T = 256 (configs/study/cpu.yaml)."""
 
 _COPRIME_IS_LINEAR = (("fib_coprime", "fib_linear"),)
-"""The MQAR tasks' 2 or 4 layers: the coprime stride is 1 there, so coprime is linear."""
+"""The MQAR tasks' 2 or 4 layers: the coprime stride is 1 there, so coprime is linear (also
+at 3 and 6 layers; it differs at 5, 7 and 8)."""
 
 RECALL_TASKS = (
     Task("mqar64", "study/recall/mqar64.yaml", 64, "MQAR L=64, kv=4", same_as=_COPRIME_IS_LINEAR),
@@ -209,6 +210,14 @@ RECALL_TASKS = (
         "study/recall/mqar256.yaml",
         256,
         "MQAR L=256, kv=16",
+        default=False,
+        same_as=_COPRIME_IS_LINEAR,
+    ),
+    Task(
+        "far_mqar",
+        "study/recall/far_mqar.yaml",
+        256,
+        "far MQAR L=256, kv=8, gap 96",
         default=False,
         same_as=_COPRIME_IS_LINEAR,
     ),
@@ -228,6 +237,7 @@ RECALL = Preset(
         "model.arch.head_dim model.arch.ffn_hidden model.lr model.warmup_steps "
         "model.min_lr_ratio model.weight_decay data.class_path data.init_args.seq_len "
         "data.init_args.batch_size data.init_args.vocab_size data.init_args.num_kv_pairs "
+        "data.init_args.gap model.compile "
         "data.init_args.pairs data.init_args.values_in_filler data.init_args.val_examples "
         "trainer.max_steps".split()
     ),
