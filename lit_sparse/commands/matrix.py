@@ -22,7 +22,7 @@ from lit_sparse.commands import command_parser, reports_errors
 from lit_sparse.errors import ConfigError, interrupted
 from lit_sparse.io.atomic import write_text
 from lit_sparse.study.paper_matrix import RUNS
-from lit_sparse.study.preset import PRESETS, get_preset, preset_runs
+from lit_sparse.study.preset import PRESETS, check_record, get_preset, preset_runs
 
 __all__ = ["main"]
 
@@ -132,6 +132,8 @@ def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
     if args.list:
         return _print(reports.listing(runs, args.variants, args.tasks, args.root))
     if args.run is not None and args.dry_run:
+        for run in runs:  # what --run refuses, --dry-run refuses
+            check_record(run, extra)
         return _print("\n".join(reports.dry_run(runs, extra)))
     if args.run is not None:
         from lit_sparse.study.runner import fit_in_subprocess, run_preset
@@ -147,8 +149,12 @@ def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
         _print(reports.outcome_table(outcomes))
         return 0 if all(o.code == 0 for o in outcomes) else 1
     if args.plot is not None:
-        return _print("\n".join(map(str, reports.plots(runs, args.plot, results))))
-    return _print(reports.tables(runs, results), args.out)
+        return _print("\n".join(map(str, reports.plots(runs, args.plot, results, note=_note))))
+    return _print(reports.tables(runs, results, note=_note), args.out)
+
+
+def _note(line: str) -> None:
+    print(f"note: {line}", file=sys.stderr, flush=True)
 
 
 @reports_errors

@@ -1,24 +1,37 @@
 """Which distances a model's attention reaches: each layer's attended distances at a length (a
 learned alpha at its starting value), their union over layers, how many lie beyond the window,
 and the distances two layers reach composed (the residual stream carries a layer's output to
-every later layer; distance 0 is in every layer, so single hops are included)."""
+every later layer; distance 0 is in every layer, so single hops are included); and, for a
+recorded run, its layers rebuilt from the config it recorded, the distinct key rows a query
+reads, and its reach over the distances its held-out examples actually hold."""
 
 from __future__ import annotations
 
 import itertools
+import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from lit_sparse.attention import offsets
+from lit_sparse.data.recall import IGNORE_INDEX
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.tables import markdown_table
 from lit_sparse.parsing.config_files import ModelSpec
 
-__all__ = ["Coverage", "compute_coverage", "format_ranges", "two_hop"]
+__all__ = [
+    "Coverage",
+    "compute_coverage",
+    "example_distances",
+    "format_ranges",
+    "recorded_patterns",
+    "rows_read",
+    "sampled_coverage",
+    "two_hop",
+]
 
 
 def format_ranges(values: Sequence[int]) -> str:
@@ -158,3 +171,76 @@ def compute_coverage(spec: ModelSpec, length: int | None = None, hops: int = 1) 
         two_hop=two_hop(layers, length) if hops == 2 else None,
         notes=notes,
     )
+
+
+# ------------------------------------------------------------------- a recorded run
+def recorded_patterns(
+    attention: Mapping[str, Any],
+    n_layers: int,
+    training_length: int,
+    new_offsets: str | None = None,
+    alphas: Sequence[float] | None = None,
+) -> list:
+    """Every layer's pattern of a run from its recorded ``{class_path, init_args}``: under
+    ``new_offsets`` (where the plugin has the option), a learned layer's alpha set to
+    ``alphas`` (the run's last recorded values)."""
+    import torch
+
+    from lit_sparse.attention.registry import build_attention
+
+    options = dict(attention.get("init_args") or {})
+    plugin = build_attention(
+        attention,
+        **(
+            {}
+            if new_offsets is None or "new_offsets" not in options
+            else {"new_offsets": new_offsets}
+        ),
+    )
+    patterns = [plugin.build(layer, n_layers, training_length) for layer in range(n_layers)]
+    for pattern, alpha in zip(patterns, alphas or [], strict=False):
+        if isinstance(getattr(pattern, "theta", None), torch.nn.Parameter):
+            share = (alpha - pattern.alpha_min) / (pattern.alpha_max - pattern.alpha_min)
+            share = min(max(share, 1e-12), 1 - 1e-12)
+            with torch.no_grad():
+                pattern.theta.fill_(math.log(share / (1 - share)))
+    return patterns
+
+
+def rows_read(pattern, length: int) -> int:
+    """The distinct key rows the last query of a ``length`` sequence reads: its exact
+    distances, both rows of every kept interpolated rung, its absolute keys (a pattern
+    without slots, dense: every row). A learned rung is one slot but two rows."""
+    slots = getattr(pattern, "slots", None)
+    if not callable(slots):
+        return length
+    keys = slots(length, "cpu")
+    rows = set(keys.distances.tolist())
+    if keys.rung_lo is not None:
+        kept = keys.rung_lo[keys.rung_valid] if keys.rung_valid is not None else keys.rung_lo
+        for low in kept.tolist():
+            rows |= {low, low + 1}
+    return len({d for d in rows if 0 <= d < length}) + keys.n_absolute
+
+
+def example_distances(inputs, labels, ignore_index: int = IGNORE_INDEX) -> np.ndarray:
+    """(N,) the key-to-query distance of each distance-task example: from its one asked
+    position q back to the key's first occurrence (the query repeats the key, and the
+    filler never holds it)."""
+    x, y = np.asarray(inputs), np.asarray(labels)
+    asked = y != ignore_index
+    if not asked.any(axis=1).all():
+        raise ConfigError("example_distances: an example has no asked position")
+    query = asked.argmax(axis=1)
+    keys = x[np.arange(len(x)), query]
+    first = (x == keys[:, None]).argmax(axis=1)
+    return query - first
+
+
+def sampled_coverage(reach: np.ndarray, distances: Sequence[int]) -> float | None:
+    """The share of the sampled key-to-query ``distances`` d whose value, d - 1 back from
+    the query, lies in ``reach`` (:func:`offsets.composed_reach`); None without samples."""
+    d = np.asarray(distances, dtype=np.int64)
+    if not d.size:
+        return None
+    return float(reach[np.clip(d - 1, 0, len(reach) - 1)].mean())

@@ -23,8 +23,10 @@ config's ``max_steps`` (``cpu``: ``extrapolation.json`` and ``position_loss.json
 Each experiment folder keeps a record of what started it (``preset.yaml``: the options and a
 digest of every config file), so a later invocation with other options or edited configs is
 refused instead of mixing two setups in one study. The record binds once the run has a
-checkpoint: a start that failed before it (a bad option, a crash in the first steps) pins
-nothing, and a corrected rerun starts over with its own options.
+checkpoint or its end-of-fit results: a start that failed before its first checkpoint (a bad
+option, a crash in the first steps) pins nothing, and a corrected rerun starts over with its
+own options; a complete run is complete only for the options that trained it (a smoke test's
+runs are refused by the real ``--run``, and ``--list`` names their extra options).
 """
 
 from __future__ import annotations
@@ -55,7 +57,9 @@ __all__ = [
     "fib_cache_window",
     "fib_keys_window",
     "check_record",
+    "extra_options",
     "preset_runs",
+    "recorded_options",
     "run_status",
     "write_record",
 ]
@@ -348,6 +352,12 @@ def get_preset(preset: Preset | str) -> Preset:
     return PRESETS[preset]
 
 
+def _check_root(root: Path) -> Path:
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"--root {root}: not a folder (a file is there)")
+    return root
+
+
 def preset_runs(
     preset: Preset | str,
     seeds: Sequence[int] | None = None,
@@ -365,7 +375,7 @@ def preset_runs(
         setups = [preset.task(name) for name in dict.fromkeys(tasks)]
     else:
         setups = [t for t in preset.tasks if t.default] if preset.tasks else [None]
-    folder = Path(preset.root if root is None else root)
+    folder = _check_root(Path(preset.root if root is None else root))
     return [
         PresetRun(preset, variant, seed, folder, task)
         for seed in parse_seeds(seeds, preset)
@@ -404,16 +414,42 @@ def _record(run: PresetRun, extra: Sequence[str]) -> dict[str, Any]:
 
 
 def _bound(run: PresetRun) -> bool:
-    """Whether the run has a record that binds: a version folder with a checkpoint (something
-    trained with the recorded options)."""
-    has_record = (run.experiment / RECORD).is_file()
-    return has_record and any(has_checkpoint(v) for v in _versions(run.experiment))
+    """Whether the run has a record that binds: a version folder with a checkpoint or the
+    end-of-fit results (something trained with the recorded options; a smoke test's complete
+    run whose checkpoints were deleted binds as well)."""
+    if not (run.experiment / RECORD).is_file():
+        return False
+    versions = _versions(run.experiment)
+    return any(has_checkpoint(v) or finish(v, run.preset.results) for v in versions)
+
+
+def recorded_options(run: PresetRun) -> list[str] | None:
+    """The options the run's record (``preset.yaml``) says started it; None without one."""
+    if not (run.experiment / RECORD).is_file():
+        return None
+    options = load_yaml(run.experiment / RECORD, "run record").get("options")
+    return [str(o) for o in options] if isinstance(options, list) else None
+
+
+def extra_options(run: PresetRun, options: Sequence[str]) -> list[str] | None:
+    """The extra options in ``options`` (a run's recorded ones): what stands between the
+    run's configs and task options and its seed options; None when ``options`` do not start
+    and end as this run's do (another variant's, task's or seed's)."""
+    head = run.options((), config_dir=Path("configs"))
+    tail = run.variant.seed_overrides(run.seed)
+    head = head[: len(head) - len(tail)]
+    options = [str(o) for o in options]
+    if len(options) < len(head) + len(tail) or options[: len(head)] != head:
+        return None
+    if options[len(options) - len(tail) :] != tail:
+        return None
+    return options[len(head) : len(options) - len(tail)]
 
 
 def check_record(run: PresetRun, extra: Sequence[str]) -> None:
-    """Refuse to continue a run that was started with other options or config files (a
-    record without any checkpoint is a start that failed before its first one: not
-    binding)."""
+    """Refuse to continue, or to count as complete, a run that was started with other
+    options or config files (a record without any checkpoint or end-of-fit results is a start
+    that failed before its first checkpoint: not binding)."""
     if not _bound(run):
         return
     found = load_yaml(run.experiment / RECORD, "run record")
@@ -495,13 +531,20 @@ def finish(
 
 
 def run_status(run: PresetRun) -> RunStatus:
-    """Complete (a version folder holds the end-of-fit results), interrupted (a
-    ``last.ckpt`` to resume from: ``fit --ckpt_path last`` picks it) or not started."""
+    """Complete (a version folder holds the end-of-fit results; the detail names the extra
+    options its record says trained it), interrupted (a ``last.ckpt`` to resume from: ``fit
+    --ckpt_path last`` picks it) or not started."""
     versions = _versions(run.experiment)
     for version in reversed(versions):
         done = finish(version, run.preset.results)
         if done is not None:
             detail = f"step {done[0]}" + (" (stopped early)" if done[1] else "")
+            options = recorded_options(run)
+            extra = None if options is None else extra_options(run, options)
+            if extra:
+                detail += f"; trained with extra options {' '.join(extra)}"
+            elif options is not None and extra is None:
+                detail += f"; trained with other options {' '.join(options)}"
             return RunStatus(RunState.COMPLETE, version, detail, versions)
     saved = [v for v in versions if is_checkpoint(v / "checkpoints" / "last.ckpt")]
     if saved:

@@ -21,8 +21,8 @@ import numpy as np
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.recall import RecallResult
 from lit_sparse.study import seeds
-from lit_sparse.study.preset import Preset, PresetRun, Task
-from lit_sparse.study.recall_records import make_record, read_record, record_file
+from lit_sparse.study.preset import Preset, PresetRun, Task, extra_options, recorded_options
+from lit_sparse.study.recall_records import RecordChecks, make_record, read_record, record_file
 from lit_sparse.study.seeds import Spread
 
 __all__ = ["RecallRun", "RecallStudy", "TaskResults", "VariantRecall", "collect_recall"]
@@ -37,6 +37,8 @@ class RecallRun(seeds.SeedRun):
     stopped_early: bool = False
     wall_s: float | None = None
     cpu_s: float | None = None
+    attention: dict[str, Any] | None = None
+    """The run's ``model.attention`` config, as recorded ({class_path, init_args})."""
 
 
 class VariantRecall(seeds.VariantRuns):
@@ -97,6 +99,9 @@ class RecallStudy:
     preset: Preset
     tasks: list[TaskResults]
     missing: list[tuple[PresetRun, str]]
+    notes: list[str] = field(default_factory=list)
+    """What a reader must know that the tables do not show (a task's runs trained with extra
+    fit options: not the preset's own setup)."""
 
     def task(self, name: str) -> TaskResults | None:
         return next((t for t in self.tasks if t.task.name == name), None)
@@ -118,6 +123,7 @@ def _from_record(run: PresetRun, record: dict[str, Any], path: Path) -> tuple[An
         stopped_early=bool(record.get("stopped_early")),
         wall_s=record.get("wall_s"),
         cpu_s=record.get("cpu_s"),
+        attention=record.get("attention"),
     )
     return recall_run, record["setup"], path
 
@@ -128,18 +134,28 @@ def collect_recall(runs: Sequence[PresetRun], results: Path | None = None) -> Re
     as missing.
 
     Raises ConfigError when no run is complete, or when two runs of one task were not
-    trained alike (a shared config value, the evaluation lengths or the policies differ).
+    trained alike (a shared config value, the evaluation lengths or the policies differ);
+    DamagedFileError for a record that is not its path's run, a duplicate, one trained with
+    other extra options than its task's others, or one holding an accuracy that is no share
+    (:class:`~lit_sparse.study.recall_records.RecordChecks`).
     """
+    checks = RecordChecks()
 
     def read(run: PresetRun) -> tuple[Any, Any, Any]:
         if results is not None:
             path = record_file(results, run.setup.name, run.variant.name, run.seed)
             if not path.is_file():
                 return None, "no record", None
-            return _from_record(run, read_record(path), path)
+            record = read_record(path)
+            checks.add(record, path, run)
+            return _from_record(run, record, path)
         run_dir, state = seeds.complete_dir(run)
         if run_dir is None:
             return None, state, None
+        options = recorded_options(run)
+        extra = None if options is None else extra_options(run, options)
+        if extra is not None:
+            checks.trained_alike(run, extra, run_dir)
         return _from_record(run, make_record(run_dir, {}, keys=run.preset.setup_keys), run_dir)
 
     groups, missing = seeds.collect_alike(runs, read, "policies", VariantRecall)
@@ -152,4 +168,4 @@ def collect_recall(runs: Sequence[PresetRun], results: Path | None = None) -> Re
         )
         raise ConfigError(f"{where}; run the preset first with --run")
     tasks = [TaskResults(task=t, variants=v, setup=setup) for t, v, setup in groups]
-    return RecallStudy(runs[0].preset, tasks, missing)
+    return RecallStudy(runs[0].preset, tasks, missing, notes=checks.notes)

@@ -6,7 +6,7 @@ cpu study's perplexity: :mod:`~lit_sparse.study.cpu_report`; the recall study's:
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -70,13 +70,26 @@ def outcome_table(outcomes: Sequence[Outcome]) -> str:
     return markdown_table(["run", "action", "result", "seconds"], rows)
 
 
-def tables(runs: Sequence[PresetRun], results: Path | None = None) -> str:
+Note = Callable[[str], None]
+"""Told what a reader of the tables must know that they do not show (the recall runs' extra
+fit options)."""
+
+
+def _recall(runs: Sequence[PresetRun], results: Path | None, note: Note | None):
+    from lit_sparse.study.recall_results import collect_recall
+
+    study = collect_recall(runs, results)
+    for line in study.notes if note is not None else ():
+        note(line)
+    return study
+
+
+def tables(runs: Sequence[PresetRun], results: Path | None = None, note: Note | None = None) -> str:
     """Every table of the study over seeds (``results``: the recall study's records)."""
     if runs[0].preset.measures == "recall":
         from lit_sparse.study.recall_report import recall_tables
-        from lit_sparse.study.recall_results import collect_recall
 
-        return recall_tables(collect_recall(runs, results))
+        return recall_tables(_recall(runs, results, note))
     from lit_sparse.study.cpu_report import study_tables
     from lit_sparse.study.cpu_results import collect
 
@@ -84,15 +97,17 @@ def tables(runs: Sequence[PresetRun], results: Path | None = None) -> str:
 
 
 def plots(
-    runs: Sequence[PresetRun], folder: str | Path | None = None, results: Path | None = None
+    runs: Sequence[PresetRun],
+    folder: str | Path | None = None,
+    results: Path | None = None,
+    note: Note | None = None,
 ) -> list[Path]:
     """Write the study's figures into ``folder`` (default ``<root>/plots``); the files."""
     folder = Path(folder) if folder else runs[0].root / "plots"
     if runs[0].preset.measures == "recall":
         from lit_sparse.study.recall_plots import write_recall_plots
-        from lit_sparse.study.recall_results import collect_recall
 
-        return write_recall_plots(collect_recall(runs, results), folder)
+        return write_recall_plots(_recall(runs, results, note), folder)
     from lit_sparse.study.cpu_plots import write_plots
     from lit_sparse.study.cpu_results import collect
 

@@ -9,6 +9,11 @@ deviation (n - 1 in the denominator). The rule for "beyond the seed spread"
 (:func:`beyond_spread`): two means differ beyond the spread when ``|mean_a - mean_b| > sd_a +
 sd_b``; a quantity differs from zero (a change against 1x, an alpha drift) when ``|mean| >
 sd``. With fewer than two seeds on a side the spread is unknown and nothing is marked.
+
+The recall study replaces that screen with a bootstrap (:func:`bootstrap_means`): seeds are
+resampled with replacement, and within each seed its held-out examples, as binomial draws
+of each set's example count (the records hold a set's accuracy and count, not its examples);
+an :class:`Interval` is the percentile interval of those draws.
 """
 
 from __future__ import annotations
@@ -27,20 +32,25 @@ from lit_sparse.io.tables import markdown_table
 from lit_sparse.study.preset import PresetRun, RunState, Task, Variant, run_status
 
 __all__ = [
+    "BOOTSTRAP_DRAWS",
+    "Interval",
     "RunGroup",
     "SeedRun",
     "Spread",
     "VariantRuns",
     "alpha_table",
     "beyond_spread",
+    "bootstrap_means",
     "collect_alike",
     "compared",
     "comparison_table",
     "complete_dir",
     "left_out",
     "lookup",
+    "percentile_interval",
     "section",
     "seed_counts",
+    "seed_picks",
     "verdict",
 ]
 
@@ -85,6 +95,79 @@ def beyond_spread(a: Spread, b: Spread | None = None) -> bool | None:
     if b is None:
         return abs(a.mean) > a.sd
     return abs(a.mean - b.mean) > a.sd + b.sd
+
+
+BOOTSTRAP_DRAWS = 4000
+"""Bootstrap draws per interval (the recall study's tables)."""
+
+
+def seed_picks(rng: np.random.Generator, seeds: int, draws: int = BOOTSTRAP_DRAWS) -> np.ndarray:
+    """(draws, seeds) seed indices drawn with replacement; share them between two
+    quantities of the same runs (a run at 1x and at 64x) to pair the comparison."""
+    if seeds < 1:
+        raise ConfigError("bootstrap: no seed to resample")
+    return rng.integers(0, seeds, size=(draws, seeds))
+
+
+def bootstrap_means(
+    values: np.ndarray,
+    counts: np.ndarray | None,
+    rng: np.random.Generator,
+    picks: np.ndarray | None = None,
+) -> np.ndarray:
+    """(draws,) bootstrap draws of the mean over seeds of each seed's mean over cells.
+
+    Args:
+        values: (S, C) per seed and cell (a held-out set): its accuracy.
+        counts: (S, C) the examples behind each value; a drawn seed's cell is redrawn as
+            Binomial(count, value) / count. None: values are kept (only seeds resampled).
+        rng: the seeded generator every draw comes from.
+        picks: (draws, S) seed indices (:func:`seed_picks`); default: drawn here.
+    """
+    values = np.atleast_2d(np.asarray(values, dtype=float))
+    if picks is None:
+        picks = seed_picks(rng, values.shape[0])
+    drawn = values[picks]  # (draws, S, C)
+    if counts is not None:
+        n = np.atleast_2d(np.asarray(counts, dtype=np.int64))[picks]
+        ok = (n > 0) & np.isfinite(drawn)
+        hits = rng.binomial(np.where(ok, n, 0), np.where(ok, np.clip(drawn, 0, 1), 0))
+        drawn = np.where(ok, hits / np.maximum(n, 1), np.nan)
+    return np.nanmean(np.nanmean(drawn, axis=2), axis=1)
+
+
+def percentile_interval(draws: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """The central ``level`` percentile interval of bootstrap ``draws``."""
+    tail = 50 * (1 - level)
+    low, high = np.percentile(np.asarray(draws, dtype=float), [tail, 100 - tail])
+    return float(low), float(high)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate (the mean over seeds) with its 95 % bootstrap interval."""
+
+    mean: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, mean: float, draws: np.ndarray) -> Interval:
+        return cls(mean, *percentile_interval(draws))
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+    def format(self, digits: int = 3, sign: bool = False) -> str:
+        """``mean [low, high]``; ``-`` where there is no value."""
+        if not math.isfinite(self.mean):
+            return "-"
+        plus = "+" if sign else ""
+        return (
+            f"{self.mean:{plus}.{digits}f} [{self.low:{plus}.{digits}f}, "
+            f"{self.high:{plus}.{digits}f}]"
+        )
 
 
 def lookup(config: dict[str, Any], key: str) -> Any:
@@ -278,9 +361,11 @@ def alpha_table(
     title: str,
     text: str,
     start: bool = False,
+    moved: Callable[[Spread], bool | None] = beyond_spread,
 ) -> str:
     """Per variant that learns alpha (each of ``groups`` named by its ``labels`` cells) and
-    layer: alpha at the start (``start``) and at the end, the drift and whether it moved."""
+    layer: alpha at the start (``start``) and at the end, the drift and whether it moved
+    (``moved(drift)``; default: beyond its seed spread)."""
     rows = []
     for cells, variant in groups:
         if not variant.learns_alpha:
@@ -289,7 +374,7 @@ def alpha_table(
         columns += [variant.alpha_at(-1), variant.alpha_drift()]
         rows += [
             [*cells, str(layer), *(v.format(4) for v in values), drift.format(4, sign=True)]
-            + [verdict(beyond_spread(drift))]
+            + [verdict(moved(drift))]
             for layer, (*values, drift) in enumerate(zip(*columns, strict=True))
         ]
     if not rows:

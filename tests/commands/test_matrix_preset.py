@@ -109,7 +109,10 @@ def test_a_second_run_skips_the_complete_runs(tiny_study, capsys):
     assert len(list(root.glob("*/seed*/version_*"))) == 4
     assert lit_main(preset_args(root, "--list")) == 0
     rows = table_rows(capsys.readouterr().out, "run")
-    assert [row[3] for row in rows] == ["complete (step 6)"] * 4  # the step it finished at
+    # the step it finished at, and the options it was trained with besides the preset's
+    assert [row[3] for row in rows] == [
+        f"complete (step 6; trained with extra options --config {TINY})"
+    ] * 4
     assert lit_main(preset_args(root, "--run", "--dry-run", "--config", str(TINY))) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 4 and all(line.endswith("/version_0), skipped") for line in lines)

@@ -190,6 +190,17 @@ def test_bad_preset_options_get_one_line(options, message, capsys):
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
 
 
+@pytest.mark.parametrize("action", [["--list"], ["--run", "--dry-run"], ["--table"]])
+def test_a_root_that_is_a_file_is_refused_in_one_line(tmp_path, capsys, action):
+    """Issue 47: ``--root <a regular file> --list`` listed 102 runs under a file."""
+    root = tmp_path / "notes.txt"
+    root.write_text("mine")
+    assert lit_main(["matrix", "--preset", "recall", "--root", str(root), *action]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0] == f"error: --root {root}: not a folder (a file is there)"
+    assert root.read_text() == "mine"
+
+
 def test_a_run_started_with_a_config_edited_since_is_refused(tmp_path):
     from lit_sparse.errors import ConfigError
     from lit_sparse.study.preset import check_record, write_record

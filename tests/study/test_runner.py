@@ -157,3 +157,57 @@ def test_ctrl_c_stops_the_study_and_releases_the_claim(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run_preset([run], interrupted, echo=lambda line: None)
     RunLock.acquire(run.experiment).release()
+
+
+SMOKE = ["--trainer.max_steps", "4", "--data.init_args.seq_len", "32"]
+
+
+def smoke_test(run, checkpoint: bool):
+    """What ``matrix --preset ... --run --trainer.max_steps 4 ...`` left: a complete run of
+    4 steps, its record naming those options (its checkpoint deleted to save disk, or not)."""
+    from lit_sparse.study.preset import write_record
+
+    write_record(run, SMOKE)
+    folder = run.experiment / "version_0"
+    folder.mkdir()
+    (folder / "config.yaml").write_text(yaml.safe_dump({"trainer": {"max_steps": 4}}))
+    (folder / "extrapolation.json").write_text(json.dumps({"step": 4}))
+    (folder / "position_loss.json").write_text(json.dumps({"step": 4}))
+    if checkpoint:
+        (folder / "checkpoints").mkdir()
+        (folder / "checkpoints" / "last.ckpt").write_bytes(b"")
+
+
+@pytest.mark.parametrize("checkpoint", [True, False])
+def test_a_smoke_tests_complete_run_is_not_complete_for_other_options(tmp_path, checkpoint):
+    """Issue 47: after a smoke test (other options), the real --run skipped its runs as
+    complete. A run's completeness includes the options it was trained with: it is refused,
+    naming the options, before anything is trained."""
+    from lit_sparse.errors import ConfigError
+
+    [run] = runs(tmp_path, ["dense"])
+    smoke_test(run, checkpoint)
+    launch = FinishingLauncher([run])
+    with pytest.raises(ConfigError, match="was started with options .*--trainer.max_steps 4"):
+        run_preset([run], launch, echo=lambda line: None)
+    assert launch.calls == []
+    outcomes = run_preset([run], launch, SMOKE, echo=lambda line: None)  # the same options
+    assert [o.action for o in outcomes] == ["skipped"]
+
+
+def test_list_and_dry_run_name_a_smoke_tests_options(tmp_path, capsys, monkeypatch):
+    """--list shows the options a complete run was trained with where they are not the
+    preset's own; --run --dry-run with other options is refused as --run is."""
+    from lit_sparse.__main__ import main as lit_main
+
+    monkeypatch.setattr(sys, "argv", ["lit_sparse"])
+    [run] = runs(tmp_path, ["dense"])
+    smoke_test(run, checkpoint=False)
+    base = ["matrix", "--preset", "cpu", "--seeds", "0", "--variants", "dense"]
+    base += ["--root", str(tmp_path)]
+    assert lit_main([*base, "--list"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "dense/seed0" in line)
+    assert "complete (step 4; trained with extra options --trainer.max_steps 4 " in row
+    assert lit_main([*base, "--run", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "was started with options" in err[0]

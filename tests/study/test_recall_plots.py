@@ -1,0 +1,74 @@
+"""The recall study's figures, drawn from the committed records: every line of every panel
+is named, in its own colour, by the legend that panel is read by (the figure's one legend;
+inspected on the matplotlib Figure, not its pixels), and a variant keeps its colour across
+panels and figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from matplotlib.collections import PathCollection
+from matplotlib.colors import to_rgba
+
+from lit_sparse.study import figures, recall_plots
+from lit_sparse.study.preset import preset_runs
+from lit_sparse.study.recall_results import collect_recall
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs" / "recall-study" / "results"
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    """Every figure of the committed study, as Figure objects by file name."""
+    runs = preset_runs("recall", seeds=(0, 1, 2), tasks=("mqar64", "mqar128", "distance"))
+    study = collect_recall(runs, RESULTS)
+    saved = {}
+
+    def keep(fig, path):
+        saved[Path(path).name] = fig
+        return Path(path)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(figures, "save", keep)
+        patch.setattr(recall_plots, "save", keep)
+        recall_plots.write_recall_plots(study, tmp_path_factory.mktemp("plots"))
+    return saved
+
+
+def _legend(fig) -> dict[str, tuple]:
+    """The figure's one legend: label -> colour."""
+    assert len(fig.legends) == 1, "a figure of variants has one legend beside every panel"
+    legend = fig.legends[0]
+    return {
+        text.get_text(): to_rgba(handle.get_color())
+        for text, handle in zip(legend.get_texts(), legend.legend_handles, strict=True)
+    }
+
+
+@pytest.mark.parametrize("name", ["learning.png", "distance_use.png", "distance_drop.png"])
+def test_every_line_of_every_panel_is_named_in_its_colour_by_the_legend(drawn, name):
+    fig = drawn[name]
+    legend = _legend(fig)
+    for ax in fig.axes:
+        lines = [line for line in ax.get_lines() if line.get_gid()]
+        assert lines, f"{name}: a panel draws no variant"
+        for line in lines:
+            assert line.get_gid() in legend, f"{name}: {line.get_gid()} is not in the legend"
+            assert to_rgba(line.get_color()) == legend[line.get_gid()], line.get_gid()
+
+
+def test_a_variant_has_one_colour_in_every_figure(drawn):
+    colours: dict[str, set] = {}
+    for name in ("learning.png", "distance_use.png"):
+        for label, colour in _legend(drawn[name]).items():
+            colours.setdefault(label.split(" (")[0], set()).add(colour)
+    assert all(len(c) == 1 for c in colours.values()), colours
+    assert len({c.pop() for c in colours.values()}) == len(colours)  # and no two share one
+
+
+def test_the_mqar_bars_carry_a_dot_per_seed(drawn):
+    (ax,) = drawn["mqar.png"].axes
+    dots = sum(len(c.get_offsets()) for c in ax.collections if isinstance(c, PathCollection))
+    assert dots == 2 * 8 * 3  # 2 settings x 8 variants x 3 seeds

@@ -1,0 +1,73 @@
+"""The recall study's tables read from the committed records: rows read per query (a learned
+rung reads two rows), "beyond T" as d >= T, coverage counted on the distances the held-out
+sets sampled (regenerated from the data module's val_seed), and a pattern rebuilt from its
+record reaching what the run itself recorded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lit_sparse.study.preset import preset_runs
+from lit_sparse.study.recall_report import Geometry, _buckets
+from lit_sparse.study.recall_results import collect_recall
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "docs" / "recall-study" / "results"
+
+
+@pytest.fixture(scope="module")
+def study():
+    runs = preset_runs("recall", seeds=(0, 1, 2), tasks=("mqar64", "mqar128", "distance"))
+    return collect_recall(runs, RESULTS)
+
+
+@pytest.mark.parametrize(("task", "rows"), [("mqar64", 17), ("mqar128", 19), ("distance", 23)])
+def test_a_learned_rung_counts_as_the_two_rows_it_reads(study, task, rows):
+    results = study.task(task)
+    geometry = Geometry(results)
+    length = results.training_length
+    assert geometry.rows(results.variant("fib_learned"), length) == rows
+    assert results.variant("fib_learned").offer(length)[0] == 24  # its slots
+    assert (
+        geometry.rows(results.variant("sw_keys"), length)
+        == results.variant("sw_keys").offer(length)[0]
+    )  # a window's slots are its rows
+
+
+def test_beyond_t_holds_only_distances_of_t_and_more(study):
+    task = study.task("distance")
+    beyond = _buckets(task, 16384, within=False)
+    within = _buckets(task, 16384, within=True)
+    assert beyond[0] == "d256-511" and within[-1] == "d128-255"
+    assert len(within) + len(beyond) == len(_buckets(task, 16384))
+
+
+def test_coverage_counts_the_sampled_distances(study):
+    """sw_keys (window 15, 5 layers: reach 75) on d64-127 answers exactly the reachable share
+    of the sampled distances, not of the bucket's whole range (0.20)."""
+    task = study.task("distance")
+    geometry, variant = Geometry(task), task.variant("sw_keys")
+    coverage = [geometry.coverage(variant, "use", t, "d64-127") for t in task.lengths]
+    assert coverage == pytest.approx([0.328, 0.250, 0.375, 0.250], abs=1e-3)
+    per_bucket = [variant.spread("use", t, "d64-127").mean for t in task.lengths]
+    assert per_bucket == pytest.approx(coverage, abs=0.01)
+
+
+def test_a_rebuilt_pattern_reaches_what_its_run_recorded(study):
+    """Over the bucket's whole range, the rebuilt stack (a learned alpha at its last recorded
+    value) gives the coverage each run recorded, in every cell."""
+    task = study.task("distance")
+    geometry = Geometry(task)
+    for variant in task.variants:
+        for run in variant.runs:
+            for policy in task.policies if run.result.has_new_offsets else task.policies[:1]:
+                for length in task.lengths:
+                    reach = geometry.reach(run, policy, length)
+                    for name in _buckets(task, length):
+                        low, high = task.first.distances[name]
+                        whole = float(np.mean(reach[low - 1 : min(high, length - 2)]))
+                        recorded = run.result.accuracy(policy, length, name, "coverage")
+                        assert whole == pytest.approx(recorded), (variant.name, policy, name)
