@@ -22,7 +22,7 @@ from lit_sparse.bench.attention import (
 )
 from lit_sparse.bench.rows import bench_table, run_lengths
 from lit_sparse.bench.timing import progress
-from lit_sparse.bench.train import train_batch
+from lit_sparse.bench.train import COMPILED, TRAIN_SHAPES, train_batch
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.atomic import write_json
 
@@ -45,6 +45,8 @@ def bench_rows(args: argparse.Namespace) -> list[str]:
         slot_plugins = set(slot_plugin_names(args.window))
         peers = [flex_peer(p) for p in plugins if p in slot_plugins]
         plugins += [p for p in peers if p not in plugins]
+    if kind == "train" and args.compile:  # each plugin eager, then compiled
+        plugins = [row for p in plugins for row in (p, p + COMPILED)]
     if kind == "attention" and NATTEN not in plugins and args.plugins is None:
         if natten_available():
             plugins.append(NATTEN)
@@ -82,7 +84,9 @@ def run_op_bench(args: argparse.Namespace) -> int:
     length, the table printed (and written to --json); 1 when a row failed, 2 for options
     that cannot run."""
     if args.lengths is None:
-        args.lengths = list(DEFAULT_LENGTHS if args.command == "attention" else (1024, 4096))
+        study = TRAIN_SHAPES.get(getattr(args, "shape", None), {}).get("length")
+        defaults = DEFAULT_LENGTHS if args.command == "attention" else (1024, 4096)
+        args.lengths = [study] if study else list(defaults)
     for option, values in (("--lengths", args.lengths), ("--repeats", [args.repeats])):
         bad = [v for v in values if v < 1]
         if bad:

@@ -31,7 +31,7 @@ import sys
 
 from lit_sparse.bench import plan
 from lit_sparse.bench.attention import DTYPES, FLEX, FLEX_PREFIX, LEARNED, NATTEN, SDPA
-from lit_sparse.bench.train import TRAIN_SHAPES
+from lit_sparse.bench.train import COMPILED, TRAIN_SHAPES
 from lit_sparse.commands import command_parser, reports_errors
 from lit_sparse.parsing.help_text import HelpFormatter
 
@@ -92,7 +92,15 @@ def _parser() -> argparse.ArgumentParser:
         choices=tuple(TRAIN_SHAPES),
         default="small",
         help="small: 4 layers, d_model 128 (default); paper: 16 layers, d_model 512, 8/2 heads "
-        "of 64, vocabulary 32,768, one sequence per step",
+        "of 64, vocabulary 32,768, one sequence per step; mqar128, distance, far_mqar: the "
+        "recall study's steps (attention alone, one head, the loss at the asked positions; "
+        "each at its own T and batch: the default --lengths)",
+    )
+    train.add_argument(
+        "--compile",
+        action="store_true",
+        help="also time each plugin with its network's forward through torch.compile "
+        f"(rows '<plugin>{COMPILED}'; fit's --model.compile; the compiling call is not timed)",
     )
     train.add_argument(
         "--tokens-per-step",

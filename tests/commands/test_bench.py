@@ -340,3 +340,34 @@ def test_train_at_the_papers_shape_runs_one_sequence_per_step():
     )
     small = _parser().parse_args(["train", "--lengths", "1024"])
     assert length_spec(small, 1024)["batch"] == 8  # 8192 tokens a step
+
+
+def test_the_recall_study_shapes_are_its_configs_and_train_at_the_asked_positions():
+    """``--shape mqar128|distance|far_mqar``: the study's model, T and batch (from its task
+    config), one step of the study's loss; ``--compile`` adds a compiled row per plugin."""
+    import torch
+    import yaml
+
+    from lit_sparse.bench.train import COMPILED, train_case
+
+    for name in ("mqar128", "distance", "far_mqar"):
+        config = yaml.safe_load(open(f"configs/study/recall/{name}.yaml"))
+        shape, arch, data = TRAIN_SHAPES[name], config["model"]["arch"], config["data"]
+        assert (shape["d_model"], shape["ffn_hidden"], shape["vocab_size"]) == (
+            arch["d_model"], arch["ffn_hidden"], data["init_args"]["vocab_size"]
+        )  # fmt: skip
+        if name != "far_mqar":  # far MQAR's depth follows its calibration
+            assert shape["n_layers"] == arch["n_layers"]
+        assert (shape["length"], shape["batch"]) == (
+            data["init_args"]["seq_len"], data["init_args"]["batch_size"]
+        )  # fmt: skip
+        assert shape["task"].get("gap", 0) == data["init_args"].get("gap", 0)
+    args = _parser().parse_args(["train", "--shape", "mqar128", "--compile"])
+    args.plugins, args.lengths = ["fibonacci"], None
+    assert bench_rows(args) == ["dense", "dense" + COMPILED, "fibonacci", "fibonacci" + COMPILED]
+    assert length_spec(args, 128)["batch"] == 256
+    spec = {**length_spec(args, 128), "plugin": "fibonacci", "batch": 4}
+    case, _ = train_case(spec)
+    step = case(128)
+    torch.manual_seed(0)
+    step()  # one AdamW step of the loss at the 8 queries of each example
