@@ -1,16 +1,8 @@
-"""The project's own commands, one module each, dispatched by ``python -m lit_sparse``
-(``OWN_COMMANDS`` in ``lit_sparse/__main__.py``); each module has ``main(argv) -> int``,
-wrapped in :func:`reports_errors`: it parses its options (:func:`command_parser`) and calls
-the library, which computes (``lit_sparse.study``, ``bench``, ``interop``...).
-
-- :mod:`~lit_sparse.commands.coverage`: the distances each layer attends, their union, two hops.
-- :mod:`~lit_sparse.commands.flops`: forward FLOPs per token by term, dense against sparse.
-- :mod:`~lit_sparse.commands.matrix`: the paper's run matrix: list, launch, rebuild its tables;
-  the seeded studies (``--preset cpu``, ``--preset recall``): run in pieces, tables over seeds,
-  plots.
-- :mod:`~lit_sparse.commands.probe`: the retrieval probe grid (paper table 2).
-- :mod:`~lit_sparse.commands.recall`: a recall run's accuracy at longer lengths and policies.
-- :mod:`~lit_sparse.commands.tasks`: LEGO and RULER variable tracking on a checkpoint.
+"""The project's own commands, one module each, dispatched by ``python -m lit_sparse``;
+``OWN_COMMANDS`` in ``lit_sparse/__main__.py`` lists them with a line each (``python -m
+lit_sparse --help`` prints it). Each module has ``main(argv) -> int``, wrapped in
+:func:`reports_errors`: it parses its options (:func:`command_parser`) and calls the
+library, which computes (``lit_sparse.study``, ``bench``, ``interop``...).
 
 Commands that read a model out of config files take :func:`config_parser`'s options and
 call :func:`lit_sparse.parsing.config_files.read_model_config`.

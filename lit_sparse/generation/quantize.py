@@ -18,11 +18,6 @@ its result is rounded to bfloat16 once before the float32 scale multiplies it. I
 loop reads 16 columns at a time from aligned rows, so the stored matrices have their input
 width padded with zero columns to a multiple of 16 (the paper's MLP down projection reads
 1,366 channels: 1,376 stored), and each input is padded to match.
-
-``torch.ao.quantization.quantize_dynamic`` (fbgemm) was measured too: as fast at the
-paper's shape (within 4 %), but it rounds the activations to 7-bit integers per tensor as
-well, which put its logits 5x further from float32's, and its quantized-tensor API is
-deprecated (docs/performance.md, "int8 weights").
 """
 
 from __future__ import annotations

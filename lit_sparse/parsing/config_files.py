@@ -1,5 +1,6 @@
-"""Config files: the one YAML loader, the checks the CLI and the commands share, and reading
-only the model (its shape and attention) and the data's length out of layered configs.
+"""Config files: the checks the CLI and the commands share, and reading only the model (its
+shape and attention) and the data's length out of layered configs (files are read by
+:func:`lit_sparse.io.yaml_files.load_yaml`, the one YAML loader).
 
 ``coverage`` and ``flops`` work offline on the paper configs: they never build the
 DataModule (the paper's data config names a hub tokenizer). Config files layer as the CLI's
