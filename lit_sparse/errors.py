@@ -54,6 +54,11 @@ class NonFiniteLossError(LitSparseError):
     """Training produced a NaN or infinite loss; training stops at once."""
 
 
+class KernelCheckError(LitSparseError, RuntimeError):
+    """A GPU kernel disagreed with the reference in its first-use self-check and
+    ``LIT_SPARSE_KERNEL_CHECK=strict`` asks for an error instead of the fallback."""
+
+
 class MissingExtraError(LitSparseError, ImportError):
     """An optional dependency is missing or too old; the message names what to install."""
 

@@ -1,5 +1,6 @@
 """The Triton kernel on a CUDA GPU: the interpreter test's cases in float32 and bfloat16,
-and the learned-alpha plugin at a model's shape through ``sparse_attention``'s dispatch.
+its first-use self-check's problem in each dtype it serves, and the learned-alpha plugin at
+a model's shape through ``sparse_attention``'s dispatch.
 
 Skipped without CUDA (CI has none); ``python -m lit_sparse bench gpu`` runs it on a GPU machine.
 """
@@ -31,6 +32,18 @@ def test_triton_kernel_matches_reference_on_the_gpu(block, dtype):
     assert len(errors) >= 4 * len(cases)
     bad = [e for e in errors if not e["err"] < TOLERANCE[dtype]]
     assert not bad, bad
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_the_kernel_passes_its_first_use_self_check(dtype):
+    """The check every process runs before the kernel serves a (device, dtype), at the
+    model shape below (8/2 heads of 64: the same compiled kernels): each error below its
+    tolerance, the errors printed for the bench's log."""
+    from lit_sparse.attention.kernels import self_check, triton_kernel
+
+    errors = self_check.measure(triton_kernel, "cuda", dtype, groups=4, head_dim=64)
+    print(dtype, {name: f"{err:.1e}" for name, err in errors.items()})
+    assert max(errors.values()) <= self_check.TOLERANCES[dtype], errors
 
 
 @pytest.mark.parametrize("schedule", ["fixed", "learned"])

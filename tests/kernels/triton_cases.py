@@ -36,6 +36,16 @@ CASES = [
         "valid": [True, True, True],
         "model_layout": True,
     },
+    {  # many queries read one key (tests/kernels/test_one_key.py): every distance below the
+        # length and rungs whose first row reads row 0, every query leaning toward key 0
+        "name": "one-key",
+        "shape": [1, 4, 2, 24, 16],
+        "distances": list(range(24)),
+        "lo": [0, 1, 6],
+        "frac": [0.3, 0.7, 0.45],
+        "valid": [True, True, True],
+        "sink": True,
+    },
 ]
 
 
@@ -64,7 +74,7 @@ def _draw_model_layout(gen, batch, heads, length, dim):
 
 def compare(cases: list[dict], device="cpu", dtype=torch.float32) -> list[dict]:
     """Per case and output (out, dq, dk, dv, dfrac): max |triton - reference| / (1 + max
-    |reference|); the reference runs in float32 on the same (rounded) inputs."""
+    |reference|); the reference runs in float64 on the same (rounded) inputs."""
     from lit_sparse.attention.kernels.reference import slots_attention
     from lit_sparse.attention.kernels.triton_kernel import triton_attention
 
@@ -73,20 +83,26 @@ def compare(cases: list[dict], device="cpu", dtype=torch.float32) -> list[dict]:
         gen = torch.Generator().manual_seed(case["seed"])
         b, h, kv, t, d = case["shape"]
         layout = _draw_model_layout if case.get("model_layout") else _draw
-        inputs = [layout(gen, b, n, t, d).to(device, dtype) for n in (h, kv, kv)]
+        inputs = [layout(gen, b, n, t, d) for n in (h, kv, kv)]
+        if case.get("sink"):  # each query's score for key 0 about 4 above the others
+            lean = torch.randn(d, generator=gen)
+            lean *= 2 * d**0.25 / lean.norm()
+            inputs[0] += lean
+            inputs[1][:, :, 0] += lean
+        inputs = [x.to(device, dtype) for x in inputs]
         weight = layout(gen, b, h, t, d).to(device)
         slots = case_slots(case, device)
         got = []
-        for path, precision in ((triton_attention, dtype), (slots_attention, torch.float32)):
+        for path, precision in ((triton_attention, dtype), (slots_attention, torch.float64)):
             q, k, v = (x.detach().to(precision).requires_grad_() for x in inputs)
             assert q.is_contiguous() != bool(case.get("model_layout"))
             leaves = [q, k, v] + ([slots.rung_frac] if slots.n_rungs else [])
             kwargs = {"block": case["block"]} if path is triton_attention else {}
             out = path(q, k, v, slots, **kwargs)
             # the output's gradient is ``weight``, in its layout
-            grads = torch.autograd.grad(out.float(), leaves, weight.to(out.dtype))
-            got.append([out] + list(grads))
+            grads = torch.autograd.grad(out, leaves, weight.to(out.dtype))
+            got.append([out.detach()] + list(grads))
         for name, x, y in zip(["out", "dq", "dk", "dv", "dfrac"], *got, strict=False):
-            err = ((x.float() - y).abs().max() / (1 + y.abs().max())).item()
+            err = ((x.double() - y.double()).abs().max() / (1 + y.double().abs().max())).item()
             errors.append({"case": case["name"], "what": name, "err": err})
     return errors

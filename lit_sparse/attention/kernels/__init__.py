@@ -4,9 +4,10 @@
 (``compiled``: C++ loops built on first use, dynamic work sharing between threads) or, where it
 cannot be built, the sparse-BLAS path (``csr``); the Triton kernel (``triton_kernel``) for
 CUDA tensors when Triton is installed and the slots are relative (exact distances and
-interpolated rungs); else the chunked-gather torch path (``gather``, any device: BigBird's
-absolute keys on CUDA). ``reference`` holds the dense O(T^2) paths that tests compare
-against.
+interpolated rungs) and it passed its first-use self-check on the tensors' (device, dtype)
+(``self_check``: else one warning line, and the gather path from then on); else the
+chunked-gather torch path (``gather``, any device: BigBird's absolute keys on CUDA).
+``reference`` holds the dense O(T^2) paths that tests compare against.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import functools
 
 from torch import Tensor
 
-from lit_sparse.attention.kernels import compiled
+from lit_sparse.attention.kernels import compiled, self_check
 from lit_sparse.attention.kernels.csr import csr_attention
 from lit_sparse.attention.kernels.gather import gather_attention
 from lit_sparse.attention.kernels.slots import KeySlots, exact_slots
@@ -36,11 +37,22 @@ def _triton():
 def sparse_attention(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:
     """Causal attention of q (B, H, T, D) over ``slots`` of k, v (B, KV, T, D); GQA as a view."""
     if q.device.type == "cpu":
-        if compiled.available():
-            return compiled.compiled_attention(q, k, v, slots)
-        return csr_attention(q, k, v, slots)
+        return _cpu_attention(q, k, v, slots)
     if q.is_cuda:
-        kernel = _triton()
-        if kernel is not None and kernel.supported(q, k, slots):
-            return kernel.triton_attention(q, k, v, slots)
+        return _triton_or_gather(q, k, v, slots)
+    return gather_attention(q, k, v, slots)
+
+
+def _cpu_attention(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:
+    if compiled.available():
+        return compiled.compiled_attention(q, k, v, slots)
+    return csr_attention(q, k, v, slots)
+
+
+def _triton_or_gather(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:
+    """The Triton kernel where it handles the slots and has passed its self-check on q's
+    (device, dtype); else the gather path."""
+    kernel = _triton()
+    if kernel is not None and kernel.supported(q, k, slots) and self_check.trusted(kernel, q, k):
+        return kernel.triton_attention(q, k, v, slots)
     return gather_attention(q, k, v, slots)
