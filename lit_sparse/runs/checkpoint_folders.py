@@ -14,9 +14,11 @@ is refused in one line), and writes the folder atomically.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import warnings
+import zipfile
 import zlib
 from pathlib import Path
 from typing import Any
@@ -46,10 +48,20 @@ CHECKSUMS = "crc32.json"
 _CHUNK = 1 << 22
 
 
+_INDEX = ".metadata"
+"""torch.distributed.checkpoint's index of the shards."""
+
+
 def is_sharded_checkpoint(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a sharded checkpoint folder (it holds ``meta.pt``)."""
+    """Whether ``path`` is a sharded checkpoint folder: it holds ``meta.pt``, the shards'
+    index, lit_sparse's record or a shard. One that lacks some of them is still a checkpoint
+    (a damaged or incomplete one, refused in one line when read), never "no checkpoint"."""
     path = Path(path)
-    return path.is_dir() and (path / METADATA).is_file()
+    if not path.is_dir():
+        return False
+    if any((path / name).is_file() for name in (METADATA, _INDEX, CHECKSUMS)):
+        return True
+    return any(path.glob("*.distcp"))
 
 
 def is_checkpoint(path: str | os.PathLike) -> bool:
@@ -82,9 +94,13 @@ def folder_problem(path: Path, read_files: bool = True) -> str | None:
     """Why the folder ``path`` is not a whole sharded checkpoint (None: it is). With
     ``crc32.json``, every file it lists must have its size and CRC-32 (``read_files=False``:
     its size only, without reading it); without it (a folder Lightning's own strategy
-    wrote), every shard the index names must exist and hold the bytes the index gives it."""
+    wrote), every shard the index names must exist and hold the bytes the index gives it,
+    and (``read_files``) each tensor record of a shard must pass its own CRC-32 check."""
     if not (path / METADATA).is_file():
-        return f"no {METADATA}: not a sharded checkpoint"
+        return (
+            f"its {METADATA} is missing (the step, hyperparameters and loop states: the shards "
+            "alone can be neither resumed nor read)"
+        )
     record = path / CHECKSUMS
     if record.is_file():
         try:
@@ -108,6 +124,34 @@ def folder_problem(path: Path, read_files: bool = True) -> str | None:
         file = path / item.relative_path
         if not file.is_file() or file.stat().st_size < item.offset + item.length:
             return f"its shard {item.relative_path!r} is missing or truncated"
+    return _damaged_record(path, index) if read_files else None
+
+
+def _damaged_record(path: Path, index: Any) -> str | None:
+    """Why a shard of a folder without ``crc32.json`` is damaged (None: none is): each tensor
+    record of a shard is a zip of its own (torch.save), whose entries' CRC-32s are checked;
+    ``torch.load`` does not check them, so a changed bit would load silently."""
+    by_file: dict[str, list[tuple[Any, Any]]] = {}
+    for key, item in index.storage_data.items():
+        by_file.setdefault(item.relative_path, []).append((item.offset, item.length, key))
+    for name, items in sorted(by_file.items()):
+        with open(path / name, "rb") as handle:
+            for offset, length, key in sorted(items, key=lambda found: found[:2]):
+                handle.seek(offset)
+                record = handle.read(length)
+                if record[:4] != b"PK\x03\x04":  # a record of bytes (not a tensor): no CRC
+                    continue
+                try:
+                    with zipfile.ZipFile(io.BytesIO(record)) as archive:
+                        damaged = archive.testzip()
+                    why = None if damaged is None else f"its entry {damaged!r} fails its CRC-32"
+                except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as err:
+                    why = f"it is not readable: {err}"
+                if why is not None:
+                    return (
+                        f"its shard {name!r} is damaged: the record of {key.fqn!r} at byte "
+                        f"{offset}: {why} (a changed bit or a partial copy)"
+                    )
     return None
 
 

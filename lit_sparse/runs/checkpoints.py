@@ -74,8 +74,9 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 _VERIFIED: dict[tuple, None] = {}
-"""Checkpoint files already verified, by (path, device, inode, size, mtime): an atomic
-rewrite is a new inode, so a changed file is verified again."""
+"""Checkpoints already verified, by (path, device, inode, size, mtime; a folder: each of its
+files' name, inode, size and mtime): an atomic rewrite is a new inode, so a changed file is
+verified again."""
 
 
 def _others(path: Path) -> str:
@@ -99,14 +100,17 @@ def _verify_folder(path: Path) -> Path:
     """A sharded checkpoint's folder: its ``meta.pt`` a whole zip, every shard whole. The
     first process of a job reads every shard; the others check their sizes (the whole
     checkpoint is read once, and the strategy's load acts on process 0's verdict)."""
-    key = _version_key(path, (path / METADATA).stat())
-    if key in _VERIFIED:
+    files = sorted((p.name, p.stat()) for p in path.iterdir() if p.is_file())
+    key = (str(path.resolve()), *((n, s.st_ino, s.st_size, s.st_mtime_ns) for n, s in files))
+    if key in _VERIFIED:  # every file as it was (a shard rewritten since: verified again)
         return path
-    verify_checkpoint(path / METADATA)
+    if (path / METADATA).is_file():
+        verify_checkpoint(path / METADATA)
     problem = folder_problem(path, read_files=is_global_rank_zero())
     if problem is not None:
         raise CheckpointError(
-            f"ckpt_path={str(path)!r} is damaged, so it is not used: {problem}{_others(path)}"
+            f"ckpt_path={str(path)!r} is damaged or incomplete, so it is not used: {problem}"
+            f"{_others(path)}"
         )
     _VERIFIED[key] = None
     return path

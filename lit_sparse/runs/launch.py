@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -26,7 +27,13 @@ from lit_sparse.errors import CheckpointError, ConfigError
 from lit_sparse.io.atomic import remove_stale_temporaries, write_text
 from lit_sparse.runs.checkpoints import is_checkpoint, read_checkpoint
 from lit_sparse.runs.events import wait_for_a_later_event_file
-from lit_sparse.runs.folders import allocate_folder, new_version, resume_config_name, run_checkpoint
+from lit_sparse.runs.folders import (
+    RESUME_CONFIG,
+    allocate_folder,
+    new_version,
+    resume_config_name,
+    run_checkpoint,
+)
 from lit_sparse.runs.locks import RunLock, is_global_rank_zero
 from lit_sparse.runs.resume import choose_run
 
@@ -50,7 +57,18 @@ _NAMED_CHECKPOINTS = ("last", "best", "hpc", "registry")
 class RunConfigCallback(SaveConfigCallback):
     """Saves the command's config in its log folder (rank 0) with the atomic writer: a full
     disk or a read-only folder is one line, and an existing config file is never replaced
-    (a resume's name is chosen free by :func:`continue_run`)."""
+    (a resume's name is chosen free by :func:`continue_run`).
+
+    A resume that fails before it trained a step leaves the run as it was: the config it
+    saved (``config.resume-<step>.yaml``) and this process's TensorBoard event file (whose
+    purge marker would hide the run's steps after the checkpoint) are removed. One that
+    trained, or reached the end of training, keeps them (they record what it did)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._written: Path | None = None
+        self._start_step: int | None = None
+        self._ended = False
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         if self.already_saved:
@@ -64,10 +82,44 @@ class RunConfigCallback(SaveConfigCallback):
                     "another trainer.logger version (null: the next free one)"
                 )
             write_text(path, self.parser.dump(self.config, skip_none=False))
+            self._written = path
         if trainer.is_global_zero:
             self.save_config(trainer, pl_module, stage)
             self.already_saved = True
         self.already_saved = trainer.strategy.broadcast(self.already_saved)
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._start_step = trainer.global_step
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._ended = True
+
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception) -> None:
+        written = self._written
+        if (
+            written is None
+            or not RESUME_CONFIG.match(written.name)
+            or self._ended
+            or (self._start_step is not None and trainer.global_step != self._start_step)
+        ):
+            return
+        self._written = None
+        events = _event_file(trainer)
+        for path in (written, events):
+            if path is not None:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
+
+def _event_file(trainer: Trainer) -> Path | None:
+    """The TensorBoard event file this process wrote in the run (closed first), if any."""
+    logger = trainer.logger
+    if not isinstance(logger, TensorBoardLogger) or getattr(logger, "_experiment", None) is None:
+        return None
+    writer = getattr(logger.experiment, "file_writer", None)
+    name = getattr(getattr(writer, "event_writer", None), "_file_name", None)
+    logger.experiment.close()
+    return Path(name) if name else None
 
 
 def tensorboard_logger(config: Namespace) -> Namespace | None:

@@ -24,6 +24,7 @@ from lit_sparse.runs.checkpoints import (
 )
 from lit_sparse.runs.locks import is_global_rank_zero
 from lit_sparse.runs.resume import changed_values, describe_changes
+from lit_sparse.runs.strategy import check_resume_strategy
 
 __all__ = ["check_checkpoint"]
 
@@ -61,10 +62,14 @@ def _model_differences(wanted: Namespace, found: dict[str, Any], subcommand: str
 
 
 def check_checkpoint(config: Namespace, subcommand: str, config_filename: str | None) -> None:
-    """The command's checkpoint (``config.ckpt_path``, a file) is whole (every record's CRC),
-    of the config's model and of the config's tokenizer; for fit, print the optimizer and
-    schedule values the resume changes (recorded in ``config_filename``)."""
+    """The command's checkpoint (``config.ckpt_path``, a file or a sharded checkpoint's
+    folder) is whole (every record's CRC), of the config's model and of the config's
+    tokenizer; for fit, one its strategy can resume (a folder of shards: FSDP2 only), and
+    print the optimizer and schedule values the resume changes (recorded in
+    ``config_filename``)."""
     ckpt_path = config.get("ckpt_path")
+    if subcommand == "fit":
+        check_resume_strategy(ckpt_path, config.trainer.get("strategy"))
     checkpoint = read_checkpoint(ckpt_path, weights=False)
     found = checkpoint.get("hyper_parameters", {})
     wanted = config.model

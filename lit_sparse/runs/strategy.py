@@ -6,26 +6,126 @@ folders that are written atomically and verified when read.
 a folder of shards (:mod:`lit_sparse.runs.checkpoint_folders`). Lightning writes that
 folder in place, so a kill during a save would leave a mix of two steps' shards under the
 previous checkpoint's name; here it is written beside it, its files fsynced and recorded
-(``crc32.json``), then swapped in whole (:class:`~lit_sparse.io.atomic.AtomicFolder`).
+(``crc32.json``), then swapped in whole (:class:`~lit_sparse.io.atomic.AtomicFolder`); a
+full disk met by any process while writing it is one line on every process, as for a file.
+
+A run resumes FSDP2's folder under FSDP2 only (:func:`check_resume_strategy`: another
+strategy cannot restore its sharded optimizer states), and a single-file checkpoint (DDP's,
+one process's) under FSDP2 too: its optimizer states are matched to the parameters by the
+optimizer's own groups (Lightning's load assumes ``model.parameters()`` order).
 """
 
 from __future__ import annotations
 
+import errno
+import importlib
 import json
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+import torch
 import torch.distributed as dist
 from lightning.fabric.plugins.collectives.torch_collective import default_pg_timeout
-from lightning.pytorch.strategies import ModelParallelStrategy
+from lightning.pytorch.strategies import ModelParallelStrategy, Strategy
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
 
-from lit_sparse.errors import CheckpointError, ConfigError, StorageError
-from lit_sparse.io.atomic import AtomicFolder, write_text
-from lit_sparse.runs.checkpoint_folders import CHECKSUMS, file_checksums
+from lit_sparse.errors import CheckpointError, ConfigError, StorageError, error_chain
+from lit_sparse.io.atomic import AtomicFolder, storage_error, write_text
+from lit_sparse.runs.checkpoint_folders import CHECKSUMS, file_checksums, is_sharded_checkpoint
 from lit_sparse.runs.checkpoints import verify_checkpoint
 
-__all__ = ["FSDP2Strategy"]
+__all__ = ["FSDP2Strategy", "check_resume_strategy"]
+
+STRATEGY_CONFIG = "configs/strategy/fsdp2.yaml"
+
+_ZIP_WRITER_STOPPED = re.compile(r"inline_container\.cc.*unexpected pos")
+"""torch's zip writer (torch.save to a path) when a write stopped short: the OSError of the
+full disk is lost in C++, this RuntimeError is what is left of it."""
+
+
+def _resumes_shards(strategy: Any) -> bool:
+    """Whether the trainer.strategy value (a name, a class_path group or a Strategy) is
+    Lightning's ModelParallelStrategy or a subclass: the strategy that resumes a folder of
+    shards."""
+    if isinstance(strategy, Strategy):
+        return isinstance(strategy, ModelParallelStrategy)
+    class_path = strategy.get("class_path") if hasattr(strategy, "get") else None
+    if not isinstance(class_path, str) or "." not in class_path:
+        return False
+    module, _, name = class_path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return False
+    return isinstance(cls, type) and issubclass(cls, ModelParallelStrategy)
+
+
+def check_resume_strategy(ckpt_path: Any, strategy: Any) -> None:
+    """CheckpointError when fit would resume the sharded checkpoint ``ckpt_path`` (FSDP2's
+    folder) under ``strategy`` (trainer.strategy), which is not FSDP2: DDP or one process
+    would restore the weights and then fail on the optimizer states, which only FSDP2
+    reads back."""
+    if not is_sharded_checkpoint(ckpt_path) or _resumes_shards(strategy):
+        return
+    shown = strategy.get("class_path") if hasattr(strategy, "get") else strategy
+    if isinstance(strategy, Strategy):
+        shown = type(strategy).__name__
+    raise CheckpointError(
+        f"ckpt_path={str(ckpt_path)!r} was saved by FSDP2 (a folder of shards) and this "
+        f"command trains with trainer.strategy={shown!r}: only FSDP2 resumes its sharded "
+        f"optimizer states; resume it with --trainer.strategy {STRATEGY_CONFIG} (validate, "
+        "test, extrapolate and export read it under any strategy)"
+    )
+
+
+def _storage_failure(err: BaseException, path: Path) -> StorageError | None:
+    """The full disk (or read-only folder...) behind a failed save of the folder ``path``, as
+    the single-file path reports it: in the error's chain, in a process's failure that
+    torch.distributed.checkpoint gathered, or torch's zip writer stopping short."""
+    for cause in error_chain(err):
+        if isinstance(cause, StorageError):
+            return cause
+        if isinstance(cause, OSError):
+            return storage_error(path, cause)
+        if isinstance(cause, RuntimeError) and _ZIP_WRITER_STOPPED.search(str(cause)):
+            return storage_error(path, OSError(errno.ENOSPC, "No space left on device"))
+        for failure in (getattr(cause, "failures", None) or {}).values():  # CheckpointException
+            found = _storage_failure(failure[0] if isinstance(failure, tuple) else failure, path)
+            if found is not None:
+                return found
+    return None
+
+
+def _optimizer_state_by_name(
+    state: dict[str, Any], optimizer: torch.optim.Optimizer, module: torch.nn.Module, path: Any
+) -> dict[str, Any]:
+    """A plain optimizer state dict (parameters numbered in the saved optimizer's groups) keyed
+    by parameter names instead, numbered by this optimizer's own groups (the same
+    ``configure_optimizers``, so the same order), as torch's full state dicts are."""
+    names = {param: name for name, param in module.named_parameters()}
+    saved, groups = state.get("param_groups") or [], optimizer.param_groups
+    if [len(g["params"]) for g in saved] != [len(g["params"]) for g in groups]:
+        raise CheckpointError(
+            f"ckpt_path={str(path)!r}: its optimizer's parameter groups hold "
+            f"{[len(g['params']) for g in saved]} parameters, this model's "
+            f"{[len(g['params']) for g in groups]}: its optimizer states cannot be restored"
+        )
+    ids = {
+        pid: names[param]
+        for old, new in zip(saved, groups, strict=True)
+        for pid, param in zip(old["params"], new["params"], strict=True)
+    }
+    return {
+        "state": {ids[pid]: value for pid, value in state["state"].items()},
+        "param_groups": [{**g, "params": [ids[pid] for pid in g["params"]]} for g in saved],
+    }
 
 
 class FSDP2Strategy(ModelParallelStrategy):
@@ -94,20 +194,41 @@ class FSDP2Strategy(ModelParallelStrategy):
             raise failure
         temporary = Path(temporary)
         try:
-            super().save_checkpoint(checkpoint, temporary)  # the shards, then meta.pt
-            names = sorted(p.name for p in temporary.glob(f"__{self.global_rank}_*"))
+            record, failure, problem = None, None, None
+            try:
+                super().save_checkpoint(checkpoint, temporary)  # the shards, then meta.pt
+                names = sorted(p.name for p in temporary.glob(f"__{self.global_rank}_*"))
+                record = file_checksums(temporary, names)
+            except (Exception, CheckpointException) as err:
+                failure = err  # the others must hear of it: they would wait for this one
+                problem = _storage_failure(err, path) or f"{type(err).__name__}: {err}"
             records = [None] * self.world_size
-            dist.all_gather_object(records, file_checksums(temporary, names))
+            dist.all_gather_object(records, (record, problem))
+            if failure is not None:
+                if isinstance(problem, StorageError):
+                    raise problem from None
+                raise failure
+            for rank, (_, found) in enumerate(records):
+                if isinstance(found, StorageError):
+                    raise found
+                if found is not None:
+                    raise CheckpointError(f"cannot save {str(path)!r}: process {rank}: {found}")
+            committed = None
             if folder is not None:
-                files = {k: v for r in records for k, v in r.items()}
-                files.update(file_checksums(temporary, [".metadata", "meta.pt"]))
-                write_text(temporary / CHECKSUMS, json.dumps({"files": files}, indent=1))
-                folder.commit()
+                try:
+                    files = {k: v for r, _ in records for k, v in r.items()}
+                    files.update(file_checksums(temporary, [".metadata", "meta.pt"]))
+                    write_text(temporary / CHECKSUMS, json.dumps({"files": files}, indent=1))
+                    folder.commit()
+                except StorageError as err:  # every process stops, none waits for this one
+                    committed = err
+            committed = self.broadcast(committed)
+            if committed is not None:
+                raise committed
         except BaseException:
             if folder is not None:
                 folder.abort()
             raise
-        self.barrier("FSDP2Strategy.save_checkpoint")
 
     def load_checkpoint(self, checkpoint_path: Any, weights_only: bool | None = None) -> dict:
         # process 0 verifies every shard once; every process learns the verdict
@@ -120,4 +241,26 @@ class FSDP2Strategy(ModelParallelStrategy):
         problem = self.broadcast(problem)
         if problem is not None:
             raise CheckpointError(problem)
-        return super().load_checkpoint(checkpoint_path, weights_only=weights_only)
+        if is_sharded_checkpoint(checkpoint_path):
+            return super().load_checkpoint(checkpoint_path, weights_only=weights_only)
+        return self._load_full_checkpoint(Path(checkpoint_path), weights_only)
+
+    def _load_full_checkpoint(self, path: Path, weights_only: bool | None) -> dict[str, Any]:
+        """A single-file checkpoint (DDP's, one process's) into the sharded model and its
+        optimizer: each process takes its shard of the whole tensors."""
+        checkpoint = torch.load(path, mmap=True, map_location="cpu", weights_only=weights_only)
+        module = self.lightning_module
+        options = StateDictOptions(
+            full_state_dict=True, broadcast_from_rank0=True, strict=module.strict_loading
+        )
+        states = checkpoint.pop("optimizer_states", None)
+        if self.optimizers and not states:
+            raise CheckpointError(
+                f"ckpt_path={str(path)!r} holds the weights only (no optimizer states): a fit "
+                "cannot resume from it"
+            )
+        set_model_state_dict(module, checkpoint.pop("state_dict"), options=options)
+        for optimizer, state in zip(self.optimizers, states or [], strict=False):
+            by_name = _optimizer_state_by_name(state, optimizer, module, path)
+            set_optimizer_state_dict(module, optimizer, by_name, options=options)
+        return checkpoint

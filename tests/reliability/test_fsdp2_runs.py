@@ -1,12 +1,15 @@
 """FSDP2 (``--trainer.strategy configs/strategy/fsdp2.yaml``) on two CPU processes (gloo):
 it trains as DDP does, its sharded checkpoint exports as DDP's file does, and a run killed
 in the middle of a save resumes to the uninterrupted run's weights, as a finished run does
-from its checkpoint folder named by path.
+from its checkpoint folder named by path. Across strategies (issue 47): DDP's file resumes
+under FSDP2, FSDP2's folder is refused under another strategy in one line; a full disk in a
+sharded save, a damaged shard without its record and a folder without meta.pt are one line.
 
 Four 2-process fits of the tiny learned-alpha model (6 steps, a checkpoint every 2), forked
 from one process that imported torch and Lightning: DDP, FSDP2, and FSDP2 killed while
-saving step 4 then resumed. About 50 worker-seconds, over the 30 of CONTRIBUTING.md: each
-fit is two processes and what the tests check is what the two processes do together.
+saving step 4 then resumed; the issue 47 tests add four 2-step resumes of copies of them.
+About 100 worker-seconds, over the 30 of CONTRIBUTING.md: each fit is two processes and what
+the tests check is what the two processes do together.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from .cli_runs import (
     errors,
     fault,
     run_cli,
+    tracebacks,
     write_callbacks,
 )
 
@@ -188,3 +192,116 @@ def test_fit_resumes_from_a_sharded_checkpoint_named_by_its_path(runs, tmp_path,
         "config.yaml",
     ]
     assert read_checkpoint(folder, weights=False)["global_step"] == STEPS
+
+
+def _resume_to(server, workdir: Path, run: Path, strategy: list[str], *callbacks: dict, steps=8):
+    """``fit --ckpt_path <run>/checkpoints/last.ckpt`` of the copied ``run`` (in ``workdir``)
+    on two processes under ``strategy``, trained on to ``steps`` (last.ckpt every 2 steps)."""
+    extra = write_callbacks(
+        workdir / "more.yaml", checkpoint_every(2, top_k=0), *callbacks, max_steps=steps
+    )
+    args = ["--config", str(run / "config.yaml"), "--config", str(extra)]
+    last = ["--ckpt_path", str(run / "checkpoints" / "last.ckpt")]
+    return server.run(workdir, "fit", *args, "--trainer.devices", "2", *strategy, *last)
+
+
+def test_a_sharded_checkpoint_is_not_resumed_under_another_strategy(
+    runs, in_workdir, capsys, fork_server
+):
+    """Issue 47: an FSDP2 run resumed with ``--ckpt_path last`` on one process or under DDP
+    (which cannot restore its sharded optimizer states) is refused in one line naming both
+    strategies, before anything is written in the run."""
+    run = copy_run(runs["fsdp2"], in_workdir)
+    before = sorted(p.name for p in run.iterdir())
+    last = (run / "checkpoints" / "last.ckpt").relative_to(in_workdir)  # as "last" finds it
+    args = ["fit", "--config", str(run / "config.yaml"), "--ckpt_path", "last"]
+
+    def refusal(strategy: str) -> str:
+        return (
+            f"error: ckpt_path={str(last)!r} was saved by FSDP2 (a folder of shards) and this "
+            f"command trains with trainer.strategy={strategy!r}: only FSDP2 resumes its sharded "
+            "optimizer states; resume it with --trainer.strategy configs/strategy/fsdp2.yaml "
+            "(validate, test, extrapolate and export read it under any strategy)"
+        )
+
+    one = ["--trainer.devices", "1", "--trainer.strategy", "auto"]
+    code, lines = run_cli([*args, *one], capsys)
+    assert (code, errors(lines)) == (2, [refusal("auto")])
+    done = fork_server.run(in_workdir, *args, "--trainer.strategy", "ddp", timeout=300)
+    assert done.returncode == 2 and not tracebacks(done.stderr), done.stderr[-3000:]
+    assert errors(done.stderr.splitlines()) == [refusal("ddp")]
+    assert sorted(p.name for p in run.iterdir()) == before
+
+
+def test_a_ddp_checkpoint_file_resumes_under_fsdp2(runs, tmp_path, fork_server):
+    """Issue 47: the DDP run's single-file checkpoint (a full checkpoint, which FSDP2 takes)
+    resumed under FSDP2 trains on to the weights the FSDP2 run reaches from its own folder:
+    the optimizer states are restored, each to its parameter."""
+    found = {}
+    for name in ("ddp", "fsdp2"):
+        (tmp_path / name).mkdir()
+        run = copy_run(runs[name], tmp_path / name)
+        done = _resume_to(fork_server, tmp_path / name, run, FSDP2)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert (run / "checkpoints" / "last.ckpt").is_dir()
+        found[name] = read_checkpoint(run / "checkpoints" / "last.ckpt")
+    start = read_checkpoint(runs["ddp"] / "checkpoints" / "last.ckpt")["state_dict"]
+    assert found["ddp"]["global_step"] == found["fsdp2"]["global_step"] == 8
+    assert found["ddp"]["state_dict"].keys() == found["fsdp2"]["state_dict"].keys()
+    for key, tensor in found["fsdp2"]["state_dict"].items():
+        torch.testing.assert_close(found["ddp"]["state_dict"][key], tensor, atol=1e-5, rtol=0)
+    moved = [k for k, t in found["ddp"]["state_dict"].items() if not torch.equal(t, start[k])]
+    assert moved, "it trained on"
+
+
+@pytest.mark.parametrize("part, rank", [("meta.pt", 0), ("shards", 1)])
+def test_a_full_disk_in_a_sharded_save_is_one_line(runs, tmp_path, fork_server, part, rank):
+    """Issue 47: the disk fills while an FSDP2 checkpoint is written (torch's zip writer
+    stopping short in meta.pt on process 0, or a shard's write on process 1): one line that
+    says so, as the single-file path does, and the previous checkpoint stays whole."""
+    run = copy_run(runs["fsdp2"], tmp_path)
+    last = run / "checkpoints" / "last.ckpt"
+    full = fault("FullDiskInShardedSave", step=8, part=part, rank=rank)
+    done = _resume_to(fork_server, tmp_path, run, FSDP2, full)
+    assert done.returncode == 2 and not tracebacks(done.stderr), done.stderr[-3000:]
+    lines = set(errors(done.stderr.splitlines()))  # each process says it
+    shown = last.relative_to(tmp_path)  # as the checkpoint callback names it
+    assert lines == {
+        f"error: cannot write {str(shown)!r}: the disk is full (the previous file, if any, is "
+        "unchanged; free space or fix the permissions and run the command again)"
+    }
+    assert read_checkpoint(last, weights=False)["global_step"] == STEPS
+    assert not [p.name for p in last.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_a_damaged_shard_without_its_record_is_refused_in_one_line(runs, tmp_path):
+    """Issue 47: a folder without crc32.json (as Lightning's own strategy writes it) with a
+    changed bit in a shard: each record of a shard is a zip with CRC-32s, so the damage is
+    found and named, not loaded silently or met as a PytorchStreamReader traceback."""
+    folder = shutil.copytree(runs["fsdp2"] / "checkpoints" / "last.ckpt", tmp_path / "last.ckpt")
+    (folder / "crc32.json").unlink()
+    read_checkpoint(folder)  # whole without its record
+    shard = folder / "__1_0.distcp"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x04
+    shard.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"its shard '__1_0\.distcp' is damaged") as err:
+        read_checkpoint(folder)
+    assert "\n" not in str(err.value)
+
+
+def test_a_sharded_checkpoint_without_meta_pt_is_damaged_not_missing(runs, tmp_path):
+    """Issue 47: a checkpoint folder whose meta.pt is gone is an incomplete checkpoint, not
+    "no checkpoint found" (nor a silent fall back to an older checkpoint)."""
+    from lit_sparse.runs.analysis import load_run
+    from lit_sparse.runs.folders import run_checkpoint
+
+    run = copy_run(runs["fsdp2"], tmp_path)
+    folder = run / "checkpoints" / "last.ckpt"
+    (folder / "meta.pt").unlink()
+    assert run_checkpoint(run) == folder
+    missing = r"is damaged or incomplete, so it is not used: its meta\.pt is missing"
+    with pytest.raises(CheckpointError, match=missing):
+        read_checkpoint(folder)
+    with pytest.raises(CheckpointError, match=missing):
+        load_run(run)

@@ -26,6 +26,7 @@ from lit_sparse.runs.resume import choose_run
 from .cli_runs import (
     checkpoint_every,
     config_args,
+    copy_run,
     errors,
     fault,
     run_cli,
@@ -294,3 +295,31 @@ def test_a_lock_taken_twice_holds_until_both_release_and_closes_its_file_once(tm
     finally:
         os.close(read)
         os.close(write)
+
+
+@pytest.mark.slow
+def test_a_resume_that_fails_before_it_trains_leaves_the_run_as_it_was(
+    finished_run, in_workdir, capsys
+):
+    """Issue 47: a resume that fails after its start-up (its config.resume-<step>.yaml and an
+    event file written) but before it trained a step leaves no trace in the run: a failed
+    resume is not a part of the run, and its event file's purge marker would hide the run's
+    steps after the checkpoint."""
+    run = copy_run(finished_run, in_workdir)
+    before = sorted(p.name for p in run.iterdir())
+    crash = write_callbacks(
+        in_workdir / "crash.yaml", checkpoint_every(2), fault("RaiseAtStep", step=4), max_steps=6
+    )
+    args = ["fit", "--config", str(run / "config.yaml"), "--config", str(crash)]
+    with pytest.raises(Exception, match="crash before step 4"):
+        run_cli([*args, "--ckpt_path", str(run)], capsys)
+    assert sorted(p.name for p in run.iterdir()) == before
+    # a resume that trained a step keeps its config and events
+    crash = write_callbacks(
+        in_workdir / "crash.yaml", checkpoint_every(2), fault("RaiseAtStep", step=5), max_steps=6
+    )
+    with pytest.raises(Exception, match="crash before step 5"):
+        run_cli([*args, "--ckpt_path", str(run)], capsys)
+    added = sorted(set(p.name for p in run.iterdir()) - set(before))
+    assert len(added) == 2 and added[0] == "config.resume-4.yaml", added
+    assert added[1].startswith("events.out.tfevents.")
