@@ -23,7 +23,7 @@ import lightning.pytorch as pl
 import numpy as np
 
 from lit_sparse.callbacks.images import heatmap_image, log_image
-from lit_sparse.callbacks.run_dir import purge_step, run_dir, write_json
+from lit_sparse.callbacks.run_dir import evaluated_step, purge_step, run_dir, write_json
 from lit_sparse.callbacks.tensorboard import CATEGORY, SeriesRuns, write_layout
 from lit_sparse.errors import ConfigError
 
@@ -86,6 +86,7 @@ class AlphaTrajectory(pl.Callback):
         self.alphas: list[list[float]] = []
         self._logged_dir: str | None = None  # the log folder the points were written to
         self._series = SeriesRuns()
+        self._checkpoint_step: int | None = None  # the evaluated weights' step (validate)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -101,6 +102,12 @@ class AlphaTrajectory(pl.Callback):
         self.steps = [int(s) for s in state_dict.get("steps", [])]
         self.alphas = [[float(v) for v in a] for a in state_dict.get("alphas", [])]
         self._logged_dir = state_dict.get("log_dir")
+
+    def on_load_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict
+    ) -> None:
+        # validate does not restore the step counter: remember the weights' training step
+        self._checkpoint_step = checkpoint.get("global_step")
 
     def as_array(self) -> tuple[np.ndarray, np.ndarray]:
         """(steps (S,), alphas (S, L)) recorded so far."""
@@ -178,7 +185,8 @@ class AlphaTrajectory(pl.Callback):
         if self.heatmap:
             steps, alphas = self.as_array()
             image = heatmap_image(alphas.T, steps, "alpha per layer", "optimizer step", "layer")
-            log_image(trainer, f"{self.prefix}/heatmap", image, trainer.global_step)
+            step = evaluated_step(trainer, self._checkpoint_step)
+            log_image(trainer, f"{self.prefix}/heatmap", image, step)
         self._write_json(trainer)
         self._series.flush()
 

@@ -6,6 +6,8 @@ publishing the result (:func:`lit_sparse.callbacks.run_dir.publish_result`).
 from __future__ import annotations
 
 import json
+import sys
+import time
 from typing import Any, ClassVar, Literal
 
 import lightning.pytorch as pl
@@ -24,6 +26,8 @@ class EndOfFitEvaluation(pl.Callback):
     must match for a resumed run to skip the evaluation."""
 
     result_type: ClassVar[type]
+    title: ClassVar[str] = "the end-of-fit evaluation"
+    """What the run prints when it starts, ends or skips this evaluation."""
 
     def __init__(
         self,
@@ -61,8 +65,27 @@ class EndOfFitEvaluation(pl.Callback):
         self._checkpoint_step = checkpoint.get("global_step")
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.applies(trainer) and "fit" in self.stages and not self._done_at(trainer):
-            self.run(trainer, pl_module)
+        if not self.applies(trainer) or "fit" not in self.stages:
+            return
+        if trainer.fast_dev_run:  # its files go to a temporary folder, removed at the end
+            self._say(
+                trainer,
+                f"fast_dev_run: {self.title} at the end of fit is skipped (its result would "
+                "be removed with the run's other files)",
+            )
+            return
+        if self._done_at(trainer):
+            return
+        # the progress bar sits at its last step meanwhile: say what runs, and how long it took
+        self._say(trainer, f"{self.title} of the trained weights (step {trainer.global_step}) ...")
+        start = time.perf_counter()
+        self.run(trainer, pl_module)
+        self._say(trainer, f"{self.title}: done in {time.perf_counter() - start:.0f} s")
+
+    @staticmethod
+    def _say(trainer: pl.Trainer, line: str) -> None:
+        if trainer.is_global_zero:
+            print(line, file=sys.stderr, flush=True)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if (

@@ -56,6 +56,7 @@ class LengthExtrapolation(EndOfFitEvaluation):
     """
 
     result_type = ExtrapolationResult
+    title = "the length extrapolation"
 
     def __init__(
         self,

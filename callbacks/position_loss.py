@@ -143,7 +143,9 @@ class PositionLoss(pl.Callback):
         }
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=step)
-        if self.bin_runs:
+        # the bins' own runs are the training run's chart; an evaluation's folder under
+        # evals/ keeps the tags only (its own run: no stray line in the training's chart)
+        if self.bin_runs and trainer.state.fn == TrainerFn.FITTING:
             edges = bin_edges(self._length(trainer, pl_module), self.n_bins)
             for name, bins in finite.items():
                 runs = {self.bin_run(edges, k): value for k, value in bins.items()}
@@ -232,8 +234,9 @@ class PositionLoss(pl.Callback):
         if not trainer.is_global_zero:
             return
         # logged at the optimizer step of the weights (Lightning's own val/ metrics carry the
-        # step before: it counts the step after validation)
-        self._log(trainer, pl_module, values, trainer.global_step)
+        # step before: it counts the step after validation); validate, test and extrapolate
+        # at the evaluated checkpoint's step, not at 0
+        self._log(trainer, pl_module, values, entry["step"])
         self._series.flush()
         edges = bin_edges(self._length(trainer, pl_module), self.n_bins)
         if self.image and values:
@@ -245,7 +248,7 @@ class PositionLoss(pl.Callback):
                 "position in window",
                 "mean NLL",
             )
-            log_image(trainer, self.prefix, image, trainer.global_step)
+            log_image(trainer, self.prefix, image, entry["step"])
         if self.filename:
             write_json(
                 run_dir(trainer) / self.filename,

@@ -41,6 +41,7 @@ class RecallEvaluation(EndOfFitEvaluation):
     """
 
     result_type = RecallResult
+    title = "the recall evaluation"
 
     def __init__(
         self,

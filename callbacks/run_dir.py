@@ -16,7 +16,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 
 from lit_sparse.io.atomic import write_json, write_text
 
-__all__ = ["publish_result", "purge_step", "run_dir", "write_json", "write_text"]
+__all__ = ["evaluated_step", "publish_result", "purge_step", "run_dir", "write_json", "write_text"]
 
 
 def run_dir(trainer: pl.Trainer) -> Path:
@@ -39,6 +39,14 @@ def run_dir(trainer: pl.Trainer) -> Path:
                 )
             return folder
     return Path(trainer.default_root_dir)
+
+
+def evaluated_step(trainer: pl.Trainer, checkpoint_step: int | None) -> int:
+    """The step the weights being scored were trained to: the trainer's while fitting, else
+    the evaluated checkpoint's (``validate`` and ``test`` leave the step counter at 0), so
+    an evaluation's charts and images sit at the checkpoint's step."""
+    fitting = trainer.state.fn == TrainerFn.FITTING
+    return trainer.global_step if fitting or checkpoint_step is None else int(checkpoint_step)
 
 
 def purge_step(trainer: pl.Trainer) -> int | None:
@@ -68,15 +76,13 @@ def publish_result(
     ended before ``max_steps`` (an early stop) says so in the JSON (``stopped_early``), so a
     study counts it complete. Returns the written files' path without suffix (None: none)."""
     fitting = trainer.state.fn == TrainerFn.FITTING
-    result.step = (
-        trainer.global_step if fitting or checkpoint_step is None else int(checkpoint_step)
-    )
+    result.step = evaluated_step(trainer, checkpoint_step)
     result.checkpoint = None if checkpoint is None else str(checkpoint)
     if not trainer.is_global_zero:
         return None
     metrics = result.metrics(prefix)
-    for logger in trainer.loggers:
-        logger.log_metrics(metrics, step=trainer.global_step)
+    for logger in trainer.loggers:  # at the evaluated weights' step (validate's counter is 0)
+        logger.log_metrics(metrics, step=result.step)
         logger.save()
     written = None
     if filename:

@@ -334,6 +334,17 @@ class LanguageModel(
             return self.embedding.project(features)
         return linear(features, self.embedding.weight)
 
+    def train(self, mode: bool = True) -> LanguageModel:
+        """nn.Module's ``train``, all or nothing: when a module refuses the mode (int8 weights
+        refuse training, generation/quantize.py) every module is left as it was."""
+        before = [(module, module.training) for module in self.modules()]
+        try:
+            return super().train(mode)
+        except BaseException:
+            for module, training in before:
+                module.training = training
+            raise
+
     def num_parameters(self, exclude_embedding: bool = False) -> int:
         total = sum(p.numel() for p in self.parameters())
         return total - self.embedding.weight.numel() if exclude_embedding else total
@@ -345,6 +356,7 @@ class LanguageModel(
         through). With ``tokenizer`` (a ``lit_sparse.Tokenizer``, or anything with
         ``save_pretrained(folder)``) its files go in too, so ``generate`` and
         ``lit_sparse.load_pretrained`` need nothing else."""
+        pretrained.check_savable(self)  # before huggingface_hub makes or empties the folder
         self._tokenizer_to_save = tokenizer  # read by _save_pretrained, also when pushing
         try:
             return super().save_pretrained(save_directory, **kwargs)

@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor, nn
 
-from lit_sparse.attention import AttentionPlugin, build_attention
+from lit_sparse.attention import AttentionPlugin, SlotPattern, build_attention
+from lit_sparse.attention.kernels import compiled
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError, NonFiniteLossError
 from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, TokenNLL, labelled_counts
@@ -42,6 +43,21 @@ PAPER_MODEL = ModelConfig()
 """The paper's 60.85M-parameter shape (never mutated: a shared default)."""
 
 
+def _are_betas(betas: Any) -> bool:
+    """Whether ``betas`` are AdamW's two decay rates, each in [0, 1) (torch's own rule)."""
+    return (
+        isinstance(betas, (list, tuple))
+        and len(betas) == 2
+        and all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in betas)
+        and all(0 <= b < 1 for b in betas)
+    )
+
+
+def _shown(value: Any) -> Any:
+    """A tuple as the list a command line or config file writes."""
+    return list(value) if isinstance(value, tuple) else value
+
+
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return list(a) == list(b)
@@ -52,8 +68,9 @@ class LitLanguageModel(pl.LightningModule):
     """A decoder-only language model with a pluggable attention pattern, trained on next tokens.
 
     Validation keeps one token-weighted NLL per held-out set (``val/loss/<set>``,
-    ``val/ppl/<set>``) and their means (``val/loss``, ``val/ppl``), logged during fit at the
-    optimizer step of the weights; ``test`` scores the same held-out sets as ``test/*``.
+    ``val/ppl/<set>``), their mean ``val/loss`` and ``val/ppl`` = exp(``val/loss``) (the
+    perplexity of the mean loss over sets, not the mean of their perplexities), logged at
+    the optimizer step of the weights; ``test`` scores the same held-out sets as ``test/*``.
     ``validation_step`` returns the per-position NLL (B, T) so callbacks can bin it without
     recomputing.
     """
@@ -107,6 +124,8 @@ class LitLanguageModel(pl.LightningModule):
             ("warmup_steps", warmup_steps, warmup_steps >= 0, ">= 0"),
             ("max_steps", max_steps, max_steps > 0, "> 0"),
             ("weight_decay", weight_decay, weight_decay >= 0, ">= 0"),
+            ("betas", _shown(betas), _are_betas(betas), "two numbers in [0, 1) (AdamW's decays)"),
+            ("eps", eps, eps >= 0, ">= 0"),
             ("optimizer", optimizer, optimizer in OPTIMIZERS, f"one of {', '.join(OPTIMIZERS)}"),
         ):
             if not ok:
@@ -212,6 +231,8 @@ class LitLanguageModel(pl.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         saved = checkpoint.get("hyper_parameters") or {}
         self._resumed_hparams = {k: saved[k] for k in RESUMABLE_HPARAMS if k in saved}
+        # validate and test leave the step counter at 0: their metrics go at this step
+        self._checkpoint_step = checkpoint.get("global_step")
 
     def on_train_start(self) -> None:
         self._apply_resumed_changes()
@@ -266,11 +287,21 @@ class LitLanguageModel(pl.LightningModule):
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
         self._sparse_labels = bool(getattr(datamodule, "sparse_labels", False))
+        self._build_cpu_kernel()
         for name in self.val_set_names():
             if name not in self.val_nll:
                 self.val_nll[name] = TokenNLL()
             if self._sparse_labels and name not in self.val_acc:
                 self.val_acc[name] = RecallAccuracy()
+
+    def _build_cpu_kernel(self) -> None:
+        """A sparse pattern on the CPU runs the compiled kernel, built on first use (about a
+        minute, once): build it now, with its own message, not inside the first step of the
+        progress bar."""
+        if self._trainer is None or self.trainer.strategy.root_device.type != "cpu":
+            return
+        if any(isinstance(m, SlotPattern) for m in self.model.modules()):
+            compiled.available()
 
     def validation_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> dict[str, Any]:
         x, y = batch
@@ -307,15 +338,20 @@ class LitLanguageModel(pl.LightningModule):
             self.log(f"{prefix}/ppl/{name}", loss.exp())
         if losses:
             stacked = torch.stack(list(losses.values()))
+            # the perplexity of the mean loss (exp of val/loss, what Lightning and HF users
+            # read as ppl), not the mean of the sets' perplexities
             self.log(f"{prefix}/loss", stacked.mean(), prog_bar=True)
-            self.log(f"{prefix}/ppl", stacked.exp().mean(), prog_bar=True)
+            self.log(f"{prefix}/ppl", stacked.mean().exp(), prog_bar=True)
         if self._sparse_labels:
             self._log_accuracy(prefix)
-        if self.trainer.state.fn == TrainerFn.FITTING:
+        fitting = self.trainer.state.fn == TrainerFn.FITTING
+        step = self.trainer.global_step if fitting else getattr(self, "_checkpoint_step", None)
+        if step is not None:
             # at the optimizer step of the weights, like the callbacks' tags of this
             # validation (Lightning would log it one step earlier: it counts the step after
-            # validation); a logged "step" is the x value Lightning gives the loggers
-            self.log("step", float(self.trainer.global_step), sync_dist=True)
+            # validation; validate and test at 0); a logged "step" is the x value Lightning
+            # gives the loggers
+            self.log("step", float(step), sync_dist=True)
 
     def _log_accuracy(self, prefix: str) -> None:
         """``<prefix>/acc/<set>`` and ``<prefix>/exact/<set>`` of every held-out set (each
@@ -335,6 +371,8 @@ class LitLanguageModel(pl.LightningModule):
 
     def on_test_end(self) -> None:
         self._evaluating.close()
+        if self._trainer is not None:  # "step" served the loggers (see on_validation_end)
+            self.trainer.callback_metrics.pop("step", None)
 
     def on_validation_end(self) -> None:
         self._evaluating.close()  # after the callbacks' hooks: their evaluations too

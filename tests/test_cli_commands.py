@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import sys
 import tempfile
 from pathlib import Path
@@ -72,14 +73,20 @@ def test_no_hp_metric_placeholder_chart(fit_run):
 
 def test_fit_ends_with_the_held_out_table_and_its_mean(fit_run):
     """The last validation, a column per set and the mean over sets: the val/ppl the
-    progress bar and the README quote."""
+    progress bar and the README quote, exp of the mean loss (issue 47: it was the mean of
+    the sets' perplexities, which no Lightning or HF user reads it as), and a line that
+    says so."""
     run, printed = fit_run
     assert "held-out sets at the last validation:" in printed
     header, rows = markdown_rows(printed, "| metric |")
     assert header == ["metric", "shakespeare", "math", "mean over sets"]
     assert set(rows) == {"val/loss", "val/ppl"}
     ppl = [float(v) for v in rows["val/ppl"]]
-    assert ppl[2] == pytest.approx((ppl[0] + ppl[1]) / 2, abs=0.01)
+    loss = [float(v) for v in rows["val/loss"]]
+    assert ppl[2] == pytest.approx(math.exp(loss[2]), rel=1e-3)
+    geometric = math.exp((math.log(ppl[0]) + math.log(ppl[1])) / 2)
+    assert ppl[2] == pytest.approx(geometric, rel=1e-3)
+    assert "val/ppl, mean over sets: exp(val/loss)" in printed
     # the same windows at 1x (printed to 0.01; validation sums in float32, the evaluation in
     # float64: a relative 1e-5 apart, 0.02 at the untrained tiny model's perplexity of 12,677
     # on one machine)

@@ -83,6 +83,17 @@ def test_a_lightning_command_prints_the_short_help(capsys, command):
 
 
 @pytest.mark.slow
+def test_list_options_show_the_space_separated_form_they_take(capsys):
+    """Issue 47: ``fit --help`` showed ``--model.betas [ITEM,...]`` (and extrapolate
+    ``--lengths LENGTHS, --lengths+ LENGTHS``) where the README says lists are
+    space-separated, as the command line takes them."""
+    fit = help_of(capsys, "fit")
+    assert "  --model.betas BETAS [BETAS ...]" in fit and "[ITEM,...]" not in fit
+    extrapolate = help_of(capsys, "extrapolate")
+    assert "  --lengths LENGTHS [LENGTHS ...]" in extrapolate and "--lengths+" not in extrapolate
+
+
+@pytest.mark.slow
 def test_help_full_is_every_option(capsys):
     text = help_of(capsys, "fit", "--help=full")
     assert text.startswith("usage: python -m lit_sparse [options] fit")
@@ -101,6 +112,8 @@ def test_generate_shows_its_defaults(capsys):
     text = " ".join(help_of(capsys, "generate").split())
     assert "tokens to generate (default: 100)" in text
     assert "sample among the k most likely tokens (default: all of them)" in text
+    # issue 47: without a seed each call samples differently, and the help said nothing
+    assert "(default: none, a random seed: each call samples other text)" in text
 
 
 def test_every_bench_option_says_what_it_does():

@@ -28,9 +28,13 @@ TINY = ROOT / "tests" / "configs" / "tiny.yaml"
 pytestmark = pytest.mark.slow
 
 SKIPPED = {
-    "pip install torch==2.13.0": "the install: .ci/run performs it, as written, in a new venv",
-    "pip install -e .[test]": "the install: .ci/run performs it, as written, in a new venv",
-    "python -m pytest -q": "this test suite itself",
+    "make quickstart": "the set-up (a .venv and pip installs) and the quickstart's fit; the fit "
+    "runs below, as written, and `make -n quickstart` is checked against the README's install "
+    "in test_the_set_up_commands_run_what_the_readme_says",
+    "make test": "the set-up and this test suite itself (.ci/run calls it)",
+    "pip install torch==2.13.0": "the install: `make quickstart` and `make test` (so .ci/run) "
+    "perform it, as written",
+    "pip install -e .": "the install: `make quickstart` performs it, as written",
     "python -m pytest -q -m not slow": "this test suite's fast tier",
     "python -m lit_sparse fit --config configs/coprime.yaml --trainer.devices 4 "
     "--trainer.strategy ddp --trainer.accumulate_grad_batches 1 "
@@ -63,8 +67,6 @@ SKIPPED = {
         "all four tasks on a trained model (minutes of CPU); tests/interop/test_lm_eval_cli.py "
         "runs the command on a shipped task with a tiny export"
     ),
-    "pip install -e examples/lit_sparse_dilated": "the example's install: .ci/run performs it, "
-    "as written, before the tests",
     "python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --run": "trains the study's 27 runs "
     "(about 2 hours); tests/study/test_preset.py runs --run on tiny seeded runs",
     "python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --table --out runs/cpu/study.md": (
@@ -108,6 +110,39 @@ def test_every_readme_command_is_run_or_skipped_with_a_reason():
     # what runs is the training, evaluation and experiment commands a user starts with
     run = {key(c).split()[3] for c in TO_RUN if key(c).startswith("python -m lit_sparse")}
     assert {"fit", "validate", "extrapolate", "test", "coverage", "flops", "matrix"} <= run
+
+
+def test_the_set_up_commands_run_what_the_readme_says():
+    """Issue 47: the set-up is two commands from a fresh clone (`make quickstart`, `make
+    test`), each installing what it needs; what they run (``make -n``, nothing executed) is
+    the README's install by hand, its quickstart fit and the suite, and .ci/run calls the
+    second."""
+
+    def planned(target: str) -> list[str]:
+        done = subprocess.run(
+            ["make", "-n", target, "VENV=.venv-new"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return [" ".join(shlex.split(line)) for line in done.stdout.splitlines()]
+
+    readme = {key(c) for c in COMMANDS}
+    quickstart, test = planned("quickstart"), planned("test")
+    assert quickstart[0] == "python3 -m venv .venv-new" == test[0]
+    assert any(line.endswith("|| .venv-new/bin/pip install torch==2.13.0") for line in quickstart)
+    assert ".venv-new/bin/pip install -e ." in quickstart and "pip install -e ." in readme
+    assert not any("[test]" in line or "pytest" in line for line in quickstart), "a lean install"
+    fit = "python -m lit_sparse fit --config configs/coprime.yaml --config configs/quickstart.yaml"
+    assert quickstart[-1] == f".venv-new/bin/{fit}" and fit in readme
+    for line in (
+        ".venv-new/bin/pip install -e .[test]",
+        ".venv-new/bin/pip install -e examples/lit_sparse_dilated",
+    ):
+        assert line in test
+    assert test[-1] == ". .venv-new/bin/activate && python -m pytest -q"
+    assert "\nmake test " in (ROOT / ".ci" / "run").read_text()
 
 
 def merged(base: dict, override: dict) -> dict:

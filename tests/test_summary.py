@@ -16,14 +16,16 @@ def test_one_row_per_metric_one_column_per_set():
         "val/loss/math": 1.52983,
         "val/ppl/math": 4.6174,
         "val/loss": 3.44246,
-        "val/ppl": 108.1557,
+        "val/ppl": 31.2628,  # exp(val/loss)
     }
     table = held_out_table([per_loader, dict(per_loader)], "val", ["shakespeare", "math"])
     assert table.splitlines() == [
         "| metric | shakespeare | math | mean over sets |",
         "|---|---:|---:|---:|",
         "| val/loss | 5.3551 | 1.5298 | 3.4425 |",
-        "| val/ppl | 211.69 | 4.62 | 108.16 |",
+        "| val/ppl | 211.69 | 4.62 | 31.26 |",
+        "val/ppl, mean over sets: exp(val/loss), the perplexity of the mean loss (not the "
+        "mean of the sets' perplexities)",
     ]
 
 

@@ -10,7 +10,9 @@ whole sequence. A decoder may only look back, so here:
 - random: each block of ``block_size`` queries shares ``n_random`` keys drawn from the
   positions strictly before the block, outside every query's window and after the global
   tokens. The draw is a hash of (seed, layer, block, draw), so the pattern is deterministic
-  and a block's keys do not depend on the sequence length; repeated draws count once.
+  and a block's keys do not depend on the sequence length; repeated draws count once, and a
+  block with no more candidates than ``n_random`` takes them all (so a huge ``n_random``
+  costs no more memory or FLOPs than the sequence's positions).
 
 Keys are attended at token granularity (not blocks), and no key is counted twice.
 """
@@ -39,22 +41,27 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 def random_block_keys(
     seed: int, layer: int, n_blocks: int, block_size: int, n_random: int, window: int, n_global: int
 ) -> np.ndarray:
-    """(n_blocks, n_random) random key positions per query block, -1 where none.
+    """(n_blocks, R) random key positions per query block, -1 where none; R is ``n_random``
+    or, when fewer, the candidates of the widest block (memory never grows past that).
 
-    Block b (queries from s = b * block_size) draws uniformly from [n_global, s - window);
-    a draw equal to an earlier one in the same block becomes -1.
+    Block b (queries from s = b * block_size) has the candidates [n_global, s - window). It
+    draws ``n_random`` of them uniformly, a draw equal to an earlier one becoming -1; a block
+    with no more candidates than ``n_random`` takes them all (its draws could only repeat).
     """
+    low = n_global
+    high = np.arange(n_blocks)[:, None] * block_size - window  # exclusive
+    span = np.maximum(high - low, 0)  # (n_blocks, 1) candidates per block
+    width = int(min(n_random, span.max(initial=0)))
     blocks = np.arange(n_blocks, dtype=np.uint64)[:, None]
-    draws = np.arange(n_random, dtype=np.uint64)[None, :]
+    draws = np.arange(width, dtype=np.uint64)[None, :]
     with np.errstate(over="ignore"):
         state = _splitmix64(np.uint64(seed) * np.uint64(1_000_003) + np.uint64(layer))
         state = _splitmix64(state ^ _splitmix64(blocks * np.uint64(65_537) + draws))
     uniform = (state >> np.uint64(11)).astype(np.float64) / float(1 << 53)
-    low = n_global
-    high = np.arange(n_blocks)[:, None] * block_size - window  # exclusive
-    span = np.maximum(high - low, 0)
     keys = np.where(span > 0, low + np.floor(uniform * span).astype(np.int64), -1)
-    keys = np.sort(keys, axis=1)
+    column = np.arange(width)[None, :]
+    every = np.where(column < span, low + column, -1)  # all of a block's candidates
+    keys = np.sort(np.where(span <= n_random, every, keys), axis=1)
     repeated = np.zeros_like(keys, dtype=bool)
     repeated[:, 1:] = keys[:, 1:] == keys[:, :-1]
     return np.where(repeated, -1, keys)
@@ -90,9 +97,8 @@ class BigBirdPattern(SlotPattern):
             self.window,
             self.n_global,
         )
-        first = np.arange(self.n_global)
-        first = np.where(first < length, first, -1)  # globals past the sequence: none
-        globals_ = np.broadcast_to(first, (n_blocks, self.n_global))
+        first = np.arange(min(self.n_global, length))  # globals past the sequence: none
+        globals_ = np.broadcast_to(first, (n_blocks, len(first)))
         keys = np.concatenate([globals_, randoms], axis=1)
         return KeySlots(
             distances=torch.tensor(self.distances(length), device=device),

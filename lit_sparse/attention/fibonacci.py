@@ -106,6 +106,14 @@ class FibonacciAttention(AttentionPlugin):
         self.rung_width_anneal = float(rung_width_anneal)
         check_choices(self)
         self._check_schedule_options()
+        if rungs == "fibonacci":  # pow2's rungs are known in build, at the training length
+            self._check_reach(offsets.fibonacci_rungs(n_rungs))
+
+    def _check_reach(self, rungs: list[int]) -> None:
+        """Every alpha this plugin may give a layer times its largest rung is a distance the
+        offsets compute exactly (:func:`offsets.check_alpha_reach`)."""
+        custom = {f"alphas[{i}]": a for i, a in enumerate(self.alphas or [])}
+        offsets.check_alpha_reach(rungs, alpha_max=self.alpha_max, **custom)
 
     def _check_schedule_options(self) -> None:
         """The options that only some schedules read: custom ``alphas``, learned
@@ -160,6 +168,8 @@ class FibonacciAttention(AttentionPlugin):
         )
 
     def build(self, layer: int, n_layers: int, training_length: int) -> FibonacciPattern:
+        if self.rungs == "pow2":
+            self._check_reach(offsets.pow2_rungs(training_length))
         alpha = self.layer_alphas(n_layers)[layer]
         layout = RungLayout(
             training_length, self.window, self.rungs, self.n_rungs, self.new_offsets

@@ -21,15 +21,42 @@ RUNG_BASES = ("fibonacci", "pow2")
 SCHEDULES = ("fixed", "learned", "linear", "coprime", "custom")
 
 
+MAX_DISTANCE = 2**53
+"""The longest rung distance alpha * f computed: an exact integer in float64 and an int64, and
+finite in float32 (the learned alpha's dtype); no sequence reaches it."""
+MAX_RUNGS = 77
+"""The most Fibonacci rungs: the 77th, 8,944,394,323,791,464, is the last below MAX_DISTANCE."""
+
+
 def fibonacci_rungs(n_rungs: int = 15) -> list[int]:
     """The first ``n_rungs`` distinct Fibonacci numbers from 1: 1, 2, 3, 5, 8, ..."""
     if n_rungs < 0:
         raise ConfigError(f"n_rungs must be >= 0, got {n_rungs}")
+    if n_rungs > MAX_RUNGS:
+        raise ConfigError(
+            f"n_rungs={n_rungs}: must be at most {MAX_RUNGS} (the {MAX_RUNGS}th rung is "
+            f"{fibonacci_rungs(MAX_RUNGS)[-1]:.2e} tokens, past any sequence; later ones "
+            "overflow the distance arithmetic)"
+        )
     rungs, a, b = [], 1, 2
     for _ in range(n_rungs):
         rungs.append(a)
         a, b = b, a + b
     return rungs
+
+
+def check_alpha_reach(rungs: Sequence[int], **alphas: float) -> None:
+    """One ConfigError line naming the first of ``alphas`` (name=value) whose largest rung
+    distance, alpha x max(rungs), passes :data:`MAX_DISTANCE` (no rungs: alpha itself)."""
+    largest = max(rungs, default=1)
+    limit = MAX_DISTANCE / largest
+    for name, alpha in alphas.items():
+        if alpha > limit:
+            raise ConfigError(
+                f"{name}={alpha:g}: must be at most {limit:.4g} (alpha x the largest rung, "
+                f"{largest:,}, is a distance in tokens, at most 2**53: a distance past any "
+                "sequence attends nothing, and larger ones overflow the arithmetic)"
+            )
 
 
 def pow2_rungs(length: int) -> list[int]:

@@ -51,7 +51,13 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="nucleus sampling, in (0, 1] (default: off)",
     )
-    parser.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="makes sampling reproducible (default: none, a random seed: each call samples "
+        "other text)",
+    )
     parser.add_argument(
         "--ignore_eos",
         "--ignore-eos",
@@ -90,6 +96,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _checked_prompt(prompt: str) -> str:
+    """``prompt`` if it is UTF-8 text; bytes that are not (Python keeps them in argv as
+    surrogates) are one ConfigError line naming the first."""
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as err:
+        code = ord(prompt[err.start])
+        shown = f"the byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"{chr(code)!r}"
+        raise ConfigError(
+            f"--prompt: {shown} at character {err.start} is not UTF-8 text; give the prompt as "
+            "UTF-8 (or in a UTF-8 file with --prompt_file)"
+        ) from None
+    return prompt
+
+
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
@@ -120,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         except UnicodeDecodeError as err:
             raise ConfigError(f"prompt_file={args.prompt_file!r}: not UTF-8 text ({err})") from None
     else:
-        prompt = args.prompt or ""
+        prompt = _checked_prompt(args.prompt or "")
     device = resolve_device(args.device)
     if args.quantize == "int8" and device.type != "cpu":
         raise ConfigError(
@@ -130,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
 
     source = load_source(args.path, args.tokenizer, option="--tokenizer")
     tokenizer = source.tokenizer
-    ids = tokenizer.tokenizer.encode(prompt).ids if prompt else []
+    ids = tokenizer.encode(prompt) if prompt else []  # as training tokenized a document
     ids = ids or [tokenizer.eos_id]  # an empty prompt starts a new document
     generation = Generation(
         quantize(weight_dtype(source.model.to(device), args.dtype), args.quantize),

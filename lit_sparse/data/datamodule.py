@@ -32,6 +32,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch.utils.data import DataLoader
 
 from lit_sparse.data.checks import check_int
+from lit_sparse.data.embedded import embedded_manifest
 from lit_sparse.data.mixture import MixtureWindows
 from lit_sparse.data.sources import SourceConfig
 from lit_sparse.data.token_cache import CachePlan, TokenFile, build_source, check_part, make_plan
@@ -48,6 +49,27 @@ def default_cache_dir() -> Path:
     """``$LIT_SPARSE_CACHE`` if set, else ``~/.cache/lit_sparse``."""
     env = os.environ.get("LIT_SPARSE_CACHE", "").strip()
     return Path(env).expanduser() if env else Path.home() / ".cache" / "lit_sparse"
+
+
+def _training_tokens_known(plan: CachePlan) -> tuple[int, str] | None:
+    """The training tokens of a plan's source known without reading it, and "" (exact) or
+    "at most " (a bound): its cached count, else its budget, else for an embedded corpus its
+    UTF-8 bytes plus one end-of-text per document (a token holds at least one byte); None
+    when nothing is known before it is tokenized."""
+    if "train" not in plan.parts:
+        return None
+    cached = check_part(plan, "train", verify_checksum=False)
+    if isinstance(cached, TokenFile):
+        return cached.num_tokens, ""
+    src = plan.source
+    if plan.max_tokens is not None:
+        return plan.max_tokens, "at most "
+    if src.path.startswith("embedded:") and src.text_template is None:
+        split = embedded_manifest()["corpora"].get(src.path.removeprefix("embedded:"), {})
+        train = split.get("splits", {}).get("train")
+        if train:
+            return train["utf8_bytes"] + train["documents"], "at most "
+    return None
 
 
 def embedded_sources() -> list[SourceConfig]:
@@ -170,6 +192,14 @@ class TextDataModule(pl.LightningDataModule):
         ]
         self._train: list[tuple[TokenFile, float]] | None = None
         self._val: dict[str, TokenFile] | None = None
+        for plan in self._plans:  # now, not after setup: before a run folder is made
+            known = _training_tokens_known(plan)
+            if known is not None and known[0] < seq_len + 1:
+                raise ConfigError(
+                    f"data.seq_len={seq_len}: source {plan.source.name!r} has {known[1]}"
+                    f"{known[0]:,} training tokens, fewer than seq_len + 1 = {seq_len + 1:,} "
+                    "(a window holds seq_len + 1 tokens); lower data.seq_len"
+                )
         self._samples_consumed = 0
 
     @classmethod

@@ -134,6 +134,10 @@ class RecallDataModule(pl.LightningDataModule):
         """The key-to-query distances of a held-out set, if it is a distance bucket."""
         return None
 
+    def check_length(self, length: int) -> None:
+        """One ConfigError line when the task cannot make examples of ``length``, naming
+        the shortest it can (every length: nothing to say)."""
+
     def examples_at(self, length: int) -> int:
         """Examples per held-out set at an evaluation ``length``: ``val_examples`` at the
         training length, beyond it the same tokens (fewer examples), but at least
@@ -345,6 +349,13 @@ class DistanceDataModule(RecallDataModule):
             n, self.seq_len, distances, self._vocab_size, seed, self.values_in_filler
         )
 
+    def check_length(self, length: int) -> None:
+        if length < 4:
+            raise ConfigError(
+                f"length {length}: the distance task evaluates lengths >= 4 (its shortest "
+                "bucket asks for a value 2 or 3 tokens back, after its key)"
+            )
+
     @staticmethod
     def buckets_at(length: int) -> list[tuple[int, int]]:
         """The buckets with a distance at ``length``: [2, 3], [4, 7], ... named by their
@@ -461,6 +472,15 @@ class PasskeyDataModule(RecallDataModule):
             n, self.seq_len, depths, corpus_tokens("train"), embedded_template(),
             self.key_length, seed,
         )  # fmt: skip
+
+    def check_length(self, length: int) -> None:
+        overhead = embedded_template().overhead(self.key_length)
+        if length <= overhead:
+            raise ConfigError(
+                f"length {length}: the passkey task evaluates lengths >= {overhead + 1} (an "
+                f"example with a key of {self.key_length} digits needs more than {overhead} "
+                "tokens)"
+            )
 
     def set_names_at(self, length: int) -> list[str]:
         if length <= embedded_template().overhead(self.key_length):

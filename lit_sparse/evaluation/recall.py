@@ -218,6 +218,54 @@ def _score(
     return local
 
 
+def available_memory() -> int | None:
+    """Bytes the kernel says new allocations can still take (``MemAvailable``; None where
+    /proc/meminfo is not there)."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def scoring_bytes(
+    model: nn.Module, datamodule: Any, length: int, batch_tokens: int | None = None
+) -> int:
+    """At least the memory scoring at ``length`` takes: its held-out examples (inputs and
+    labels, int64, kept for the run) and one batch's forward (float32: the residual stream
+    twice, q, k, v and the MLP's two hidden rows of a layer), all live at once."""
+    config = getattr(model, "model", model).config
+    examples = len(datamodule.set_names_at(length)) * datamodule.examples_at(length)
+    tokens = batch_tokens or datamodule.val_batch_size * datamodule.seq_len
+    rows = max(1, tokens // length) * length
+    width = 2 * config.d_model + (config.n_heads + 2 * config.n_kv_heads) * config.head_dim
+    width += 2 * config.ffn_width
+    return examples * length * 2 * 8 + rows * width * 4
+
+
+def _check_lengths(
+    model: nn.Module, datamodule: Any, lengths: Sequence[int], batch_tokens: int | None
+) -> None:
+    """Every length the task can make examples of, and whose scoring fits in the memory
+    available now: one ConfigError line each, before anything is allocated."""
+    check = getattr(datamodule, "check_length", None)
+    for length in lengths:
+        if callable(check):
+            check(length)
+    free = available_memory()
+    for length in lengths:
+        need = scoring_bytes(model, datamodule, length, batch_tokens)
+        if free is not None and need > free:
+            raise ConfigError(
+                f"length {length:,}: scoring needs at least {need / 2**20:,.0f} MiB (its "
+                f"held-out examples and one forward), more than the {free / 2**20:,.0f} MiB "
+                "of memory available; use shorter lengths"
+            )
+
+
 def evaluate_recall(
     model: nn.Module,
     datamodule: Any,
@@ -245,6 +293,7 @@ def evaluate_recall(
     inner: LanguageModel = getattr(model, "model", model)
     training_length = inner.config.context_length
     lengths = extrapolation_lengths(training_length, lengths=lengths)
+    _check_lengths(inner, datamodule, lengths, batch_tokens)
     policies = list(dict.fromkeys(policies))
     bad = [p for p in policies if p not in POLICIES]
     if not policies or bad:

@@ -27,7 +27,10 @@ Only a dense model with an MLP has a GGUF form: llama.cpp has no other attention
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lit_sparse.attention import build_attention
 from lit_sparse.errors import ConfigError
 from lit_sparse.formats.stock import stock_layout_of
 from lit_sparse.io.atomic import AtomicFile, storage_error
@@ -46,6 +50,7 @@ __all__ = [
     "byte_vocab",
     "check_gguf_model",
     "check_gguf_type",
+    "check_trained_dense",
     "gguf_tensors",
     "tokenizer_vocab",
     "write_gguf",
@@ -173,6 +178,29 @@ def check_gguf_model(attention, has_mlp: bool) -> None:
         )
 
 
+def check_trained_dense(model) -> None:
+    """One ConfigError line when the weights were trained with other attention than dense
+    (the ``trained_attention`` record a loaded folder carries): a folder whose config.json
+    was edited to dense would run in llama.cpp with attention its weights never learned."""
+    record = getattr(model, "trained_attention", None)
+    trained = record.get("attention") if isinstance(record, dict) else None
+    if isinstance(trained, dict) and stock_layout_of(trained) != "llama":
+        name = trained.get("class_path")
+        with contextlib.suppress(Exception):  # a plugin that is no longer installed
+            name = type(build_attention(trained)).name or name
+        raise ConfigError(
+            f"format='gguf': the weights were trained with {name} attention (config.json's "
+            "trained_attention), not dense: its attention was edited since, and llama.cpp "
+            "would run them with attention they never learned; export it as trained with "
+            "--format lit_sparse"
+        )
+
+
+def _short_write(err: OSError) -> bool:
+    """numpy's ``tofile`` on a full disk: "N requested and M written", with no errno."""
+    return err.errno is None and " requested and " in str(err) and str(err).endswith("written")
+
+
 def _interleave_rope(weight: torch.Tensor, heads: int) -> torch.Tensor:
     """Rows of a q or k projection (heads * D, d_model) reordered per head from rotate-half
     pairs (i, i + D/2) to adjacent pairs (2i, 2i + 1)."""
@@ -250,6 +278,7 @@ def write_gguf(
 
     check_gguf_type(gguf_type)
     check_gguf_model(model.attention, bool(model.config.ffn_width))
+    check_trained_dense(model)
     config = model.config
     tokens, types = vocab.padded(config.vocab_size)
     file_type = {
@@ -289,6 +318,8 @@ def write_gguf(
         writer.close()
     except OSError as err:
         handle.abort()
+        if _short_write(err):  # the writer's tensors are numpy arrays written with tofile
+            err = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         raise storage_error(target, err) from None
     except BaseException:
         handle.abort()

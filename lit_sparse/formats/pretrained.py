@@ -63,6 +63,7 @@ __all__ = [
     "attention_changes",
     "check_fit",
     "check_model_keys",
+    "check_savable",
     "check_tokenizer_digest",
     "check_weights_digest",
     "describe_attention",
@@ -270,6 +271,20 @@ def read_config(folder: str | os.PathLike) -> dict[str, Any] | None:
     return values
 
 
+def check_savable(model) -> None:
+    """One ConfigError line, before anything is written, when ``model`` holds int8 weights
+    (``quantize_int8``): a folder holds the float weights every loader reads, and int8 values
+    and scales written over them would leave the folder unreadable, its floats gone."""
+    int8 = [name for name, t in model.state_dict().items() if t.dtype == torch.int8]
+    if int8:
+        raise ConfigError(
+            f"save_pretrained: int8 weights ({len(int8)} tensors, e.g. {int8[0]}, made by "
+            "quantize_int8) have no pretrained-folder form: they would replace the float "
+            "weights every loader reads; save the float model (the one before quantize_int8) "
+            "and quantize after loading it"
+        )
+
+
 def save(
     model,
     folder: Path,
@@ -287,6 +302,7 @@ def save(
 
     if layout not in LAYOUTS:
         raise ConfigError(f"layout={layout!r}: must be one of {', '.join(LAYOUTS)}")
+    check_savable(model)
     state = {name: t.detach().contiguous().cpu() for name, t in model.state_dict().items()}
     if layout != "lit_sparse":
         state = stock.to_stock_names(state, model.config.n_layers)
@@ -466,8 +482,12 @@ def model_card(
         f"{config.vocab_size}, trained at {config.context_length} tokens"
     )
     library = "lit_sparse" if layout == "lit_sparse" else "transformers"
-    header = f"---\nlibrary_name: {library}\ntags:\n- lit_sparse\n- sparse-attention\n"
-    header += "- text-generation\n---\n"
+    # the hub's task and license fields (its widget and filters read them); the license is
+    # the project's, under which the code and the weights it trains are released
+    header = (
+        f"---\nlibrary_name: {library}\npipeline_tag: text-generation\nlicense: apache-2.0\n"
+        "tags:\n- lit_sparse\n- sparse-attention\n- text-generation\n---\n"
+    )
     remote = ", trust_remote_code=True" if layout == "lit_sparse" else ""
     cls = stock.STOCK_CLASSES.get(layout)
     loads_as = f" (a stock `{cls}`: no remote code)" if cls else " (remote code: lit_sparse[hf])"

@@ -8,6 +8,7 @@ chunk and the cache), then one token at a time through each layer's decoder
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -62,6 +63,25 @@ class GenerationStats:
         )
 
 
+def _check_integers(rows, where: str) -> None:
+    """One ConfigError line naming the first id among nested lists that is not an integer (a
+    float, a bool, a tensor of either): converting them would truncate 1.5 to 1."""
+    for i, item in enumerate(rows):
+        at = f"{where}[{i}]"
+        if isinstance(item, Tensor):
+            if item.dtype.is_floating_point or item.dtype == torch.bool or item.is_complex():
+                raise ConfigError(f"{at}: expected integer token ids, got dtype {item.dtype}")
+        elif isinstance(item, (bool, numbers.Complex)) and not (
+            isinstance(item, numbers.Integral) and not isinstance(item, bool)
+        ):
+            raise ConfigError(
+                f"{at}={item!r}: expected an integer token id, got {type(item).__name__} (ids "
+                "are never rounded)"
+            )
+        elif isinstance(item, (list, tuple)):
+            _check_integers(item, at)
+
+
 def _prompt_tensor(prompt_ids, vocab_size: int, device: torch.device) -> Tensor:
     """(B, T) int64 on ``device`` from a tensor, a list of ids or a list of equal lists."""
     if isinstance(prompt_ids, Tensor):
@@ -75,9 +95,10 @@ def _prompt_tensor(prompt_ids, vocab_size: int, device: torch.device) -> Tensor:
                     f"prompt_ids: prompts of unequal lengths {lengths}; a batch needs prompts "
                     "of equal length (generate them separately)"
                 )
+        _check_integers(rows, "prompt_ids")  # torch.tensor(dtype=long) truncates 1.5 to 1
         try:
             ids = torch.tensor(rows, dtype=torch.long)
-        except (TypeError, ValueError) as err:
+        except (TypeError, ValueError, RuntimeError) as err:
             raise ConfigError(f"prompt_ids: expected token ids, got {err}") from None
     if ids.dtype.is_floating_point or ids.dtype == torch.bool or ids.is_complex():
         raise ConfigError(f"prompt_ids: expected integer token ids, got dtype {ids.dtype}")

@@ -61,6 +61,7 @@ __all__ = [
     "choose_format",
     "export_gguf",
     "export_run",
+    "file_size",
     "run_card",
 ]
 
@@ -104,13 +105,23 @@ class ExportResult:
     def to_text(self) -> str:
         step = "" if self.step is None else f" (step {self.step})"
         lines = [f"exported {self.checkpoint}{step} to {self.folder} ({self.format} format):"]
-        lines += [f"  {name:<28}{size / 2**20:9.2f} MB" for name, size in self.files.items()]
+        lines += [f"  {name:<28}{file_size(size):>12}" for name, size in self.files.items()]
         share = self.total_bytes / self.checkpoint_bytes if self.checkpoint_bytes else math.nan
         lines.append(
-            f"  {'total':<28}{self.total_bytes / 2**20:9.2f} MB ({share:.0%} of the checkpoint's "
-            f"{self.checkpoint_bytes / 2**20:.2f} MB)"
+            f"  {'total':<28}{file_size(self.total_bytes):>12} ({share:.0%} of the checkpoint's "
+            f"{file_size(self.checkpoint_bytes)})"
         )
         return "\n".join(lines)
+
+
+def file_size(size: int) -> str:
+    """A file's size for the listing: MB from 1 MB, else KB (a config's "0.00 MB" said
+    nothing), bytes below 1 KB."""
+    if size >= 2**20:
+        return f"{size / 2**20:.2f} MB"
+    if size >= 2**10:
+        return f"{size / 2**10:.1f} KB"
+    return f"{size} B"
 
 
 def _check_out(out: Path) -> None:

@@ -53,18 +53,42 @@ GENERATION_KEYS = {"until", "max_gen_toks", "do_sample", "temperature", "top_k",
 
 log = logging.getLogger(__name__)
 
+_LM_EVAL_DEFAULT_DEVICE = "cuda:0"  # what lm-eval's command line passes without --device
+_cli_device_given = True  # False while run_cli runs a command line without --device
+
+
+class _QuietAboutOurTasks(logging.Filter):
+    """lm-eval's warnings that are noise for lit_sparse's shipped tasks: the ``--metadata``
+    hint it prints for every task with a ``custom_dataset`` (meant for its RULER tasks; ours
+    take no options), and the clash of the ``lit_sparse`` tag with the package's folder of
+    that name when run from the repository root (the registered tag is the one meant)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith("lit_sparse_") and "Custom kwargs can be passed to `--metadata`" in (
+            message
+        ):
+            return False
+        return not message.startswith(f"A local directory named '{MODEL_NAME}' exists")
+
+
+for _name in ("lm_eval.api.task", "lm_eval.config.evaluate_config"):
+    logging.getLogger(_name).addFilter(_QuietAboutOurTasks())
+
 
 def run_cli(argv: Sequence[str], prog: str = "lm-eval") -> None:
     """lm-eval's own command line on ``argv``, with the ``lit_sparse`` model registered
     (argparse's exits raise SystemExit as usual)."""
     from lm_eval.__main__ import cli_evaluate
 
-    saved = sys.argv
+    global _cli_device_given
+    saved, saved_given = sys.argv, _cli_device_given
     sys.argv = [prog, *argv]  # lm-eval's parser reads sys.argv
+    _cli_device_given = any(a == "--device" or a.startswith("--device=") for a in argv)
     try:
         cli_evaluate()
     finally:
-        sys.argv = saved
+        sys.argv, _cli_device_given = saved, saved_given
 
 
 def _positive(name: str, value: Any, allow_none: bool = False) -> int | None:
@@ -154,7 +178,12 @@ class LitSparseLM(TemplateLM):
         fixed_batch, batch_cap = self._batch_option(batch_size, max_batch_size)
         resolve_dtype(dtype)  # a bad dtype is one line before the model is read
         if device is None or (str(device).startswith("cuda") and not torch.cuda.is_available()):
-            if device is not None:  # lm-eval's own default is cuda:0; its hf model does this too
+            # lm-eval's command line passes cuda:0 when --device is not given: the CPU is
+            # then the default, not a fallback worth a warning
+            asked = device is not None and (
+                _cli_device_given or str(device) != _LM_EVAL_DEFAULT_DEVICE
+            )
+            if asked:  # as lm-eval's hf model does
                 log.warning("model_args device=%s: CUDA is not available, using the CPU", device)
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model, self.tokenizer = load_pretrained(
@@ -267,8 +296,11 @@ class LitSparseLM(TemplateLM):
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         """Greedy (or sampled, with ``do_sample``) continuations up to the first ``until``
         string or the end-of-text token, without the stop string."""
+        from tqdm.auto import tqdm
+
         from lit_sparse.generation.text_generation import generate_text
 
+        bar = tqdm(total=len(requests), desc="generate_until", disable=disable_tqdm)
         groups: dict[str, list[int]] = {}
         for n, request in enumerate(requests):
             groups.setdefault(repr(sorted(request.args[1].items())), []).append(n)
@@ -281,11 +313,19 @@ class LitSparseLM(TemplateLM):
                 [len(ids) for ids in self.tokenizer.encode_batch(contexts)],
                 options["max_new_tokens"],
             )
-            for n, text in zip(
-                members, generate_text(self.model, self.tokenizer, contexts, **options), strict=True
-            ):
-                texts[n] = text
-                self.cache_hook.add_partial("generate_until", requests[n].args, text)
+            # greedy tokens do not depend on the batching: a few batches per call, so the bar
+            # moves; sampled ones do (and a seed starts each call), so one call
+            step = len(members) if options["temperature"] > 0 else 4 * self.batch_size
+            for start in range(0, len(members), step):
+                chunk = members[start : start + step]
+                generated = generate_text(
+                    self.model, self.tokenizer, contexts[start : start + step], **options
+                )
+                for n, text in zip(chunk, generated, strict=True):
+                    texts[n] = text
+                    self.cache_hook.add_partial("generate_until", requests[n].args, text)
+                bar.update(len(chunk))
+        bar.close()
         return texts
 
     def _check_fits(self, requests, prompt_tokens: list[int], new_tokens: int) -> None:

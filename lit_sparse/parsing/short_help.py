@@ -15,6 +15,7 @@ import copy
 import shutil
 
 from lit_sparse.parsing.help_text import HelpFormatter, plain
+from lit_sparse.parsing.list_options import list_kind
 
 __all__ = ["FULL_HELP", "short_help"]
 
@@ -90,8 +91,14 @@ def _shown(action: argparse.Action, text: str | None = None) -> argparse.Action:
     shown = copy.copy(action)
     if text is not None:
         shown.help = text
-    if shown.metavar is None and shown.nargs != 0:
-        shown.metavar = action.dest.rpartition(".")[2].upper()
+    name = action.dest.rpartition(".")[2].upper()
+    if list_kind(getattr(action, "_typehint", None)) == "list":
+        # as the command line takes a list: space-separated (parsing.list_options), not
+        # jsonargparse's "[ITEM,...]"; its appending "--<option>+" form left out
+        shown.metavar = f"{name} [{name} ...]"
+        shown.option_strings = [o for o in action.option_strings if not o.endswith("+")]
+    elif shown.metavar is None and shown.nargs != 0:
+        shown.metavar = name
     return shown
 
 

@@ -34,7 +34,9 @@ def held_out_table(
 ) -> str | None:
     """The held-out metrics ``<prefix>/<metric>/<set>`` as one Markdown table, a row per
     metric and a column per set, with the mean over sets (``<prefix>/<metric>``, what the
-    progress bar shows) last; None when there is none.
+    progress bar shows) last; None when there is none. The perplexity's last cell is
+    exp of the mean loss, not the mean of the sets' perplexities: a line under the table
+    says so.
 
     ``metrics``: one mapping (``trainer.callback_metrics``) or the list ``trainer.validate``
     returns, one per held-out set's loader (each holds every set's values: they are logged
@@ -61,7 +63,13 @@ def held_out_table(
         ]
         for metric, row in values.items()
     ]
-    return markdown_table(["metric", *columns], rows, align="l" + "r" * len(columns))
+    table = markdown_table(["metric", *columns], rows, align="l" + "r" * len(columns))
+    if MEAN in values.get(f"{prefix}/ppl", {}):
+        table += (
+            f"\n{prefix}/ppl, {MEAN}: exp({prefix}/loss), the perplexity of the mean loss "
+            "(not the mean of the sets' perplexities)"
+        )
+    return table
 
 
 def logs_hint(trainer: Trainer, log_dir: str | None) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -22,8 +23,9 @@ from lit_sparse.evaluation import ExtrapolationResult
 from lit_sparse.runs.checkpoints import AtomicCheckpointIO, FinalCheckpoint, RandomStates
 from lit_sparse.runs.locks import RunLock
 from lit_sparse.runs.model_summary import use_sparse_flops_summary
+from lit_sparse.runs.progress import with_step_bar
 from lit_sparse.runs.resumed_validation import ResumedValidation
-from lit_sparse.runs.summary import held_out_table
+from lit_sparse.runs.summary import held_out_table, logs_hint
 
 __all__ = [
     "LitSparseTrainer",
@@ -56,6 +58,13 @@ def check_trainer_options(trainer: Any, subcommand: str) -> None:
                 "(micro-batches between validations; the training stream has no epochs, so a "
                 "fraction of one means nothing) or a duration 'DD:HH:MM:SS'"
             )
+    clip = get("gradient_clip_val")
+    if clip is not None and (isinstance(clip, bool) or not clip >= 0):
+        raise ConfigError(
+            f"trainer.gradient_clip_val={clip!r}: must be >= 0 (the gradient norm an optimizer "
+            "step is clipped to; 0 or null: no clipping)"
+        )
+    _check_cpu_devices(get("devices"), get("accelerator"))
     max_steps = get("max_steps")
     if subcommand == "fit" and (
         isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
@@ -63,6 +72,40 @@ def check_trainer_options(trainer: Any, subcommand: str) -> None:
         raise ConfigError(
             f"trainer.max_steps={max_steps!r}: must be an integer >= 1 (the optimizer steps "
             "to train; the learning-rate schedule ends there)"
+        )
+
+
+FORCE_DEVICES = "LIT_SPARSE_FORCE_DEVICES"
+"""Set to 1 to start more CPU training processes than this process may use cores."""
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity; the machine's count elsewhere)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _check_cpu_devices(devices: Any, accelerator: Any) -> None:
+    """On the CPU each device is a training process with its own model, data and threads:
+    more of them than the usable cores is refused (it starts them all, and memory runs out
+    first), unless ``LIT_SPARSE_FORCE_DEVICES=1``."""
+    if isinstance(devices, str) and devices.strip().isdigit():
+        devices = int(devices)
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices <= 1:
+        return
+    if accelerator in (None, "auto"):
+        import torch
+
+        on_cpu = not torch.cuda.is_available() and not torch.backends.mps.is_available()
+    else:
+        on_cpu = accelerator == "cpu"
+    cores = usable_cores()
+    if on_cpu and devices > cores and os.environ.get(FORCE_DEVICES, "").strip() != "1":
+        raise ConfigError(
+            f"trainer.devices={devices}: more processes than the {cores} CPU cores this process "
+            f"may use (each device is a training process with its own model and data); use at "
+            f"most {cores}, or set {FORCE_DEVICES}=1 to start them anyway"
         )
 
 
@@ -128,6 +171,8 @@ def _scoring_held_out(name: str, prefix: str, summary: str):
     ) -> list[Mapping[str, float]]:
         lightning = getattr(super(LitSparseTrainer, self), name)
         results = lightning(model, dataloaders, ckpt_path, False, datamodule, weights_only)
+        # "step" (the evaluated checkpoint's) only placed the metrics in the logs
+        results = [{k: v for k, v in loader.items() if k != "step"} for loader in results]
         if verbose:
             self._print_held_out(results, prefix)
         return results
@@ -151,11 +196,15 @@ class LitSparseTrainer(Trainer):
     """The training loop, devices, precision, logging and callbacks (Lightning's Trainer).
 
     lit_sparse adds one command, ``extrapolate``; ``validate`` and ``test`` print one table
-    of the held-out sets; a fit loop finishes a resumed run's end-of-fit work; the model
-    summary's FLOPs count the sparse attention."""
+    of the held-out sets and their log folder; a fit loop finishes a resumed run's end-of-fit
+    work; the model summary's FLOPs count the sparse attention; the default progress bar
+    counts optimizer steps (``runs.progress``)."""
 
     def __init__(self, *args, **kwargs):
+        given = kwargs.get("callbacks")  # Lightning appends its default bar to this list
+        given = list(given) if isinstance(given, list) else given
         super().__init__(*args, **kwargs)
+        with_step_bar(self.callbacks, given)  # no "Epoch 0/-2", no v_num
         loop = _CompletingFitLoop(
             self, min_epochs=self.fit_loop.min_epochs, max_epochs=self.fit_loop.max_epochs
         )
@@ -172,9 +221,11 @@ class LitSparseTrainer(Trainer):
         """Lightning prints a column per loader, here one per held-out set with the same
         values in each: one table instead, its columns named by set (rank 0)."""
         table = held_out_table(results, prefix, self.lightning_module.val_set_names())
+        log_dir = self.log_dir  # a collective under DDP: every process asks
         if table is not None and self.is_global_zero:
             print(f"held-out sets, {prefix}/* ({self.ckpt_path or 'the current weights'}):")
             print(table)
+            print(logs_hint(self, log_dir))
 
     def extrapolate(
         self,

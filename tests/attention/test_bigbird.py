@@ -66,6 +66,39 @@ def test_random_keys_cover_the_past_uniformly():
     assert counts.min() > 0.8 * counts.mean()
 
 
+def test_more_random_keys_than_a_block_has_candidates_are_all_of_them():
+    """Issue 47: ``n_random`` past what a block can draw from allocated (blocks, n_random)
+    slots, so memory and the FLOP count grew with it. A block with no more candidates than
+    ``n_random`` now takes them all, the slots are as wide as the widest block's candidates,
+    and a block with more candidates draws exactly as before."""
+    huge = BigBirdAttention(window=WINDOW, n_global=N_GLOBAL, n_random=100_000, block_size=BLOCK)
+    slots = huge.build(0, 4, 128).slots(128, torch.device("cpu"))
+    last_candidates = 128 - BLOCK - WINDOW - N_GLOBAL  # the last block's [n_global, s - window)
+    assert slots.block_keys.shape == (128 // BLOCK, N_GLOBAL + last_candidates)
+    mask = slots_mask(slots, 128)
+    for i in range(128):
+        block_start = (i // BLOCK) * BLOCK
+        seen = set(torch.nonzero(mask[i]).flatten().tolist())
+        assert seen == set(range(min(N_GLOBAL, i + 1))) | set(
+            range(N_GLOBAL, max(N_GLOBAL, block_start - WINDOW))
+        ) | set(range(max(0, i - WINDOW), i + 1))
+    long = slots_mask(huge.build(0, 4, 128).slots(256, torch.device("cpu")), 256)
+    assert torch.equal(mask, long[:128, :128]), "still independent of the length"
+    # n_random below every later block's candidates: the same draws as before the clamp
+    few = BigBirdAttention(window=WINDOW, n_global=N_GLOBAL, n_random=N_RANDOM, block_size=BLOCK)
+    keys = few.build(0, 4, 128).slots(128, torch.device("cpu")).block_keys
+    assert keys.shape == (8, N_GLOBAL + N_RANDOM)
+    assert keys[1:, N_GLOBAL:].tolist() == [
+        [3, 4, 9, -1, 11],
+        [17, 21, 23, 25, 27],
+        [6, 20, 34, 37, 39],
+        [9, 11, 46, -1, 49],
+        [9, 11, 21, 68, 75],
+        [34, 36, 37, 38, 86],
+        [20, 35, 44, 51, 98],
+    ]
+
+
 @pytest.mark.parametrize(("field", "value"), [("window", -1), ("n_random", -2), ("block_size", 0)])
 def test_bad_options_raise_naming_the_field(field, value):
     with pytest.raises(ValueError, match=f"{field} must be >= "):

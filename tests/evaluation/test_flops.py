@@ -93,6 +93,20 @@ def test_sparse_layers_count_their_distances_and_absolute_keys():
     assert model_flops_per_token(fib, 4 * length).attention < 1.5 * sparse.attention
 
 
+def test_bigbird_counts_no_more_random_keys_than_a_sequence_holds():
+    """Issue 47: n_random=100,000 at 256 tokens counted 100,000 random keys per query (46x
+    dense's FLOPs); now the slots the kernel computes: the last block's candidates."""
+    length, window, n_global = 256, 4, 2
+    bigbird = LanguageModel(
+        ModelConfig(**TINY, context_length=length),
+        build_attention("bigbird", window=window, n_global=n_global, n_random=100_000),
+    )
+    candidates = length - 64 - window - n_global  # the last block of 64 draws from these
+    assert keys_per_query(bigbird) == [window + 1 + n_global + candidates] * 2
+    dense = model_flops_per_token(meta_model("dense", context_length=length))
+    assert model_flops_per_token(bigbird).attention < dense.attention
+
+
 def test_learned_alpha_counts_its_nominal_distances():
     learned = LanguageModel(
         ModelConfig(**TINY, context_length=128),

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from lit_sparse.attention import build_attention
 from lit_sparse.config import ModelConfig
 from lit_sparse.data import DistanceDataModule, MQARDataModule
+from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.recall import RecallResult, evaluate_recall, pattern_offer
 from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, labelled_counts
 from lit_sparse.model import LanguageModel
@@ -147,3 +148,33 @@ def test_coverage_by_composition_of_a_window():
     result = evaluate_recall(model, dm, [32], ["use"])
     coverage = {n: result.accuracy("use", 32, n, "coverage") for n in result.sets}
     assert coverage == {"d2-3": 1.0, "d4-7": 0.5, "d8-15": 0.0, "d16-31": 0.0}
+
+
+def test_a_length_shorter_than_the_task_allows_names_the_shortest():
+    """Issue 47: ``recall RUN --lengths 3`` said ``distances [2, 1]: expected 1 <= low <=
+    high``; the task now names the shortest length it evaluates."""
+    dm = DistanceDataModule(seq_len=16, vocab_size=64, val_examples=4, min_examples=2)
+    with pytest.raises(ConfigError) as err:
+        evaluate_recall(tiny_model("dense"), dm, [16, 3])
+    assert str(err.value).startswith("length 3: the distance task evaluates lengths >= 4")
+
+
+def test_a_length_whose_scoring_cannot_fit_in_memory_is_refused_before_allocating(monkeypatch):
+    """Issue 47: ``recall RUN --lengths 100000000`` grew to 24 GB and was killed. The
+    examples and one forward at a length are estimated first (here against 4 MiB free)."""
+    from lit_sparse.evaluation import recall
+
+    dm = DistanceDataModule(seq_len=16, vocab_size=64, val_examples=4, min_examples=2)
+    model = tiny_model("dense")
+    need = recall.scoring_bytes(model, dm, 20_000)
+    # 13 buckets of 2 examples of 20,000 int64 inputs and labels, at least
+    assert need >= 13 * 2 * 20_000 * 16
+    assert recall.scoring_bytes(model, dm, 16) < 4 * 2**20 < need
+    monkeypatch.setattr(recall, "available_memory", lambda: 4 * 2**20)
+    with pytest.raises(ConfigError) as err:
+        evaluate_recall(model, dm, [16, 20_000])
+    assert str(err.value).startswith(
+        f"length 20,000: scoring needs at least {need / 2**20:,.0f} MiB (its held-out "
+        "examples and one forward), more than the 4 MiB of memory available"
+    )
+    assert not dm._sets, "nothing was allocated"

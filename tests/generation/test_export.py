@@ -61,6 +61,23 @@ def test_the_folder_holds_weights_config_tokenizer_and_card(exported, learned_ru
         assert f"| {name} | {ppl:.2f} |" in card
 
 
+def test_the_card_names_its_task_and_license_and_the_listing_sizes_small_files(exported):
+    """Issue 47: the card had no ``pipeline_tag`` or ``license`` (the hub's widget and
+    filters read them), and the listing printed "0.00 MB" for six of nine files."""
+    import yaml
+
+    from lit_sparse.interop.export import file_size
+
+    card = (exported.folder / "README.md").read_text()
+    header = yaml.safe_load(card.split("---\n")[1])
+    assert header["pipeline_tag"] == "text-generation" and header["license"] == "apache-2.0"
+    listing = exported.to_text()
+    assert "0.00 MB" not in listing
+    config_line = next(line for line in listing.splitlines() if "config.json" in line)
+    assert config_line.rstrip().endswith(" KB"), config_line
+    assert [file_size(n) for n in (512, 2048, 3 * 2**20)] == ["512 B", "2.0 KB", "3.00 MB"]
+
+
 def test_reloaded_logits_equal_the_checkpoints(exported):
     checkpoint = build_module(read_checkpoint(exported.checkpoint)).model
     loaded = LanguageModel.from_pretrained(exported.folder)

@@ -119,6 +119,11 @@ class ShortAttention(AttentionPlugin):
         ({"prompt_ids": [[]]}, "prompt_ids: an empty prompt"),
         ({"prompt_ids": [[1, VOCAB]]}, f"prompt_ids: token id {VOCAB} outside the vocabulary"),
         ({"prompt_ids": torch.ones(1, 3)}, "prompt_ids: expected integer token ids"),
+        # issue 47: a list of floats was truncated to ids (1.5 -> 1) while a float tensor was
+        # refused; now refused alike, naming the value
+        ({"prompt_ids": [[1.5, 2.9]]}, "prompt_ids[0][0]=1.5: expected an integer token id"),
+        ({"prompt_ids": [3, 2.0]}, "prompt_ids[1]=2.0: expected an integer token id"),
+        ({"prompt_ids": [[1, True]]}, "prompt_ids[0][1]=True: expected an integer token id"),
     ],
 )
 def test_bad_arguments_are_one_line_each(model, kwargs, message):

@@ -4,6 +4,7 @@ tokenizer, ``--stats`` prints tokens/s and the cache size, bad input is one line
 from __future__ import annotations
 
 import io
+import os
 import sys
 
 import pytest
@@ -65,6 +66,9 @@ def test_a_prompt_file_and_a_checkpoint_path(learned_run, tmp_path, capsys):
         (["--top_p", "0"], "error: top_p=0.0: must be in (0, 1]"),
         (["--temperature", "-0.5"], "error: temperature=-0.5: must be a number >= 0"),
         (["--prompt_file", "no/such/prompt.txt"], "error: prompt_file='no/such/prompt.txt'"),
+        # issue 47: bytes that are not UTF-8 (Python's argv holds them as surrogates) reached
+        # the tokenizer: TypeError: TextInputSequence must be str
+        (["--prompt", os.fsdecode(b"caf\xe9")], "error: --prompt: the byte 0xe9 at character 3"),
     ],
 )
 def test_bad_options_are_one_line_before_loading(learned_run, args, message, capsys):

@@ -16,6 +16,7 @@ from lit_sparse.attention.kernels import compiled
 from lit_sparse.attention.kernels.mixed_linear import SMALL_ROWS
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.extrapolation import evaluate_lengths
+from lit_sparse.formats import pretrained
 from lit_sparse.generation import Generation
 from lit_sparse.generation.quantize import Int8Embedding, Int8Linear, quantize_int8
 from lit_sparse.interop.sources import load_source
@@ -95,6 +96,39 @@ def test_what_int8_cannot_do_is_refused_in_one_line():
         quantized.train()
     with pytest.raises(ConfigError, match=r"expected a lit_sparse LanguageModel, got Linear"):
         quantize_int8(nn.Linear(4, 4).eval())
+
+
+def test_a_refused_train_leaves_every_module_in_eval_mode():
+    """Issue 47: nn.Module.train set ``training`` on the model and the modules before the
+    first int8 one before that refused, so the model claimed training mode afterwards."""
+    model = quantize_int8(tiny_model(generation_cases()["sliding_window"]))
+    with pytest.raises(ConfigError, match=r"int8 weights are for decoding and evaluation only"):
+        model.train()
+    assert not model.training and not any(m.training for m in model.modules())
+    assert model.eval() is model and model.train(False) is model
+
+
+def test_an_int8_model_is_never_saved_as_a_pretrained_folder(tmp_path):
+    """Issue 47: ``quantize_int8(m).save_pretrained(EXPORT)`` replaced the float weights with
+    int8 values and scales that no loader reads. It is refused in one line before anything is
+    written: the earlier folder stays byte for byte, a new one is never made."""
+    model = tiny_model(generation_cases()["sliding_window"])
+    export = tmp_path / "export"
+    model.save_pretrained(export)
+    before = {p.name: p.read_bytes() for p in export.iterdir()}
+    quantized = quantize_int8(copy.deepcopy(model))
+    for folder in (export, tmp_path / "new"):
+        with pytest.raises(ConfigError) as err:
+            quantized.save_pretrained(folder)
+        message = str(err.value)
+        assert "\n" not in message and message.startswith("save_pretrained: int8 weights")
+        assert "save the float model" in message
+    assert {p.name: p.read_bytes() for p in export.iterdir()} == before
+    assert not (tmp_path / "new").exists()
+    with pytest.raises(ConfigError, match=r"int8 weights"):
+        pretrained.save(quantized, tmp_path / "direct")
+    assert not (tmp_path / "direct").exists()
+    assert type(model).from_pretrained(export).embedding.weight.dtype == torch.float32
 
 
 def greedy_tokens(model, ids: list[int]) -> list[int]:

@@ -221,3 +221,59 @@ def test_a_missing_extra_is_one_line_naming_it(without, random_export, tmp_path,
     captured = capsys.readouterr()
     assert captured.err.startswith("error: timing llama.cpp (--llama-cpp) needs the `llama-cpp`")
     assert captured.err.count("\n") == 1 and "context 64" not in captured.err + captured.out
+
+
+def test_an_export_edited_to_dense_is_refused(random_export, tmp_path, capsys):
+    """Issue 47: a fibonacci export whose config.json was edited to dense was written as a
+    GGUF with only the load's warning; its weights never learned dense attention."""
+    import json
+    import shutil
+
+    folder = tmp_path / "edited"
+    shutil.copytree(random_export, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["attention"] = {
+        "class_path": "lit_sparse.attention.dense.DenseAttention",
+        "init_args": {},
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "model.gguf"
+    assert lit_main(["export", str(folder), "--format", "gguf", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith("error: format='gguf': the weights were trained with fibonacci attention")
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["edited"]
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [OSError("262144 requested and 107960 written"), OSError(28, "No space left on device")],
+    ids=["short-write", "ENOSPC"],
+)
+def test_a_full_disk_says_so(failure, exported, tmp_path, monkeypatch, capsys):
+    """Issue 47: numpy's short write on a full disk ("262144 requested and 107960 written",
+    no errno) was passed on as it was; it says the disk is full, as every other writer does,
+    and leaves no file."""
+    import gguf
+
+    def full(self, *args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(gguf.GGUFWriter, "write_tensors_to_file", full)
+    out = tmp_path / "model.gguf"
+    folder = exported[1]["f32"].parent / "model"
+    assert lit_main(["export", str(folder), "--format", "gguf", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot write {str(out)!r}: the disk is full")
+    assert err.count("\n") == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_the_guide_shows_the_amx_workaround_beside_the_q8_0_file():
+    """Issue 47: ``Llama("dense-q8_0.gguf")`` as docs/generation.md showed it segfaults on an
+    AMX-INT8 CPU (upstream llama.cpp #20824); the workaround was in performance.md only."""
+    import inspect
+    from pathlib import Path
+
+    guide = (Path(__file__).parents[2] / "docs" / "generation.md").read_text()
+    section = guide[guide.index("## llama.cpp (GGUF)") : guide.index("## The cache of every")]
+    assert 'open_llama("dense-q8_0.gguf"' in section and "llama.cpp#20824" in section
+    assert "**options" in str(inspect.signature(open_llama))

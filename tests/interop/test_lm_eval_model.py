@@ -197,3 +197,66 @@ def test_without_lm_eval_the_command_names_the_extra():
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: lm-eval is not installed")
     assert 'pip install -e ".[eval]"' in lines[0]
+
+
+def test_lm_evals_noise_about_our_tasks_is_filtered(caplog):
+    """Issue 47: every run warned four times (one per shipped task) that custom kwargs go to
+    ``--metadata`` (lm-eval's hint for its RULER tasks, printed for any custom_dataset), and
+    from the repository root that the folder ``lit_sparse`` clashes with the task tag. Both
+    are dropped; lm-eval's same warnings about other tasks and folders stay."""
+    import inspect
+    import logging
+
+    import lm_eval.api.task
+    import lm_eval.config.evaluate_config
+
+    # the messages as lm-eval 0.4.13 words them (a later wording would need the filter again)
+    assert "Custom kwargs can be passed to `--metadata`" in inspect.getsource(lm_eval.api.task)
+    assert "A local directory named" in inspect.getsource(lm_eval.config.evaluate_config)
+    task, config = (
+        logging.getLogger(n) for n in ("lm_eval.api.task", "lm_eval.config.evaluate_config")
+    )
+    hint = ": Custom kwargs can be passed to `--metadata` in console (as json string)"
+    clash = "A local directory named '{}' exists but a registered task with the same name was found"
+    with caplog.at_level(logging.WARNING):
+        for name in ("lit_sparse_math_ppl", "lit_sparse_math_answer"):
+            task.warning(name + hint)
+        config.warning(clash.format("lit_sparse"))
+        task.warning("ruler_niah" + hint)
+        config.warning(clash.format("mmlu"))
+    kept = [r.getMessage() for r in caplog.records]
+    assert len(kept) == 2 and kept[0].startswith("ruler_niah:") and "'mmlu'" in kept[1], kept
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU fallback needs no CUDA")
+@pytest.mark.parametrize(("given", "warned"), [(False, False), (True, True)])
+def test_no_cuda_warning_for_lm_evals_default_device(
+    random_export, monkeypatch, caplog, given, warned
+):
+    """lm-eval's command line passes device cuda:0 when --device is not given, so every run on
+    a CPU machine said "cuda:0 is not available"; only an asked-for CUDA device warns now."""
+    import logging
+
+    from lit_sparse.interop import lm_eval as interop
+
+    monkeypatch.setattr(interop, "_cli_device_given", given)
+    with caplog.at_level(logging.WARNING, logger="lit_sparse.interop.lm_eval"):
+        lm = LitSparseLM(pretrained=str(random_export), device="cuda:0")
+    assert lm.device.type == "cpu"
+    assert any("CUDA is not available" in r.getMessage() for r in caplog.records) == warned
+
+
+def test_generate_until_shows_progress(random_export, capsys):
+    """generate_until ran 51 s with no output on the quickstart's task; a bar counts the
+    requests (greedy results do not depend on the chunks it generates in)."""
+    lm = LitSparseLM(pretrained=str(random_export), batch_size=1, max_length=64)
+    prompts = [f"Q: What is {n} + 1?\nA:" for n in range(6)]
+    requests = [request("generate_until", p, {"until": "\n", "max_gen_toks": 4}) for p in prompts]
+    got = lm.generate_until(requests)
+    err = capsys.readouterr().err
+    assert "generate_until" in err and "6/6" in err
+    assert got == lit_sparse.generate_text(
+        lm.model, lm.tokenizer, prompts, 4, stop="\n", batch_size=6
+    )
+    lm.generate_until(requests, disable_tqdm=True)
+    assert "generate_until" not in capsys.readouterr().err

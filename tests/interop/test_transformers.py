@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -104,13 +105,17 @@ def test_a_fixed_fibonacci_cache_is_the_same_size_after_1k_and_16k_tokens():
     prompt = ids(1, 4)
     cache = model.new_cache()
     sizes = CacheSizes(cache, {4 + 1000: "1k", 4 + 16000: "16k"})
-    model.generate(
-        prompt,
-        past_key_values=cache,
-        max_new_tokens=16000,
-        do_sample=False,
-        stopping_criteria=[sizes],
-    )
+    # transformers 5.x renames the argument ``cache`` and warns that ``past_key_values``
+    # goes in 6.0; the oldest version the hf extra allows (4.56) takes only the old name
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "`past_key_values` is deprecated", FutureWarning)
+        model.generate(
+            prompt,
+            past_key_values=cache,
+            max_new_tokens=16000,
+            do_sample=False,
+            stopping_criteria=[sizes],
+        )
     ring = 2 * 1 * 2 * 988 * 8 * 4  # k and v, batch 1, 2 KV heads, 988 rows, head dim 8, fp32
     assert sizes.sizes == {"1k": (ring, ring), "16k": (ring, ring)}
     assert cache.get_max_cache_shape() == cache.get_max_length() == 988

@@ -56,6 +56,16 @@ BAD_INPUTS = [
         "PositionLoss(n_bins=8) needs at least 8 positions per window, but data.seq_len=4",
     ),
     (["--model.lr", "1e39"], "model.lr=1e+39: must be at most 3.4e+38"),
+    # issue 47: each of these trained, or made the run folder, before it failed
+    (
+        ["--model.attention.alpha_max", "1e300"],
+        "alpha_max=1e+300: must be at most 9.126e+12 (alpha x the largest rung, 987",
+    ),
+    (["--model.attention.n_rungs", "100000"], "n_rungs=100000: must be at most 77"),
+    (["--model.betas", "[1.5, 0.9]"], "model.betas=[1.5, 0.9]: must be two numbers in [0, 1)"),
+    (["--data.seq_len", "100000000"], "data.seq_len=100000000: "),
+    (["--trainer.gradient_clip_val", "-1"], "trainer.gradient_clip_val=-1: must be >= 0"),
+    (["--trainer.devices", "100000"], "trainer.devices=100000: more processes than the"),
 ]
 
 
@@ -81,6 +91,28 @@ def test_bad_input_gets_one_clear_line_before_any_work(extra, message, capsys, t
     assert len(err) == 1 and err[0].startswith("error: "), err
     assert message in err[0]
     assert not (tmp_path / "runs").exists(), "nothing may run before the input is checked"
+
+
+def test_cpu_devices_past_the_usable_cores_are_refused_unless_forced(monkeypatch):
+    """Issue 47: ``--trainer.devices 64`` on a 2-core CPU started 64 training processes.
+    Checked on the parsed options (no process is started either way)."""
+    from lit_sparse.errors import ConfigError
+    from lit_sparse.runs import trainer
+
+    monkeypatch.setattr(trainer, "usable_cores", lambda: 2)
+    monkeypatch.delenv(trainer.FORCE_DEVICES, raising=False)
+    for accelerator in ("cpu", *(() if torch.cuda.is_available() else ("auto",))):
+        with pytest.raises(ConfigError) as err:
+            trainer.check_trainer_options({"devices": 64, "accelerator": accelerator}, "validate")
+        assert str(err.value) == (
+            "trainer.devices=64: more processes than the 2 CPU cores this process may use (each "
+            "device is a training process with its own model and data); use at most 2, or set "
+            "LIT_SPARSE_FORCE_DEVICES=1 to start them anyway"
+        )
+    trainer.check_trainer_options({"devices": "2", "accelerator": "cpu"}, "validate")
+    trainer.check_trainer_options({"devices": 64, "accelerator": "gpu"}, "validate")
+    monkeypatch.setenv(trainer.FORCE_DEVICES, "1")
+    trainer.check_trainer_options({"devices": 64, "accelerator": "cpu"}, "validate")
 
 
 def test_missing_config_file(capsys):

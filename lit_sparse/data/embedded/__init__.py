@@ -30,12 +30,20 @@ __all__ = [
     "TOKENIZER_PATH",
     "corpus_path",
     "corpus_sha256",
+    "embedded_manifest",
     "read_records",
 ]
 
 EMBEDDED_DIR = Path(__file__).resolve().parent
 EMBEDDED_SOURCES: tuple[str, ...] = ("shakespeare", "math")
 TOKENIZER_PATH = EMBEDDED_DIR / "tokenizer.json"
+
+
+@cache
+def embedded_manifest() -> dict:
+    """``manifest.json``: each corpus's sizes, checksum, and document and token counts per
+    split."""
+    return json.loads((EMBEDDED_DIR / "manifest.json").read_text(encoding="utf-8"))
 
 
 def corpus_path(name: str) -> Path:
