@@ -108,11 +108,8 @@ class LitLanguageModel(pl.LightningModule):
             optimizer: "adamw" (torch's AdamW, every variant alike) or "adamw8bit"
                 (bitsandbytes' 8-bit AdamW, which the paper's code used whenever bitsandbytes
                 was installed; needs the ``bnb`` extra). Same betas, decay and schedule.
-            compile: run the training forward through ``torch.compile``, which fuses the
-                elementwise work around the attention op (RoPE, norms, residuals); it costs
-                a compile at the first step (20-40 s on a CPU) and pays on long runs of
-                small models (docs/performance.md, "The study step"). Validation, the
-                evaluations and decoding stay eager.
+            compile: train through torch.compile (fuses RoPE, norms, residuals; compiles
+                20-40 s at the first step; docs/performance.md "The study step").
         """
         super().__init__()
         arch = ModelConfig.from_dict(arch) if isinstance(arch, Mapping) else arch

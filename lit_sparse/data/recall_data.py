@@ -498,15 +498,10 @@ class PasskeyDataModule(RecallDataModule):
 def recall_data_from_config(data: Any, **overrides: Any) -> RecallDataModule:
     """The recall task of a run's config (its ``data`` section: ``class_path`` and
     ``init_args``), with ``overrides`` of its init args; ConfigError for other data."""
-    import contextlib
-    import importlib
+    from lit_sparse.io.class_paths import import_class
 
     class_path = data.get("class_path") if isinstance(data, dict) else None
-    cls = None
-    if isinstance(class_path, str) and "." in class_path:
-        module, _, name = class_path.rpartition(".")
-        with contextlib.suppress(ImportError):
-            cls = getattr(importlib.import_module(module), name, None)
+    cls = import_class(class_path)
     if not (isinstance(cls, type) and issubclass(cls, RecallDataModule)):
         raise ConfigError(
             f"data.class_path={class_path!r}: not a recall task (expected MQARDataModule, "

@@ -18,7 +18,6 @@ optimizer's own groups (Lightning's load assumes ``model.parameters()`` order).
 from __future__ import annotations
 
 import errno
-import importlib
 import json
 import re
 from datetime import timedelta
@@ -38,6 +37,7 @@ from torch.distributed.checkpoint.state_dict import (
 
 from lit_sparse.errors import CheckpointError, ConfigError, StorageError, error_chain
 from lit_sparse.io.atomic import AtomicFolder, storage_error, write_text
+from lit_sparse.io.class_paths import names_subclass
 from lit_sparse.runs.checkpoint_folders import CHECKSUMS, file_checksums, is_sharded_checkpoint
 from lit_sparse.runs.checkpoints import verify_checkpoint
 
@@ -54,17 +54,7 @@ def _resumes_shards(strategy: Any) -> bool:
     """Whether the trainer.strategy value (a name, a class_path group or a Strategy) is
     Lightning's ModelParallelStrategy or a subclass: the strategy that resumes a folder of
     shards."""
-    if isinstance(strategy, Strategy):
-        return isinstance(strategy, ModelParallelStrategy)
-    class_path = strategy.get("class_path") if hasattr(strategy, "get") else None
-    if not isinstance(class_path, str) or "." not in class_path:
-        return False
-    module, _, name = class_path.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return False
-    return isinstance(cls, type) and issubclass(cls, ModelParallelStrategy)
+    return names_subclass(strategy, ModelParallelStrategy)
 
 
 def check_resume_strategy(ckpt_path: Any, strategy: Any) -> None:

@@ -6,7 +6,6 @@ run handling for a command that trains outside the CLI (:func:`run_trainer`)."""
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -20,6 +19,7 @@ from lightning.pytorch.loops.fit_loop import _FitLoop
 from lit_sparse.callbacks import LengthExtrapolation
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation import ExtrapolationResult
+from lit_sparse.io.class_paths import names_subclass
 from lit_sparse.runs.checkpoints import AtomicCheckpointIO, FinalCheckpoint, RandomStates
 from lit_sparse.runs.locks import RunLock
 from lit_sparse.runs.model_summary import use_sparse_flops_summary
@@ -109,20 +109,6 @@ def _check_cpu_devices(devices: Any, accelerator: Any) -> None:
         )
 
 
-def _is_checkpoint_callback(callback: Any) -> bool:
-    if isinstance(callback, ModelCheckpoint):
-        return True
-    class_path = callback.get("class_path") if hasattr(callback, "get") else None
-    if not isinstance(class_path, str) or "." not in class_path:
-        return False
-    module, _, name = class_path.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return False
-    return isinstance(cls, type) and issubclass(cls, ModelCheckpoint)
-
-
 def drop_checkpoint_callbacks(trainer: Any) -> int:
     """``trainer.enable_checkpointing: false`` with a config that lists a ModelCheckpoint
     (every shipped config does): Lightning refuses the pair, so the checkpoint callbacks are
@@ -131,7 +117,7 @@ def drop_checkpoint_callbacks(trainer: Any) -> int:
     if trainer.get("enable_checkpointing") is not False:
         return 0
     callbacks = trainer.get("callbacks") or []
-    kept = [c for c in callbacks if not _is_checkpoint_callback(c)]
+    kept = [c for c in callbacks if not names_subclass(c, ModelCheckpoint)]
     trainer.callbacks = kept
     return len(callbacks) - len(kept)
 
