@@ -1,13 +1,15 @@
 """``python -m lit_sparse <command>`` (or ``lit-sparse <command>``).
 
 Lightning commands (fit, validate, test, extrapolate) go to the LightningCLI; the project's own
-commands (e.g. ``bench``) have their own small parsers. ``python -m lit_sparse --help``
-lists both.
+commands (e.g. ``bench``) have their own small parsers; other packages add commands through
+the ``lit_sparse.commands`` entry point group (a name and a ``main(argv) -> int``).
+``python -m lit_sparse --help`` lists them all.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
 import sys
 
@@ -29,8 +31,35 @@ OWN_COMMANDS = {
 }
 
 
+LIGHTNING_COMMANDS = ("fit", "validate", "test", "extrapolate")
+
+COMMAND_ENTRY_POINTS = "lit_sparse.commands"
+"""The entry point group through which other packages add commands: ``name = "module:main"``,
+``main(argv) -> int`` as lit_sparse's own commands have."""
+
+
+def installed_commands() -> dict[str, importlib.metadata.EntryPoint]:
+    """The commands other packages add (name -> entry point), without importing them; a name
+    lit_sparse already uses is left out with one warning line on stderr."""
+    found = {}
+    for entry in importlib.metadata.entry_points(group=COMMAND_ENTRY_POINTS):
+        if entry.name in OWN_COMMANDS or entry.name in LIGHTNING_COMMANDS:
+            dist = getattr(entry.dist, "name", None) or "an unknown distribution"
+            print(
+                f"warning: command {entry.name!r} ({entry.value}, from {dist}) is not added: "
+                "lit_sparse has a command of that name",
+                file=sys.stderr,
+            )
+        else:
+            found[entry.name] = entry
+    return found
+
+
 def _usage() -> str:
     own = "\n".join(f"  {name:<14}{text}" for name, text in OWN_COMMANDS.items())
+    added = "\n".join(
+        f"  {name:<14}{entry.value}" for name, entry in sorted(installed_commands().items())
+    )
     return (
         "usage: python -m lit_sparse <command> [options]\n\n"
         "Lightning commands (<command> --help: the options set most; --help=full: all):\n"
@@ -39,7 +68,24 @@ def _usage() -> str:
         "  test        a checkpoint on the held-out sets, as validate (logged as test/*)\n"
         "  extrapolate perplexity of a checkpoint at several evaluation lengths\n\n"
         f"lit_sparse commands:\n{own}\n"
+        + (
+            f"\ncommands of installed packages ({COMMAND_ENTRY_POINTS}):\n{added}\n"
+            if added
+            else ""
+        )
     )
+
+
+def _run_installed(entry: importlib.metadata.EntryPoint, argv: list[str]) -> int:
+    """An installed package's command; one error line when it cannot be loaded."""
+    try:
+        command = entry.load()
+    except Exception as err:  # anything a broken package raises on import
+        reason = f"{type(err).__name__}: {' '.join(str(err).split())}"
+        print(f"error: command {entry.name!r} ({entry.value}) cannot be loaded: {reason}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    return command(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] in OWN_COMMANDS:
         module = importlib.import_module(f"lit_sparse.commands.{argv[0].replace('-', '_')}")
         return module.main(argv[1:])
+    if argv[0] not in LIGHTNING_COMMANDS and not argv[0].startswith("-"):
+        entry = installed_commands().get(argv[0])
+        if entry is not None:
+            return _run_installed(entry, argv[1:])
     from lit_sparse.cli import main as lightning_main
 
     return lightning_main(argv)

@@ -1,0 +1,54 @@
+"""``python -m lit_sparse``: other packages add commands through the ``lit_sparse.commands``
+entry point group, listed by ``--help``, run with their arguments, isolated when broken."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+
+import lit_sparse.__main__ as entry
+
+CALLS: list[list[str]] = []
+
+
+def hello(argv: list[str]) -> int:
+    """A third party's command: records its arguments."""
+    CALLS.append(argv)
+    return 7
+
+
+def _points(*pairs: tuple[str, str]) -> list[importlib.metadata.EntryPoint]:
+    group = entry.COMMAND_ENTRY_POINTS
+    return [importlib.metadata.EntryPoint(name, value, group) for name, value in pairs]
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    def use(*pairs):
+        points = _points(*pairs)
+        monkeypatch.setattr(
+            entry.importlib.metadata, "entry_points", lambda group: points if group else []
+        )
+
+    return use
+
+
+def test_an_installed_command_runs_with_its_arguments_and_is_listed(installed, capsys):
+    installed(("hello", f"{__name__}:hello"))
+    CALLS.clear()
+    assert entry.main(["hello", "--x", "1"]) == 7 and CALLS == [["--x", "1"]]
+    assert entry.main(["--help"]) == 0
+    listing = capsys.readouterr().out
+    assert "commands of installed packages (lit_sparse.commands):" in listing
+    assert f"hello         {__name__}:hello" in listing
+
+
+def test_a_broken_command_is_one_line_and_a_taken_name_is_not_added(installed, capsys):
+    installed(("broken", "no_such_module_here:main"), ("bench", f"{__name__}:hello"))
+    assert entry.main(["broken"]) == 2
+    err = capsys.readouterr().err
+    assert "error: command 'broken' (no_such_module_here:main) cannot be loaded: " in err
+    assert "ModuleNotFoundError" in err and "Traceback" not in err
+    assert "bench" not in entry.installed_commands()
+    assert "warning: command 'bench'" in capsys.readouterr().err
