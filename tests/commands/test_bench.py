@@ -356,8 +356,7 @@ def test_the_recall_study_shapes_are_its_configs_and_train_at_the_asked_position
         assert (shape["d_model"], shape["ffn_hidden"], shape["vocab_size"]) == (
             arch["d_model"], arch["ffn_hidden"], data["init_args"]["vocab_size"]
         )  # fmt: skip
-        if name != "far_mqar":  # far MQAR's depth follows its calibration
-            assert shape["n_layers"] == arch["n_layers"]
+        assert shape["n_layers"] == arch["n_layers"]
         assert (shape["length"], shape["batch"]) == (
             data["init_args"]["seq_len"], data["init_args"]["batch_size"]
         )  # fmt: skip

@@ -66,7 +66,7 @@ CALIBRATED = {  # task: (layers, width, lr) as docs/recall-study.md's calibratio
     "mqar256": (4, 64, 3e-3),
     "distance": (5, 64, 3e-3),
     "passkey": (5, 64, 3e-3),
-    "far_mqar": (4, 128, 1e-2),  # MQAR (128, 8)'s width and lr; depth: its calibration
+    "far_mqar": (3, 128, 1e-2),  # MQAR (128, 8)'s width and lr at its calibrated depth
 }
 
 
