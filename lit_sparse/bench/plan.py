@@ -5,10 +5,10 @@ its table printed (and written as JSON). ``commands/bench.py`` holds the parser.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
+from lit_sparse.attention.kernels.compiled import usable_cores
 from lit_sparse.bench.attention import (
     FLEX,
     NATTEN,
@@ -91,11 +91,11 @@ def run_op_bench(args: argparse.Namespace) -> int:
         bad = [v for v in values if v < 1]
         if bad:
             raise ConfigError(f"{option} {bad[0]}: must be an integer >= 1")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    bad = [n for n in args.busy_cores if not 0 <= n < (cores or 1)]
+    cores = usable_cores()
+    bad = [n for n in args.busy_cores if not 0 <= n < cores]
     if bad:
         raise ConfigError(
-            f"--busy-cores {bad[0]}: must be in 0..{(cores or 1) - 1} (this process may run on "
+            f"--busy-cores {bad[0]}: must be in 0..{cores - 1} (this process may run on "
             f"{cores} cores; keeping all of them busy would leave none for the bench)"
         )
     known = {*plugin_names(args.window), NATTEN, FLEX, SDPA}

@@ -16,6 +16,7 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.loops.fit_loop import _FitLoop
 
+from lit_sparse.attention.kernels.compiled import usable_cores
 from lit_sparse.callbacks import LengthExtrapolation
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation import ExtrapolationResult
@@ -77,13 +78,6 @@ def check_trainer_options(trainer: Any, subcommand: str) -> None:
 
 FORCE_DEVICES = "LIT_SPARSE_FORCE_DEVICES"
 """Set to 1 to start more CPU training processes than this process may use cores."""
-
-
-def usable_cores() -> int:
-    """The CPU cores this process may run on (its affinity; the machine's count elsewhere)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def _check_cpu_devices(devices: Any, accelerator: Any) -> None:

@@ -249,6 +249,12 @@ def _machine_threads() -> int:
     return max(1, cores)
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may use: its affinity and its cgroup's CPU quota, the least
+    (also what ``fit`` allows CPU training processes and ``bench`` spinning processes)."""
+    return _machine_threads()
+
+
 def usable_threads() -> int:
     """Threads for one call: affinity, cgroup quota and torch.get_num_threads(), the least."""
     return max(1, min(_machine_threads(), torch.get_num_threads()))
