@@ -28,9 +28,7 @@ Only a dense model with an MLP has a GGUF form: llama.cpp has no other attention
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +39,7 @@ import torch
 from lit_sparse.attention import build_attention
 from lit_sparse.errors import ConfigError
 from lit_sparse.formats.stock import stock_layout_of
-from lit_sparse.io.atomic import AtomicFile, storage_error
+from lit_sparse.io.atomic import AtomicFile, storage_error, storage_failure
 
 __all__ = [
     "DEFAULT_GGUF_TYPE",
@@ -196,11 +194,6 @@ def check_trained_dense(model) -> None:
         )
 
 
-def _short_write(err: OSError) -> bool:
-    """numpy's ``tofile`` on a full disk: "N requested and M written", with no errno."""
-    return err.errno is None and " requested and " in str(err) and str(err).endswith("written")
-
-
 def _interleave_rope(weight: torch.Tensor, heads: int) -> torch.Tensor:
     """Rows of a q or k projection (heads * D, d_model) reordered per head from rotate-half
     pairs (i, i + D/2) to adjacent pairs (2i, 2i + 1)."""
@@ -318,9 +311,8 @@ def write_gguf(
         writer.close()
     except OSError as err:
         handle.abort()
-        if _short_write(err):  # the writer's tensors are numpy arrays written with tofile
-            err = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        raise storage_error(target, err) from None
+        # a full disk stops numpy's tofile short, with no errno: storage_failure knows it
+        raise (storage_failure(err, target) or storage_error(target, err)) from None
     except BaseException:
         handle.abort()
         raise

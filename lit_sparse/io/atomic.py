@@ -64,15 +64,33 @@ def storage_error(path: str | os.PathLike, err: OSError, what: str = "write") ->
     )
 
 
-def storage_failure(err: BaseException | None) -> StorageError | None:
+_ZIP_WRITER_STOPPED = re.compile(r"inline_container\.cc.*unexpected pos")
+
+
+def stopped_short(err: BaseException) -> bool:
+    """A write that stopped short with no errno: numpy's ``tofile`` ("N requested and M
+    written") or torch's zip writer ("unexpected pos"). On a full disk that is all that is
+    left of the ENOSPC (lost in C)."""
+    text = str(err)
+    if isinstance(err, OSError):
+        return err.errno is None and " requested and " in text and text.endswith("written")
+    return isinstance(err, RuntimeError) and _ZIP_WRITER_STOPPED.search(text) is not None
+
+
+def storage_failure(
+    err: BaseException | None, path: str | os.PathLike | None = None
+) -> StorageError | None:
     """The full disk, read-only file system or missing permission behind ``err`` (a write
-    of Lightning's, TensorBoard's or the YAML writer's, wrapped or not), as one
-    :class:`StorageError` line naming the path; None if there is none."""
+    of Lightning's, TensorBoard's, numpy's, torch's or the YAML writer's, wrapped or not), as
+    one :class:`StorageError` line naming ``path`` (default: the failed file); None if there
+    is none."""
     for cause in error_chain(err):
         if isinstance(cause, StorageError):
             return cause
+        if stopped_short(cause):
+            return storage_error(path or "a file", OSError(errno.ENOSPC, "No space left"))
         if isinstance(cause, OSError) and cause.errno in _STORAGE_ERRNOS:
-            return storage_error(cause.filename or "a file", cause)
+            return storage_error(path or cause.filename or "a file", cause)
     return None
 
 

@@ -17,9 +17,7 @@ optimizer's own groups (Lightning's load assumes ``model.parameters()`` order).
 
 from __future__ import annotations
 
-import errno
 import json
-import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -36,7 +34,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from lit_sparse.errors import CheckpointError, ConfigError, StorageError, error_chain
-from lit_sparse.io.atomic import AtomicFolder, storage_error, write_text
+from lit_sparse.io.atomic import AtomicFolder, storage_error, storage_failure, write_text
 from lit_sparse.io.class_paths import names_subclass
 from lit_sparse.runs.checkpoint_folders import CHECKSUMS, file_checksums, is_sharded_checkpoint
 from lit_sparse.runs.checkpoints import verify_checkpoint
@@ -44,10 +42,6 @@ from lit_sparse.runs.checkpoints import verify_checkpoint
 __all__ = ["FSDP2Strategy", "check_resume_strategy"]
 
 STRATEGY_CONFIG = "configs/strategy/fsdp2.yaml"
-
-_ZIP_WRITER_STOPPED = re.compile(r"inline_container\.cc.*unexpected pos")
-"""torch's zip writer (torch.save to a path) when a write stopped short: the OSError of the
-full disk is lost in C++, this RuntimeError is what is left of it."""
 
 
 def _resumes_shards(strategy: Any) -> bool:
@@ -79,13 +73,12 @@ def _storage_failure(err: BaseException, path: Path) -> StorageError | None:
     """The full disk (or read-only folder...) behind a failed save of the folder ``path``, as
     the single-file path reports it: in the error's chain, in a process's failure that
     torch.distributed.checkpoint gathered, or torch's zip writer stopping short."""
+    found = storage_failure(err, path)
+    if found is not None:
+        return found
     for cause in error_chain(err):
-        if isinstance(cause, StorageError):
-            return cause
         if isinstance(cause, OSError):
             return storage_error(path, cause)
-        if isinstance(cause, RuntimeError) and _ZIP_WRITER_STOPPED.search(str(cause)):
-            return storage_error(path, OSError(errno.ENOSPC, "No space left on device"))
         for failure in (getattr(cause, "failures", None) or {}).values():  # CheckpointException
             found = _storage_failure(failure[0] if isinstance(failure, tuple) else failure, path)
             if found is not None:
