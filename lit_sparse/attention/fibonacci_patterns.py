@@ -106,9 +106,20 @@ class LearnedFibonacciPattern(FibonacciPattern):
     def __init__(self, layout: RungLayout, alpha: float, alpha_min: float, alpha_max: float):
         super().__init__(layout, alpha)
         self.alpha_min, self.alpha_max = alpha_min, alpha_max
-        share = (alpha - alpha_min) / (alpha_max - alpha_min)
-        self.theta = nn.Parameter(torch.tensor(math.log(share / (1 - share))))
+        self.theta = nn.Parameter(torch.tensor(self._theta_of(alpha)))
         self._rung_cache: LengthCache[tuple[Tensor, Tensor]] = LengthCache()
+
+    def _theta_of(self, alpha: float) -> float:
+        """theta with alpha_min + (alpha_max - alpha_min) * sigmoid(theta) = ``alpha`` (an
+        alpha at a bound is taken just inside it)."""
+        share = (alpha - self.alpha_min) / (self.alpha_max - self.alpha_min)
+        share = min(max(share, 1e-12), 1 - 1e-12)
+        return math.log(share / (1 - share))
+
+    def set_alpha(self, alpha: float) -> None:
+        """Set the learned alpha in place (e.g. to a run's recorded value)."""
+        with torch.no_grad():
+            self.theta.fill_(self._theta_of(alpha))
 
     @property
     def alpha(self) -> Tensor:

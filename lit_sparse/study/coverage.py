@@ -8,7 +8,6 @@ reads, and its reach over the distances its held-out examples actually hold."""
 from __future__ import annotations
 
 import itertools
-import math
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -184,8 +183,6 @@ def recorded_patterns(
     """Every layer's pattern of a run from its recorded ``{class_path, init_args}``: under
     ``new_offsets`` (where the plugin has the option), a learned layer's alpha set to
     ``alphas`` (the run's last recorded values)."""
-    import torch
-
     from lit_sparse.attention.registry import build_attention
 
     options = dict(attention.get("init_args") or {})
@@ -199,11 +196,8 @@ def recorded_patterns(
     )
     patterns = [plugin.build(layer, n_layers, training_length) for layer in range(n_layers)]
     for pattern, alpha in zip(patterns, alphas or [], strict=False):
-        if isinstance(getattr(pattern, "theta", None), torch.nn.Parameter):
-            share = (alpha - pattern.alpha_min) / (pattern.alpha_max - pattern.alpha_min)
-            share = min(max(share, 1e-12), 1 - 1e-12)
-            with torch.no_grad():
-                pattern.theta.fill_(math.log(share / (1 - share)))
+        if hasattr(pattern, "set_alpha"):  # a learned layer
+            pattern.set_alpha(alpha)
     return patterns
 
 
