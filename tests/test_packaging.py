@@ -120,3 +120,15 @@ def test_a_wheel_install_finds_the_configs(tmp_path):
     config = Path(words[words.index("--config") + 1])
     assert config == site / "lit_sparse" / "configs" / "fixed.yaml"
     assert config.is_file()
+
+
+def test_no_test_folder_stands_in_for_an_installed_package():
+    """The suite is the package ``tests``: ``tests/kernels`` must not answer ``import kernels``
+    (transformers 5.25 imports the ``kernels`` distribution and found this folder instead)."""
+    import importlib.util
+
+    tests = ROOT / "tests"
+    for folder in sorted(p for p in tests.iterdir() if (p / "__init__.py").is_file()):
+        spec = importlib.util.find_spec(folder.name)
+        origin = Path(spec.origin).resolve() if spec and spec.origin else None
+        assert origin is None or tests not in origin.parents, (folder.name, origin)

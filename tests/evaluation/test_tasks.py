@@ -150,7 +150,7 @@ def test_empty_candidates_are_refused(encode):
 
 @pytest.mark.slow
 def test_callback_logs_and_writes_and_the_command_reads_the_checkpoint(tmp_path, capsys):
-    from tiny_runs import LEARNED, fit_run, scalars
+    from tests.tiny_runs import LEARNED, fit_run, scalars
 
     callback = TaskAccuracy(per_group=6)
     checkpoint = ModelCheckpoint(save_last=True, every_n_train_steps=3)
