@@ -147,7 +147,7 @@ def test_the_set_up_commands_run_what_the_readme_says():
     assert quickstart[-1] == f".venv-new/bin/{fit}" and fit in readme
     for line in (
         ".venv-new/bin/pip install -e .[test]",
-        ".venv-new/bin/pip install -e examples/lit_sparse_dilated",
+        ".venv-new/bin/pip install -e examples/lit_sparse_dilated -e examples/lit_sparse_copy",
     ):
         assert line in test
     assert test[-1] == ". .venv-new/bin/activate && python -m pytest -q"

@@ -39,7 +39,7 @@ def _recall_batch(task: dict[str, Any], batch: int, length: int, vocab: int):
     """One training batch (inputs, labels) of a recall task, seeded."""
     import numpy as np
 
-    from lit_sparse.data.recall import distance_retrieval, multiquery_ar
+    from lit_sparse.tasks import distance_retrieval, multiquery_ar
 
     if task["kind"] == "mqar":
         return multiquery_ar(batch, length, task["kv"], vocab, seed=0, gap=task["gap"])

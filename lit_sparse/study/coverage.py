@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from lit_sparse.attention import offsets
-from lit_sparse.data.recall import IGNORE_INDEX
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.tables import markdown_table
+from lit_sparse.metrics import IGNORE_INDEX
 from lit_sparse.parsing.config_files import ModelSpec
 
 __all__ = [

@@ -204,7 +204,7 @@ def _held_out_distances(task: TaskResults, length: int) -> dict[tuple[int, str],
     """Every bucket's sampled distances at ``length``, from the task's data module built as
     the runs' setup records it (``val_seed``: the recorded one, else the module's default;
     the example count: the records')."""
-    from lit_sparse.data import DistanceDataModule
+    from lit_sparse.tasks import DistanceDataModule
 
     s, names = task.setup, _buckets(task, length)
     if not names:

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from lit_sparse.errors import ConfigError
+from lit_sparse.io.class_paths import import_class
 from lit_sparse.io.tables import markdown_table
 from lit_sparse.study.preset import PresetRun, RunState, Task, Variant, run_status
 
@@ -296,7 +297,7 @@ def collect_alike(
         differ = [
             f"{key} {setup[key]!r} vs {value!r}"
             for key, value in values.items()
-            if key in setup and setup[key] != value
+            if key in setup and not same_setting(setup[key], value)
         ]
         if evaluated != expected:
             differ.append(f"evaluation lengths/{compared} {expected} vs {evaluated}")
@@ -314,6 +315,15 @@ def collect_alike(
         if task.name in found
     ]
     return [(task, variants, firsts[task.name][0]) for task, variants in groups], missing
+
+
+def same_setting(a: Any, b: Any) -> bool:
+    """Whether two recorded values are one setting: equal, or two paths of one class (the
+    recall tasks' DataModules moved from ``lit_sparse.data`` to ``lit_sparse.tasks``)."""
+    if a == b:
+        return True
+    cls = import_class(a)
+    return isinstance(cls, type) and cls is import_class(b)
 
 
 # ------------------------------------------------------------------------- the tables

@@ -17,8 +17,7 @@ from lit_sparse.__main__ import main as lit_main
 from lit_sparse.callbacks import TaskAccuracy
 from lit_sparse.data.tokenizer import load_tokenizer
 from lit_sparse.evaluation.forced_choice import ChoiceItem, choose, score_task
-from lit_sparse.evaluation.lego import lego_items
-from lit_sparse.evaluation.ruler import ruler_vt_items, value_pool
+from lit_sparse.tasks import lego_items, ruler_vt_items, value_pool
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,10 @@ from collections.abc import Sequence
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.forced_choice import ChoiceItem
+from lit_sparse.tasks.choice import ChoiceTask
+from lit_sparse.tasks.registry import register_task
 
-__all__ = ["CHOICES", "lego_items", "lego_value"]
+__all__ = ["Lego", "CHOICES", "lego_items", "lego_value"]
 
 CHOICES = (" +1", " -1")
 
@@ -54,3 +56,29 @@ def lego_items(
             items.append(ChoiceItem(prompt, CHOICES, answer, n))
     rng.shuffle(items)
     return items
+
+
+@register_task("lego")
+class Lego(ChoiceTask):
+    """LEGO: the value at the end of a shuffled chain of sign assignments (chance 0.5).
+
+    Args:
+        chain_lengths: variables per chain, one group each (2..26).
+        per_group: items per chain length (the paper: 120).
+        seed: seed of the items.
+    """
+
+    summary = "follow a shuffled chain of sign assignments to its end (chance 0.5)"
+    group_label = "chain length"
+
+    def __init__(self, chain_lengths: list[int] | None = None, per_group: int = 120, seed: int = 0):
+        super().__init__(per_group, seed)
+        self.chain_lengths = [2, 3, 4] if chain_lengths is None else list(chain_lengths)
+        lego_items(self.chain_lengths, 1, seed)  # its settings checked before any work
+
+    def items(self) -> list[ChoiceItem]:
+        return lego_items(self.chain_lengths, self.per_group, self.seed)
+
+    @classmethod
+    def impossible_settings(cls) -> list[dict]:
+        return [*super().impossible_settings(), {"chain_lengths": [1]}, {"chain_lengths": [27]}]

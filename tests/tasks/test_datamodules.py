@@ -13,9 +13,8 @@ import pytest
 import torch
 
 from lit_sparse.data import DistanceDataModule, MQARDataModule, PasskeyDataModule
-from lit_sparse.data.recall import IGNORE_INDEX
-from lit_sparse.data.recall_data import corpus_tokens, recall_data_from_config
 from lit_sparse.errors import ConfigError
+from lit_sparse.tasks import IGNORE_INDEX, corpus_tokens, recall_data_from_config
 
 
 def batches(dm, n: int, global_step: int = 0, rank: int = 0, accumulate: int = 1):
@@ -172,6 +171,6 @@ def test_a_run_config_gives_back_its_task():
     )
     assert isinstance(dm, DistanceDataModule) and dm.seq_len == 32 and dm.val_examples == 3
     with pytest.raises(
-        ConfigError, match="data.class_path='lit_sparse.data.TextDataModule': not a recall task"
+        ConfigError, match="data.class_path='lit_sparse.data.TextDataModule': not a synthetic task"
     ):
         recall_data_from_config({"class_path": "lit_sparse.data.TextDataModule"})

@@ -1,4 +1,4 @@
-"""The recall generators (lit_sparse.data.recall): MQAR exactly as Zoology defines it (ranges,
+"""The synthetic tasks' generators (lit_sparse.tasks): MQAR exactly as Zoology defines it (ranges,
 distinct keys, the labels, the power-law gaps), the distance task's exact distances, passkey's
 needle and question, seeds, and the constraints refused with one clear message."""
 
@@ -11,18 +11,18 @@ import numpy as np
 import pytest
 import torch
 
-from lit_sparse.data.recall import (
+from lit_sparse.errors import ConfigError
+from lit_sparse.tasks import (
     IGNORE_INDEX,
     PasskeyTemplate,
     distance_buckets,
     distance_pairs,
     distance_retrieval,
+    embedded_template,
     gap_probabilities,
     multiquery_ar,
     passkey,
 )
-from lit_sparse.data.recall_data import embedded_template
-from lit_sparse.errors import ConfigError
 
 N, L, KV, V = 300, 64, 4, 512
 MQAR_DIGEST_BEFORE_GAP = "09f91569549e30d08f01d112b90f8c5be46c666fe91f16a20f6abc3ae460a58b"

@@ -18,8 +18,10 @@ from collections.abc import Sequence
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.forced_choice import ChoiceItem
+from lit_sparse.tasks.choice import ChoiceTask
+from lit_sparse.tasks.registry import register_task
 
-__all__ = ["ruler_vt_items", "value_pool"]
+__all__ = ["RulerVariableTracking", "ruler_vt_items", "value_pool"]
 
 N_VALUES = 9
 
@@ -64,3 +66,38 @@ def ruler_vt_items(
             items.append(ChoiceItem(prompt, choices, answer, h))
     rng.shuffle(items)
     return items
+
+
+@register_task("ruler_vt")
+class RulerVariableTracking(ChoiceTask):
+    """RULER variable tracking: the value at the end of a chain of copies among distractors
+    (chance 1/9).
+
+    Args:
+        hops: copies in the chain, one group each (>= 1).
+        distractors: assignments of the other values.
+        per_group: items per number of hops (the paper: 120).
+        seed: seed of the items.
+    """
+
+    summary = "follow a chain of copies among distractor assignments (chance 1/9)"
+    group_label = "hops"
+
+    def __init__(
+        self,
+        hops: list[int] | None = None,
+        distractors: int = N_VALUES - 1,
+        per_group: int = 120,
+        seed: int = 0,
+    ):
+        super().__init__(per_group, seed)
+        self.hops = [2, 3, 4] if hops is None else list(hops)
+        self.distractors = distractors
+        ruler_vt_items(self.hops, 1, distractors, seed)  # its settings checked before any work
+
+    def items(self) -> list[ChoiceItem]:
+        return ruler_vt_items(self.hops, self.per_group, self.distractors, self.seed)
+
+    @classmethod
+    def impossible_settings(cls) -> list[dict]:
+        return [*super().impossible_settings(), {"hops": [0]}, {"distractors": 0}]
