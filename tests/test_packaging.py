@@ -34,7 +34,11 @@ def test_the_package_list_covers_every_package_folder():
         ".".join(p.parent.relative_to(ROOT).parts)
         for p in (ROOT / "lit_sparse").rglob("__init__.py")
     }
-    on_disk.add("lit_sparse.callbacks")  # the mapped top-level folder
+    on_disk.add("lit_sparse.callbacks")  # the mapped top-level folders
+    on_disk |= {
+        ".".join(["lit_sparse_studies", *p.parent.relative_to(ROOT / "studies").parts])
+        for p in (ROOT / "studies").rglob("__init__.py")
+    }
     assert set(declared) == on_disk
     for name, folder in declared.items():
         assert (folder / "__init__.py").is_file(), name

@@ -44,7 +44,7 @@ from lit_sparse.errors import ConfigError
 from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse.runs.checkpoint_folders import is_checkpoint
 from lit_sparse.runs.folders import has_checkpoint
-from lit_sparse.study.paper_matrix import CONFIG_DIR
+from lit_sparse_studies.study.paper_matrix import CONFIG_DIR
 
 __all__ = [
     "PRESETS",

@@ -21,7 +21,7 @@ from typing import Any
 
 from lit_sparse.errors import ConfigError, LitSparseError
 from lit_sparse.io.tables import markdown_table
-from lit_sparse.study.paper_matrix import CONFIG_DIR as CONFIGS
+from lit_sparse_studies.study.paper_matrix import CONFIG_DIR as CONFIGS
 
 __all__ = ["PAPER_TABLE2", "ProbeRun", "probe_parser", "probe_tables", "run_grid", "run_probe"]
 

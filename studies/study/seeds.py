@@ -1,5 +1,5 @@
-"""The layer the seeded studies share (the cpu study: :mod:`~lit_sparse.study.cpu_results`;
-the recall study: :mod:`~lit_sparse.study.recall_results`): a finished run of one seed with
+"""The layer the seeded studies share (the cpu study: :mod:`~lit_sparse_studies.study.cpu_results`;
+the recall study: :mod:`~lit_sparse_studies.study.recall_results`): a finished run of one seed with
 its alpha trajectory, a variant's runs as spreads over seeds, reading a preset's runs with the
 check that the runs of one task were trained alike, and what every study's tables share (the
 verdict, the comparison cells, the header's lines, the alpha table).
@@ -30,7 +30,7 @@ import numpy as np
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.class_paths import import_class
 from lit_sparse.io.tables import markdown_table
-from lit_sparse.study.preset import PresetRun, RunState, Task, Variant, run_status
+from lit_sparse_studies.study.preset import PresetRun, RunState, Task, Variant, run_status
 
 __all__ = [
     "BOOTSTRAP_DRAWS",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lit_sparse.study.seeds import Spread, VariantRuns
+from lit_sparse_studies.study.seeds import Spread, VariantRuns
 
 __all__ = [
     "VARIANT_COLORS",

@@ -9,7 +9,9 @@ import sys
 from typing import Any
 
 from lit_sparse.attention.kernels.compiled import usable_cores
-from lit_sparse.bench.attention import (
+from lit_sparse.errors import ConfigError
+from lit_sparse.io.atomic import write_json
+from lit_sparse_studies.bench.attention import (
     FLEX,
     NATTEN,
     SDPA,
@@ -20,11 +22,9 @@ from lit_sparse.bench.attention import (
     plugin_names,
     slot_plugin_names,
 )
-from lit_sparse.bench.rows import bench_table, run_lengths
-from lit_sparse.bench.timing import progress
-from lit_sparse.bench.train import COMPILED, TRAIN_SHAPES, train_batch
-from lit_sparse.errors import ConfigError
-from lit_sparse.io.atomic import write_json
+from lit_sparse_studies.bench.rows import bench_table, run_lengths
+from lit_sparse_studies.bench.timing import progress
+from lit_sparse_studies.bench.train import COMPILED, TRAIN_SHAPES, train_batch
 
 __all__ = ["DEFAULT_LENGTHS", "bench_rows", "length_spec", "run_op_bench", "run_spec_bench"]
 
@@ -130,7 +130,7 @@ def run_op_bench(args: argparse.Namespace) -> int:
 def run_spec_bench(args: argparse.Namespace) -> int:
     """``bench decode`` or ``prefill``: its spec from the options, its rows printed (and
     written to --json)."""
-    from lit_sparse.bench import decode, prefill
+    from lit_sparse_studies.bench import decode, prefill
 
     spec_class, run, format_rows = {
         "decode": (decode.DecodeBenchSpec, decode.run_decode_bench, decode.format_rows),

@@ -1,7 +1,7 @@
 """What ``matrix --preset`` reports: the preset's runs and their status, the fits ``--run``
 would start, what it did, and the tables and figures of whichever study the preset is (the
-cpu study's perplexity: :mod:`~lit_sparse.study.cpu_report`; the recall study's:
-:mod:`~lit_sparse.study.recall_report`)."""
+cpu study's perplexity: :mod:`~lit_sparse_studies.study.cpu_report`; the recall study's:
+:mod:`~lit_sparse_studies.study.recall_report`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lit_sparse.io.tables import markdown_table
-from lit_sparse.study.preset import PresetRun, RunState, run_status
+from lit_sparse_studies.study.preset import PresetRun, RunState, run_status
 
 if TYPE_CHECKING:
-    from lit_sparse.study.runner import Outcome
+    from lit_sparse_studies.study.runner import Outcome
 
 __all__ = ["dry_run", "listing", "outcome_table", "plots", "run_command", "tables"]
 
@@ -76,7 +76,7 @@ fit options)."""
 
 
 def _recall(runs: Sequence[PresetRun], results: Path | None, note: Note | None):
-    from lit_sparse.study.recall_results import collect_recall
+    from lit_sparse_studies.study.recall_results import collect_recall
 
     study = collect_recall(runs, results)
     for line in study.notes if note is not None else ():
@@ -87,11 +87,11 @@ def _recall(runs: Sequence[PresetRun], results: Path | None, note: Note | None):
 def tables(runs: Sequence[PresetRun], results: Path | None = None, note: Note | None = None) -> str:
     """Every table of the study over seeds (``results``: the recall study's records)."""
     if runs[0].preset.measures == "recall":
-        from lit_sparse.study.recall_report import recall_tables
+        from lit_sparse_studies.study.recall_report import recall_tables
 
         return recall_tables(_recall(runs, results, note))
-    from lit_sparse.study.cpu_report import study_tables
-    from lit_sparse.study.cpu_results import collect
+    from lit_sparse_studies.study.cpu_report import study_tables
+    from lit_sparse_studies.study.cpu_results import collect
 
     return study_tables(collect(runs))
 
@@ -105,10 +105,10 @@ def plots(
     """Write the study's figures into ``folder`` (default ``<root>/plots``); the files."""
     folder = Path(folder) if folder else runs[0].root / "plots"
     if runs[0].preset.measures == "recall":
-        from lit_sparse.study.recall_plots import write_recall_plots
+        from lit_sparse_studies.study.recall_plots import write_recall_plots
 
         return write_recall_plots(_recall(runs, results, note), folder)
-    from lit_sparse.study.cpu_plots import write_plots
-    from lit_sparse.study.cpu_results import collect
+    from lit_sparse_studies.study.cpu_plots import write_plots
+    from lit_sparse_studies.study.cpu_results import collect
 
     return write_plots(collect(runs), folder)

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lit_sparse.bench.timing import progress
 from lit_sparse.errors import ConfigError
+from lit_sparse_studies.bench.timing import progress
 
 __all__ = [
     "PLAN",
@@ -176,7 +176,7 @@ def _bench_args(step: Step, cli: BenchCli):
 
 
 def _check_attention(step: Step, cli: BenchCli) -> list[str]:
-    from lit_sparse.bench.attention import attention_case, is_flex
+    from lit_sparse_studies.bench.attention import attention_case, is_flex
 
     args = _bench_args(step, cli)
     notes = []
@@ -199,7 +199,11 @@ def _check_attention(step: Step, cli: BenchCli) -> list[str]:
         run = case(64)  # the inputs and the plugin; flex builds its block mask on its call
         run()
         if is_flex(plugin):
-            from lit_sparse.bench.attention import block_density, build_plugin, flex_block_mask
+            from lit_sparse_studies.bench.attention import (
+                block_density,
+                build_plugin,
+                flex_block_mask,
+            )
 
             pattern = build_plugin(plugin[5:], args.window, spec["keys"]).build(0, 16, 4096)
             mask = flex_block_mask(pattern.slots(4096, "cpu"), 4096, "cpu")
@@ -209,7 +213,7 @@ def _check_attention(step: Step, cli: BenchCli) -> list[str]:
 
 
 def _check_decode(step: Step, cli: BenchCli) -> list[str]:
-    from lit_sparse.bench.decode import DecodeBenchSpec, _Decoder, decode_model
+    from lit_sparse_studies.bench.decode import DecodeBenchSpec, _Decoder, decode_model
 
     args = _bench_args(step, cli)
     options = {k: v for k, v in vars(args).items() if k not in ("command", "json")}
@@ -223,7 +227,7 @@ def _check_decode(step: Step, cli: BenchCli) -> list[str]:
 
 
 def _check_train(step: Step, cli: BenchCli) -> list[str]:
-    from lit_sparse.bench.train import train_case
+    from lit_sparse_studies.bench.train import train_case
 
     args = _bench_args(step, cli)
     args.device = "cpu"

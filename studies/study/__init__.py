@@ -3,15 +3,15 @@ the retrieval probe's grid, and the seeded presets (their runs, skip/resume, sta
 seeds, tables, plots). The commands (``matrix``, ``probe``, ``coverage``, ``flops``) parse
 their options and call these.
 
-- :mod:`~lit_sparse.study.paper_matrix`, :mod:`~lit_sparse.study.paper_tables`: the paper's
+- :mod:`.paper_matrix`, :mod:`.paper_tables`: the paper's
   runs and numbers; Tables 1, 3 and 4 from run folders.
-- :mod:`~lit_sparse.study.coverage`, :mod:`~lit_sparse.study.flops`: the distances a config's
+- :mod:`.coverage`, :mod:`.flops`: the distances a config's
   attention reaches; its forward FLOPs per token by term, dense against sparse.
-- :mod:`~lit_sparse.study.probe`: the retrieval-probe grid (paper table 2).
-- :mod:`~lit_sparse.study.preset`, :mod:`~lit_sparse.study.runner`,
-  :mod:`~lit_sparse.study.reports`: the presets' runs, running them, what ``matrix --preset``
+- :mod:`.probe`: the retrieval-probe grid (paper table 2).
+- :mod:`.preset`, :mod:`.runner`,
+  :mod:`.reports`: the presets' runs, running them, what ``matrix --preset``
   prints.
-- :mod:`~lit_sparse.study.seeds`, :mod:`~lit_sparse.study.figures`: what the seeded studies
+- :mod:`.seeds`, :mod:`.figures`: what the seeded studies
   share; beside them each study's own: ``cpu_results``, ``cpu_report``, ``cpu_plots`` and
   ``recall_records``, ``recall_results``, ``recall_report``, ``recall_plots``.
 """

@@ -5,7 +5,7 @@ How it measures:
 
 - the model is the paper's shape by default (as ``bench decode``: 16 layers, d_model 512,
   8/2 heads, vocabulary 32,768, trained at 1024 tokens), random weights, float32, batch 1;
-  the plugins attend equal keys per query (:func:`lit_sparse.bench.decode.decode_plugin`);
+  the plugins attend equal keys per query (:func:`lit_sparse_studies.bench.decode.decode_plugin`);
 - each (length, plugin, chunk) runs in a fresh process: the model and an empty cache are
   made, then one prefill of a random prompt of that length
   (:func:`lit_sparse.generation.prefill.prefill`), which computes the output layer for the
@@ -25,15 +25,15 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lit_sparse.bench.decode import DecodeBenchSpec, decode_model
-from lit_sparse.bench.shape import ModelShape
-from lit_sparse.bench.timing import cell, peak_rss_mb, run_child
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.tables import markdown_table
+from lit_sparse_studies.bench.decode import DecodeBenchSpec, decode_model
+from lit_sparse_studies.bench.shape import ModelShape
+from lit_sparse_studies.bench.timing import cell, peak_rss_mb, run_child
 
 __all__ = ["PrefillBenchSpec", "format_rows", "run_prefill_bench"]
 
-MODULE = "lit_sparse.bench.prefill"
+MODULE = "lit_sparse_studies.bench.prefill"
 
 
 @dataclass

@@ -7,11 +7,11 @@ in a fresh process per row); their rows and table.
 the same process; ``speedup_vs_flex`` (attention) divides the time of the row's FlexAttention
 peer (``flex:<plugin>``, forward only on the CPU) by the row's. ``floor_ms`` (attention
 only): the time the op's unavoidable memory traffic
-(:func:`lit_sparse.bench.attention.floor_bytes`) takes at the copy bandwidth measured in the
+(:func:`lit_sparse_studies.bench.attention.floor_bytes`) takes at the copy bandwidth measured in the
 timing process; ``x_floor`` is ``ms / floor_ms`` and ``gb_per_s`` that traffic over ``ms``.
 ``gflop_s`` (attention): the op's useful FLOPs
-(:func:`lit_sparse.bench.attention.useful_flops`) over ``ms``, and ``x_peak`` that rate over
-an fp32 matrix product's in the same process (:func:`lit_sparse.bench.timing.matmul_flops`).
+(:func:`lit_sparse_studies.bench.attention.useful_flops`) over ``ms``, and ``x_peak`` that rate over
+an fp32 matrix product's in the same process (:func:`lit_sparse_studies.bench.timing.matmul_flops`).
 A flex row also has ``block_density`` (the share of causal tiles its mask computes) and
 ``compile_s`` (its first full-size call less a timed one: compilation and the mask).
 """
@@ -23,15 +23,16 @@ import os
 import sys
 from typing import Any
 
-from lit_sparse.bench import timing
-from lit_sparse.bench.attention import (
+from lit_sparse.io.forks import call_in_fork
+from lit_sparse_studies.bench import timing
+from lit_sparse_studies.bench.attention import (
     attention_case,
     flex_peer,
     floor_bytes,
     is_flex,
     useful_flops,
 )
-from lit_sparse.bench.timing import (
+from lit_sparse_studies.bench.timing import (
     call_peak_mb,
     cell,
     copy_bandwidth,
@@ -40,8 +41,7 @@ from lit_sparse.bench.timing import (
     sync,
     time_plugins,
 )
-from lit_sparse.bench.train import train_case
-from lit_sparse.io.forks import call_in_fork
+from lit_sparse_studies.bench.train import train_case
 
 __all__ = ["bench_table", "length_rows", "measure", "run_child", "run_lengths"]
 
@@ -108,7 +108,7 @@ def _in_fork(spec: dict[str, Any]) -> dict[str, Any] | None:
 
 def run_child(spec: dict[str, Any]) -> dict[str, Any] | None:
     """:func:`measure` in a fresh process (None when it fails)."""
-    return timing.run_child("lit_sparse.bench.rows", spec)
+    return timing.run_child("lit_sparse_studies.bench.rows", spec)
 
 
 def _row_peaks(spec: dict[str, Any], plugins: list[str], run) -> dict[str, float | None]:

@@ -7,7 +7,7 @@ seeded CPU-scale study (``--preset cpu``): its runs, tables over seeds and plots
     python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --run        # skip complete, resume
     python -m lit_sparse matrix --preset recall --seeds 0 1 2 --table --out recall.md
 
-The library: :mod:`lit_sparse.study` (``paper_matrix``, ``paper_tables``; the presets:
+The library: :mod:`lit_sparse_studies.study` (``paper_matrix``, ``paper_tables``; the presets:
 ``preset``, ``runner``, what they print: ``reports``).
 """
 
@@ -21,8 +21,8 @@ from pathlib import Path
 from lit_sparse.commands import command_parser, reports_errors
 from lit_sparse.errors import ConfigError, interrupted
 from lit_sparse.io.atomic import write_text
-from lit_sparse.study.paper_matrix import RUNS
-from lit_sparse.study.preset import PRESETS, check_record, get_preset, preset_runs
+from lit_sparse_studies.study.paper_matrix import RUNS
+from lit_sparse_studies.study.preset import PRESETS, check_record, get_preset, preset_runs
 
 __all__ = ["main"]
 
@@ -125,7 +125,7 @@ def _print(text: str, out: str | None = None) -> int:
 
 
 def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
-    from lit_sparse.study import reports
+    from lit_sparse_studies.study import reports
 
     runs = preset_runs(args.preset, args.seeds, args.variants, args.root, args.tasks)
     results = None if args.results is None else Path(args.results)
@@ -136,7 +136,7 @@ def _preset_main(args: argparse.Namespace, extra: list[str]) -> int:
             check_record(run, extra)
         return _print("\n".join(reports.dry_run(runs, extra)))
     if args.run is not None:
-        from lit_sparse.study.runner import fit_in_subprocess, run_preset
+        from lit_sparse_studies.study.runner import fit_in_subprocess, run_preset
 
         try:
             echo = functools.partial(print, flush=True)
@@ -164,11 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.preset is not None:
         return _preset_main(args, extra)
     if args.list:
-        from lit_sparse.study.paper_tables import list_runs
+        from lit_sparse_studies.study.paper_tables import list_runs
 
         return _print(list_runs())
     if args.table:
-        from lit_sparse.study.paper_tables import tables
+        from lit_sparse_studies.study.paper_tables import tables
 
         return _print(tables(args.table), args.out)
     if args.run not in RUNS:
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     print("python -m lit_sparse " + " ".join(fit_args), flush=True)
     if args.dry_run:
         return 0
-    from lit_sparse.study.runner import fit_in_subprocess
+    from lit_sparse_studies.study.runner import fit_in_subprocess
 
     return fit_in_subprocess(fit_args)
 

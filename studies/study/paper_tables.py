@@ -19,8 +19,8 @@ from lit_sparse.errors import ConfigError
 from lit_sparse.io.tables import markdown_table
 from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse.runs.events import read_scalars
-from lit_sparse.study.paper_matrix import PAPER, PAPER_ARCH, PAPER_SETS, RUNS, identify
-from lit_sparse.study.seeds import lookup
+from lit_sparse_studies.study.paper_matrix import PAPER, PAPER_ARCH, PAPER_SETS, RUNS, identify
+from lit_sparse_studies.study.seeds import lookup
 
 __all__ = ["RunRecord", "list_runs", "read_run", "table1", "table3", "table4", "tables"]
 

@@ -22,7 +22,7 @@ How it measures:
   dense's median over the row's (same dtype);
 - the floor: a step at B = 1 reads every weight once, so it takes at least the weights'
   bytes over the memory bandwidth, measured in the same process with one large copy
-  (:func:`lit_sparse.bench.timing.copy_bandwidth`; an int8 row's bytes are its int8 matrices
+  (:func:`lit_sparse_studies.bench.timing.copy_bandwidth`; an int8 row's bytes are its int8 matrices
   and scales); ``x_floor`` is ``ms_per_step`` over that time (at larger B a step is
   compute-bound, and the ratio grows with B);
 - ``--breakdown``: after the timed rounds, a few more steps with timers on the modules say
@@ -40,14 +40,14 @@ How it measures:
   fibonacci (B = 1, float32) in its own process and reports the growth of the peak resident
   set size (VmHWM) after the first ``rss_after`` tokens;
 - ``--transformers`` adds transformers' own ``generate`` on the same weights, at batch 1 in
-  float32 (:mod:`lit_sparse.bench.decode_transformers`): ``hf_fibonacci`` through
+  float32 (:mod:`lit_sparse_studies.bench.decode_transformers`): ``hf_fibonacci`` through
   lit_sparse's cache, ``hf_llama_dense`` and ``hf_mistral_sliding`` through transformers'
   caches. The rounds are then ``ROUND_TOKENS`` tokens of each row in turn (a generate call
   per round), and ``x_lit_sparse`` is a transformers row's median over its lit_sparse row's
   (fibonacci, dense, sliding_window) from the same rounds;
 - ``--llama-cpp`` adds llama.cpp (llama-cpp-python) on the dense model's weights as GGUF
   files, ``llama_cpp_f32`` and ``llama_cpp_q8_0``, at batch 1 beside the float32 rows, with
-  the process's thread count (:mod:`lit_sparse.bench.decode_llama_cpp`): their context is
+  the process's thread count (:mod:`lit_sparse_studies.bench.decode_llama_cpp`): their context is
   computed (a prompt of C random tokens), their floor counts the GGUF's bytes, and
   ``x_lit_sparse`` is their median over dense's (float32) from the same rounds.
 """
@@ -61,11 +61,17 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lit_sparse.bench.attention import fibonacci_keys
-from lit_sparse.bench.decode_llama_cpp import LLAMA_CPP_ROWS, MIN_VOCAB, LlamaCppRow
-from lit_sparse.bench.decode_transformers import TRANSFORMERS_ROWS, TransformersRow, source_plugin
-from lit_sparse.bench.shape import ModelShape
-from lit_sparse.bench.timing import (
+from lit_sparse.errors import ConfigError
+from lit_sparse.io.tables import markdown_table
+from lit_sparse_studies.bench.attention import fibonacci_keys
+from lit_sparse_studies.bench.decode_llama_cpp import LLAMA_CPP_ROWS, MIN_VOCAB, LlamaCppRow
+from lit_sparse_studies.bench.decode_transformers import (
+    TRANSFORMERS_ROWS,
+    TransformersRow,
+    source_plugin,
+)
+from lit_sparse_studies.bench.shape import ModelShape
+from lit_sparse_studies.bench.timing import (
     cell,
     copy_bandwidth,
     interleaved_rounds,
@@ -74,8 +80,6 @@ from lit_sparse.bench.timing import (
     run_child,
     sync,
 )
-from lit_sparse.errors import ConfigError
-from lit_sparse.io.tables import markdown_table
 
 __all__ = [
     "DTYPES",
@@ -92,7 +96,7 @@ __all__ = [
 PLUGINS = ("dense", "fibonacci", "fibonacci_learned", "sliding_window", "bigbird")
 CONTEXTS = (1024, 4096, 16384, 65536)
 DTYPES = ("float32", "bfloat16")
-MODULE = "lit_sparse.bench.decode"  # its child processes run this module
+MODULE = "lit_sparse_studies.bench.decode"  # its child processes run this module
 ROUND_TOKENS = 8
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lit_sparse.io.tables import markdown_table
-from lit_sparse.study import seeds
-from lit_sparse.study.cpu_results import StudyResults
-from lit_sparse.study.paper_matrix import PAPER, PAPER_ARCH
-from lit_sparse.study.preset import CPU
-from lit_sparse.study.seeds import Spread, beyond_spread
+from lit_sparse_studies.study import seeds
+from lit_sparse_studies.study.cpu_results import StudyResults
+from lit_sparse_studies.study.paper_matrix import PAPER, PAPER_ARCH
+from lit_sparse_studies.study.preset import CPU
+from lit_sparse_studies.study.seeds import Spread, beyond_spread
 
 __all__ = ["CLAIMS", "Comparison", "comparisons", "study_tables"]
 

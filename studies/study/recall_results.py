@@ -1,11 +1,11 @@
 """The recall preset's finished runs, grouped by task and variant, as spreads over seeds
-(:mod:`lit_sparse.study.seeds`).
+(:mod:`lit_sparse_studies.study.seeds`).
 
 Per run: its ``recall.json`` (:class:`lit_sparse.evaluation.recall.RecallResult`: accuracy
 per held-out set, evaluation length and ``new_offsets`` policy, with each pattern's keys per
 query, decoding cache and coverage), its learning curve and, for a learned schedule, every
 layer's alpha over steps: read from its run folder or from its record
-(:mod:`lit_sparse.study.recall_records`).
+(:mod:`lit_sparse_studies.study.recall_records`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,15 @@ import numpy as np
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.recall import RecallResult
-from lit_sparse.study import seeds
-from lit_sparse.study.preset import Preset, PresetRun, Task, extra_options, recorded_options
-from lit_sparse.study.recall_records import RecordChecks, make_record, read_record, record_file
-from lit_sparse.study.seeds import Spread
+from lit_sparse_studies.study import seeds
+from lit_sparse_studies.study.preset import Preset, PresetRun, Task, extra_options, recorded_options
+from lit_sparse_studies.study.recall_records import (
+    RecordChecks,
+    make_record,
+    read_record,
+    record_file,
+)
+from lit_sparse_studies.study.seeds import Spread
 
 __all__ = ["RecallRun", "RecallStudy", "TaskResults", "VariantRecall", "collect_recall"]
 
@@ -130,14 +135,14 @@ def _from_record(run: PresetRun, record: dict[str, Any], path: Path) -> tuple[An
 
 def collect_recall(runs: Sequence[PresetRun], results: Path | None = None) -> RecallStudy:
     """Read every complete run of ``runs`` (from its record under ``results``, when given:
-    :mod:`lit_sparse.study.recall_records`; else from its run folder); the others are listed
+    :mod:`lit_sparse_studies.study.recall_records`; else from its run folder); the others are listed
     as missing.
 
     Raises ConfigError when no run is complete, or when two runs of one task were not
     trained alike (a shared config value, the evaluation lengths or the policies differ);
     DamagedFileError for a record that is not its path's run, a duplicate, one trained with
     other extra options than its task's others, or one holding an accuracy that is no share
-    (:class:`~lit_sparse.study.recall_records.RecordChecks`).
+    (:class:`~lit_sparse_studies.study.recall_records.RecordChecks`).
     """
     checks = RecordChecks()
 

@@ -22,7 +22,7 @@ import sys
 
 from lit_sparse.commands import command_parser, reports_errors
 from lit_sparse.errors import ConfigError
-from lit_sparse.study.probe import CONFIG_DIR, INITS, READS, probe_tables, run_grid
+from lit_sparse_studies.study.probe import CONFIG_DIR, INITS, READS, probe_tables, run_grid
 
 __all__ = ["main"]
 

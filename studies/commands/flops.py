@@ -21,7 +21,7 @@ import sys
 
 from lit_sparse.commands import config_parser, print_report, reports_errors
 from lit_sparse.parsing.config_files import read_model_config
-from lit_sparse.study.flops import flops_report
+from lit_sparse_studies.study.flops import flops_report
 
 __all__ = ["main"]
 

@@ -30,7 +30,7 @@ from lit_sparse.errors import RunInUseError
 from lit_sparse.runs.folders import remove_failed_start
 from lit_sparse.runs.launch import RUN_HANDOFF
 from lit_sparse.runs.locks import RunLock, lock_holder
-from lit_sparse.study.preset import (
+from lit_sparse_studies.study.preset import (
     PresetRun,
     RunState,
     RunStatus,
@@ -123,9 +123,9 @@ def _children_cpu_s() -> float:
 
 
 def _save_record(run: PresetRun, outcome: Outcome, results: Path, echo) -> None:
-    """The finished run's record under ``results`` (:mod:`lit_sparse.study.recall_records`);
+    """The finished run's record under ``results`` (:mod:`lit_sparse_studies.study.recall_records`);
     one already there is kept (a skipped run's record carries its first times)."""
-    from lit_sparse.study.recall_records import (
+    from lit_sparse_studies.study.recall_records import (
         make_record,
         record_file,
         source_commit,

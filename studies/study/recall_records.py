@@ -29,9 +29,9 @@ from typing import Any
 from lit_sparse.errors import DamagedFileError, check_format
 from lit_sparse.io.atomic import write_json
 from lit_sparse.io.yaml_files import load_yaml
-from lit_sparse.study.paper_matrix import CONFIG_DIR
-from lit_sparse.study.preset import RECALL, PresetRun, extra_options
-from lit_sparse.study.seeds import lookup
+from lit_sparse_studies.study.paper_matrix import CONFIG_DIR
+from lit_sparse_studies.study.preset import RECALL, PresetRun, extra_options
+from lit_sparse_studies.study.seeds import lookup
 
 __all__ = [
     "FORMAT",

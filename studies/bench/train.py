@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lit_sparse.bench.attention import build_plugin
+from lit_sparse_studies.bench.attention import build_plugin
 
 __all__ = ["COMPILED", "TRAIN_SHAPES", "train_case", "train_batch"]
 

@@ -8,20 +8,21 @@ training steps and decoding against dense, in one run, as Markdown tables (and J
   precision when installed: what the model runs); as peers, FlexAttention with each slot
   plugin's block mask (``flex:<plugin>``; forward only on the CPU, where it has no
   backward) and natten's causal neighborhood attention when ``natten_mps`` is installed
-  (:mod:`lit_sparse.bench.attention`).
+  (:mod:`lit_sparse_studies.bench.attention`).
 - ``train``: AdamW training steps of the quickstart or the paper's model shape
-  (:mod:`lit_sparse.bench.train`).
+  (:mod:`lit_sparse_studies.bench.train`).
 - ``decode``: decoding steps of the paper's model after contexts of 1k to 64k tokens,
   batched, against the weights' memory floor, with each plugin's KV-cache size
-  (:mod:`lit_sparse.bench.decode`); ``--transformers`` adds transformers' own ``generate``
+  (:mod:`lit_sparse_studies.bench.decode`); ``--transformers`` adds transformers' own ``generate``
   on the same weights, ``--llama-cpp`` llama.cpp on the dense model's GGUF (f32, q8_0).
 - ``prefill``: a long prompt into the caches in chunks, tokens/s and peak memory
-  (:mod:`lit_sparse.bench.prefill`).
+  (:mod:`lit_sparse_studies.bench.prefill`).
 - ``gpu``: the GPU plan (tests, attention, decoding, training steps) in one command
-  (:mod:`lit_sparse.bench.gpu`).
+  (:mod:`lit_sparse_studies.bench.gpu`).
 
 How the rows are measured (fresh processes, interleaved rounds, medians, the copy-bandwidth
-floor, busy cores) is in :mod:`lit_sparse.bench.timing` and :mod:`lit_sparse.bench.rows`.
+floor, busy cores) is in :mod:`lit_sparse_studies.bench.timing` and
+:mod:`lit_sparse_studies.bench.rows`.
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lit_sparse.bench import plan
-from lit_sparse.bench.attention import DTYPES, FLEX, FLEX_PREFIX, LEARNED, NATTEN, SDPA
-from lit_sparse.bench.train import COMPILED, TRAIN_SHAPES
 from lit_sparse.commands import command_parser, reports_errors
 from lit_sparse.parsing.help_text import HelpFormatter
+from lit_sparse_studies.bench import plan
+from lit_sparse_studies.bench.attention import DTYPES, FLEX, FLEX_PREFIX, LEARNED, NATTEN, SDPA
+from lit_sparse_studies.bench.train import COMPILED, TRAIN_SHAPES
 
 
 def _subcommand(sub, name: str, what: str) -> argparse.ArgumentParser:
@@ -138,8 +139,8 @@ def _shape_options(parser, defaults) -> None:
 
 
 def _prefill_parser(sub) -> None:
-    from lit_sparse.bench.decode import PLUGINS
-    from lit_sparse.bench.prefill import PrefillBenchSpec
+    from lit_sparse_studies.bench.decode import PLUGINS
+    from lit_sparse_studies.bench.prefill import PrefillBenchSpec
 
     defaults = PrefillBenchSpec()
     prefill = _subcommand(
@@ -164,7 +165,7 @@ def _prefill_parser(sub) -> None:
 
 
 def _gpu_parser(sub) -> None:
-    from lit_sparse.bench.gpu import PLAN
+    from lit_sparse_studies.bench.gpu import PLAN
 
     gpu = sub.add_parser(
         "gpu",
@@ -187,7 +188,7 @@ def _gpu_parser(sub) -> None:
 
 
 def _decode_parser(sub) -> None:
-    from lit_sparse.bench.decode import CONTEXTS, DTYPES, PLUGINS, DecodeBenchSpec
+    from lit_sparse_studies.bench.decode import CONTEXTS, DTYPES, PLUGINS, DecodeBenchSpec
 
     defaults = DecodeBenchSpec()
     decode = _subcommand(
@@ -258,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("decode", "prefill"):
         return plan.run_spec_bench(args)
     if args.command == "gpu":
-        from lit_sparse.bench import gpu
+        from lit_sparse_studies.bench import gpu
 
         return gpu.run_command(args, gpu.BenchCli(_parser().parse_args, plan.length_spec))
     return plan.run_op_bench(args)

@@ -1,4 +1,4 @@
-"""The recall study's figures (:mod:`lit_sparse.study.figures`):
+"""The recall study's figures (:mod:`lit_sparse_studies.study.figures`):
 
 - ``mqar.png``: accuracy per MQAR setting per variant: a bar at the mean over seeds, its 95 %
   bootstrap interval, and a dot per seed;
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lit_sparse.study.figures import (
+from lit_sparse_studies.study.figures import (
     band,
     figure,
     finish_figure,
@@ -28,8 +28,8 @@ from lit_sparse.study.figures import (
     save,
     variant_color,
 )
-from lit_sparse.study.recall_report import Geometry, _task_kind, headline, headline_interval
-from lit_sparse.study.recall_results import RecallStudy, TaskResults
+from lit_sparse_studies.study.recall_report import Geometry, _task_kind, headline, headline_interval
+from lit_sparse_studies.study.recall_results import RecallStudy, TaskResults
 
 __all__ = ["write_recall_plots"]
 

@@ -1,4 +1,4 @@
-"""The cpu study's figures (:mod:`lit_sparse.study.figures`):
+"""The cpu study's figures (:mod:`lit_sparse_studies.study.figures`):
 
 - ``ppl_vs_length.png``: perplexity against evaluation length per variant, one column per
   held-out set, a band of mean ± sd over seeds; below it, the change against 1x of the
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lit_sparse.study.cpu_results import StudyResults
-from lit_sparse.study.figures import band, figure, finish, palette, plot_alpha
+from lit_sparse_studies.study.cpu_results import StudyResults
+from lit_sparse_studies.study.figures import band, figure, finish, palette, plot_alpha
 
 __all__ = ["write_plots"]
 

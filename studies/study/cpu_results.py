@@ -1,5 +1,5 @@
 """The cpu preset's finished runs, grouped by variant, as spreads over seeds
-(:mod:`lit_sparse.study.seeds`).
+(:mod:`lit_sparse_studies.study.seeds`).
 
 Per run: perplexity per held-out set and evaluation length (``extrapolation.json``), the
 position-binned NLL at the last validation (``position_loss.json``) and every layer's alpha
@@ -14,9 +14,9 @@ from typing import Any
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.yaml_files import load_yaml
-from lit_sparse.study import seeds
-from lit_sparse.study.preset import Preset, PresetRun
-from lit_sparse.study.seeds import Spread
+from lit_sparse_studies.study import seeds
+from lit_sparse_studies.study.preset import Preset, PresetRun
+from lit_sparse_studies.study.seeds import Spread
 
 __all__ = ["PerplexityRun", "StudyResults", "VariantResults", "collect"]
 

@@ -3,7 +3,8 @@ pattern's rows read per query and decoding cache, distance-task accuracy per buc
 length and policy beside the pattern's coverage of the sampled distances and its cache,
 whether coverage predicts recall, passkey accuracy against length and depth, learned alpha's
 drift, and the comparisons the issue's questions rest on, each with a 95 % bootstrap
-interval over seeds and held-out examples (:func:`lit_sparse.study.seeds.bootstrap_means`)."""
+interval over seeds and held-out examples
+(:func:`lit_sparse_studies.study.seeds.bootstrap_means`)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,15 @@ import numpy as np
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.tables import markdown_table
-from lit_sparse.study import coverage as reach_of
-from lit_sparse.study import seeds
-from lit_sparse.study.recall_results import RecallRun, RecallStudy, TaskResults, VariantRecall
-from lit_sparse.study.seeds import Interval, Spread
+from lit_sparse_studies.study import coverage as reach_of
+from lit_sparse_studies.study import seeds
+from lit_sparse_studies.study.recall_results import (
+    RecallRun,
+    RecallStudy,
+    TaskResults,
+    VariantRecall,
+)
+from lit_sparse_studies.study.seeds import Interval, Spread
 
 __all__ = ["QUESTIONS", "Geometry", "Question", "headline", "headline_interval", "recall_tables"]
 

@@ -22,7 +22,7 @@ import sys
 
 from lit_sparse.commands import config_parser, print_report, reports_errors
 from lit_sparse.parsing.config_files import read_model_config
-from lit_sparse.study.coverage import compute_coverage
+from lit_sparse_studies.study.coverage import compute_coverage
 
 __all__ = ["main"]
 
