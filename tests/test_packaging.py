@@ -102,7 +102,7 @@ def test_a_wheel_install_finds_the_configs(tmp_path):
     """The commands find the configs in the installed package, not beside a checkout."""
     source, site = tmp_path / "source", tmp_path / "site"
     skip = shutil.ignore_patterns("__pycache__", "callbacks", "*.egg-info")
-    for folder in ("lit_sparse", "configs", "callbacks"):
+    for folder in ("lit_sparse", "configs", "callbacks", "studies"):
         shutil.copytree(ROOT / folder, source / folder, symlinks=True, ignore=skip)
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
