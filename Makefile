@@ -3,8 +3,9 @@
 #
 #   make quickstart   torch, then lit_sparse as a user installs it (pip install -e ., no
 #                     extras), then the quickstart's fit (README, "Quickstart")
-#   make test         torch, then the test extras, the example plugin package and the
-#                     llama-cpp extra, then the full suite (README, "Test"); .ci/run calls it
+#   make test         torch, then the test extras, the example plugin and task packages
+#                     and the llama-cpp extra, then the full suite (README, "Test"); .ci/run
+#                     calls it
 #
 # torch==2.13.0 is installed first, and only when .venv has no torch: on a CPU machine that
 # is the CPU build (a bare `torch` requirement with nothing installed downloads a multi-GB
@@ -26,15 +27,15 @@ quickstart: torch
 	$(BIN)/pip install -e .
 	$(BIN)/python -m lit_sparse fit --config configs/coprime.yaml --config configs/quickstart.yaml
 
-# The example third-party plugin package (its entry point registers `dilated`; tests select
-# it by name). The llama-cpp extra: llama.cpp beside lit_sparse on the same weights
+# The example third-party packages: an attention plugin (its entry point registers `dilated`)
+# and a task (`segment_copy`); the tests select them by name. The llama-cpp extra: llama.cpp beside lit_sparse on the same weights
 # (tests/interop/test_gguf.py, bench decode --llama-cpp); PyPI has no Linux CPU wheel of
 # llama-cpp-python, so pip builds llama.cpp from its sdist with CMake and the C++ compiler:
 # 686 s of CPU time on one core (measured 2026-12-02, CMAKE_BUILD_PARALLEL_LEVEL=1), less
 # wall time with more cores.
 test: torch
 	$(BIN)/pip install -e ".[test]"
-	$(BIN)/pip install -e examples/lit_sparse_dilated
+	$(BIN)/pip install -e examples/lit_sparse_dilated -e examples/lit_sparse_copy
 	if [ "$(LLAMA_CPP)" != 0 ]; then $(BIN)/pip install -e ".[llama-cpp]"; fi
 	. $(BIN)/activate && $(PYTEST)
 

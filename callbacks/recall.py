@@ -1,6 +1,6 @@
 """Recall at longer lengths when fit ends: the trained weights on every held-out set of a
-recall task at multiples of the training length, under each ``new_offsets`` policy
-(:func:`lit_sparse.evaluation.recall.evaluate_recall`).
+synthetic task (:mod:`lit_sparse.tasks`) at multiples of the training length, under each
+``new_offsets`` policy (:func:`lit_sparse.evaluation.recall.evaluate_recall`).
 
 Logged as ``recall/<policy>/acc/<set>/<T>`` at the last step; the result is written as
 ``recall.json`` and ``recall.md`` in the run directory (rank 0). Every process scores its
@@ -20,6 +20,8 @@ from lit_sparse.callbacks.end_of_fit import EndOfFitEvaluation
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.extrapolation import extrapolation_lengths
 from lit_sparse.evaluation.recall import POLICIES, RecallResult, evaluate_recall
+from lit_sparse.tasks.registry import list_tasks
+from lit_sparse.tasks.synthetic import RecallDataModule
 
 __all__ = ["RecallEvaluation"]
 
@@ -69,12 +71,11 @@ class RecallEvaluation(EndOfFitEvaluation):
         self.batch_tokens = batch_tokens
 
     def check_data(self, datamodule: Any) -> None:
-        """Called by the CLI before anything runs: the data must be a recall task."""
-        if not callable(getattr(datamodule, "loaders_at", None)):
+        """Called by the CLI before anything runs: the data must be a synthetic task."""
+        if not isinstance(datamodule, RecallDataModule):
             raise ConfigError(
-                f"RecallEvaluation needs the data of a recall task (lit_sparse.data.recall_data:"
-                f" MQARDataModule, DistanceDataModule, PasskeyDataModule), not "
-                f"{type(datamodule).__name__}"
+                f"RecallEvaluation needs the data of a synthetic task (registered: "
+                f"{', '.join(list_tasks('synthetic'))}), not {type(datamodule).__name__}"
             )
 
     def evaluation_lengths(self, datamodule: Any, training_length: int) -> list[int]:

@@ -1,9 +1,10 @@
-"""LEGO and RULER variable tracking at each validation: forced-choice accuracy, the chance
-rate and the share of items given the most common answer (1.0: always the same answer).
+"""The registered choice tasks (LEGO, RULER variable tracking, ...) at each validation:
+forced-choice accuracy, the chance rate and the share of items given the most common answer
+(1.0: always the same answer).
 
-Items come from :mod:`lit_sparse.evaluation.lego` and :mod:`lit_sparse.evaluation.ruler`
-(built once, from ``seed``); the text is encoded with the datamodule's tokenizer
-(``trainer.datamodule.tokenizer``, a ``tokenizers.Tokenizer``). Rank 0 scores them after each
+Items come from the tasks of :mod:`lit_sparse.tasks` (built once, from ``seed``); the text
+is encoded with the datamodule's tokenizer (``trainer.datamodule.tokenizer``, a
+``tokenizers.Tokenizer``). Rank 0 scores them after each
 validation (not the sanity check), logs ``tasks/<task>/accuracy``, ``.../chance``,
 ``.../same_answer`` and ``.../accuracy_<group>`` at the step of the weights, and writes the
 history to ``tasks.json`` in the run directory.
@@ -11,31 +12,31 @@ history to ``tasks.json`` in the run directory.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
 
 from lit_sparse.callbacks.run_dir import run_dir, write_json
 from lit_sparse.errors import ConfigError
-from lit_sparse.evaluation.forced_choice import ChoiceItem, TaskResult, score_task
-from lit_sparse.evaluation.lego import lego_items
-from lit_sparse.evaluation.ruler import ruler_vt_items
+from lit_sparse.evaluation.forced_choice import TaskResult
+from lit_sparse.tasks.choice import ChoiceTask
+from lit_sparse.tasks.registry import get_task, list_tasks
 
-__all__ = ["TASKS", "TaskAccuracy", "task_items"]
+__all__ = ["TaskAccuracy", "choice_tasks"]
 
 FORMAT = "lit_sparse.tasks/1"
-TASKS = ("lego", "ruler_vt")
-GROUP_LABELS = {"lego": "chain length", "ruler_vt": "hops"}
 
 
-def task_items(task: str, per_group: int = 120, seed: int = 0) -> list[ChoiceItem]:
-    """The items of ``task`` (``lego``: chain lengths 2/3/4; ``ruler_vt``: 2/3/4 hops)."""
-    if task == "lego":
-        return lego_items(per_length=per_group, seed=seed)
-    if task == "ruler_vt":
-        return ruler_vt_items(per_hops=per_group, seed=seed)
-    raise ConfigError(f"task={task!r}: unknown task; allowed: {', '.join(TASKS)}")
+def choice_tasks(names: list[str] | None, per_group: int, seed: int) -> dict[str, ChoiceTask]:
+    """The registered choice tasks ``names`` (None: every one), built with their items."""
+    choices = list_tasks("choice")
+    tasks = {}
+    for name in choices if names is None else names:
+        if name not in choices:
+            raise ConfigError(f"tasks: {name!r} is not a choice task; registered: {choices}")
+        tasks[name] = get_task(name)(per_group=per_group, seed=seed)
+    return tasks
 
 
 def encoder(tokenizer: Any):
@@ -50,10 +51,10 @@ def encoder(tokenizer: Any):
 
 
 class TaskAccuracy(pl.Callback):
-    """Score LEGO and RULER variable tracking after each validation.
+    """Score the registered choice tasks after each validation.
 
     Args:
-        tasks: which tasks (``lego``, ``ruler_vt``).
+        tasks: which tasks (default: every registered choice task: ``lego``, ``ruler_vt``).
         per_group: items per chain length / number of hops (the paper: 120).
         seed: seed of the items.
         batch_size: sequences per forward pass.
@@ -63,7 +64,7 @@ class TaskAccuracy(pl.Callback):
 
     def __init__(
         self,
-        tasks: list[Literal["lego", "ruler_vt"]] | None = None,
+        tasks: list[str] | None = None,
         per_group: int = 120,
         seed: int = 0,
         batch_size: int = 64,
@@ -71,10 +72,8 @@ class TaskAccuracy(pl.Callback):
         prefix: str = "tasks",
     ):
         super().__init__()
-        self.tasks = list(TASKS) if tasks is None else list(tasks)
-        if isinstance(per_group, bool) or not isinstance(per_group, int) or per_group < 1:
-            raise ConfigError(f"per_group={per_group!r}: expected an integer >= 1")
-        self.items = {task: task_items(task, per_group, seed) for task in self.tasks}
+        self.choice_tasks = choice_tasks(tasks, per_group, seed)
+        self.tasks = list(self.choice_tasks)
         self.batch_size, self.filename, self.prefix = batch_size, filename, prefix
         self.history: list[dict[str, Any]] = []
         self.latest: dict[str, TaskResult] = {}
@@ -94,10 +93,8 @@ class TaskAccuracy(pl.Callback):
         model = getattr(pl_module, "model", pl_module)
         encode = encoder(tokenizer)
         return {
-            task: score_task(
-                task, GROUP_LABELS[task], model, encode, items, batch_size=self.batch_size
-            )
-            for task, items in self.items.items()
+            name: task.score(model, encode, batch_size=self.batch_size)
+            for name, task in self.choice_tasks.items()
         }
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -1,28 +1,27 @@
 """``python -m lit_sparse <command>`` (or ``lit-sparse <command>``).
 
 Lightning commands (fit, validate, test, extrapolate) go to the LightningCLI; the project's own
-commands (e.g. ``bench``) have their own small parsers; other packages add commands through
+commands (e.g. ``export``) have their own small parsers; other packages (the studies'
+``lit_sparse_studies`` among them: ``matrix``, ``bench``...) add commands through
 the ``lit_sparse.commands`` entry point group (a name and a ``main(argv) -> int``).
 ``python -m lit_sparse --help`` lists them all.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.metadata
+import importlib.util
 import os
 import sys
+from pathlib import Path
 
 # command -> one-line description; each is the module lit_sparse.commands.<command> (a dash
 # in the command is an underscore in the module's name), whose main(argv) -> int runs it
 OWN_COMMANDS = {
-    "bench": "time attention kernels and training steps against dense",
-    "coverage": "distances per layer, their union, two hops",
-    "flops": "forward FLOPs per token by term, dense vs sparse",
-    "probe": "train the retrieval-probe grid (paper table 2)",
-    "tasks": "LEGO and RULER variable tracking on a checkpoint",
+    "tasks": "the registered choice tasks on a checkpoint; --list: every task",
     "recall": "a recall run's accuracy at longer lengths, under both new_offsets policies",
-    "matrix": "the paper's run matrix and the seeded studies: list, run, tables, plots",
     "generate": "continue a prompt with a trained model (a run or an export)",
     "export": "a run's model as safetensors + config.json + tokenizer + card",
     "lm-eval": "lm-evaluation-harness with the lit_sparse model (every lm-eval option)",
@@ -55,10 +54,25 @@ def installed_commands() -> dict[str, importlib.metadata.EntryPoint]:
     return found
 
 
+def summary(entry: importlib.metadata.EntryPoint) -> str:
+    """What an installed command does: the first sentence of its module's docstring (after
+    the command line it opens with), read without importing the module; else its target."""
+    try:
+        spec = importlib.util.find_spec(entry.module)
+        doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text())) if spec else None
+    except (ImportError, OSError, SyntaxError, ValueError):
+        doc = None
+    if not doc:
+        return entry.value
+    sentence = " ".join(doc.split("\n\n")[0].split()).split(". ")[0].rstrip(".")
+    sentence = sentence.split("``: ", 1)[-1]
+    return sentence if len(sentence) <= 74 else sentence[:74].rsplit(" ", 1)[0].rstrip(",") + " ..."
+
+
 def _usage() -> str:
     own = "\n".join(f"  {name:<14}{text}" for name, text in OWN_COMMANDS.items())
     added = "\n".join(
-        f"  {name:<14}{entry.value}" for name, entry in sorted(installed_commands().items())
+        f"  {name:<14}{summary(entry)}" for name, entry in sorted(installed_commands().items())
     )
     return (
         "usage: python -m lit_sparse <command> [options]\n\n"

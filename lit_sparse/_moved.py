@@ -17,6 +17,10 @@ REMOVED_IN = "0.3.0"
 MOVED = {
     "lit_sparse.analysis": "lit_sparse.runs.analysis",
     "lit_sparse.checkpoints": "lit_sparse.runs.checkpoints",
+    "lit_sparse.data.recall": "lit_sparse.tasks",
+    "lit_sparse.data.recall_data": "lit_sparse.tasks",
+    "lit_sparse.evaluation.lego": "lit_sparse.tasks.lego",
+    "lit_sparse.evaluation.ruler": "lit_sparse.tasks.ruler",
 }
 """old module path -> where it lives now."""
 

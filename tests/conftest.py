@@ -59,7 +59,7 @@ def pytest_collection_modifyitems(config, items):
 
 # tests/ is on sys.path as the root conftest's folder. A crashed worker's fatal-signal
 # traceback or timed-out stacks, printed by the controller:
-from crash_reports import (  # noqa: E402, F401
+from tests.crash_reports import (  # noqa: E402, F401
     pytest_configure,
     pytest_configure_node,
     pytest_runtest_logstart,
@@ -70,4 +70,4 @@ from crash_reports import (  # noqa: E402, F401
 )
 
 # The tiny training runs shared by the callbacks, evaluation and notebook tests:
-from tiny_runs import learned_run, staggered_run  # noqa: E402, F401
+from tests.tiny_runs import learned_run, staggered_run  # noqa: E402, F401

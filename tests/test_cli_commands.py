@@ -63,7 +63,7 @@ def markdown_rows(printed: str, header_start: str) -> tuple[list[str], dict[str,
 def test_no_hp_metric_placeholder_chart(fit_run):
     """Lightning's TensorBoardLogger writes hp_metric = -1 at step 0 and never again; the
     CLI turns it off (the saved config records it)."""
-    from tiny_runs import scalars
+    from tests.tiny_runs import scalars
 
     run, _ = fit_run
     tags = set(scalars(run))

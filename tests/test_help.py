@@ -117,7 +117,7 @@ def test_generate_shows_its_defaults(capsys):
 
 
 def test_every_bench_option_says_what_it_does():
-    from lit_sparse.commands.bench import _parser
+    from lit_sparse_studies.commands.bench import _parser
 
     (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
     missing = [

@@ -41,14 +41,32 @@ def test_an_installed_command_runs_with_its_arguments_and_is_listed(installed, c
     assert entry.main(["--help"]) == 0
     listing = capsys.readouterr().out
     assert "commands of installed packages (lit_sparse.commands):" in listing
-    assert f"hello         {__name__}:hello" in listing
+    # the first sentence of the command module's docstring, read without importing it
+    assert "  hello         other packages add commands through the ``lit_sparse.commands``" in (
+        listing
+    )
+
+
+def test_a_command_is_listed_by_its_docstring_or_else_its_target():
+    (point,) = _points(("lazy", "lit_sparse._lazy:lazy_names"))
+    assert entry.summary(point) == "Public names of a package that import on first use (PEP 562 ..."
+    (point,) = _points(("gone", "no_such_module_here:main"))
+    assert entry.summary(point) == "no_such_module_here:main"
+
+
+def test_the_studies_commands_join_through_the_entry_point(capsys):
+    """lit_sparse_studies adds its commands the way a third party would."""
+    assert {"bench", "coverage", "flops", "matrix", "probe"} <= set(entry.installed_commands())
+    assert not {"bench", "matrix"} & set(entry.OWN_COMMANDS)
+    assert entry.main(["--help"]) == 0
+    assert "  matrix        the paper's run matrix" in capsys.readouterr().out
 
 
 def test_a_broken_command_is_one_line_and_a_taken_name_is_not_added(installed, capsys):
-    installed(("broken", "no_such_module_here:main"), ("bench", f"{__name__}:hello"))
+    installed(("broken", "no_such_module_here:main"), ("export", f"{__name__}:hello"))
     assert entry.main(["broken"]) == 2
     err = capsys.readouterr().err
     assert "error: command 'broken' (no_such_module_here:main) cannot be loaded: " in err
     assert "ModuleNotFoundError" in err and "Traceback" not in err
-    assert "bench" not in entry.installed_commands()
-    assert "warning: command 'bench'" in capsys.readouterr().err
+    assert "export" not in entry.installed_commands()
+    assert "warning: command 'export'" in capsys.readouterr().err

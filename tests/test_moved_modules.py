@@ -61,3 +61,25 @@ def test_a_saved_config_naming_the_old_checkpoint_io_still_loads():
     with pytest.warns(FutureWarning, match=f"removed in lit_sparse {REMOVED_IN}"):
         config = parser.parse_args(["--plugin", "lit_sparse.checkpoints.AtomicCheckpointIO"])
     assert isinstance(parser.instantiate_classes(config).plugin, AtomicCheckpointIO)
+
+
+@pytest.mark.parametrize(
+    ("old", "name"),
+    [
+        ("lit_sparse.data.recall_data", "MQARDataModule"),
+        ("lit_sparse.data.recall_data", "recall_data_from_config"),
+        ("lit_sparse.data.recall", "multiquery_ar"),
+        ("lit_sparse.data.recall", "passkey"),
+        ("lit_sparse.evaluation.lego", "lego_items"),
+    ],
+)
+def test_the_recall_tasks_old_names_are_the_tasks_own(old, name):
+    """Run configs saved before the task registry name ``lit_sparse.data.recall_data.*``."""
+    import lit_sparse.tasks
+    from lit_sparse.io.class_paths import import_class
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        sys.modules.pop(old, None)
+        found = import_class(f"{old}.{name}")
+    assert found is not None and found is getattr(lit_sparse.tasks, name)

@@ -34,7 +34,11 @@ def test_the_package_list_covers_every_package_folder():
         ".".join(p.parent.relative_to(ROOT).parts)
         for p in (ROOT / "lit_sparse").rglob("__init__.py")
     }
-    on_disk.add("lit_sparse.callbacks")  # the mapped top-level folder
+    on_disk.add("lit_sparse.callbacks")  # the mapped top-level folders
+    on_disk |= {
+        ".".join(["lit_sparse_studies", *p.parent.relative_to(ROOT / "studies").parts])
+        for p in (ROOT / "studies").rglob("__init__.py")
+    }
     assert set(declared) == on_disk
     for name, folder in declared.items():
         assert (folder / "__init__.py").is_file(), name
@@ -98,7 +102,7 @@ def test_a_wheel_install_finds_the_configs(tmp_path):
     """The commands find the configs in the installed package, not beside a checkout."""
     source, site = tmp_path / "source", tmp_path / "site"
     skip = shutil.ignore_patterns("__pycache__", "callbacks", "*.egg-info")
-    for folder in ("lit_sparse", "configs", "callbacks"):
+    for folder in ("lit_sparse", "configs", "callbacks", "studies"):
         shutil.copytree(ROOT / folder, source / folder, symlinks=True, ignore=skip)
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
@@ -120,3 +124,15 @@ def test_a_wheel_install_finds_the_configs(tmp_path):
     config = Path(words[words.index("--config") + 1])
     assert config == site / "lit_sparse" / "configs" / "fixed.yaml"
     assert config.is_file()
+
+
+def test_no_test_folder_stands_in_for_an_installed_package():
+    """The suite is the package ``tests``: ``tests/kernels`` must not answer ``import kernels``
+    (transformers 5.25 imports the ``kernels`` distribution and found this folder instead)."""
+    import importlib.util
+
+    tests = ROOT / "tests"
+    for folder in sorted(p for p in tests.iterdir() if (p / "__init__.py").is_file()):
+        spec = importlib.util.find_spec(folder.name)
+        origin = Path(spec.origin).resolve() if spec and spec.origin else None
+        assert origin is None or tests not in origin.parents, (folder.name, origin)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from lit_sparse.io.tables import markdown_table
-from lit_sparse.study.recall_records import make_record, read_record, write_record
+from lit_sparse_studies.study.recall_records import make_record, read_record, write_record
 
 HERE = Path(__file__).parent / "calibration"
 

@@ -1,124 +1,36 @@
-"""The attention registry: one dict from short name to plugin class.
+"""The attention registry (:class:`lit_sparse.registry.Registry`): short name -> plugin class.
 
-Where the names come from:
-
-- built-in plugins: every module of ``lit_sparse.attention`` is imported once, before the
-  first registration or lookup, so a new built-in is one file with
-  ``@register_attention("name")`` (nothing else imports it);
-- other packages: each entry point of the group ``lit_sparse.attention``
-  (``[project.entry-points."lit_sparse.attention"] dilated = "my_pkg.dilated:DilatedAttention"``)
-  is loaded on the first lookup (``list_attention``, ``get_attention``, ``resolve_attention``,
-  ``build_attention``). One that fails to load, is not a plugin, or takes a built-in's name
-  is skipped with one warning line naming its distribution; the rest of the registry works.
+Built-ins are this package's modules with ``@register_attention("name")``; other packages
+add theirs through the entry point group ``lit_sparse.attention``
+(``dilated = "my_pkg.dilated:DilatedAttention"``), loaded on the first lookup.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
-import logging
-import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from lit_sparse.attention.base import AttentionPlugin
 from lit_sparse.errors import ConfigError
-
-log = logging.getLogger(__name__)
+from lit_sparse.registry import Registry
 
 ENTRY_POINT_GROUP = "lit_sparse.attention"
 
-_REGISTRY: dict[str, type[AttentionPlugin]] = {}
-_loaded = {"builtins": False, "entry_points": False}
+ATTENTION: Registry[type[AttentionPlugin]] = Registry(
+    "attention", AttentionPlugin, "lit_sparse.attention", ENTRY_POINT_GROUP
+)
+"""The attention patterns: built-ins of this package and ``lit_sparse.attention`` entry points."""
 
-
-def register_attention(name: str) -> Callable[[type[AttentionPlugin]], type[AttentionPlugin]]:
-    """Class decorator: register an ``AttentionPlugin`` subclass under ``name``."""
-
-    def register(cls: type[AttentionPlugin]) -> type[AttentionPlugin]:
-        if not (isinstance(cls, type) and issubclass(cls, AttentionPlugin)):
-            raise TypeError(f"attention {name!r}: {cls!r} is not an AttentionPlugin subclass")
-        _discover_builtins()  # a name is checked against every built-in, imported or not
-        if name in _REGISTRY:
-            raise ValueError(
-                f"attention {name!r} is already registered by {_REGISTRY[name].__qualname__}"
-            )
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return register
-
-
-def _discover_builtins() -> None:
-    """Import every module of this package once; the plugins among them register."""
-    if _loaded["builtins"]:
-        return
-    _loaded["builtins"] = True  # first: the modules register through the decorator
-    package = __name__.rpartition(".")[0]
-    for module in pkgutil.iter_modules(importlib.import_module(package).__path__):
-        if not module.ispkg and not module.name.startswith("_"):
-            importlib.import_module(f"{package}.{module.name}")
-
-
-def builtin_names() -> list[str]:
-    """The names registered by lit_sparse's own modules, sorted."""
-    _discover_builtins()
-    package = __name__.rpartition(".")[0]
-    return sorted(n for n, cls in _REGISTRY.items() if cls.__module__.startswith(package + "."))
-
-
-def _entry_points() -> list[importlib.metadata.EntryPoint]:
-    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
-
-
-def _load_entry_points() -> None:
-    """Register each installed distribution's ``lit_sparse.attention`` entry points once."""
-    if _loaded["entry_points"]:
-        return
-    _loaded["entry_points"] = True  # first: a plugin module may look names up as it loads
-    _discover_builtins()
-    builtins = set(builtin_names())
-    for entry in _entry_points():
-        problem = _register_entry_point(entry, builtins)
-        if problem:
-            dist = getattr(entry.dist, "name", None) or "an unknown distribution"
-            log.warning(
-                "warning: attention plugin %r (%s, from %s) is not registered: %s",
-                entry.name,
-                entry.value,
-                dist,
-                problem,
-            )
-
-
-def _register_entry_point(entry: importlib.metadata.EntryPoint, builtins: set[str]) -> str:
-    """Register one entry point; '' when done, else why it was refused."""
-    if entry.name in builtins:
-        return f"the name {entry.name!r} is a built-in attention ({_REGISTRY[entry.name].__name__})"
-    try:
-        cls = entry.load()
-    except Exception as err:  # anything a broken package raises on import
-        return f"{type(err).__name__}: {' '.join(str(err).split())}"
-    if not (isinstance(cls, type) and issubclass(cls, AttentionPlugin)):
-        return f"{entry.value} is not an AttentionPlugin subclass"
-    registered = _REGISTRY.get(entry.name)
-    if registered is cls:  # the class registered itself under this name as it loaded
-        return ""
-    if registered is not None:
-        return f"the name {entry.name!r} is already registered by {registered.__module__}"
-    if cls.name and _REGISTRY.get(cls.name) is cls:
-        return f"{entry.value} is already registered as {cls.name!r}"
-    cls.name = entry.name
-    _REGISTRY[entry.name] = cls
-    return ""
+register_attention = ATTENTION.register
+"""Class decorator: register an ``AttentionPlugin`` subclass under a name."""
+builtin_names = ATTENTION.builtin_names
 
 
 def _registry() -> dict[str, type[AttentionPlugin]]:
     """The registry with built-ins and entry points loaded."""
-    _load_entry_points()
-    return _REGISTRY
+    return ATTENTION.load()
 
 
 def list_attention() -> list[str]:

@@ -2,7 +2,7 @@
 ``OWN_COMMANDS`` in ``lit_sparse/__main__.py`` lists them with a line each (``python -m
 lit_sparse --help`` prints it). Each module has ``main(argv) -> int``, wrapped in
 :func:`reports_errors`: it parses its options (:func:`command_parser`) and calls the
-library, which computes (``lit_sparse.study``, ``bench``, ``interop``...).
+library, which computes (``lit_sparse_studies.study``, ``bench``, ``interop``...).
 
 Commands that read a model out of config files take :func:`config_parser`'s options and
 call :func:`lit_sparse.parsing.config_files.read_model_config`.

@@ -67,9 +67,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{Path(args.out) / 'recall.json'})"
         )
     from lit_sparse.callbacks import RecallEvaluation
-    from lit_sparse.data.recall_data import recall_data_from_config
     from lit_sparse.evaluation.recall import evaluate_recall
     from lit_sparse.runs.analysis import load_run
+    from lit_sparse.tasks import recall_data_from_config
 
     callback = RecallEvaluation(args.multiples, args.lengths, args.new_offsets)  # checks them
     try:

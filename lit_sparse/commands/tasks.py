@@ -1,4 +1,5 @@
-"""``python -m lit_sparse tasks``: LEGO and RULER variable tracking on a checkpoint.
+"""``python -m lit_sparse tasks``: the registered choice tasks on a checkpoint; ``--list``
+lists every registered task (synthetic and choice) with its options.
 
 Loads a run directory or a checkpoint (:func:`lit_sparse.load_run`), encodes the items with
 the run's tokenizer (``data.init_args.tokenizer`` of its config.yaml; ``--tokenizer``
@@ -9,6 +10,7 @@ model answers the same whatever the prompt, the paper's degenerate result). The 
 
     python -m lit_sparse tasks runs/quickstart/coprime/version_0
     python -m lit_sparse tasks runs/coprime/version_0/checkpoints/last.ckpt --tasks lego
+    python -m lit_sparse tasks --list
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ __all__ = ["main", "run_tokenizer"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    from lit_sparse.callbacks.tasks import TASKS
+    from lit_sparse.tasks import list_tasks
 
+    choices = list_tasks("choice")
     parser = command_parser("tasks", __doc__.split("\n\n")[1])
-    parser.add_argument("path", help="a run directory or a .ckpt file")
-    parser.add_argument(
-        "--tasks", nargs="+", choices=TASKS, default=list(TASKS), help="which tasks"
-    )
+    parser.add_argument("path", nargs="?", help="a run directory or a .ckpt file")
+    parser.add_argument("--list", action="store_true", help="list the registered tasks")
+    parser.add_argument("--tasks", nargs="+", choices=choices, default=choices, help="which tasks")
     parser.add_argument("--per-group", type=int, default=120, help="items per length/hops")
     parser.add_argument("--seed", type=int, default=0, help="seed of the items")
     parser.add_argument("--tokenizer", default=None, help="default: the run's tokenizer")
@@ -41,15 +43,41 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def task_listing() -> str:
+    """Every registered task: its name, kind, where it comes from, what it is, its options."""
+    from lit_sparse.tasks import TASKS, get_task, list_tasks, task_options
+
+    builtins = set(TASKS.builtin_names())
+    blocks = []
+    for name in list_tasks():
+        cls = get_task(name)
+        source = "built-in" if name in builtins else cls.__module__
+        options = ", ".join(
+            f"{option}={default!r}" for option, default in task_options(cls).items()
+        )
+        blocks.append(
+            f"{name} ({cls.kind}, {source}): {cls.summary}\n"
+            f"  class_path: {cls.__module__}.{cls.__qualname__}\n  options: {options}"
+        )
+    return "\n".join(blocks)
+
+
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    from lit_sparse.callbacks.tasks import GROUP_LABELS, encoder, task_items
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.list:
+        print(task_listing())
+        return 0
+    if args.path is None:
+        parser.error("a run directory or a .ckpt file is required (or --list)")
+    from lit_sparse.callbacks.tasks import choice_tasks, encoder
     from lit_sparse.data.tokenizer import load_tokenizer
-    from lit_sparse.evaluation.forced_choice import results_table, score_task
+    from lit_sparse.evaluation.forced_choice import results_table
     from lit_sparse.runs.analysis import load_run
     from lit_sparse.runs.checkpoints import check_tokenizer
 
+    tasks = choice_tasks(args.tasks, args.per_group, args.seed)
     path = Path(args.path)
     if not path.exists():
         raise ConfigError(f"path={args.path!r}: no such run directory or checkpoint")
@@ -61,15 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     check_tokenizer(run.tokenizer_sha256, tokenizer.sha256, spec, run.checkpoint)
     encode = encoder(tokenizer.tokenizer)
     results = [
-        score_task(
-            task,
-            GROUP_LABELS[task],
-            run.module.model,
-            encode,
-            task_items(task, args.per_group, args.seed),
-            batch_size=args.batch_size,
-        )
-        for task in args.tasks
+        task.score(run.module.model, encode, batch_size=args.batch_size) for task in tasks.values()
     ]
     print(f"{run.checkpoint} (step {run.step}), tokenizer {spec}")
     print(results_table(results))

@@ -1,8 +1,8 @@
-"""Data: the weighted text mixture, tokenizer, token cache, embedded corpus, recall tasks.
+"""Data: the weighted text mixture, tokenizer, token cache and embedded corpus.
 
 ``TextDataModule`` is the LightningDataModule of text; ``MQARDataModule``,
-``DistanceDataModule`` and ``PasskeyDataModule`` are the recall tasks'
-(:mod:`lit_sparse.data.recall_data`); ``SourceConfig`` describes one source of the
+``DistanceDataModule`` and ``PasskeyDataModule`` are the synthetic tasks' (they live in
+:mod:`lit_sparse.tasks`; configs name them here too); ``SourceConfig`` describes one source of the
 mixture; ``DataSourceUnavailable`` is raised (one line, naming the offline alternative) when
 a source or tokenizer needs the Hugging Face hub and the hub cannot be reached.
 
@@ -19,9 +19,9 @@ from lit_sparse._lazy import lazy_names
 _PUBLIC = {
     "DataSourceUnavailable": "lit_sparse.data.hub",
     "find_unavailable": "lit_sparse.data.hub",
-    "DistanceDataModule": "lit_sparse.data.recall_data",
-    "MQARDataModule": "lit_sparse.data.recall_data",
-    "PasskeyDataModule": "lit_sparse.data.recall_data",
+    "DistanceDataModule": "lit_sparse.tasks.distance",
+    "MQARDataModule": "lit_sparse.tasks.mqar",
+    "PasskeyDataModule": "lit_sparse.tasks.passkey_retrieval",
     "SourceConfig": "lit_sparse.data.sources",
     "TextDataModule": "lit_sparse.data.datamodule",
     "checked_seq_len": "lit_sparse.data.datamodule",
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
         embedded_sources,
     )
     from lit_sparse.data.hub import DataSourceUnavailable, find_unavailable
-    from lit_sparse.data.recall_data import DistanceDataModule, MQARDataModule, PasskeyDataModule
     from lit_sparse.data.sources import SourceConfig
 
 

@@ -280,7 +280,7 @@ def evaluate_recall(
 
     Args:
         model: a ``LanguageModel`` or a module holding one as ``.model``.
-        datamodule: a :class:`lit_sparse.data.recall_data.RecallDataModule` (its
+        datamodule: a :class:`lit_sparse.tasks.RecallDataModule` (its
             ``loaders_at(length, batch_size)`` give this rank's share of each set).
         lengths: evaluation lengths.
         policies: ``new_offsets`` policies, among ``use`` and ``drop``.

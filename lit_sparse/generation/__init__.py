@@ -11,7 +11,7 @@ loading a run or an exported folder, and the decode benchmark.
   right-padded batches (exact for every plugin).
 - :mod:`~lit_sparse.interop.sources`: a model and tokenizer from a run, a checkpoint or an
   exported folder (``lit_sparse.load_pretrained``).
-- :mod:`~lit_sparse.bench.decode`: per-token latency and cache size at long
+- :mod:`~lit_sparse_studies.bench.decode`: per-token latency and cache size at long
   contexts (``python -m lit_sparse bench decode``).
 """
 

@@ -66,7 +66,7 @@ def test_a_new_module_in_the_package_is_all_a_plugin_takes(tmp_path):
         import lit_sparse.attention as package
         from lit_sparse.attention import registry
         package.__path__.append({str(tmp_path)!r})
-        registry._loaded["builtins"] = registry._loaded["entry_points"] = False
+        registry.ATTENTION.loaded.update(builtins=False, entry_points=False)
         from lit_sparse.attention.registry import all_bench_cases, all_conformance_cases
         assert "strided_demo" in registry.list_attention(), registry.list_attention()
         assert "strided_demo" in registry.builtin_names()
@@ -89,7 +89,7 @@ def test_duplicate_name_raises():
 
 
 def test_wrong_base_raises():
-    with pytest.raises(TypeError, match="not an AttentionPlugin"):
+    with pytest.raises(TypeError, match="not a subclass of AttentionPlugin"):
 
         @register_attention("not_a_plugin")
         class NotAPlugin:
@@ -170,15 +170,15 @@ class FakeEntryPoint(SimpleNamespace):
 @pytest.fixture
 def fresh_entry_points(monkeypatch):
     """The registry as it was, with its entry points read again from ``set(entries)``."""
-    saved = dict(registry._REGISTRY)
-    monkeypatch.setitem(registry._loaded, "entry_points", False)
+    saved = dict(registry.ATTENTION.classes)
+    monkeypatch.setitem(registry.ATTENTION.loaded, "entry_points", False)
 
     def install(*entries):
-        monkeypatch.setattr(registry, "_entry_points", lambda: list(entries))
+        monkeypatch.setattr(registry.ATTENTION, "entry_points", lambda: list(entries))
 
     yield install
-    registry._REGISTRY.clear()
-    registry._REGISTRY.update(saved)
+    registry.ATTENTION.classes.clear()
+    registry.ATTENTION.classes.update(saved)
     GoodAttention.name = FibonacciAttention.name
 
 
@@ -214,7 +214,7 @@ def test_an_entry_point_that_is_not_a_plugin_is_refused(fresh_entry_points, capl
     with caplog.at_level(logging.WARNING):
         assert "not_a_plugin_demo" not in list_attention()
     (line,) = warnings_of(caplog)
-    assert "odd-pkg" in line and "not an AttentionPlugin subclass" in line
+    assert "odd-pkg" in line and "not a subclass of AttentionPlugin" in line
 
 
 def test_an_entry_point_named_like_a_builtin_is_refused_without_loading(fresh_entry_points, caplog):

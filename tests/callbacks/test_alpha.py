@@ -11,7 +11,10 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
-from tiny_runs import (
+
+from lit_sparse.callbacks import AlphaTrajectory
+from lit_sparse.callbacks.alpha import alpha_tag, layer_run
+from tests.tiny_runs import (
     DENSE,
     LEARNED,
     custom_scalar_charts,
@@ -21,9 +24,6 @@ from tiny_runs import (
     tiny_module,
     tiny_trainer,
 )
-
-from lit_sparse.callbacks import AlphaTrajectory
-from lit_sparse.callbacks.alpha import alpha_tag, layer_run
 
 
 def test_every_layer_is_logged_at_step_zero_and_every_n_steps(learned_run):

@@ -54,7 +54,11 @@ def test_a_rank_without_windows_still_reduces(tmp_path):
 def test_ddp_logs_equal_a_single_process(tmp_path):
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import ModelCheckpoint
-    from tiny_runs import (
+
+    from lit_sparse.callbacks import AlphaTrajectory, LengthExtrapolation, PositionLoss
+    from lit_sparse.evaluation import evaluate_lengths
+    from lit_sparse.runs.analysis import load_run
+    from tests.tiny_runs import (
         N_BINS,
         SEQ_LEN,
         STAGGERED,
@@ -63,10 +67,6 @@ def test_ddp_logs_equal_a_single_process(tmp_path):
         tiny_module,
         tiny_trainer,
     )
-
-    from lit_sparse.callbacks import AlphaTrajectory, LengthExtrapolation, PositionLoss
-    from lit_sparse.evaluation import evaluate_lengths
-    from lit_sparse.runs.analysis import load_run
 
     pl.seed_everything(0, verbose=False)
     dm = tiny_datamodule()

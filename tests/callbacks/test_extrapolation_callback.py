@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from tiny_runs import SEQ_LEN, scalars
 
 from lit_sparse.callbacks import LengthExtrapolation
 from lit_sparse.evaluation import ExtrapolationResult, evaluate_lengths
+from tests.tiny_runs import SEQ_LEN, scalars
 
 LENGTHS = [SEQ_LEN, 2 * SEQ_LEN, 4 * SEQ_LEN]
 

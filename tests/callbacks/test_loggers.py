@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from lightning.pytorch.callbacks import ModelCheckpoint
-from tiny_runs import STAGGERED, fit_run, read_events
 
 from lit_sparse.callbacks.images import cell_edges, heatmap_image, image_path
 from lit_sparse.cli import main
+from tests.tiny_runs import STAGGERED, fit_run, read_events
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"

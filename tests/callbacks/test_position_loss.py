@@ -8,7 +8,10 @@ import json
 import numpy as np
 import pytest
 import torch
-from tiny_runs import (
+from torchmetrics.utilities.data import dim_zero_sum
+
+from lit_sparse.callbacks import PositionBinnedNLL, PositionLoss, bin_edges
+from tests.tiny_runs import (
     N_BINS,
     SEQ_LEN,
     VAL_WINDOWS,
@@ -17,9 +20,6 @@ from tiny_runs import (
     scalars,
     tiny_trainer,
 )
-from torchmetrics.utilities.data import dim_zero_sum
-
-from lit_sparse.callbacks import PositionBinnedNLL, PositionLoss, bin_edges
 
 
 def direct_bins(module, datamodule, set_name: str, n_bins: int) -> tuple[np.ndarray, int]:

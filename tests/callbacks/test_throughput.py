@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import torch
-from tiny_runs import scalars
 
 from lit_sparse.callbacks import SparseThroughputMonitor
 from lit_sparse.evaluation import flops_per_batch
+from tests.tiny_runs import scalars
 
 
 def test_flops_per_batch_follow_the_batch_shape_and_stage(learned_run):

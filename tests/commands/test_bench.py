@@ -1,4 +1,5 @@
-"""Smoke tests of ``lit_sparse.commands.bench``: tiny lengths, the table and the JSON schema.
+"""Smoke tests of ``lit_sparse_studies.commands.bench``: tiny lengths, the table and the JSON
+schema.
 
 Speed is reported by the bench, never asserted here.
 """
@@ -12,7 +13,7 @@ import sys
 import pytest
 
 from lit_sparse import list_attention
-from lit_sparse.bench.attention import (
+from lit_sparse_studies.bench.attention import (
     FLEX,
     LEARNED,
     bench_plugins,
@@ -21,10 +22,10 @@ from lit_sparse.bench.attention import (
     flex_block_mask,
     floor_bytes,
 )
-from lit_sparse.bench.plan import bench_rows, length_spec
-from lit_sparse.bench.timing import busy_cores
-from lit_sparse.bench.train import TRAIN_SHAPES
-from lit_sparse.commands.bench import _parser, main
+from lit_sparse_studies.bench.plan import bench_rows, length_spec
+from lit_sparse_studies.bench.timing import busy_cores
+from lit_sparse_studies.bench.train import TRAIN_SHAPES
+from lit_sparse_studies.commands.bench import _parser, main
 
 FLOOR_KEYS = {"floor_ms", "x_floor", "gb_per_s", "gflop_s", "x_peak"}
 ROW_KEYS = {"T", "plugin", "busy_cores", "ms", "x_idle", "speedup_vs_dense", "peak_mb"}
@@ -38,7 +39,7 @@ def test_bench_attention_writes_rows_floors_and_skips_dense_above_its_length(
     """One bench run (its processes are the cost) checks the rows, the table, the floor
     columns and dense's maximum length: bfloat16 inputs, T = 32 and 64 with dense up to 32.
     On Linux each length is one process: the rows' peaks are measured in forks of it."""
-    from lit_sparse.bench import rows as bench_rows
+    from lit_sparse_studies.bench import rows as bench_rows
 
     started, run_child = [], bench_rows.run_child
     monkeypatch.setattr(
@@ -153,7 +154,7 @@ def test_flex_is_refused_by_bench_train(capsys):
 
 
 def test_by_default_every_slot_plugin_gets_a_flex_row():
-    from lit_sparse.bench.attention import plugin_names, slot_plugin_names
+    from lit_sparse_studies.bench.attention import plugin_names, slot_plugin_names
 
     args = _parser().parse_args(["attention"])
     rows = bench_rows(args)
@@ -210,7 +211,7 @@ def test_the_block_mask_keeps_the_tiles_its_distances_touch():
     tiles than causal attention's; a window of 23 keys keeps the diagonal and the one
     before it; dense keeps every causal tile, the ones below the diagonal full."""
     from lit_sparse.attention.kernels import exact_slots
-    from lit_sparse.bench.attention import block_density
+    from lit_sparse_studies.bench.attention import block_density
 
     length, n = 4096, 32
     fibonacci = build_plugin("fibonacci", 12, fibonacci_keys(12, length)).build(0, 16, length)
@@ -241,7 +242,7 @@ def test_flex_is_compiled_past_one_tile(tmp_path):
 
 def test_a_failing_plugin_spares_the_others():
     """A plugin that fails in the timing process is reported; the others are timed."""
-    from lit_sparse.bench import rows as bench
+    from lit_sparse_studies.bench import rows as bench
 
     spec = {
         "kind": "attention",
@@ -268,8 +269,8 @@ def test_a_failing_plugin_spares_the_others():
 def test_a_failed_row_carries_its_error_and_the_exit_code_is_1(tmp_path, monkeypatch, capsys):
     """The parent's side: the bench's children run in this process (so the patched list of
     plugins reaches them), one plugin fails in them, its row holds the error."""
-    from lit_sparse.bench import plan as bench
-    from lit_sparse.bench import rows
+    from lit_sparse_studies.bench import plan as bench
+    from lit_sparse_studies.bench import rows
 
     def in_process(spec):  # as run_child: None when the child fails
         try:
@@ -348,7 +349,7 @@ def test_the_recall_study_shapes_are_its_configs_and_train_at_the_asked_position
     import torch
     import yaml
 
-    from lit_sparse.bench.train import COMPILED, train_case
+    from lit_sparse_studies.bench.train import COMPILED, train_case
 
     for name in ("mqar128", "distance", "far_mqar"):
         config = yaml.safe_load(open(f"configs/study/recall/{name}.yaml"))

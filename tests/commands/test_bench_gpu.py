@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from lit_sparse.bench import gpu
-from lit_sparse.commands.bench import main
+from lit_sparse_studies.bench import gpu
+from lit_sparse_studies.commands.bench import main
 
 
 def step(name: str) -> gpu.Step:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from lit_sparse.__main__ import main as lit_main
-from lit_sparse.commands.coverage import main
 from lit_sparse.parsing.config_files import read_model_config
-from lit_sparse.study.coverage import compute_coverage, format_ranges, two_hop
+from lit_sparse_studies.commands.coverage import main
+from lit_sparse_studies.study.coverage import compute_coverage, format_ranges, two_hop
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"

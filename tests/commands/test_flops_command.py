@@ -11,10 +11,10 @@ import torch
 
 from lit_sparse import LanguageModel
 from lit_sparse.__main__ import main as lit_main
-from lit_sparse.commands.flops import main
 from lit_sparse.evaluation import flops_per_batch, forward_flops_per_token
 from lit_sparse.parsing.config_files import read_model_config
-from lit_sparse.study.flops import flops_report, measured_dense_flops
+from lit_sparse_studies.commands.flops import main
+from lit_sparse_studies.study.flops import flops_report, measured_dense_flops
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from lit_sparse.__main__ import main as lit_main
-from lit_sparse.study.paper_matrix import RUNS, identify
-from lit_sparse.study.paper_tables import read_run
+from lit_sparse_studies.study.paper_matrix import RUNS, identify
+from lit_sparse_studies.study.paper_tables import read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
@@ -69,7 +69,7 @@ def test_unknown_run_names_the_allowed_ones(capsys):
 def two_quickstart_runs(tmp_path_factory) -> list[Path]:
     """fib fixed W8 and fib linear W8, launched by ``matrix --run`` with the quickstart
     config (shrunk further by the tests' tiny overlay)."""
-    from lit_sparse.study import runner
+    from lit_sparse_studies.study import runner
 
     root = tmp_path_factory.mktemp("matrix")
     dirs = []

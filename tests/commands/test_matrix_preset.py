@@ -53,7 +53,7 @@ def preset_args(root: Path, *action: str, seeds=SEEDS, variants=VARIANTS) -> lis
 def tiny_study(tmp_path_factory) -> tuple[Path, str]:
     """fib fixed and fib learned, seeds 0 and 1, 6 steps each at T = 16 (the preset's
     callbacks and evaluation lengths), run by ``matrix --preset cpu --run``."""
-    from lit_sparse.study import runner
+    from lit_sparse_studies.study import runner
 
     root = tmp_path_factory.mktemp("study") / "runs" / "cpu"
     out = io.StringIO()
@@ -248,7 +248,7 @@ def studies():
     are the fits each starts (a process of its own per fit, as ``fit_in_subprocess`` starts
     it: ``tests/reliability/fork_server.py``); the fault callbacks import; tiny steps: one
     thread is quicker."""
-    from reliability.cli_runs import ForkServer
+    from tests.reliability.cli_runs import ForkServer
 
     server = ForkServer(OMP_NUM_THREADS="1")
     yield server

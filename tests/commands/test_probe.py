@@ -12,10 +12,10 @@ import yaml
 
 from lit_sparse.__main__ import main as lit_main
 from lit_sparse.attention.gaussian_read import rung_width_at
-from lit_sparse.commands.probe import main
 from lit_sparse.runs.checkpoints import read_checkpoint
 from lit_sparse.runs.locks import holds_lock
-from lit_sparse.study.probe import probe_parser, run_probe
+from lit_sparse_studies.commands.probe import main
+from lit_sparse_studies.study.probe import probe_parser, run_probe
 
 pytestmark = pytest.mark.slow  # trains, starts processes or benches
 

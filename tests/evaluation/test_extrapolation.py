@@ -7,7 +7,6 @@ import math
 
 import pytest
 import torch
-from tiny_runs import SEQ_LEN, VAL_WINDOWS, tiny_trainer
 
 from lit_sparse import FibonacciAttention, LanguageModel
 from lit_sparse.evaluation import (
@@ -16,6 +15,7 @@ from lit_sparse.evaluation import (
     extrapolation_lengths,
     with_new_offsets,
 )
+from tests.tiny_runs import SEQ_LEN, VAL_WINDOWS, tiny_trainer
 
 
 def windows(datamodule, length: int, set_name: str) -> tuple[torch.Tensor, torch.Tensor]:

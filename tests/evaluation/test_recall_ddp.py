@@ -58,13 +58,13 @@ def test_the_metric_reduces_over_every_rank(tmp_path):
 def test_two_process_fit_logs_the_single_process_accuracy(tmp_path):
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import ModelCheckpoint
-    from tiny_runs import scalars, tiny_module, tiny_trainer
 
     from lit_sparse.callbacks import RecallEvaluation
     from lit_sparse.data import DistanceDataModule
     from lit_sparse.evaluation.recall import evaluate_recall
     from lit_sparse.metrics import IGNORE_INDEX
     from lit_sparse.runs.analysis import load_run
+    from tests.tiny_runs import scalars, tiny_module, tiny_trainer
 
     pl.seed_everything(0, verbose=False)
     dm = DistanceDataModule(seq_len=32, vocab_size=64, batch_size=4, val_examples=7)

@@ -17,8 +17,7 @@ from lit_sparse.__main__ import main as lit_main
 from lit_sparse.callbacks import TaskAccuracy
 from lit_sparse.data.tokenizer import load_tokenizer
 from lit_sparse.evaluation.forced_choice import ChoiceItem, choose, score_task
-from lit_sparse.evaluation.lego import lego_items
-from lit_sparse.evaluation.ruler import ruler_vt_items, value_pool
+from lit_sparse.tasks import lego_items, ruler_vt_items, value_pool
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +149,7 @@ def test_empty_candidates_are_refused(encode):
 
 @pytest.mark.slow
 def test_callback_logs_and_writes_and_the_command_reads_the_checkpoint(tmp_path, capsys):
-    from tiny_runs import LEARNED, fit_run, scalars
+    from tests.tiny_runs import LEARNED, fit_run, scalars
 
     callback = TaskAccuracy(per_group=6)
     checkpoint = ModelCheckpoint(save_last=True, every_n_train_steps=3)

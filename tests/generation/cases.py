@@ -8,10 +8,10 @@ policies where the plugin has them.
 from __future__ import annotations
 
 import torch
-from attention.cases import plugin_cases
 
 from lit_sparse import LanguageModel, ModelConfig, build_attention
 from lit_sparse.attention.fibonacci_patterns import LearnedFibonacciPattern
+from tests.attention.cases import plugin_cases
 
 N_LAYERS = 2
 TRAINING_LENGTH = 16

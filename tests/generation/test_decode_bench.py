@@ -8,16 +8,16 @@ import json
 import pytest
 from torch import nn
 
-from lit_sparse.bench.decode import (
+from lit_sparse_studies.bench.decode import (
     PLUGINS,
     DecodeBenchSpec,
     decode_model,
     decode_plugin,
     weight_bytes,
 )
-from lit_sparse.bench.decode_llama_cpp import LLAMA_CPP_ROWS
-from lit_sparse.bench.decode_transformers import TRANSFORMERS_ROWS
-from lit_sparse.commands.bench import main
+from lit_sparse_studies.bench.decode_llama_cpp import LLAMA_CPP_ROWS
+from lit_sparse_studies.bench.decode_transformers import TRANSFORMERS_ROWS
+from lit_sparse_studies.commands.bench import main
 
 pytestmark = pytest.mark.slow  # trains, starts processes or benches
 
@@ -201,7 +201,7 @@ def test_a_batch_of_sequences_decodes_like_each_alone():
     own tokens (the batch shares nothing but the weights)."""
     import torch
 
-    from lit_sparse.bench.decode import _Decoder
+    from lit_sparse_studies.bench.decode import _Decoder
 
     spec = DecodeBenchSpec(**SPEC)
     model = decode_model(spec, "fibonacci")

@@ -133,7 +133,7 @@ def test_a_slot_decoders_chunk_reads_only_its_reach():
 PEAK_SCRIPT = """
 import json, sys, torch
 from lit_sparse import LanguageModel, ModelConfig, build_attention
-from lit_sparse.bench.timing import peak_rss_mb
+from lit_sparse_studies.bench.timing import peak_rss_mb
 from lit_sparse.generation.prefill import prefill
 tokens = int(sys.argv[1])
 config = ModelConfig(vocab_size=8192, context_length=256, n_layers=5, d_model=96, n_heads=4,

@@ -14,8 +14,8 @@ import torch
 import lit_sparse
 from lit_sparse import LanguageModel, ModelConfig
 from lit_sparse.__main__ import main as lit_main
-from lit_sparse.bench.decode_llama_cpp import open_llama
-from lit_sparse.commands.bench import main as bench_main
+from lit_sparse_studies.bench.decode_llama_cpp import open_llama
+from lit_sparse_studies.commands.bench import main as bench_main
 
 PROMPT = "ROMEO: What light through yonder window breaks?"
 

@@ -14,13 +14,6 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from generation.cases import (  # noqa: E402
-    TOTAL,
-    TRAINING_LENGTH,
-    VOCAB,
-    generation_cases,
-    tiny_model,
-)
 from transformers import AutoConfig, AutoModelForCausalLM, StoppingCriteria  # noqa: E402
 
 from lit_sparse import LanguageModel, build_attention, generate, list_attention  # noqa: E402
@@ -30,6 +23,13 @@ from lit_sparse.interop.hf import (  # noqa: E402
     LitSparseCache,
     LitSparseConfig,
     LitSparseForCausalLM,
+)
+from tests.generation.cases import (  # noqa: E402
+    TOTAL,
+    TRAINING_LENGTH,
+    VOCAB,
+    generation_cases,
+    tiny_model,
 )
 
 CASES = generation_cases()

@@ -15,7 +15,6 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from tiny_runs import shared_run  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 import lit_sparse.interop.hf  # noqa: E402, F401  (registers the classes: no remote code)
@@ -23,6 +22,7 @@ from lit_sparse import LanguageModel, build_attention  # noqa: E402
 from lit_sparse.__main__ import main as lit_main  # noqa: E402
 from lit_sparse.errors import ConfigError  # noqa: E402
 from lit_sparse.interop.export import choose_format, export_run  # noqa: E402
+from tests.tiny_runs import shared_run  # noqa: E402
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

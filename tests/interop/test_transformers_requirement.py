@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from lit_sparse.commands.bench import main as bench_main
 from lit_sparse.interop.extras import (
     MIN_TRANSFORMERS,
     MissingExtraError,
     require_transformers,
 )
+from lit_sparse_studies.commands.bench import main as bench_main
 
 
 def test_a_too_old_transformers_names_the_minimum():

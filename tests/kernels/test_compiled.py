@@ -11,12 +11,12 @@ import sys
 
 import pytest
 import torch
-from attention.cases import plugin_cases
 
 from lit_sparse import build_attention
 from lit_sparse.attention.fibonacci_patterns import LearnedFibonacciPattern
 from lit_sparse.attention.kernels import compiled, sparse_attention
 from lit_sparse.attention.kernels.reference import slots_attention
+from tests.attention.cases import plugin_cases
 
 pytestmark = pytest.mark.skipif(
     not compiled.available(), reason="the compiled CPU kernel cannot be built here"

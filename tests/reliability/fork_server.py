@@ -32,7 +32,7 @@ import lightning.pytorch.strategies.launchers.subprocess_script as trainer_launc
 from lightning.fabric.utilities.rank_zero import _get_rank, rank_zero_only
 
 import lit_sparse.cli  # noqa: F401  torch and Lightning: imported once, for every fork below
-import lit_sparse.study.runner as study_runner
+import lit_sparse_studies.study.runner as study_runner
 from lit_sparse.__main__ import __file__ as entry
 from lit_sparse.__main__ import main
 

@@ -189,9 +189,9 @@ def test_matching_checkpoint_is_accepted(fixed_checkpoint, capsys):
 
 # ----------------------------------------------------------------- damaged files, other commands
 def test_a_truncated_or_invalid_result_file_is_named(finished_run, capsys, tmp_path):
-    from lit_sparse.commands.matrix import main as matrix_main
     from lit_sparse.commands.tasks import main as tasks_main
     from lit_sparse.errors import DamagedFileError
+    from lit_sparse_studies.commands.matrix import main as matrix_main
 
     from .cli_runs import copy_run
 
@@ -226,7 +226,7 @@ def test_token_cache_metadata_that_is_not_an_object_is_rebuilt():
 
 
 def test_bench_with_a_zero_length_is_one_line(capsys):
-    from lit_sparse.commands.bench import main as bench_main
+    from lit_sparse_studies.commands.bench import main as bench_main
 
     assert bench_main(["attention", "--lengths", "0"]) == 2
     assert capsys.readouterr().err.strip() == "error: --lengths 0: must be an integer >= 1"

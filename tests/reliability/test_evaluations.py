@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import lit_sparse
-from lit_sparse.study.paper_tables import read_run
+from lit_sparse_studies.study.paper_tables import read_run
 
 from .cli_runs import copy_run, run_cli
 

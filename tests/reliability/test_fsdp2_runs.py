@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from tiny_runs import scalars
 
 from lit_sparse.errors import CheckpointError
 from lit_sparse.runs.checkpoints import read_checkpoint
+from tests.tiny_runs import scalars
 
 from .cli_runs import (
     OBSERVERS,

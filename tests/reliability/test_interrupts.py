@@ -75,7 +75,7 @@ def test_generate_keeps_the_streamed_text(model_folder, monkeypatch, capsys):
 
 
 def test_bench_and_a_command_before_its_work_are_one_line(monkeypatch, capsys):
-    from lit_sparse.bench import plan as bench
+    from lit_sparse_studies.bench import plan as bench
 
     def ctrl_c(*args, **kwargs):
         raise KeyboardInterrupt
@@ -86,7 +86,7 @@ def test_bench_and_a_command_before_its_work_are_one_line(monkeypatch, capsys):
 
 
 def test_matrix_stops_the_study_in_one_line(tmp_path, monkeypatch, capsys):
-    from lit_sparse.study import runner
+    from lit_sparse_studies.study import runner
 
     def ctrl_c(args):
         raise KeyboardInterrupt

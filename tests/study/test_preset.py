@@ -13,8 +13,8 @@ import torch
 
 from lit_sparse.__main__ import main as lit_main
 from lit_sparse.cli import LitSparseCLI
-from lit_sparse.study.paper_matrix import identify
-from lit_sparse.study.preset import PRESETS, preset_runs
+from lit_sparse_studies.study.paper_matrix import identify
+from lit_sparse_studies.study.preset import PRESETS, preset_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "configs" / "tiny_study.yaml"
@@ -203,7 +203,7 @@ def test_a_root_that_is_a_file_is_refused_in_one_line(tmp_path, capsys, action):
 
 def test_a_run_started_with_a_config_edited_since_is_refused(tmp_path):
     from lit_sparse.errors import ConfigError
-    from lit_sparse.study.preset import check_record, write_record
+    from lit_sparse_studies.study.preset import check_record, write_record
 
     overlay = tmp_path / "overlay.yaml"
     overlay.write_text("trainer:\n  max_steps: 6\n")

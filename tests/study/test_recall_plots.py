@@ -11,9 +11,9 @@ import pytest
 from matplotlib.collections import PathCollection
 from matplotlib.colors import to_rgba
 
-from lit_sparse.study import figures, recall_plots
-from lit_sparse.study.preset import preset_runs
-from lit_sparse.study.recall_results import collect_recall
+from lit_sparse_studies.study import figures, recall_plots
+from lit_sparse_studies.study.preset import preset_runs
+from lit_sparse_studies.study.recall_results import collect_recall
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "recall-study" / "results"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from lit_sparse.__main__ import main as lit_main
-from lit_sparse.study.preset import PRESETS, fib_cache_window, fib_keys_window, preset_runs
+from lit_sparse_studies.study.preset import PRESETS, fib_cache_window, fib_keys_window, preset_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "configs" / "tiny_recall.yaml"
@@ -158,7 +158,7 @@ def run_study(root: Path) -> int:
 def tiny_study(tmp_path_factory):
     """fib learned and the sliding window at fib's keys, seeds 0 and 1, on mqar64, distance and
     passkey: 4 steps each, then each task's evaluation (1x-64x for distance and passkey)."""
-    from lit_sparse.study import runner
+    from lit_sparse_studies.study import runner
 
     root = tmp_path_factory.mktemp("recall") / "runs" / "recall"
     out = io.StringIO()
@@ -444,7 +444,7 @@ def test_a_run_that_stops_early_is_complete(tmp_path, capsys):
 def test_a_file_that_is_no_record_is_named_as_damaged(tmp_path, text):
     """Another result's JSON, one without a format, or no file: DamagedFileError naming it."""
     from lit_sparse.errors import DamagedFileError
-    from lit_sparse.study.recall_records import read_record
+    from lit_sparse_studies.study.recall_records import read_record
 
     path = tmp_path / "mqar64" / "dense" / "seed0.json"
     path.parent.mkdir(parents=True)

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lit_sparse.study.preset import preset_runs
-from lit_sparse.study.recall_report import Geometry, _buckets
-from lit_sparse.study.recall_results import collect_recall
+from lit_sparse_studies.study.preset import preset_runs
+from lit_sparse_studies.study.recall_report import Geometry, _buckets
+from lit_sparse_studies.study.recall_results import collect_recall
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "recall-study" / "results"

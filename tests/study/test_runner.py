@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from lit_sparse.runs import RunLock
-from lit_sparse.study.preset import RECORD, preset_runs
-from lit_sparse.study.runner import describe_exit, run_preset
+from lit_sparse_studies.study.preset import RECORD, preset_runs
+from lit_sparse_studies.study.runner import describe_exit, run_preset
 
 
 def runs(root, variants=("dense", "fib_fixed")):
@@ -165,7 +165,7 @@ SMOKE = ["--trainer.max_steps", "4", "--data.init_args.seq_len", "32"]
 def smoke_test(run, checkpoint: bool):
     """What ``matrix --preset ... --run --trainer.max_steps 4 ...`` left: a complete run of
     4 steps, its record naming those options (its checkpoint deleted to save disk, or not)."""
-    from lit_sparse.study.preset import write_record
+    from lit_sparse_studies.study.preset import write_record
 
     write_record(run, SMOKE)
     folder = run.experiment / "version_0"

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from lit_sparse.study.seeds import Spread, beyond_spread
+from lit_sparse_studies.study.seeds import Spread, beyond_spread
 
 
 def test_mean_and_sample_sd():
@@ -44,7 +44,7 @@ def test_one_seed_has_no_spread_to_compare_with():
 
 
 def _interval(values, counts, seed=0):
-    from lit_sparse.study.seeds import bootstrap_means, percentile_interval
+    from lit_sparse_studies.study.seeds import bootstrap_means, percentile_interval
 
     return percentile_interval(bootstrap_means(values, counts, np.random.default_rng(seed)))
 
@@ -76,7 +76,7 @@ def test_the_bootstrap_is_deterministic_under_its_seed():
 
 
 def test_an_interval_excludes_zero_only_when_both_ends_are_on_one_side():
-    from lit_sparse.study.seeds import Interval
+    from lit_sparse_studies.study.seeds import Interval
 
     assert Interval(0.2, 0.01, 0.4).excludes_zero
     assert Interval(-0.2, -0.4, -0.01).excludes_zero

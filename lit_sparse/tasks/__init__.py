@@ -1,0 +1,60 @@
+"""Tasks: registered as attention patterns are, each in one file of this package.
+
+``synthetic`` tasks (MQAR and far MQAR, distance, passkey) are LightningDataModules with
+their generators: ``fit`` trains on them, ``recall`` and ``RecallEvaluation`` evaluate them
+at other lengths. ``choice`` tasks (LEGO, RULER variable tracking) are forced-choice items
+scored on a text model (``tasks``, ``TaskAccuracy``). A new task is one module here with
+``@register_task("name")``, or another package's entry point in the group
+``lit_sparse.tasks``; ``python -m lit_sparse tasks --list`` lists them with their options,
+and :func:`lit_sparse.testing.check_task` is their conformance kit.
+
+The names import on first use (the data modules import Lightning).
+"""
+
+from __future__ import annotations
+
+from lit_sparse._lazy import lazy_names
+
+_PUBLIC = {
+    **dict.fromkeys(
+        ["TASKS", "Task", "get_task", "list_tasks", "register_task", "task_options"],
+        "lit_sparse.tasks.registry",
+    ),
+    **dict.fromkeys(
+        [
+            "IGNORE_INDEX",
+            "Examples",
+            "HeldOutExamples",
+            "RecallDataModule",
+            "recall_data_from_config",
+        ],
+        "lit_sparse.tasks.synthetic",
+    ),
+    **dict.fromkeys(
+        ["MQARDataModule", "gap_probabilities", "multiquery_ar"], "lit_sparse.tasks.mqar"
+    ),
+    **dict.fromkeys(
+        [
+            "DistanceDataModule",
+            "check_pairs",
+            "distance_buckets",
+            "distance_pairs",
+            "distance_retrieval",
+        ],
+        "lit_sparse.tasks.distance",
+    ),
+    **dict.fromkeys(
+        ["PasskeyDataModule", "PasskeyTemplate", "corpus_tokens", "embedded_template", "passkey"],
+        "lit_sparse.tasks.passkey_retrieval",
+    ),
+    "ChoiceTask": "lit_sparse.tasks.choice",
+    **dict.fromkeys(["Lego", "lego_items", "lego_value"], "lit_sparse.tasks.lego"),
+    **dict.fromkeys(
+        ["RulerVariableTracking", "ruler_vt_items", "value_pool"], "lit_sparse.tasks.ruler"
+    ),
+}
+"""public name -> the module it comes from."""
+
+__all__ = sorted(_PUBLIC)
+
+__getattr__, __dir__ = lazy_names(__name__, _PUBLIC)

@@ -1,0 +1,52 @@
+"""Forced-choice tasks: items a text model answers by the likeliest of a few continuations.
+
+A :class:`ChoiceTask` draws its items from ``seed`` (the same items on every call) and
+names its groups (``group_label``: chain length, hops); :meth:`ChoiceTask.score` gives the
+accuracy, the chance rate and the share of the most common answer, per group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from torch import nn
+
+from lit_sparse.data.checks import check_int
+from lit_sparse.evaluation.forced_choice import ChoiceItem, TaskResult, score_task
+from lit_sparse.tasks.registry import Task
+
+__all__ = ["ChoiceTask"]
+
+
+class ChoiceTask(Task):
+    """A task of forced-choice items.
+
+    Args:
+        per_group: items per group (per chain length, per number of hops).
+        seed: seed of the items.
+    """
+
+    kind: ClassVar[str] = "choice"
+    group_label: ClassVar[str] = "group"
+    """What the groups of items are (a column of the results table)."""
+
+    def __init__(self, per_group: int = 120, seed: int = 0):
+        self.per_group = check_int("per_group", per_group)
+        self.seed = check_int("seed", seed, low=0)
+
+    def items(self) -> list[ChoiceItem]:
+        """Every item, in a seeded order."""
+        raise NotImplementedError
+
+    def score(
+        self, model: nn.Module, encode: Callable[[str], list[int]], batch_size: int = 64
+    ) -> TaskResult:
+        """The model's answers to every item, per group."""
+        return score_task(
+            self.name, self.group_label, model, encode, self.items(), batch_size=batch_size
+        )
+
+    @classmethod
+    def impossible_settings(cls) -> list[dict]:
+        return [{"per_group": 0}, {"seed": -1}]

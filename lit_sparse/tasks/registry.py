@@ -1,0 +1,61 @@
+"""The task registry (:class:`lit_sparse.registry.Registry`): short name -> task class.
+
+Built-ins are this package's modules with ``@register_task("name")``; other packages add
+theirs through the entry point group ``lit_sparse.tasks``
+(``copy = "my_pkg.copy:CopyTask"``), loaded on the first lookup.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar, Literal
+
+from lit_sparse.registry import Registry
+
+__all__ = ["TASKS", "Task", "get_task", "list_tasks", "register_task", "task_options"]
+
+Kind = Literal["synthetic", "choice"]
+
+
+class Task:
+    """A registered task.
+
+    ``kind`` says how it is used: ``synthetic`` tasks are LightningDataModules that a model
+    trains on and is evaluated on at other lengths (``recall``, ``RecallEvaluation``);
+    ``choice`` tasks are forced-choice items scored on a text model (``tasks``,
+    ``TaskAccuracy``).
+    """
+
+    name: ClassVar[str] = ""
+    kind: ClassVar[Kind]
+    summary: ClassVar[str] = ""
+    """One line for ``tasks --list``."""
+
+    @classmethod
+    def impossible_settings(cls) -> list[dict[str, Any]]:
+        """Init args the task must refuse with a ConfigError naming the field (the kit's)."""
+        return []
+
+
+TASKS: Registry[type[Task]] = Registry("task", Task, "lit_sparse.tasks", "lit_sparse.tasks")
+"""The tasks: built-ins of this package and ``lit_sparse.tasks`` entry points."""
+
+register_task = TASKS.register
+"""Class decorator: register a :class:`Task` subclass under a name."""
+
+
+def list_tasks(kind: Kind | None = None) -> list[str]:
+    """Registered task names (of one ``kind``, or all), sorted."""
+    return [n for n, cls in sorted(TASKS.load().items()) if kind in (None, cls.kind)]
+
+
+def get_task(name: str, field: str = "task") -> type[Task]:
+    """The task class registered under ``name``; an unknown name lists the valid ones."""
+    return TASKS.get(name, field)
+
+
+def task_options(cls: type[Task]) -> dict[str, Any]:
+    """The task's init options and their defaults (``inspect.Parameter.empty``: required)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]  # after self
+    return {p.name: p.default for p in parameters if p.kind in kinds}

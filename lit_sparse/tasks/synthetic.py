@@ -1,0 +1,230 @@
+"""Synthetic tasks: what every trained-on task shares (:class:`RecallDataModule`), and the
+seeded helpers its generators draw with.
+
+A task is a LightningDataModule with an endless seeded training stream and fixed held-out
+sets at any length. Batch n of rank r is drawn from the seed (seed, r, n): fresh every step,
+reproducible, and a resumed run continues at the batch of its step. Held-out sets come from
+``val_seed`` (the same for every run); under several processes each rank validates examples
+r, r + R, ... (no padding). Labels are -100 except where an answer is asked.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from itertools import count
+from typing import Any, ClassVar
+
+import lightning.pytorch as pl
+import numpy as np
+from torch import Tensor
+from torch.utils.data import DataLoader, IterableDataset
+
+from lit_sparse.data.checks import check_int
+from lit_sparse.data.windows import rank_of
+from lit_sparse.errors import ConfigError
+from lit_sparse.metrics import IGNORE_INDEX
+from lit_sparse.tasks.registry import TASKS, Task, list_tasks
+
+__all__ = [
+    "IGNORE_INDEX",
+    "Examples",
+    "HeldOutExamples",
+    "RecallDataModule",
+    "Seed",
+    "check_positive",
+    "is_whole",
+    "recall_data_from_config",
+    "sample_without_replacement",
+    "seeded_rng",
+]
+
+Examples = tuple[Tensor, Tensor]
+"""(inputs, labels), each (N, L) int64."""
+
+Seed = int | Sequence[int]
+
+
+def seeded_rng(seed: Seed) -> np.random.Generator:
+    keys = [seed] if isinstance(seed, (int, float, np.integer, np.floating)) else seed
+    sequence = isinstance(keys, (Sequence, np.ndarray)) and not isinstance(keys, (str, bytes))
+    if not sequence or not all(is_whole(k) for k in keys):
+        raise ConfigError(f"seed={seed!r}: expected an integer >= 0, or a sequence of them")
+    return np.random.default_rng(np.random.SeedSequence([int(k) for k in keys]))
+
+
+def is_whole(value) -> bool:
+    """Whether ``value`` is a whole number >= 0 (an int, or a float such as 3.0)."""
+    if isinstance(value, (int, np.integer)):
+        return not isinstance(value, bool) and value >= 0
+    if isinstance(value, (float, np.floating)):
+        return math.isfinite(value) and value >= 0 and int(value) == value
+    return False
+
+
+def check_positive(**values: int) -> None:
+    for name, value in values.items():
+        check_int(name, value)
+
+
+def sample_without_replacement(
+    rng: np.random.Generator, rows: int, k: int, weights: np.ndarray
+) -> np.ndarray:
+    """(rows, k) indices into ``weights``, each row k distinct indices drawn one after another
+    with probability proportional to the weights of those not drawn yet (numpy's
+    ``choice(replace=False, p=...)``), all rows at once: the k largest of log(u) / w
+    (Efraimidis and Spirakis), in the order they would have been drawn."""
+    scores = np.log(rng.random((rows, weights.shape[-1]))) / weights  # (rows, n), all < 0
+    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]  # (rows, k) the k largest, unordered
+    order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1)
+    return np.take_along_axis(top, order, axis=1)
+
+
+class _Stream(IterableDataset):
+    """Endless training batches of one rank, from the batch of the trainer's step on."""
+
+    def __init__(self, module: RecallDataModule, rank: int, first: int):
+        super().__init__()
+        self.module, self.rank, self.first = module, rank, first
+
+    def __iter__(self) -> Iterator[Examples]:
+        for n in count(self.first):
+            yield self.module.train_batch(self.module.batch_size, (self.module.seed, self.rank, n))
+
+
+class HeldOutExamples(IterableDataset):
+    """One rank's share (examples ``rank::world_size``) of a fixed set, in batches; an
+    IterableDataset, so Lightning adds no padding DistributedSampler."""
+
+    def __init__(self, examples: Examples, batch_size: int, rank: int = 0, world_size: int = 1):
+        super().__init__()
+        x, y = examples
+        self.x, self.y = x[rank::world_size], y[rank::world_size]
+        self.batch_size = batch_size
+
+    def __iter__(self) -> Iterator[Examples]:
+        for start in range(0, self.x.shape[0], self.batch_size):
+            yield self.x[start : start + self.batch_size], self.y[start : start + self.batch_size]
+
+
+class RecallDataModule(Task, pl.LightningDataModule):
+    """What every synthetic task shares: the stream, the held-out sets, the loaders.
+
+    A task defines :meth:`train_batch`, :meth:`set_names_at` and :meth:`make_set`, and
+    may refine :meth:`check_length`, :meth:`distance_range` and :meth:`examples_at`.
+    """
+
+    kind: ClassVar[str] = "synthetic"
+
+    sparse_labels = True
+    """Labels only at the asked positions: the module scores accuracy there."""
+
+    def __init__(
+        self,
+        seq_len: int,
+        batch_size: int,
+        val_batch_size: int,
+        seed: int,
+        val_seed: int,
+    ):
+        super().__init__()
+        self.seq_len = check_int("data.seq_len", seq_len)
+        self.batch_size = check_int("data.batch_size", batch_size)
+        self.val_batch_size = check_int("data.val_batch_size", val_batch_size)
+        self.seed = check_int("data.seed", seed, low=0)
+        self.val_seed = check_int("data.val_seed", val_seed, low=0)
+        self._sets: dict[tuple[int, str], Examples] = {}
+
+    # ------------------------------------------------------------------ the task
+    @property
+    def vocab_size(self) -> int:
+        raise NotImplementedError
+
+    def train_batch(self, n: int, seed: tuple[int, ...]) -> Examples:
+        """``n`` fresh training examples from ``seed``."""
+        raise NotImplementedError
+
+    def set_names_at(self, length: int) -> list[str]:
+        """The held-out sets this task has at evaluation ``length``."""
+        raise NotImplementedError
+
+    def make_set(self, length: int, name: str, seed: tuple[int, ...]) -> Examples:
+        """Held-out set ``name`` at ``length``, drawn from ``seed``."""
+        raise NotImplementedError
+
+    def distance_range(self, name: str) -> tuple[int, int] | None:
+        """The key-to-query distances of a held-out set, if it is a distance bucket."""
+        return None
+
+    def check_length(self, length: int) -> None:
+        """One ConfigError line when the task cannot make examples of ``length``, naming
+        the shortest it can (every length: nothing to say)."""
+
+    def examples_at(self, length: int) -> int:
+        """Examples per held-out set at an evaluation ``length``: ``val_examples`` at the
+        training length, beyond it the same tokens (fewer examples), but at least
+        ``min_examples``."""
+        if length <= self.seq_len:
+            return self.val_examples
+        return max(self.min_examples, self.val_examples * self.seq_len // length)
+
+    # ------------------------------------------------------------------ held-out sets
+    @property
+    def val_set_names(self) -> list[str]:
+        """The held-out sets at the training length, in the order of the loaders."""
+        return self.set_names_at(self.seq_len)
+
+    def recall_sets(self, length: int | None = None) -> dict[str, Examples]:
+        """Every held-out set at ``length`` (default: the training length): name -> (x, y),
+        each (N, length); the same examples on every call and in every run."""
+        length = self.seq_len if length is None else check_int("data.length", length)
+        names = self.set_names_at(length)
+        for index, name in enumerate(names):
+            if (length, name) not in self._sets:
+                self._sets[length, name] = self.make_set(
+                    length, name, (self.val_seed, length, index)
+                )
+        return {name: self._sets[length, name] for name in names}
+
+    def loaders_at(self, length: int, batch_size: int | None = None) -> dict[str, DataLoader]:
+        """This rank's share of every held-out set at ``length``, one loader per set."""
+        rank, world = rank_of(self.trainer)
+        size = batch_size or self.val_batch_size
+        return {
+            name: DataLoader(HeldOutExamples(examples, size, rank, world), batch_size=None)
+            for name, examples in self.recall_sets(length).items()
+        }
+
+    # ------------------------------------------------------------------ loaders
+    def train_dataloader(self) -> DataLoader:
+        trainer = self.trainer
+        first = 0
+        if trainer is not None:  # a resume continues the stream at its step
+            first = int(trainer.global_step) * int(trainer.accumulate_grad_batches)
+        rank, _ = rank_of(self.trainer)
+        return DataLoader(_Stream(self, rank, first), batch_size=None)
+
+    def val_dataloader(self) -> list[DataLoader]:
+        return list(self.loaders_at(self.seq_len).values())
+
+    def test_dataloader(self) -> list[DataLoader]:
+        """The held-out sets, as ``val_dataloader``."""
+        return self.val_dataloader()
+
+
+def recall_data_from_config(data: Any, **overrides: Any) -> RecallDataModule:
+    """The synthetic task of a run's config (its ``data`` section: ``class_path``, a class
+    path or a registered name, and ``init_args``), with ``overrides`` of its init args;
+    ConfigError for other data, listing the registered synthetic tasks."""
+    from lit_sparse.io.class_paths import import_class
+
+    class_path = data.get("class_path") if isinstance(data, dict) else None
+    synthetic = list_tasks("synthetic")
+    cls = TASKS.get(class_path) if class_path in synthetic else import_class(class_path)
+    if not (isinstance(cls, type) and issubclass(cls, RecallDataModule)):
+        raise ConfigError(
+            f"data.class_path={class_path!r}: not a synthetic task; registered: "
+            f"{', '.join(synthetic)} (or the class path of a RecallDataModule)"
+        )
+    init_args = {**(data.get("init_args") or {}), **overrides}
+    return cls(**init_args)

@@ -1,0 +1,101 @@
+"""The cpu preset's finished runs, grouped by variant, as spreads over seeds
+(:mod:`lit_sparse_studies.study.seeds`).
+
+Per run: perplexity per held-out set and evaluation length (``extrapolation.json``), the
+position-binned NLL at the last validation (``position_loss.json``) and every layer's alpha
+over steps (``lit_sparse.load_run``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lit_sparse.errors import ConfigError
+from lit_sparse.io.yaml_files import load_yaml
+from lit_sparse_studies.study import seeds
+from lit_sparse_studies.study.preset import Preset, PresetRun
+from lit_sparse_studies.study.seeds import Spread
+
+__all__ = ["PerplexityRun", "StudyResults", "VariantResults", "collect"]
+
+
+@dataclass(kw_only=True)
+class PerplexityRun(seeds.SeedRun):
+    """A finished run: ``result`` is its ExtrapolationResult."""
+
+    bins: dict[str, list[float | None]]
+    """set -> mean NLL per position bin, at the last validation."""
+
+
+class VariantResults(seeds.VariantRuns):
+    """One variant's finished runs, one per seed."""
+
+    def ppl(self, set_name: str, length: int) -> Spread:
+        return Spread.of([run.result.ppl(set_name, length) for run in self.runs])
+
+    def change(self, set_name: str, length: int) -> Spread:
+        """Per-seed change against the training length, in percent."""
+        return Spread.of([run.result.change_pct(set_name, length) for run in self.runs])
+
+    def bins(self, set_name: str) -> list[Spread]:
+        per_run = [run.bins.get(set_name) or [] for run in self.runs]
+        n_bins = max((len(b) for b in per_run), default=0)
+        return [Spread.of([b[k] if k < len(b) else None for b in per_run]) for k in range(n_bins)]
+
+    def first_last(self, set_name: str) -> Spread:
+        """First bin minus last bin per seed: how much lower the loss is late in the window."""
+        ends = [(bins[0], bins[-1]) for run in self.runs if (bins := run.bins.get(set_name))]
+        return Spread.of([first - last for first, last in ends if None not in (first, last)])
+
+
+@dataclass(kw_only=True)
+class StudyResults(seeds.RunGroup):
+    """Every variant with at least one finished run, in the preset's order."""
+
+    preset: Preset
+    missing: list[tuple[PresetRun, str]]
+    """Runs asked for that are not complete, and their state."""
+
+    @property
+    def sets(self) -> list[str]:
+        return self.first.sets
+
+
+def _read(run: PresetRun) -> tuple[Any, Any, Any]:
+    from lit_sparse.runs.analysis import load_run
+
+    run_dir, state = seeds.complete_dir(run)
+    if run_dir is None:
+        return None, state, None
+    loaded = load_run(run_dir, load_model=False)
+    if loaded.extrapolation is None or loaded.position_loss is None:
+        raise ConfigError(f"{run_dir}: no extrapolation.json or position_loss.json")
+    trajectory = loaded.alpha_trajectory
+    seed_run = PerplexityRun(
+        seed=run.seed,
+        path=run_dir,
+        result=loaded.extrapolation,
+        bins=dict(loaded.position_loss.get("sets") or {}),
+        alpha_steps=None if trajectory is None else trajectory.steps,
+        alphas=None if trajectory is None else trajectory.alphas,
+    )
+    config = load_yaml(run_dir / "config.yaml", "run config")
+    return seed_run, {key: seeds.lookup(config, key) for key in run.preset.setup_keys}, run_dir
+
+
+def collect(runs: Sequence[PresetRun]) -> StudyResults:
+    """Read every complete run of ``runs``; the others are listed as missing.
+
+    Raises ConfigError when no run is complete, or when two runs were not trained alike
+    (a shared config value differs, or their evaluation lengths or held-out sets differ).
+    """
+    groups, missing = seeds.collect_alike(runs, _read, "sets", VariantResults)
+    if not groups:
+        raise ConfigError(
+            f"no complete run under {runs[0].root} (complete: extrapolation.json and "
+            "position_loss.json at max_steps); run the preset first with --run"
+        )
+    (_, variants, setup), *_ = groups
+    return StudyResults(preset=runs[0].preset, variants=variants, missing=missing, setup=setup)

@@ -1,0 +1,82 @@
+"""The task registry: built-ins found by discovery, the listing command, lookups that name
+the registered tasks, entry points isolated to one warning line, and docs/tasks.md's table."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import lit_sparse.tasks
+from lit_sparse.__main__ import main as lit_main
+from lit_sparse.errors import ConfigError
+from lit_sparse.tasks import TASKS, MQARDataModule, get_task, list_tasks, recall_data_from_config
+
+PACKAGE = Path(lit_sparse.tasks.__file__).parent
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "tasks.md"
+
+
+def test_every_task_module_of_the_package_is_registered():
+    declared = {
+        name
+        for module in PACKAGE.glob("*.py")
+        for name in re.findall(r'^@register_task\("(\w+)"\)', module.read_text(), re.M)
+    }
+    assert declared and TASKS.builtin_names() == sorted(declared)
+    assert list_tasks("synthetic") == [n for n in list_tasks() if get_task(n).kind == "synthetic"]
+    assert {"mqar", "distance", "passkey"} <= set(list_tasks("synthetic"))
+    assert {"lego", "ruler_vt"} <= set(list_tasks("choice"))
+
+
+def test_an_unknown_task_lists_the_registered_ones():
+    with pytest.raises(ConfigError, match=r"task='mqr': unknown task; registered: .*mqar"):
+        get_task("mqr")
+
+
+def test_a_run_config_names_its_task_by_class_path_or_registered_name():
+    for class_path in ("lit_sparse.data.MQARDataModule", "lit_sparse.tasks.MQARDataModule", "mqar"):
+        data = recall_data_from_config({"class_path": class_path, "init_args": {"seq_len": 32}})
+        assert type(data) is MQARDataModule and data.seq_len == 32
+    with pytest.raises(ConfigError, match="not a synthetic task; registered: distance, mqar"):
+        recall_data_from_config({"class_path": "lego"})
+
+
+def test_the_listing_shows_every_task_with_its_options(capsys):
+    assert lit_main(["tasks", "--list"]) == 0
+    out = capsys.readouterr().out
+    builtins = set(TASKS.builtin_names())
+    for name in list_tasks():
+        source = "built-in" if name in builtins else re.escape(get_task(name).__module__)
+        assert re.search(rf"^{name} \((synthetic|choice), {source}\): \S", out, re.M), name
+    assert "class_path: lit_sparse.tasks.mqar.MQARDataModule" in out
+    assert "gap=0" in out and "per_group=120" in out
+
+
+def test_docs_list_every_built_in_task():
+    rows = set(re.findall(r"^\| `(\w+)` \| (synthetic|choice) \|", DOCS.read_text(), re.M))
+    assert rows == {(name, get_task(name).kind) for name in TASKS.builtin_names()}
+
+
+class FakeEntryPoint(SimpleNamespace):
+    def load(self):
+        raise ImportError("No module named 'missing_dependency'")
+
+
+def test_a_broken_task_entry_point_is_one_warning_and_the_rest_works(monkeypatch, caplog):
+    saved = dict(TASKS.classes)
+    monkeypatch.setitem(TASKS.loaded, "entry_points", False)
+    broken = FakeEntryPoint(name="broken_demo", value="pkg:Task", dist=SimpleNamespace(name="pkg"))
+    monkeypatch.setattr(TASKS, "entry_points", lambda: [broken])
+    try:
+        with caplog.at_level(logging.WARNING):
+            names = list_tasks()
+        assert "broken_demo" not in names and "mqar" in names
+        (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert "task plugin 'broken_demo'" in line and "from pkg" in line
+        assert "ImportError: No module named 'missing_dependency'" in line
+    finally:
+        TASKS.classes.clear()
+        TASKS.classes.update(saved)
