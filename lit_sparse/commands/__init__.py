@@ -4,8 +4,10 @@ lit_sparse --help`` prints it). Each module has ``main(argv) -> int``, wrapped i
 :func:`reports_errors`: it parses its options (:func:`command_parser`) and calls the
 library, which computes (``lit_sparse_studies.study``, ``bench``, ``interop``...).
 
-Commands that read a model out of config files take :func:`config_parser`'s options and
-call :func:`lit_sparse.parsing.config_files.read_model_config`.
+A command takes ``--config FILE`` (its options from YAML) and ``--print_config``
+(:func:`command_parser`); commands that read a model out of config files take
+:func:`config_parser`'s options (their ``--config`` is the model's) and call
+:func:`lit_sparse.parsing.config_files.read_model_config`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import functools
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from jsonargparse import ActionConfigFile, ArgumentParser
 
 from lit_sparse.errors import LitSparseError, interrupted
 from lit_sparse.io.atomic import write_json
@@ -48,8 +52,25 @@ def print_report(report: Any, json_path: str | None = None) -> int:
 
 
 def command_parser(command: str, description: str, **kwargs: Any) -> argparse.ArgumentParser:
-    """The option parser of ``python -m lit_sparse <command>``, its help in the project's
-    format; ``kwargs`` go to ArgumentParser (e.g. ``epilog``)."""
+    """The option parser of ``python -m lit_sparse <command>`` (jsonargparse's, an argparse
+    parser), its help in the project's format: ``--config`` reads the command's options from
+    a YAML file and ``--print_config`` prints them as one; ``kwargs`` go to the parser (e.g.
+    ``epilog``)."""
+    kwargs.setdefault("formatter_class", HelpFormatter)
+    parser = ArgumentParser(
+        prog=f"python -m lit_sparse {command}", description=description, **kwargs
+    )
+    parser.add_argument(
+        "--config",
+        action=ActionConfigFile,
+        help="the options from a YAML file (as --print_config writes them)",
+    )
+    return parser
+
+
+def argparse_parser(command: str, description: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A plain argparse parser, for the commands jsonargparse cannot parse yet: subcommands
+    parsed as argparse does (``bench``) and unknown ``--model.*`` overrides (``config_parser``)."""
     return argparse.ArgumentParser(
         formatter_class=HelpFormatter,
         prog=f"python -m lit_sparse {command}",
@@ -61,7 +82,7 @@ def command_parser(command: str, description: str, **kwargs: Any) -> argparse.Ar
 def config_parser(command: str, description: str) -> argparse.ArgumentParser:
     """The options of a command on the model of config files: ``--config`` (repeatable),
     ``--length``, ``--json``; further ``--model.*`` / ``--data.*`` options are overrides."""
-    parser = command_parser(
+    parser = argparse_parser(
         command,
         description,
         epilog="Further options: --model.<key> VALUE and --data.<key> VALUE (as fit takes them).",

@@ -15,16 +15,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lit_sparse.commands import reports_errors
+from lit_sparse.commands import command_parser, reports_errors
 
 __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
     summary, details = __doc__.split("\n\n", 1)
-    parser = argparse.ArgumentParser(
-        prog="python -m lit_sparse lm-eval-tasks",
-        description=" ".join(summary.split(": ", 1)[1].split()),
+    parser = command_parser(
+        "lm-eval-tasks",
+        " ".join(summary.split(": ", 1)[1].split()),
         epilog=details,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

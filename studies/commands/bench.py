@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lit_sparse.commands import command_parser, reports_errors
+from lit_sparse.commands import argparse_parser, reports_errors
 from lit_sparse.parsing.help_text import HelpFormatter
 from lit_sparse_studies.bench import plan
 from lit_sparse_studies.bench.attention import DTYPES, FLEX, FLEX_PREFIX, LEARNED, NATTEN, SDPA
@@ -42,7 +42,7 @@ def _subcommand(sub, name: str, what: str) -> argparse.ArgumentParser:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = command_parser("bench", __doc__.split("\n\n")[0])
+    parser = argparse_parser("bench", __doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     attention = _subcommand(sub, "attention", "one attention call, forward + backward")
     train = _subcommand(sub, "train", "whole AdamW training steps of the quickstart shape")

@@ -18,7 +18,7 @@ import functools
 import sys
 from pathlib import Path
 
-from lit_sparse.commands import command_parser, reports_errors
+from lit_sparse.commands import argparse_parser, reports_errors
 from lit_sparse.errors import ConfigError, interrupted
 from lit_sparse.io.atomic import write_text
 from lit_sparse_studies.study.paper_matrix import RUNS
@@ -28,7 +28,7 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = command_parser(
+    parser = argparse_parser(
         "matrix",
         __doc__.split("\n\n")[0],
         epilog="With --run, further options go to fit (e.g. --config configs/quickstart.yaml). "

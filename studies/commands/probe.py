@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lit_sparse.commands import command_parser, reports_errors
+from lit_sparse.commands import argparse_parser, reports_errors
 from lit_sparse.errors import ConfigError
 from lit_sparse_studies.study.probe import CONFIG_DIR, INITS, READS, probe_tables, run_grid
 
@@ -28,7 +28,7 @@ __all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = command_parser("probe", __doc__.split("\n\n")[1])
+    parser = argparse_parser("probe", __doc__.split("\n\n")[1])
     parser.add_argument("--depths", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--inits", nargs="+", choices=INITS, default=list(INITS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
