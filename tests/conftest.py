@@ -43,7 +43,7 @@ TRAINING_FIXTURES = {
     "fixed_checkpoint",
     "tiny_study",
     "two_quickstart_runs",
-    "built_runs",  # tests/study/test_preset.py: the cpu preset's nine runs, built
+    "built_runs",  # tests/studies/study/test_preset.py: the cpu preset's nine runs, built
     "results",  # tests/test_readme.py: every README command
 }
 """Fixtures that train (or build whole runs) through Lightning: a test that uses one,
@@ -57,8 +57,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
-# tests/ is on sys.path as the root conftest's folder. A crashed worker's fatal-signal
-# traceback or timed-out stacks, printed by the controller:
+# The suite is the package `tests` (the repository root is on sys.path). A crashed worker's
+# fatal-signal traceback or timed-out stacks, printed by the controller:
 from tests.crash_reports import (  # noqa: E402, F401
     pytest_configure,
     pytest_configure_node,

@@ -54,14 +54,15 @@ SKIPPED = {
     "--trainer.accumulate_grad_batches 1": "a SLURM allocation of 4 machines",
     "tensorboard --logdir runs": "starts a server that runs until stopped",
     "python -m lit_sparse probe --depths 2 4 8 --inits uniform staggered --seeds 0 1": "trains "
-    "24 probe runs (hours on a CPU); tests/commands/test_probe.py runs a shrunk depth-2 one",
+    "24 probe runs (hours on a CPU); tests/studies/commands/test_probe.py runs a shrunk depth-2 "
+    "one",
     "python -m lit_sparse matrix --run fib_linear_w12": "launches a paper-scale run (13,000 "
-    "steps); tests/commands/test_matrix.py launches shrunk ones",
+    "steps); tests/studies/commands/test_matrix.py launches shrunk ones",
     "python -m lit_sparse matrix --table runs/fib_fixed_w8 runs/fib_linear_w8 --out tables.md": (
-        "needs two finished runs of the matrix; tests/commands/test_matrix.py builds tables"
+        "needs two finished runs of the matrix; tests/studies/commands/test_matrix.py builds tables"
     ),
     "python -m lit_sparse tasks runs/quickstart/coprime/version_0": "scores 720 LEGO and RULER "
-    "items (minutes of CPU even for a tiny model); tests/evaluation/test_tasks.py runs the "
+    "items (minutes of CPU even for a tiny model); tests/tasks/test_choice.py runs the "
     "command on a tiny run with --per-group 6",
     "python -m lit_sparse lm-eval --model lit_sparse --model_args pretrained=runs/quickstart/"
     "coprime --tasks lit_sparse --include_path $(python -m lit_sparse lm-eval-tasks) --limit 50": (
@@ -69,12 +70,13 @@ SKIPPED = {
         "runs the command on a shipped task with a tiny export"
     ),
     "python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --run": "trains the study's 27 runs "
-    "(about 2 hours); tests/study/test_preset.py runs --run on tiny seeded runs",
+    "(about 2 hours); tests/studies/study/test_preset.py runs --run on tiny seeded runs",
     "python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --table --out runs/cpu/study.md": (
-        "needs the study's finished runs; tests/study/test_preset.py builds it from tiny ones"
+        "needs the study's finished runs; tests/studies/study/test_preset.py builds it from tiny "
+        "ones"
     ),
     "python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --plot": "needs the study's finished "
-    "runs; tests/study/test_preset.py draws the plots from tiny ones",
+    "runs; tests/studies/study/test_preset.py draws the plots from tiny ones",
 }
 
 

@@ -18,7 +18,7 @@ import pytest
 from lit_sparse.__main__ import main as lit_main
 from lit_sparse_studies.study.preset import PRESETS, fib_cache_window, fib_keys_window, preset_runs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TINY = ROOT / "tests" / "configs" / "tiny_recall.yaml"
 RECALL = PRESETS["recall"]
 VARIANTS = ("fib_learned", "sw_keys")

@@ -16,7 +16,7 @@ from lit_sparse.cli import LitSparseCLI
 from lit_sparse_studies.study.paper_matrix import identify
 from lit_sparse_studies.study.preset import PRESETS, preset_runs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TINY = ROOT / "tests" / "configs" / "tiny_study.yaml"
 CPU = PRESETS["cpu"]
 

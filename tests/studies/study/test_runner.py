@@ -2,7 +2,7 @@
 trained), a dead process's claim is taken over, a start that died before its first
 checkpoint is cleared and its number reused, its options pin nothing, and a run whose fit
 crashes is reported while the study goes on. The fit is stood in for by a launcher that
-writes what a finished fit leaves (tests/commands/test_matrix_preset.py runs real fits)."""
+writes what a finished fit leaves (tests/studies/commands/test_matrix_preset.py runs real fits)."""
 
 from __future__ import annotations
 

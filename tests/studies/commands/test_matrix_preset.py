@@ -22,7 +22,7 @@ from lit_sparse.runs.locks import lock_holder
 
 pytestmark = pytest.mark.slow  # trains, starts processes or benches
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TINY = ROOT / "tests" / "configs" / "tiny_study.yaml"
 VARIANTS = ("fib_fixed", "fib_learned")
 SEEDS = (0, 1)

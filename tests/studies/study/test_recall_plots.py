@@ -15,7 +15,7 @@ from lit_sparse_studies.study import figures, recall_plots
 from lit_sparse_studies.study.preset import preset_runs
 from lit_sparse_studies.study.recall_results import collect_recall
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "docs" / "recall-study" / "results"
 
 

@@ -14,7 +14,7 @@ from lit_sparse_studies.study.preset import preset_runs
 from lit_sparse_studies.study.recall_report import Geometry, _buckets
 from lit_sparse_studies.study.recall_results import collect_recall
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "docs" / "recall-study" / "results"
 
 

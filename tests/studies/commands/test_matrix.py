@@ -13,7 +13,7 @@ from lit_sparse.__main__ import main as lit_main
 from lit_sparse_studies.study.paper_matrix import RUNS, identify
 from lit_sparse_studies.study.paper_tables import read_run
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"
 

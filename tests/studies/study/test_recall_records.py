@@ -14,7 +14,7 @@ import pytest
 
 from lit_sparse.__main__ import main as lit_main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "docs" / "recall-study" / "results"
 VARIANTS = ("dense", "fib_linear", "sw_keys", "bigbird")
 

@@ -12,7 +12,7 @@ from lit_sparse.parsing.config_files import read_model_config
 from lit_sparse_studies.commands.coverage import main
 from lit_sparse_studies.study.coverage import compute_coverage, format_ranges, two_hop
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = ROOT / "configs"
 
 

@@ -19,7 +19,7 @@ from lit_sparse_studies.study.probe import probe_parser, run_probe
 
 pytestmark = pytest.mark.slow  # trains, starts processes or benches
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PROBE_CONFIGS = ROOT / "configs" / "probe"
 
 

@@ -16,7 +16,7 @@ from lit_sparse.parsing.config_files import read_model_config
 from lit_sparse_studies.commands.flops import main
 from lit_sparse_studies.study.flops import flops_report, measured_dense_flops
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = ROOT / "configs"
 
 
