@@ -25,7 +25,7 @@ _PUBLIC = {
     "generate_text": "lit_sparse.generation",
     "score": "lit_sparse.generation",
     "Tokenizer": "lit_sparse.data.tokenizer",
-    "load_pretrained": "lit_sparse.interop.sources",
+    "load_pretrained": "lit_sparse.interop.loading",
     "LanguageModel": "lit_sparse.model",
     "load_run": "lit_sparse.runs.analysis",
 }
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from lit_sparse.config import ModelConfig
     from lit_sparse.data.tokenizer import Tokenizer
     from lit_sparse.generation import generate, generate_text, score
-    from lit_sparse.interop.sources import load_pretrained
+    from lit_sparse.interop.loading import load_pretrained
     from lit_sparse.model import LanguageModel
     from lit_sparse.runs.analysis import load_run
 

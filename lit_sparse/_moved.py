@@ -21,6 +21,7 @@ MOVED = {
     "lit_sparse.data.recall_data": "lit_sparse.tasks",
     "lit_sparse.evaluation.lego": "lit_sparse.tasks.lego",
     "lit_sparse.evaluation.ruler": "lit_sparse.tasks.ruler",
+    "lit_sparse.interop.sources": "lit_sparse.interop.loading",
 }
 """old module path -> where it lives now."""
 

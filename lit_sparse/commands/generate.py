@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     from lit_sparse.generation.quantize import check_quantize, quantize
     from lit_sparse.generation.text import TextStream
     from lit_sparse.generation.weights import weight_dtype
-    from lit_sparse.interop.sources import load_source, resolve_device
+    from lit_sparse.interop.loading import load_source, resolve_device
 
     # every cheap check before the model is loaded
     if args.max_new_tokens < 1:

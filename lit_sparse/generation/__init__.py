@@ -9,7 +9,7 @@ loading a run or an exported folder, and the decode benchmark.
   to text, stopping on stop strings.
 - :mod:`~lit_sparse.generation.scoring`: ``score``: log-likelihoods of continuations in
   right-padded batches (exact for every plugin).
-- :mod:`~lit_sparse.interop.sources`: a model and tokenizer from a run, a checkpoint or an
+- :mod:`~lit_sparse.interop.loading`: a model and tokenizer from a run, a checkpoint or an
   exported folder (``lit_sparse.load_pretrained``).
 - :mod:`~lit_sparse_studies.bench.decode`: per-token latency and cache size at long
   contexts (``python -m lit_sparse bench decode``).

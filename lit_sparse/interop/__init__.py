@@ -2,7 +2,7 @@
 
 - :mod:`~lit_sparse.interop.export`: ``python -m lit_sparse export``: a run's weights,
   config, tokenizer and model card.
-- :mod:`~lit_sparse.interop.sources`: a model and its tokenizer from a run folder, a
+- :mod:`~lit_sparse.interop.loading`: a model and its tokenizer from a run folder, a
   checkpoint or an exported folder.
 - :mod:`~lit_sparse.interop.hf`: the models in Hugging Face transformers (the ``hf`` extra):
   ``LitSparseForCausalLM``, its bounded cache, registration with the Auto classes.

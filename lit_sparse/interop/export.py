@@ -48,7 +48,7 @@ from lit_sparse.formats.remote import REMOTE_CODE
 from lit_sparse.formats.stock import stock_layout_of
 from lit_sparse.formats.transformers_files import transformers_files
 from lit_sparse.interop.extras import require_gguf
-from lit_sparse.interop.sources import is_exported, load_source, run_tokenizer_checked
+from lit_sparse.interop.loading import is_exported, load_source, run_tokenizer_checked
 from lit_sparse.io.atomic import AtomicFolder, write_text
 from lit_sparse.io.tables import markdown_table
 from lit_sparse.runs.checkpoint_folders import checkpoint_bytes

@@ -146,7 +146,7 @@ class LitSparseLM(TemplateLM):
         import torch
 
         from lit_sparse.generation.scoring import TRUNCATION, length_limit
-        from lit_sparse.interop.sources import load_pretrained, resolve_dtype
+        from lit_sparse.interop.loading import load_pretrained, resolve_dtype
 
         if unknown:
             raise ConfigError(

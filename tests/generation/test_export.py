@@ -14,7 +14,7 @@ from lit_sparse.attention import AttentionPlugin
 from lit_sparse.attention.sliding_window import SlidingWindowPattern
 from lit_sparse.errors import ConfigError
 from lit_sparse.interop.export import export_run
-from lit_sparse.interop.sources import load_source
+from lit_sparse.interop.loading import load_source
 from lit_sparse.runs.analysis import build_module
 from lit_sparse.runs.checkpoints import read_checkpoint
 

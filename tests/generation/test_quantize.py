@@ -19,7 +19,7 @@ from lit_sparse.evaluation.extrapolation import evaluate_lengths
 from lit_sparse.formats import pretrained
 from lit_sparse.generation import Generation
 from lit_sparse.generation.quantize import Int8Embedding, Int8Linear, quantize_int8
-from lit_sparse.interop.sources import load_source
+from lit_sparse.interop.loading import load_source
 from lit_sparse.model import Linear
 
 from .cases import VOCAB, generation_cases, tiny_model

@@ -178,7 +178,7 @@ def test_an_edited_tokenizer_json_is_refused_unless_named_on_purpose(
     assert code == 2 and len(lines) == 1 and "is not the tokenizer" in lines[0], lines
     assert "with --tokenizer" in lines[0]
     # a tokenizer named on purpose is used as asked, with a note
-    with caplog.at_level(logging.WARNING, logger="lit_sparse.interop.sources"):
+    with caplog.at_level(logging.WARNING, logger="lit_sparse.interop.loading"):
         _, tokenizer = lit_sparse.load_pretrained(folder, tokenizer=str(edited))
     assert tokenizer.sha256 != config["tokenizer_sha256"]
     (note,) = [r.getMessage() for r in caplog.records]

@@ -142,7 +142,7 @@ def test_a_runs_tokenizer_changed_since_training_is_refused_by_every_route(
         lm_eval_model.LitSparseLM(pretrained=str(run), device="cpu")
 
     # named on purpose: used as asked, with a note; the export records the one it ships
-    with caplog.at_level(logging.WARNING, logger="lit_sparse.interop.sources"):
+    with caplog.at_level(logging.WARNING, logger="lit_sparse.interop.loading"):
         _, tokenizer = lit_sparse.load_pretrained(run, tokenizer=str(tokenizer_file))
         exported = tmp_path / "exported"
         code = lit_main(
