@@ -46,6 +46,8 @@ Seed = int | Sequence[int]
 
 
 def seeded_rng(seed: Seed) -> np.random.Generator:
+    """numpy's generator of ``seed``: a whole number, or a sequence of them (seed, rank,
+    batch) mixed by ``SeedSequence``; ConfigError for anything else."""
     keys = [seed] if isinstance(seed, (int, float, np.integer, np.floating)) else seed
     sequence = isinstance(keys, (Sequence, np.ndarray)) and not isinstance(keys, (str, bytes))
     if not sequence or not all(is_whole(k) for k in keys):
@@ -63,6 +65,7 @@ def is_whole(value) -> bool:
 
 
 def check_positive(**values: int) -> None:
+    """One ConfigError line for the first value that is not an integer >= 1."""
     for name, value in values.items():
         check_int(name, value)
 

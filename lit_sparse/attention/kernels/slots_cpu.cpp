@@ -17,10 +17,13 @@
 // results are bit-identical from run to run.
 //
 // Vectorised with ATen's at::vec for the instruction set the compiler targets (-march=native:
-// AVX-512 or AVX2 with FMA where the CPU has them, ATen's portable loops elsewhere). The inner
-// loops run over the head dim D in vectors; per position, the G query heads of a KV group
-// are one tile, so each key row, value row and blended rung row is loaded once for the
-// tile's G dot products and G multiply-adds.
+// AVX-512 or AVX2 with FMA where the CPU has them, ATen's portable loops elsewhere). The
+// forward and the backward's query pass take a vector of L consecutive queries (one a lane)
+// and a tile of the group's heads at once: the keys a vector reads at one distance are
+// consecutive, so with k and v copied channel-major each slot's keys are one load per
+// channel, shared by the tile's heads, and scores, softmax and outputs are lane-wise
+// multiply-adds in registers (small dense products, no horizontal sum per dot product). The
+// key pass keeps each key row's dK and dV in registers over all the queries that read it.
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
 #define CPU_CAPABILITY AVX512
 #define CPU_CAPABILITY_AVX512
@@ -45,7 +48,8 @@
 
 namespace {
 
-constexpr int64_t kBlock = 16;  // positions per work item
+constexpr int64_t kItem = 64;  // queries per work item of the forward and the query pass
+constexpr int64_t kKeys = 16;  // key rows per work item of the key pass
 
 template <typename F>
 void parallel_items(int64_t n, int64_t threads, const F& fn) {
@@ -87,49 +91,6 @@ inline T dot(const T* a, const T* b, int64_t n) {
   return lane_sum(acc);
 }
 
-// out[g * out_stride] = rows[g] . x for the kG rows at rows + g * D (a tile of query heads):
-// x is loaded once for all of them.
-template <typename T, int kG>
-inline void dots(const T* rows, const T* x, int64_t D, T* out, int64_t out_stride) {
-  constexpr int64_t W = Vec<T>::size();
-  Vec<T> acc[kG];
-  for (int g = 0; g < kG; ++g) acc[g] = Vec<T>(T(0));
-  for (int64_t i = 0; i < D; i += W) {
-    const Vec<T> xv = load(x + i, D - i);
-    for (int g = 0; g < kG; ++g) acc[g] = at::vec::fmadd(load(rows + g * D + i, D - i), xv, acc[g]);
-  }
-  for (int g = 0; g < kG; ++g) out[g * out_stride] = lane_sum(acc[g]);
-}
-
-// out[g] = sum_j w[g * S + j] * xs[j] for the kG rows of out (stride D); a null xs[j] is
-// skipped. Each row xs[j] is loaded once per vector of D for the whole tile.
-template <typename T, int kG>
-inline void mix(const T* w, int64_t S, const T* const* xs, int64_t D, T* out) {
-  constexpr int64_t W = Vec<T>::size();
-  for (int64_t i = 0; i < D; i += W) {
-    Vec<T> acc[kG];
-    for (int g = 0; g < kG; ++g) acc[g] = Vec<T>(T(0));
-    for (int64_t j = 0; j < S; ++j) {
-      if (!xs[j]) continue;
-      const Vec<T> xv = load(xs[j] + i, D - i);
-      for (int g = 0; g < kG; ++g) acc[g] = at::vec::fmadd(Vec<T>(w[g * S + j]), xv, acc[g]);
-    }
-    for (int g = 0; g < kG; ++g) acc[g].store(out + g * D + i, std::min(W, D - i));
-  }
-}
-
-// out = lo + frac * (hi - lo), and (when diff is given) diff = hi - lo.
-template <typename T>
-inline void blend(const T* lo, const T* hi, T frac, T* out, T* diff, int64_t n) {
-  constexpr int64_t W = Vec<T>::size();
-  const Vec<T> f(frac);
-  for (int64_t i = 0; i < n; i += W) {
-    const Vec<T> a = load(lo + i, n - i), d = load(hi + i, n - i) - a;
-    at::vec::fmadd(f, d, a).store(out + i, std::min(W, n - i));
-    if (diff) d.store(diff + i, std::min(W, n - i));
-  }
-}
-
 // p[j] = exp(p[j] - max) / sum for a row of n scores (-inf: an invalid slot, 0 after).
 template <typename T>
 inline void softmax_row(T* p, int64_t n) {
@@ -150,6 +111,7 @@ inline void softmax_row(T* p, int64_t n) {
 
 struct Shape {
   int64_t B, T, H, KV, G, D, A, M, R, S, block_size, min_abs, n_blocks;
+  int64_t Tq;  // positions per row of P and dS: T rounded up to whole vectors
 };
 
 struct Slots {
@@ -158,6 +120,8 @@ struct Slots {
   const double* frac;         // (R,)
   const int64_t* block_keys;  // (n_blocks, A)
 };
+
+constexpr int64_t kRowAlign = 16;  // a multiple of every vector's lanes (float or double)
 
 Shape shape_of(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& exact,
                const torch::Tensor& lo, const torch::Tensor& block_keys, int64_t block_size,
@@ -176,6 +140,7 @@ Shape shape_of(const torch::Tensor& q, const torch::Tensor& k, const torch::Tens
   s.S = s.A + s.M + s.R;
   s.block_size = std::max<int64_t>(1, block_size);
   s.min_abs = min_abs;
+  s.Tq = (s.T + kRowAlign - 1) / kRowAlign * kRowAlign;
   return s;
 }
 
@@ -185,159 +150,405 @@ Slots slots_of(const torch::Tensor& exact, const torch::Tensor& lo, const torch:
           block_keys.numel() ? block_keys.data_ptr<int64_t>() : nullptr};
 }
 
-// P and dS are slot-major, (S, B, T, H): the key pass reads one slot of consecutive queries.
-inline int64_t slot_major(const Shape& s, int64_t slot, int64_t b, int64_t t) {
-  return ((slot * s.B + b) * s.T + t) * s.H;
+// P and dS are (B, H, S, Tq): one slot's row of consecutive queries, a vector of queries at once.
+inline int64_t prob_index(const Shape& s, int64_t b, int64_t h, int64_t slot, int64_t t) {
+  return ((b * s.H + h) * s.S + slot) * s.Tq + t;
 }
 
-// The rows position t reads, shared by its G heads: keys[j] and values[j] per slot (nullptr:
-// not valid at t). A rung's rows are blended into key_rows and value_rows (R rows of D), the
-// taps' differences (hi - lo) into k_diff and v_diff when they are given (the backward's).
+// ------------------------------------------------------------------------------ layouts
+// The query-side passes take a vector of L consecutive queries at once, one query a lane:
+// scores, softmax and outputs are lane-wise, so no dot product ends in a horizontal sum. For
+// that k and v are copied channel-major, (B, KV, D, P): channel i of a head is one row with
+// position t at column L + t, so the keys a vector of queries reads at distance d are one
+// load at column L + t0 - d, shared by the group's heads. Column L - 1 repeats position 0 (a
+// rung's upper tap at its first row reads row 0); the other columns before L and past T are 0.
 template <typename T>
-inline void slot_rows(const Shape& s, const Slots& slots, const T* k_base, const T* v_base,
-                      int64_t t, const T** keys, const T** values, T* key_rows, T* value_rows,
-                      T* k_diff, T* v_diff) {
-  const int64_t row_stride = s.KV * s.D;
-  for (int64_t a = 0; a < s.A; ++a) {
-    const int64_t key = slots.block_keys[(t / s.block_size) * s.A + a];
-    const bool ok = key >= 0 && t - key >= s.min_abs;
-    keys[a] = ok ? k_base + key * row_stride : nullptr;
-    values[a] = ok ? v_base + key * row_stride : nullptr;
-  }
-  for (int64_t m = 0; m < s.M; ++m) {
-    const int64_t d = slots.exact[m];
-    const bool ok = t >= d;
-    keys[s.A + m] = ok ? k_base + (t - d) * row_stride : nullptr;
-    values[s.A + m] = ok ? v_base + (t - d) * row_stride : nullptr;
-  }
-  for (int64_t r = 0; r < s.R; ++r) {
-    const int64_t lo = slots.lo[r];
-    const int64_t slot = s.A + s.M + r;
-    if (t < lo) {
-      keys[slot] = values[slot] = nullptr;
-      continue;
+int64_t channel_stride(int64_t length) {
+  constexpr int64_t L = Vec<T>::size();
+  int64_t p = L + (length + L - 1) / L * L + L;
+  // an odd number of cache lines: a load's D channel rows fall into different cache sets
+  // (a stride of a multiple of 4 KB put them all in one)
+  while ((p * int64_t(sizeof(T)) / 64) % 2 == 0) p += L;
+  return p;
+}
+
+template <typename T>
+void to_channels(const Shape& s, const T* x, T* xt, int64_t P, int64_t threads) {
+  constexpr int64_t L = Vec<T>::size();
+  parallel_items(s.B * s.KV, threads, [&](int64_t item) {
+    const int64_t b = item / s.KV, h = item % s.KV;
+    T* base = xt + item * s.D * P;
+    at::vec::transpose_mxn<T>(x + (b * s.T * s.KV + h) * s.D, s.KV * s.D, base + L, P, s.T, s.D);
+    for (int64_t i = 0; i < s.D; ++i) {
+      T* row = base + i * P;
+      std::fill(row, row + L - 1, T(0));
+      row[L - 1] = row[L];
+      std::fill(row + L + s.T, row + P, T(0));
     }
-    const int64_t hi = std::max<int64_t>(t - lo - 1, 0);
-    const T f = T(slots.frac[r]);
-    blend(k_base + (t - lo) * row_stride, k_base + hi * row_stride, f, key_rows + r * s.D,
-          k_diff ? k_diff + r * s.D : nullptr, s.D);
-    blend(v_base + (t - lo) * row_stride, v_base + hi * row_stride, f, value_rows + r * s.D,
-          v_diff ? v_diff + r * s.D : nullptr, s.D);
-    keys[slot] = key_rows + r * s.D;
-    values[slot] = value_rows + r * s.D;
+  });
+}
+
+// n rows (stride ld) of `heads` heads of D channels -> lanes: out[(g * D + i) * L + lane],
+// lanes past n zero; and back.
+template <typename T>
+void to_lanes(const T* x, int64_t ld, int64_t n, int64_t heads, int64_t D, T* out) {
+  constexpr int64_t L = Vec<T>::size();
+  if (n < L) std::fill(out, out + heads * D * L, T(0));
+  for (int64_t g = 0; g < heads; ++g) at::vec::transpose_mxn<T>(x + g * D, ld, out + g * D * L, L, n, D);
+}
+
+template <typename T>
+void from_lanes(const T* x, int64_t heads, int64_t D, int64_t n, T* out, int64_t ld) {
+  constexpr int64_t L = Vec<T>::size();
+  for (int64_t g = 0; g < heads; ++g) at::vec::transpose_mxn<T>(x + g * D * L, L, out + g * D, ld, D, n);
+}
+
+// ------------------------------------------------------------------------------ slot sources
+// What slot j reads at channel i, a vector over the L queries: a shifted load of a
+// channel-major row (exact distances: column col[j]), a rung's blend of two of them (upper tap
+// one column left), the difference of its taps, or one row-major key broadcast (absolute keys).
+template <typename T>
+struct Shifted {
+  const T* base;  // channel 0, position 0
+  const int64_t* col;
+  int64_t P;
+  Vec<T> operator()(int64_t j, int64_t i) const { return Vec<T>::loadu(base + col[j] + i * P); }
+};
+
+template <typename T>
+struct Blended {
+  const T* base;
+  const int64_t* col;
+  const T* frac;
+  int64_t P;
+  Vec<T> operator()(int64_t j, int64_t i) const {
+    const T* x = base + col[j] + i * P;
+    const Vec<T> lo = Vec<T>::loadu(x);
+    return at::vec::fmadd(Vec<T>(frac[j]), Vec<T>::loadu(x - 1) - lo, lo);
+  }
+};
+
+template <typename T>
+struct TapDiff {
+  const T* base;
+  const int64_t* col;
+  int64_t P;
+  Vec<T> operator()(int64_t j, int64_t i) const {
+    const T* x = base + col[j] + i * P;
+    return Vec<T>::loadu(x - 1) - Vec<T>::loadu(x);
+  }
+};
+
+// Absolute keys of one vector of queries: slot `slot` reads row `key` for queries [first, end).
+// A vector that spans two of BigBird's blocks has an entry per block.
+struct Entry {
+  int64_t slot, key, first, end;
+};
+
+template <typename T>
+struct Broadcast {
+  const T* rows;  // row-major rows of one head (stride row_stride)
+  const Entry* entries;
+  int64_t row_stride;
+  Vec<T> operator()(int64_t j, int64_t i) const {
+    return Vec<T>(rows[entries[j].key * row_stride + i]);
+  }
+};
+
+// out[g][j] (vectors at out + g * g_stride + j * L) = sum_i a[g][i] x_j(i) for j < n: kG rows of
+// lanes a (D vectors each) against n sources, J at a time, so that each a vector is loaded once
+// for J sources and each source vector once for kG rows. Every sum runs over i in order.
+template <typename T, int kG, typename Src>
+void dots(const T* a, int64_t D, const Src& x, int64_t n, T* out, int64_t g_stride) {
+  constexpr int64_t L = Vec<T>::size();
+  constexpr int J = kG == 1 ? 8 : 16 / kG;
+  for (int64_t j0 = 0; j0 < n; j0 += J) {
+    int64_t js[J];  // a short last tile repeats its last source (its sums are dropped)
+    for (int j = 0; j < J; ++j) js[j] = std::min<int64_t>(j0 + j, n - 1);
+    Vec<T> acc[kG][J];
+    for (int g = 0; g < kG; ++g)
+      for (int j = 0; j < J; ++j) acc[g][j] = Vec<T>(T(0));
+    for (int64_t i = 0; i < D; ++i) {
+      Vec<T> xv[J];
+      for (int j = 0; j < J; ++j) xv[j] = x(js[j], i);
+      for (int g = 0; g < kG; ++g) {
+        const Vec<T> av = Vec<T>::loadu(a + (g * D + i) * L);
+        for (int j = 0; j < J; ++j) acc[g][j] = at::vec::fmadd(av, xv[j], acc[g][j]);
+      }
+    }
+    for (int g = 0; g < kG; ++g)
+      for (int j = 0; j < J && j0 + j < n; ++j) acc[g][j].store(out + g * g_stride + (j0 + j) * L);
   }
 }
+
+// acc[g][ii] += sum_j w[g][j] x_j(i0 + ii) for j < n (w vectors at w + g * g_stride + j * j_stride):
+// each source vector is loaded once for kG rows, each weight vector once for I channels.
+template <typename T, int kG, int I, typename Src>
+inline void mix(const T* w, int64_t g_stride, int64_t j_stride, int64_t n, const Src& x, int64_t i0,
+                Vec<T> (&acc)[kG][I]) {
+  for (int64_t j = 0; j < n; ++j) {
+    Vec<T> xv[I];
+    for (int ii = 0; ii < I; ++ii) xv[ii] = x(j, i0 + ii);
+    for (int g = 0; g < kG; ++g) {
+      const Vec<T> wv = Vec<T>::loadu(w + g * g_stride + j * j_stride);
+      for (int ii = 0; ii < I; ++ii) acc[g][ii] = at::vec::fmadd(wv, xv[ii], acc[g][ii]);
+    }
+  }
+}
+
+// fn(std::integral_constant<int, I>, i0) over the D channels: tiles of I, then single channels.
+template <int kG, typename F>
+void channel_tiles(int64_t D, const F& fn) {
+  constexpr int I = kG == 1 ? 8 : 16 / kG;
+  int64_t i0 = 0;
+  for (; i0 + I <= D; i0 += I) fn(std::integral_constant<int, I>(), i0);
+  for (; i0 < D; ++i0) fn(std::integral_constant<int, 1>(), i0);
+}
+
+// The slots of the vector of queries [t0, t0 + L): the column each exact slot and rung's lower
+// tap reads (t0 - d; when every lane is invalid, clamped so that the loads stay in the left
+// padding), and the absolute keys' entries.
+template <typename T>
+void place(const Shape& s, const Slots& slots, int64_t t0, int64_t* col, std::vector<Entry>& entries) {
+  constexpr int64_t L = Vec<T>::size();
+  for (int64_t m = 0; m < s.M; ++m) col[m] = std::max(t0 - slots.exact[m], -(L - 1));
+  for (int64_t r = 0; r < s.R; ++r) col[s.M + r] = std::max(t0 - slots.lo[r], -(L - 1));
+  entries.clear();
+  const int64_t end = std::min(s.T, t0 + L);
+  for (int64_t blk = t0 / s.block_size; s.A && blk * s.block_size < end; ++blk) {
+    const int64_t lo = std::max(t0, blk * s.block_size), hi = std::min(end, (blk + 1) * s.block_size);
+    for (int64_t a = 0; a < s.A; ++a) {
+      const int64_t key = slots.block_keys[blk * s.A + a];
+      const int64_t first = std::max(lo, key + s.min_abs);
+      if (key >= 0 && first < hi) entries.push_back({a, key, first, hi});
+    }
+  }
+}
+
+template <typename T>
+inline Vec<T> lanes_in(const Vec<T>& pos, int64_t first, int64_t end) {
+  return (pos >= Vec<T>(T(first))) & (pos < Vec<T>(T(end)));
+}
+
+// Buffers of one work item.
+template <typename T>
+struct Scratch {
+  std::vector<int64_t> col, col_hi;  // (M + R): lower taps; (R): upper taps
+  std::vector<T> frac;               // (R,)
+  std::vector<Entry> entries;
+  std::vector<T> a, b, c, d, e, f;   // vectors of lanes
+  Scratch(const Shape& s, const Slots& slots) : col(s.M + s.R), col_hi(s.R), frac(s.R) {
+    for (int64_t r = 0; r < s.R; ++r) frac[r] = T(slots.frac[r]);
+  }
+};
 
 // ------------------------------------------------------------------------------ forward
-// Per position: the rows its slots read (shared by the G heads), then per tile of kG heads
-// the scores (each key row loaded once for the tile), the softmax (written to probs) and the
-// output (each value row loaded once for the tile).
+// Per vector of L queries and tile of kG heads: the scores of every slot as lane vectors (each
+// key vector loaded once for the tile), the softmax across slots lane-wise (written to probs),
+// and the output, accumulated channel-major and turned back to rows.
 template <typename T, int kG>
-void forward_impl(const Shape& s, const Slots& slots, const T* q, const T* k, const T* v, T* out,
-                  T* probs, int64_t threads) {
+void forward_impl(const Shape& s, const Slots& slots, const T* q, const T* k, const T* v,
+                  const T* kt, const T* vt, int64_t P, T* out, T* probs, int64_t threads) {
+  constexpr int64_t L = Vec<T>::size();
   const T scale = T(1) / std::sqrt(T(s.D));
-  const T neg_inf = -std::numeric_limits<T>::infinity();
-  const int64_t t_blocks = (s.T + kBlock - 1) / kBlock;
-  parallel_items(s.B * s.KV * t_blocks, threads, [&](int64_t item) {
-    const int64_t tb = item % t_blocks, kv = (item / t_blocks) % s.KV, b = item / t_blocks / s.KV;
-    std::vector<T> key_rows(s.R * s.D), value_rows(s.R * s.D), score(kG * s.S);
-    std::vector<const T*> keys(s.S), values(s.S);
-    const T* k_base = k + (b * s.T * s.KV + kv) * s.D;
-    const T* v_base = v + (b * s.T * s.KV + kv) * s.D;
-    for (int64_t t = tb * kBlock; t < std::min(s.T, (tb + 1) * kBlock); ++t) {
-      slot_rows(s, slots, k_base, v_base, t, keys.data(), values.data(), key_rows.data(),
-                value_rows.data(), (T*)nullptr, (T*)nullptr);
+  const Vec<T> neg_inf(-std::numeric_limits<T>::infinity()), zero(T(0));
+  const int64_t t_items = (s.T + kItem - 1) / kItem, S = s.S, A = s.A, M = s.M, D = s.D;
+  parallel_items(s.B * s.KV * t_items, threads, [&](int64_t item) {
+    const int64_t ti = item % t_items, kv = (item / t_items) % s.KV, b = item / t_items / s.KV;
+    Scratch<T> w(s, slots);
+    std::vector<T>& qt = w.a;  // the tile's queries, lanes
+    std::vector<T>& p = w.b;   // scores, then probabilities: p[(g * S + j) * L]
+    std::vector<T>& pe = w.c;  // per absolute entry: its scores, then its masked probabilities
+    std::vector<T>& ot = w.d;  // the tile's outputs, lanes
+    qt.resize(kG * D * L);
+    p.resize(kG * S * L);
+    ot.resize(kG * D * L);
+    const int64_t row_stride = s.KV * D;
+    const T* k_rows = k + (b * s.T * s.KV + kv) * D;
+    const T* v_rows = v + (b * s.T * s.KV + kv) * D;
+    const T* kt_h = kt + (b * s.KV + kv) * D * P + L;
+    const T* vt_h = vt + (b * s.KV + kv) * D * P + L;
+    for (int64_t t0 = ti * kItem; t0 < std::min(s.T, (ti + 1) * kItem); t0 += L) {
+      const int64_t n = std::min(L, s.T - t0);
+      place<T>(s, slots, t0, w.col.data(), w.entries);
+      const int64_t n_entries = w.entries.size();
+      pe.resize(std::max<int64_t>(1, kG * n_entries * L));
+      const Vec<T> pos = Vec<T>::arange(T(t0), T(1));
       for (int64_t g0 = 0; g0 < s.G; g0 += kG) {
-        const int64_t row = (b * s.T + t) * s.H + kv * s.G + g0;  // the tile's first head
-        const T* qv = q + row * s.D;  // the tile's kG query rows, one after another
-        T* p = score.data();          // their kG rows of S scores, then probabilities
-        for (int64_t j = 0; j < s.S; ++j) {
-          if (keys[j]) {
-            dots<T, kG>(qv, keys[j], s.D, p + j, s.S);
-          } else {
-            for (int g = 0; g < kG; ++g) p[g * s.S + j] = neg_inf;
+        const int64_t h0 = kv * s.G + g0;
+        to_lanes(q + ((b * s.T + t0) * s.H + h0) * D, s.H * D, n, kG, D, qt.data());
+        // scores
+        for (int g = 0; g < kG; ++g)
+          for (int64_t a = 0; a < A; ++a) neg_inf.store(&p[(g * S + a) * L]);
+        dots<T, kG>(qt.data(), D, Broadcast<T>{k_rows, w.entries.data(), row_stride}, n_entries,
+                    pe.data(), n_entries * L);
+        dots<T, kG>(qt.data(), D, Shifted<T>{kt_h, w.col.data(), P}, M, &p[A * L], S * L);
+        dots<T, kG>(qt.data(), D, Blended<T>{kt_h, w.col.data() + M, w.frac.data(), P}, s.R,
+                    &p[(A + M) * L], S * L);
+        for (int g = 0; g < kG; ++g) {
+          T* pg = &p[g * S * L];
+          for (int64_t e = 0; e < n_entries; ++e) {
+            const Entry& x = w.entries[e];
+            const Vec<T> sc = Vec<T>::loadu(&pe[(g * n_entries + e) * L]) * Vec<T>(scale);
+            Vec<T>::blendv(Vec<T>::loadu(pg + x.slot * L), sc, lanes_in(pos, x.first, x.end))
+                .store(pg + x.slot * L);
+          }
+          for (int64_t j = A; j < S; ++j) {  // relative slots: valid from t = d (or lo) on
+            const int64_t d = j < A + M ? slots.exact[j - A] : slots.lo[j - A - M];
+            const Vec<T> sc = Vec<T>::loadu(pg + j * L) * Vec<T>(scale);
+            Vec<T>::blendv(neg_inf, sc, pos >= Vec<T>(T(d))).store(pg + j * L);
+          }
+          // softmax across the slots, lane-wise; a lane without a valid slot gets zeros
+          Vec<T> top = neg_inf;
+          for (int64_t j = 0; j < S; ++j) top = at::vec::maximum(top, Vec<T>::loadu(pg + j * L));
+          top = Vec<T>::blendv(top, zero, top == neg_inf);
+          Vec<T> total = zero;
+          for (int64_t j = 0; j < S; ++j) {
+            const Vec<T> x = (Vec<T>::loadu(pg + j * L) - top).exp();
+            x.store(pg + j * L);
+            total = total + x;
+          }
+          const Vec<T> inv = Vec<T>::blendv(Vec<T>(T(1)) / total, zero, total == zero);
+          for (int64_t j = 0; j < S; ++j) {
+            const Vec<T> x = Vec<T>::loadu(pg + j * L) * inv;
+            x.store(pg + j * L);
+            x.store(probs + prob_index(s, b, h0 + g, j, t0));
+          }
+          for (int64_t e = 0; e < n_entries; ++e) {  // an entry's share of its slot's lanes
+            const Entry& x = w.entries[e];
+            Vec<T>::blendv(zero, Vec<T>::loadu(pg + x.slot * L), lanes_in(pos, x.first, x.end))
+                .store(&pe[(g * n_entries + e) * L]);
           }
         }
-        for (int g = 0; g < kG; ++g) {
-          T* pg = p + g * s.S;
-          for (int64_t j = 0; j < s.S; ++j) pg[j] *= scale;
-          softmax_row(pg, s.S);
-        }
-        mix<T, kG>(p, s.S, values.data(), s.D, out + row * s.D);
-        for (int64_t j = 0; j < s.S; ++j) {
-          T* to = probs + slot_major(s, j, b, t) + kv * s.G + g0;
-          for (int g = 0; g < kG; ++g) to[g] = p[g * s.S + j];
-        }
+        // outputs: [absolute | exact | rungs], each sum in slot order
+        channel_tiles<kG>(D, [&](auto tile, int64_t i0) {
+          constexpr int I = decltype(tile)::value;
+          Vec<T> acc[kG][I];
+          for (int g = 0; g < kG; ++g)
+            for (int ii = 0; ii < I; ++ii) acc[g][ii] = zero;
+          mix<T, kG, I>(pe.data(), n_entries * L, L, n_entries,
+                        Broadcast<T>{v_rows, w.entries.data(), row_stride}, i0, acc);
+          mix<T, kG, I>(&p[A * L], S * L, L, M, Shifted<T>{vt_h, w.col.data(), P}, i0, acc);
+          mix<T, kG, I>(&p[(A + M) * L], S * L, L, s.R,
+                        Blended<T>{vt_h, w.col.data() + M, w.frac.data(), P}, i0, acc);
+          for (int g = 0; g < kG; ++g)
+            for (int ii = 0; ii < I; ++ii) acc[g][ii].store(&ot[(g * D + i0 + ii) * L]);
+        });
+        from_lanes(ot.data(), kG, D, n, out + ((b * s.T + t0) * s.H + h0) * D, s.H * D);
       }
     }
   });
 }
 
 // ------------------------------------------------------------------------------ backward
-// Pass 1, per query: dS, dQ and each item's share of d(frac).
+// Pass 1, per vector of queries and tile of heads, lane-wise as the forward: dP (a rung's from
+// its two taps: dout . v_lo and dout . v_hi), dS = P (dP - delta), dQ = scale dS K, and each
+// item's share of d(frac): a rung's score moves by scale q . (k_hi - k_lo), its value by
+// v_hi - v_lo.
 template <typename T, int kG>
 void query_pass(const Shape& s, const Slots& slots, const T* q, const T* k, const T* v,
-                const T* out, const T* dout, const T* probs, T* ds_all, T* dq, T* dfrac_items,
-                int64_t threads) {
+                const T* kt, const T* vt, int64_t P, const T* out, const T* dout, const T* probs,
+                T* ds_all, T* dq, T* dfrac_items, int64_t threads) {
+  constexpr int64_t L = Vec<T>::size();
   const T scale = T(1) / std::sqrt(T(s.D));
-  const int64_t t_blocks = (s.T + kBlock - 1) / kBlock;
-  parallel_items(s.B * s.KV * t_blocks, threads, [&](int64_t item) {
-    const int64_t tb = item % t_blocks, kv = (item / t_blocks) % s.KV, b = item / t_blocks / s.KV;
-    // per rung: the blended rows and the taps' differences (hi - lo), shared by the G heads
-    std::vector<T> key_rows(s.R * s.D), value_rows(s.R * s.D), k_diff(s.R * s.D), v_diff(s.R * s.D);
-    std::vector<const T*> keys(s.S), values(s.S);
-    std::vector<T> dp(kG), score_slope(kG), value_slope(kG), p_rows(kG * s.S), ds_rows(kG * s.S);
-    T* dfrac = dfrac_items + item * s.R;
-    std::fill(dfrac, dfrac + s.R, T(0));
-    const T* k_base = k + (b * s.T * s.KV + kv) * s.D;
-    const T* v_base = v + (b * s.T * s.KV + kv) * s.D;
-    for (int64_t t = tb * kBlock; t < std::min(s.T, (tb + 1) * kBlock); ++t) {
-      slot_rows(s, slots, k_base, v_base, t, keys.data(), values.data(), key_rows.data(),
-                value_rows.data(), k_diff.data(), v_diff.data());
+  const Vec<T> zero(T(0));
+  const int64_t t_items = (s.T + kItem - 1) / kItem, S = s.S, A = s.A, M = s.M, R = s.R, D = s.D;
+  parallel_items(s.B * s.KV * t_items, threads, [&](int64_t item) {
+    const int64_t ti = item % t_items, kv = (item / t_items) % s.KV, b = item / t_items / s.KV;
+    Scratch<T> w(s, slots);
+    std::vector<T>& qt = w.a;  // the tile's queries, and its output gradients, lanes
+    std::vector<T>& dt = w.b;
+    std::vector<T>& ds = w.c;  // dP, then dS: ds[(g * S + j) * L]
+    std::vector<T>& taps = w.d;  // per rung: dout . v_hi, then q . (k_hi - k_lo)
+    std::vector<T>& pe = w.e;    // per absolute entry: its dP, then its masked dS
+    std::vector<T>& dqt = w.f;
+    qt.resize(kG * D * L);
+    dt.resize(kG * D * L);
+    ds.resize(kG * S * L);
+    taps.resize(std::max<int64_t>(1, 2 * kG * R * L));
+    dqt.resize(kG * D * L);
+    std::vector<Vec<T>> dfrac(R, zero);  // lane-wise partial sums, in a fixed order
+    const int64_t row_stride = s.KV * D;
+    const T* k_rows = k + (b * s.T * s.KV + kv) * D;
+    const T* v_rows = v + (b * s.T * s.KV + kv) * D;
+    const T* kt_h = kt + (b * s.KV + kv) * D * P + L;
+    const T* vt_h = vt + (b * s.KV + kv) * D * P + L;
+    for (int64_t t0 = ti * kItem; t0 < std::min(s.T, (ti + 1) * kItem); t0 += L) {
+      const int64_t n = std::min(L, s.T - t0);
+      place<T>(s, slots, t0, w.col.data(), w.entries);
+      for (int64_t r = 0; r < R; ++r) w.col_hi[r] = w.col[M + r] - 1;
+      const int64_t n_entries = w.entries.size();
+      pe.resize(std::max<int64_t>(1, kG * n_entries * L));
+      const Vec<T> pos = Vec<T>::arange(T(t0), T(1));
       for (int64_t g0 = 0; g0 < s.G; g0 += kG) {
-        const int64_t row = (b * s.T + t) * s.H + kv * s.G + g0;  // the tile's first head
-        const T* qv = q + row * s.D;
-        const T* dov = dout + row * s.D;
-        T* p = p_rows.data();  // the tile's kG rows of S probabilities, and of dS
-        T* ds = ds_rows.data();
-        for (int64_t j = 0; j < s.S; ++j) {
-          const T* from = probs + slot_major(s, j, b, t) + kv * s.G + g0;
-          for (int g = 0; g < kG; ++g) p[g * s.S + j] = from[g];
-        }
-        T delta[kG];  // sum_j p_j dP_j = dout . out, per head
-        for (int g = 0; g < kG; ++g) delta[g] = dot(dov + g * s.D, out + (row + g) * s.D, s.D);
-        for (int64_t j = 0; j < s.S; ++j) {
-          if (!keys[j]) {
-            for (int g = 0; g < kG; ++g) ds[g * s.S + j] = 0;
-            continue;
+        const int64_t h0 = kv * s.G + g0;
+        const int64_t row = (b * s.T + t0) * s.H + h0;  // the tile's first query row
+        to_lanes(q + row * D, s.H * D, n, kG, D, qt.data());
+        to_lanes(dout + row * D, s.H * D, n, kG, D, dt.data());
+        T* v_hi = taps.data();
+        T* k_slope = taps.data() + kG * R * L;
+        for (int g = 0; g < kG; ++g)
+          for (int64_t a = 0; a < A; ++a) zero.store(&ds[(g * S + a) * L]);
+        dots<T, kG>(dt.data(), D, Broadcast<T>{v_rows, w.entries.data(), row_stride}, n_entries,
+                    pe.data(), n_entries * L);
+        dots<T, kG>(dt.data(), D, Shifted<T>{vt_h, w.col.data(), P}, M + R, &ds[A * L], S * L);
+        dots<T, kG>(dt.data(), D, Shifted<T>{vt_h, w.col_hi.data(), P}, R, v_hi, R * L);
+        dots<T, kG>(qt.data(), D, TapDiff<T>{kt_h, w.col.data() + M, P}, R, k_slope, R * L);
+        for (int g = 0; g < kG; ++g) {
+          T* dsg = &ds[g * S * L];
+          const T* pg = probs + prob_index(s, b, h0 + g, 0, t0);
+          for (int64_t e = 0; e < n_entries; ++e) {
+            const Entry& x = w.entries[e];
+            Vec<T>::blendv(Vec<T>::loadu(dsg + x.slot * L), Vec<T>::loadu(&pe[(g * n_entries + e) * L]),
+                           lanes_in(pos, x.first, x.end))
+                .store(dsg + x.slot * L);
           }
-          dots<T, kG>(dov, values[j], s.D, dp.data(), 1);
-          for (int g = 0; g < kG; ++g) {
-            ds[g * s.S + j] = p[g * s.S + j] * (dp[g] - delta[g]);
+          for (int64_t r = 0; r < R; ++r) {  // a rung's dP from its taps; d(frac)
+            const Vec<T> lo = Vec<T>::loadu(dsg + (A + M + r) * L);
+            const Vec<T> slope = Vec<T>::loadu(&v_hi[(g * R + r) * L]) - lo;
+            at::vec::fmadd(Vec<T>(w.frac[r]), slope, lo).store(dsg + (A + M + r) * L);
+            slope.store(&v_hi[(g * R + r) * L]);
+          }
+          T delta[L] = {};  // sum_j P_j dP_j = dout . out, per query
+          for (int64_t l = 0; l < n; ++l) {
+            const int64_t at = (row + l * s.H + g) * D;
+            delta[l] = dot(dout + at, out + at, D);
+          }
+          const Vec<T> dl = Vec<T>::loadu(delta);
+          for (int64_t j = 0; j < S; ++j) {
+            const Vec<T> pj = Vec<T>::loadu(pg + j * s.Tq);
+            const Vec<T> x = pj * (Vec<T>::loadu(dsg + j * L) - dl);
+            x.store(dsg + j * L);
+            x.store(ds_all + prob_index(s, b, h0 + g, j, t0));
+          }
+          for (int64_t r = 0; r < R; ++r) {
+            const int64_t j = A + M + r;
+            const Vec<T> score = Vec<T>::loadu(dsg + j * L) * Vec<T>(scale) * Vec<T>::loadu(&k_slope[(g * R + r) * L]);
+            dfrac[r] = dfrac[r] + at::vec::fmadd(Vec<T>::loadu(pg + j * s.Tq), Vec<T>::loadu(&v_hi[(g * R + r) * L]), score);
+          }
+          for (int64_t e = 0; e < n_entries; ++e) {
+            const Entry& x = w.entries[e];
+            Vec<T>::blendv(zero, Vec<T>::loadu(dsg + x.slot * L), lanes_in(pos, x.first, x.end))
+                .store(&pe[(g * n_entries + e) * L]);
           }
         }
-        for (int64_t j = 0; j < s.S; ++j) {
-          T* to = ds_all + slot_major(s, j, b, t) + kv * s.G + g0;
-          for (int g = 0; g < kG; ++g) to[g] = ds[g * s.S + j];
-        }
-        mix<T, kG>(ds, s.S, keys.data(), s.D, dq + row * s.D);
-        const Vec<T> scale_v(scale);
-        for (int64_t i = 0; i < kG * s.D; i += Vec<T>::size()) {
-          const int64_t n = std::min<int64_t>(Vec<T>::size(), kG * s.D - i);
-          (load(dq + row * s.D + i, n) * scale_v).store(dq + row * s.D + i, n);
-        }
-        for (int64_t r = 0; r < s.R; ++r) {
-          const int64_t j = s.A + s.M + r;
-          if (!keys[j]) continue;
-          // the rung's score moves by scale q.(k_hi - k_lo), its value by v_hi - v_lo
-          dots<T, kG>(qv, &k_diff[r * s.D], s.D, score_slope.data(), 1);
-          dots<T, kG>(dov, &v_diff[r * s.D], s.D, value_slope.data(), 1);
-          for (int g = 0; g < kG; ++g) {
-            dfrac[r] += ds[g * s.S + j] * scale * score_slope[g] + p[g * s.S + j] * value_slope[g];
-          }
-        }
+        channel_tiles<kG>(D, [&](auto tile, int64_t i0) {
+          constexpr int I = decltype(tile)::value;
+          Vec<T> acc[kG][I];
+          for (int g = 0; g < kG; ++g)
+            for (int ii = 0; ii < I; ++ii) acc[g][ii] = zero;
+          mix<T, kG, I>(pe.data(), n_entries * L, L, n_entries,
+                        Broadcast<T>{k_rows, w.entries.data(), row_stride}, i0, acc);
+          mix<T, kG, I>(&ds[A * L], S * L, L, M, Shifted<T>{kt_h, w.col.data(), P}, i0, acc);
+          mix<T, kG, I>(&ds[(A + M) * L], S * L, L, R,
+                        Blended<T>{kt_h, w.col.data() + M, w.frac.data(), P}, i0, acc);
+          for (int g = 0; g < kG; ++g)
+            for (int ii = 0; ii < I; ++ii) (acc[g][ii] * Vec<T>(scale)).store(&dqt[(g * D + i0 + ii) * L]);
+        });
+        from_lanes(dqt.data(), kG, D, n, dq + row * D, s.H * D);
       }
     }
+    for (int64_t r = 0; r < R; ++r) dfrac_items[item * R + r] = lane_sum(dfrac[r]);
   });
 }
 
@@ -345,88 +556,93 @@ void query_pass(const Shape& s, const Slots& slots, const T* q, const T* k, cons
 // lower tap at j + lo, its upper tap at j + lo + 1, and at j = 0 also query lo's upper tap,
 // whose row -1 is replaced by row 0), and for absolute keys the queries of the blocks that
 // drew it (reader_ptr / reader_block / reader_slot: the blocks and slots reading each key).
-// Each reader's G heads add ds * q to dK and p * dout to dV, in vectors over D. An item
-// walks one slot over its block of keys at a time, so the rows it reads (queries j + d, and
-// their P and dS in slot-major order) are consecutive; every key row still receives its
-// terms in the same order (absolute readers, exact slots, rungs), whatever the thread.
-template <typename T, int kG>
+// Each reader's G heads add dS q to dK and P dout to dV; a key row's sums stay in registers
+// (up to kChunk vectors of channels at a time) over all its readers, which it takes in a fixed
+// order (absolute readers, exact slots, rungs), whatever the thread.
+constexpr int kChunk = 4;
+
+template <typename T, int NV>
+void key_rows(const Shape& s, const Slots& slots, const T* q, const T* dout, const T* probs,
+              const T* ds_all, const int64_t* reader_ptr, const int64_t* reader_block,
+              const int64_t* reader_slot, int64_t b, int64_t kv, int64_t j, int64_t i0, T* dk, T* dv) {
+  constexpr int64_t L = Vec<T>::size();
+  const int64_t n = s.D - i0;  // channels left from i0
+  Vec<T> acc_k[NV], acc_v[NV];
+  for (int c = 0; c < NV; ++c) acc_k[c] = acc_v[c] = Vec<T>(T(0));
+  // query t's G heads at `slot`, times weight
+  auto take = [&](int64_t t, int64_t slot, T weight) {
+    Vec<T> tk[NV], tv[NV];
+    for (int c = 0; c < NV; ++c) tk[c] = tv[c] = Vec<T>(T(0));
+    for (int64_t g = 0; g < s.G; ++g) {
+      const int64_t h = kv * s.G + g;
+      const int64_t at = prob_index(s, b, h, slot, t);
+      const Vec<T> a(ds_all[at]), c_(probs[at]);
+      const T* qr = q + ((b * s.T + t) * s.H + h) * s.D + i0;
+      const T* dr = dout + ((b * s.T + t) * s.H + h) * s.D + i0;
+      for (int c = 0; c < NV; ++c) {
+        tk[c] = at::vec::fmadd(a, load(qr + c * L, n - c * L), tk[c]);
+        tv[c] = at::vec::fmadd(c_, load(dr + c * L, n - c * L), tv[c]);
+      }
+    }
+    const Vec<T> wv(weight);
+    for (int c = 0; c < NV; ++c) {
+      acc_k[c] = at::vec::fmadd(wv, tk[c], acc_k[c]);
+      acc_v[c] = at::vec::fmadd(wv, tv[c], acc_v[c]);
+    }
+  };
+  if (reader_ptr) {
+    for (int64_t e = reader_ptr[j]; e < reader_ptr[j + 1]; ++e) {
+      const int64_t first = reader_block[e] * s.block_size;
+      const int64_t last = std::min(s.T, first + s.block_size);
+      for (int64_t t = std::max(first, j + s.min_abs); t < last; ++t) take(t, reader_slot[e], 1);
+    }
+  }
+  for (int64_t m = 0; m < s.M; ++m) {
+    if (j + slots.exact[m] < s.T) take(j + slots.exact[m], s.A + m, 1);
+  }
+  for (int64_t r = 0; r < s.R; ++r) {
+    const int64_t lo = slots.lo[r], slot = s.A + s.M + r;
+    const T f = T(slots.frac[r]);
+    if (j + lo < s.T) take(j + lo, slot, j == 0 ? T(1) : T(1) - f);
+    if (j + lo + 1 < s.T) take(j + lo + 1, slot, f);
+  }
+  const T scale = T(1) / std::sqrt(T(s.D));
+  T* dk_row = dk + ((b * s.T + j) * s.KV + kv) * s.D + i0;
+  T* dv_row = dv + ((b * s.T + j) * s.KV + kv) * s.D + i0;
+  for (int c = 0; c < NV; ++c) {
+    const int64_t m = std::min<int64_t>(L, n - c * L);
+    (acc_k[c] * Vec<T>(scale)).store(dk_row + c * L, m);
+    acc_v[c].store(dv_row + c * L, m);
+  }
+}
+
+template <typename T>
 void key_pass(const Shape& s, const Slots& slots, const T* q, const T* dout, const T* probs,
               const T* ds_all, const int64_t* reader_ptr, const int64_t* reader_block,
               const int64_t* reader_slot, T* dk, T* dv, int64_t threads) {
-  constexpr int64_t W = Vec<T>::size();
-  const T scale = T(1) / std::sqrt(T(s.D));
-  const int64_t j_blocks = (s.T + kBlock - 1) / kBlock;
+  constexpr int64_t L = Vec<T>::size();
+  const int64_t j_blocks = (s.T + kKeys - 1) / kKeys;
   parallel_items(s.B * s.KV * j_blocks, threads, [&](int64_t item) {
     const int64_t jb = item % j_blocks, kv = (item / j_blocks) % s.KV, b = item / j_blocks / s.KV;
-    const int64_t j0 = jb * kBlock, j1 = std::min(s.T, j0 + kBlock);
-    std::vector<T> dk_acc((j1 - j0) * s.D, T(0)), dv_acc((j1 - j0) * s.D, T(0));
-    // key row j += weight * (dS q, P dout) of query t's heads at `slot`
-    auto take = [&](int64_t j, int64_t t, int64_t slot, T weight) {
-      const int64_t at = slot_major(s, slot, b, t) + kv * s.G;  // in P and dS
-      const int64_t row = (b * s.T + t) * s.H + kv * s.G;        // in q and dout
-      T* dk_j = &dk_acc[(j - j0) * s.D];
-      T* dv_j = &dv_acc[(j - j0) * s.D];
-      for (int64_t g0 = 0; g0 < s.G; g0 += kG) {
-        T a[kG], c[kG];
-        bool any = false;
-        for (int g = 0; g < kG; ++g) {
-          a[g] = weight * ds_all[at + g0 + g];
-          c[g] = weight * probs[at + g0 + g];
-          any = any || a[g] != 0 || c[g] != 0;
+    for (int64_t j = jb * kKeys; j < std::min(s.T, (jb + 1) * kKeys); ++j) {
+      for (int64_t i0 = 0; i0 < s.D; i0 += kChunk * L) {
+        const int64_t nv = std::min<int64_t>(kChunk, (s.D - i0 + L - 1) / L);
+        auto rows = [&](auto chunk) {
+          key_rows<T, decltype(chunk)::value>(s, slots, q, dout, probs, ds_all, reader_ptr,
+                                                  reader_block, reader_slot, b, kv, j, i0, dk, dv);
+        };
+        switch (nv) {
+          case 4: rows(std::integral_constant<int, 4>()); break;
+          case 3: rows(std::integral_constant<int, 3>()); break;
+          case 2: rows(std::integral_constant<int, 2>()); break;
+          default: rows(std::integral_constant<int, 1>()); break;
         }
-        if (!any) continue;
-        const T* qr = q + (row + g0) * s.D;
-        const T* dr = dout + (row + g0) * s.D;
-        for (int64_t i = 0; i < s.D; i += W) {
-          const int64_t n = s.D - i;
-          Vec<T> dk_v = load(dk_j + i, n), dv_v = load(dv_j + i, n);
-          for (int g = 0; g < kG; ++g) {
-            dk_v = at::vec::fmadd(Vec<T>(a[g]), load(qr + g * s.D + i, n), dk_v);
-            dv_v = at::vec::fmadd(Vec<T>(c[g]), load(dr + g * s.D + i, n), dv_v);
-          }
-          dk_v.store(dk_j + i, std::min(W, n));
-          dv_v.store(dv_j + i, std::min(W, n));
-        }
-      }
-    };
-    if (reader_ptr) {
-      for (int64_t j = j0; j < j1; ++j) {
-        for (int64_t e = reader_ptr[j]; e < reader_ptr[j + 1]; ++e) {
-          const int64_t first = reader_block[e] * s.block_size;
-          const int64_t last = std::min(s.T, first + s.block_size);
-          for (int64_t t = std::max(first, j + s.min_abs); t < last; ++t) {
-            take(j, t, reader_slot[e], 1);
-          }
-        }
-      }
-    }
-    for (int64_t m = 0; m < s.M; ++m) {
-      for (int64_t j = j0; j < j1 && j + slots.exact[m] < s.T; ++j) {
-        take(j, j + slots.exact[m], s.A + m, 1);
-      }
-    }
-    for (int64_t r = 0; r < s.R; ++r) {
-      const int64_t lo = slots.lo[r], slot = s.A + s.M + r;
-      const T f = T(slots.frac[r]);
-      for (int64_t j = j0; j < j1; ++j) {
-        if (j + lo < s.T) take(j, j + lo, slot, j == 0 ? T(1) : T(1) - f);
-        if (j + lo + 1 < s.T) take(j, j + lo + 1, slot, f);
-      }
-    }
-    const Vec<T> scale_v(scale);
-    for (int64_t j = j0; j < j1; ++j) {
-      T* dk_row = dk + ((b * s.T + j) * s.KV + kv) * s.D;
-      T* dv_row = dv + ((b * s.T + j) * s.KV + kv) * s.D;
-      for (int64_t i = 0; i < s.D; i += W) {
-        const int64_t n = std::min(W, s.D - i);
-        (load(&dk_acc[(j - j0) * s.D + i], n) * scale_v).store(dk_row + i, n);
-        load(&dv_acc[(j - j0) * s.D + i], n).store(dv_row + i, n);
       }
     }
   });
 }
 
-// The largest tile of heads that divides G: 8, 4, 2 or 1 heads share each row they read.
+// The largest tile of heads that divides G: 8, 4, 2 or 1 heads share each vector they read.
 template <typename F>
 void with_tile(int64_t G, const F& fn) {
   if (G % 8 == 0) {
@@ -460,6 +676,18 @@ void check_slots(const Shape& s, const Slots& slots) {
   }
 }
 
+// k and v channel-major (see `channel_stride`), and that layout's row stride.
+template <typename T>
+std::pair<torch::Tensor, torch::Tensor> channels(const Shape& s, const torch::Tensor& k,
+                                                 const torch::Tensor& v, int64_t threads, int64_t& P) {
+  P = channel_stride<T>(s.T);
+  auto kt = torch::empty({s.B, s.KV, s.D, P}, k.options());
+  auto vt = torch::empty({s.B, s.KV, s.D, P}, v.options());
+  to_channels(s, k.data_ptr<T>(), kt.data_ptr<T>(), P, threads);
+  to_channels(s, v.data_ptr<T>(), vt.data_ptr<T>(), P, threads);
+  return {kt, vt};
+}
+
 }  // namespace
 
 std::vector<torch::Tensor> forward(torch::Tensor q, torch::Tensor k, torch::Tensor v,
@@ -473,12 +701,16 @@ std::vector<torch::Tensor> forward(torch::Tensor q, torch::Tensor k, torch::Tens
   const Slots slots = slots_of(exact, lo, frac, block_keys);
   check_slots(s, slots);
   auto out = torch::empty_like(q);
-  auto probs = torch::empty({s.S, s.B, s.T, s.H}, q.options());  // slot-major
+  auto probs = torch::zeros({s.B, s.H, s.S, s.Tq}, q.options());
+  if (s.T == 0) return {out, probs};
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "lit_sparse_forward", [&] {
+    int64_t P;
+    auto [kt, vt] = channels<scalar_t>(s, k, v, threads, P);
     with_tile(s.G, [&](auto tile) {
       forward_impl<scalar_t, decltype(tile)::value>(
           s, slots, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
-          out.data_ptr<scalar_t>(), probs.data_ptr<scalar_t>(), threads);
+          kt.data_ptr<scalar_t>(), vt.data_ptr<scalar_t>(), P, out.data_ptr<scalar_t>(),
+          probs.data_ptr<scalar_t>(), threads);
     });
   });
   return {out, probs};
@@ -494,29 +726,34 @@ std::vector<torch::Tensor> backward(torch::Tensor q, torch::Tensor k, torch::Ten
   const Shape s = shape_of(q, k, exact, lo, block_keys, block_size, min_abs);
   const Slots slots = slots_of(exact, lo, frac, block_keys);
   check_slots(s, slots);
-  const int64_t items = s.B * s.KV * ((s.T + kBlock - 1) / kBlock);
+  TORCH_CHECK(probs.numel() == s.B * s.H * s.S * s.Tq, "probs: expected the forward's (B, H, S, Tq)");
+  const int64_t items = s.B * s.KV * ((s.T + kItem - 1) / kItem);
   auto ds = torch::empty_like(probs);
   auto dq = torch::empty_like(q);
   auto dk = torch::empty_like(k);
   auto dv = torch::empty_like(v);
-  auto dfrac_items = torch::empty({items, s.R}, q.options());
+  auto dfrac_items = torch::zeros({items, s.R}, q.options());
   const bool readers = reader_ptr.numel() > 0;
-  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "lit_sparse_backward", [&] {
-    with_tile(s.G, [&](auto tile) {
-      constexpr int kG = decltype(tile)::value;
-      query_pass<scalar_t, kG>(s, slots, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(),
-                               v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
-                               dout.data_ptr<scalar_t>(), probs.data_ptr<scalar_t>(),
-                               ds.data_ptr<scalar_t>(), dq.data_ptr<scalar_t>(),
-                               dfrac_items.data_ptr<scalar_t>(), threads);
-      key_pass<scalar_t, kG>(s, slots, q.data_ptr<scalar_t>(), dout.data_ptr<scalar_t>(),
-                             probs.data_ptr<scalar_t>(), ds.data_ptr<scalar_t>(),
-                             readers ? reader_ptr.data_ptr<int64_t>() : nullptr,
-                             readers ? reader_block.data_ptr<int64_t>() : nullptr,
-                             readers ? reader_slot.data_ptr<int64_t>() : nullptr,
-                             dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>(), threads);
+  if (s.T > 0) {
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "lit_sparse_backward", [&] {
+      int64_t P;
+      auto [kt, vt] = channels<scalar_t>(s, k, v, threads, P);
+      with_tile(s.G, [&](auto tile) {
+        query_pass<scalar_t, decltype(tile)::value>(
+            s, slots, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
+            kt.data_ptr<scalar_t>(), vt.data_ptr<scalar_t>(), P, out.data_ptr<scalar_t>(),
+            dout.data_ptr<scalar_t>(), probs.data_ptr<scalar_t>(), ds.data_ptr<scalar_t>(),
+            dq.data_ptr<scalar_t>(), dfrac_items.data_ptr<scalar_t>(), threads);
+      });
+      kt = vt = torch::Tensor();  // freed before the key pass
+      key_pass<scalar_t>(s, slots, q.data_ptr<scalar_t>(), dout.data_ptr<scalar_t>(),
+                         probs.data_ptr<scalar_t>(), ds.data_ptr<scalar_t>(),
+                         readers ? reader_ptr.data_ptr<int64_t>() : nullptr,
+                         readers ? reader_block.data_ptr<int64_t>() : nullptr,
+                         readers ? reader_slot.data_ptr<int64_t>() : nullptr,
+                         dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>(), threads);
     });
-  });
+  }
   // items summed in a fixed order: the same result whatever thread computed each item
   auto dfrac = torch::zeros({s.R}, q.options());
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "lit_sparse_dfrac", [&] {
