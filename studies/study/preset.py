@@ -99,6 +99,15 @@ def fib_keys_window(seq_len: int) -> int:
     return len(_fib_fixed_distances(seq_len)) - 1
 
 
+def custom_alphas(*alphas: float) -> tuple[str, ...]:
+    """The options of a custom schedule: one alpha per layer."""
+    listed = ",".join(f"{a:g}" for a in alphas)  # one shell word
+    return (
+        "--model.attention.init_args.schedule", "custom",
+        "--model.attention.init_args.alphas", f"[{listed}]",
+    )  # fmt: skip
+
+
 def fib_cache_window(seq_len: int) -> int:
     """The sliding window with fib fixed's (W = 8) decoding cache at length T: its largest
     distance (a ring of that + 1 rows, as the window's)."""
@@ -121,12 +130,16 @@ class Variant:
     """The attention has a ``seed`` of its own (BigBird's random keys): set it to the run's."""
     window: Callable[[int], int] | None = None
     """The attention's window as a function of the task's length T (None: the config's)."""
+    options: tuple[str, ...] = ()
+    """Attention options it always takes: ``--model.attention.init_args.<key> VALUE`` pairs."""
+    default: bool = True
+    """Run when no ``--variants`` are given (False: only when named)."""
 
     def task_options(self, task: Task) -> list[str]:
-        """The options this variant takes in ``task`` (its window at the task's length)."""
-        if self.window is None:
-            return []
-        return ["--model.attention.init_args.window", str(self.window(task.seq_len))]
+        """The options this variant takes in ``task``: its window at the task's length, then
+        its own ``options``."""
+        window = [] if self.window is None else [str(self.window(task.seq_len))]
+        return [*(["--model.attention.init_args.window", *window] if window else []), *self.options]
 
     def seed_overrides(self, seed: int) -> list[str]:
         out = ["--seed_everything", str(seed), "--data.init_args.seed", str(seed)]
@@ -267,6 +280,22 @@ RECALL = Preset(
             None,
             window=fib_cache_window,
         ),
+        # the alpha control (issue 44): staggering, or one alpha value? MQAR (128, 8)'s 2 layers
+        *(
+            Variant(
+                name,
+                "fixed.yaml",
+                f"fib alphas {a}, {b}",
+                None,
+                options=custom_alphas(a, b),
+                default=False,
+            )
+            for name, a, b in (
+                ("alphas_05_05", 0.5, 0.5),
+                ("alphas_15_15", 1.5, 1.5),
+                ("alphas_15_05", 1.5, 0.5),
+            )
+        ),
     ),
 )
 """Recall at a distance (issue 28): nine variants (W = 8; the two sliding windows matched to
@@ -368,7 +397,11 @@ def preset_runs(
     """The runs of a preset, seed-major (every task and variant at the first seed, then the
     next), so a study stopped part-way has whole seeds to compare."""
     preset = get_preset(preset)
-    chosen = list(preset.variants) if not variants else [preset.variant(name) for name in variants]
+    chosen = (
+        [v for v in preset.variants if v.default]
+        if not variants
+        else [preset.variant(name) for name in variants]
+    )
     if tasks and not preset.tasks:
         raise ConfigError(f"--tasks: preset {preset.name!r} has one task; leave --tasks out")
     if tasks:

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from lit_sparse.errors import DamagedFileError, check_format
 from lit_sparse.io.atomic import write_json
 from lit_sparse.io.yaml_files import load_yaml
@@ -191,7 +193,7 @@ def _variant_attention(run: PresetRun) -> dict[str, Any] | None:
     init_args = dict(attention.get("init_args") or {})
     options = run.variant.task_options(run.setup)
     for option, value in zip(options[::2], options[1::2], strict=True):
-        init_args[option.removeprefix("--model.attention.init_args.")] = int(value)
+        init_args[option.removeprefix("--model.attention.init_args.")] = yaml.safe_load(value)
     if run.variant.seeded_attention:
         init_args["seed"] = run.seed
     return {"class_path": attention.get("class_path"), "init_args": init_args}

@@ -39,9 +39,12 @@ def preset_args(root: Path, *action: str, seeds=SEEDS, variants=VARIANTS, tasks=
 
 
 def test_the_preset_has_the_issues_variants_and_tasks():
-    assert [v.name for v in RECALL.variants] == [
+    assert [v.name for v in RECALL.variants if v.default] == [
         "dense", "fib_fixed", "fib_linear", "fib_coprime", "fib_learned", "pow2_fixed",
         "bigbird", "sw_keys", "sw_cache",
+    ]  # fmt: skip
+    assert [v.name for v in RECALL.variants if not v.default] == [
+        "alphas_05_05", "alphas_15_15", "alphas_15_05",
     ]  # fmt: skip
     assert [t.name for t in RECALL.tasks if t.default] == [
         "mqar64",
@@ -58,6 +61,23 @@ def test_the_preset_has_the_issues_variants_and_tasks():
         "distance",
         "passkey",
     }
+
+
+def test_the_alpha_controls_train_mqar128_with_their_custom_alphas():
+    """Issue 44's control: fixed spacing with alphas (0.5, 0.5), (1.5, 1.5), (1.5, 0.5) at
+    MQAR (128, 8)'s 2 layers; run only when named, and their records expect those alphas."""
+    from lit_sparse.parsing.config_files import read_model_config
+    from lit_sparse_studies.study.recall_records import _variant_attention
+
+    controls = {"alphas_05_05": [0.5, 0.5], "alphas_15_15": [1.5, 1.5], "alphas_15_05": [1.5, 0.5]}
+    assert not {r.variant.name for r in preset_runs("recall", seeds=[0])} & set(controls)
+    runs = preset_runs("recall", seeds=[0], variants=list(controls), tasks=["mqar128"])
+    for run in runs:
+        task = run.variant.task_options(run.setup)
+        spec = read_model_config(run.configs(), task)
+        assert spec.attention.layer_alphas(spec.arch.n_layers) == controls[run.variant.name]
+        assert all(" " not in option for option in task)  # one shell word each
+        assert _variant_attention(run)["init_args"]["alphas"] == controls[run.variant.name]
 
 
 CALIBRATED = {  # task: (layers, width, lr) as docs/recall-study.md's calibration chose them
