@@ -1,18 +1,12 @@
 """Alpha trajectories: every layer's alpha at step 0 and every N optimizer steps.
 
-Logged as scalars ``alpha/layer_00`` ..., plus a layers x steps heatmap image
-``alpha/heatmap`` at each validation. For TensorBoard, each layer's alpha is also the tag
-``alpha`` of its own small run, ``<run>/alpha/layer_00`` ..., so that the one chart of every
-layer ("alpha per layer" in the Custom Scalars tab, ``alpha`` in Scalars) has a colour and a
-name per layer (TensorBoard colours lines by run, not by tag). Static schedules are logged
-too (a staggered run shows its ramp, a learned run how little it moves); models without
-alpha (dense, sliding window, BigBird) log nothing.
-
-The trajectory is the callback's checkpoint state: a resumed run continues the same curves
-(into a new log folder the recorded points are written again first; in the same folder the
-points the resume purged are), and
-``lit_sparse.load_run`` reads it from a checkpoint without TensorBoard. It is also written
-to ``alpha_trajectory.json`` in the run directory at each validation and at the end.
+Logged as scalars ``alpha/layer_00`` ... and, at each validation, a layers x steps heatmap
+``alpha/heatmap``; each layer's alpha is also the tag ``alpha`` of its own small run
+(``<run>/alpha/layer_00`` ...), so TensorBoard's chart of every layer has a colour and a name
+per layer (:mod:`lit_sparse.callbacks.tensorboard`). Static schedules are logged too; models
+without alpha log nothing. The trajectory is the callback's checkpoint state, so a resumed run
+continues the same curves and ``lit_sparse.load_run`` reads it without TensorBoard; it is also
+written to ``alpha_trajectory.json`` in the run directory at each validation and at the end.
 """
 
 from __future__ import annotations

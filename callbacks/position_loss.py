@@ -1,19 +1,12 @@
 """Position-binned loss: mean NLL in bins of position within the validation window.
 
-At each validation, per held-out set, a :class:`PositionBinnedNLL` metric accumulates the
-per-position NLL sums and counts the module's ``validation_step`` returns (``{"nll": (B, T),
-"set": name}``); both states reduce across processes by sum. A bin's value is the mean over
-its positions of the per-position mean NLL (docs/paper.md section 5), with bin edges
-``int(linspace(0, T, B + 1))`` over the T predictions of a window.
-
-Logged (rank 0, at the optimizer step of the weights) as ``val/pos_nll/<set>/b<k>`` and an
-image ``val/pos_nll`` (NLL against position, a line per set); written with its history to
-``position_loss.json`` in the run directory; the latest values are also the callback's
-``latest`` attribute. For TensorBoard, each bin is also its own small run,
-``<run>/pos_nll/<first>-<last position>``, holding the tag ``val/pos_nll/<set>``: the Custom
-Scalars tab has one chart per held-out set with a coloured, named line per bin. On data
-whose labels are a few answers (the recall tasks: ``datamodule.sparse_labels``) there is no
-per-position loss to bin, and it does nothing.
+Per held-out set, a :class:`PositionBinnedNLL` metric sums the per-position NLL the module's
+``validation_step`` returns (``{"nll": (B, T), "set": name}``), reduced across processes; a
+bin's value is the mean of its positions' mean NLL (docs/paper.md section 5), with bin edges
+``int(linspace(0, T, B + 1))``. Logged on rank 0 at the weights' step as ``val/pos_nll/<set>/b<k>``
+and an image ``val/pos_nll``, and written with its history to ``position_loss.json``; each bin is
+also its own small TensorBoard run (:mod:`lit_sparse.callbacks.tensorboard`). On data whose
+labels are a few answers (``datamodule.sparse_labels``: the recall tasks) it does nothing.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """The registered choice tasks (LEGO, RULER variable tracking, ...) at each validation:
-forced-choice accuracy, the chance rate and the share of items given the most common answer
-(1.0: always the same answer).
+forced-choice accuracy, the chance rate and the share of items given the most common answer.
 
-Items come from the tasks of :mod:`lit_sparse.tasks` (built once, from ``seed``); the text
-is encoded with the datamodule's tokenizer (``trainer.datamodule.tokenizer``, a
-``tokenizers.Tokenizer``). Rank 0 scores them after each
-validation (not the sanity check), logs ``tasks/<task>/accuracy``, ``.../chance``,
-``.../same_answer`` and ``.../accuracy_<group>`` at the step of the weights, and writes the
-history to ``tasks.json`` in the run directory.
+Items come from :mod:`lit_sparse.tasks` (built once, from ``seed``), encoded with the
+datamodule's tokenizer. Rank 0 scores them after each validation (not the sanity check), logs
+``tasks/<task>/accuracy``, ``.../chance``, ``.../same_answer`` and ``.../accuracy_<group>`` at
+the step of the weights, and writes the history to ``tasks.json`` in the run directory.
 """
 
 from __future__ import annotations

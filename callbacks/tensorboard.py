@@ -1,15 +1,11 @@
 """TensorBoard charts whose lines can be told apart, and the Custom Scalars layout.
 
-TensorBoard colours a chart's lines by run, never by tag: five layers' alphas logged as five
-tags of one run are five lines of one colour with no legend. A :class:`SeriesRuns` writes
-each line of such a chart to its own small run inside the run's log folder (``alpha/layer_00``,
-``pos_nll/000-031``, ...) under one tag, so TensorBoard gives each a colour and lists it by
-name beside the chart (the runs panel). The callbacks also log their usual tags to the run
-itself, which CSV and other loggers read.
-
-The Custom Scalars tab reads one layout per run (the first one it finds), so every callback's
-charts go into one layout, written once per log folder by :func:`write_layout`: each callback
-with a ``custom_scalar_charts(trainer, pl_module)`` method adds its charts.
+TensorBoard colours a chart's lines by run, never by tag, so a :class:`SeriesRuns` writes each
+line of such a chart (``alpha/layer_00``, ``pos_nll/000-031``, ...) to its own small run inside
+the run's log folder under one tag: each gets a colour and a name in the runs panel. The
+callbacks also log their usual tags to the run itself, for CSV and other loggers. The Custom
+Scalars tab reads one layout per run, so :func:`write_layout` writes every callback's charts
+(from its ``custom_scalar_charts(trainer, pl_module)``) into one layout, once per log folder.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Lightning's ThroughputMonitor with FLOPs that count the sparse attention term.
 
-Lightning's ``measure_flops`` traces the forward with torch's flop counter, which sees
-SDPA but not the custom sparse op (and would count a dense mask as dense). This monitor
-instead sets ``pl_module.flops_per_batch`` (the attribute ThroughputMonitor reads) from
-:func:`lit_sparse.evaluation.flops.flops_per_batch` for the shape of each batch: forward +
-backward for training batches, forward only for validation batches. Samples are windows,
-items are predicted tokens, so it logs e.g. ``train/items_per_sec`` (tokens) and
-``train/device/flops_per_sec``, and ``train/device/mfu`` where the device's peak is known.
-During fit, a validation's ``validate/*`` throughput is logged once, at the optimizer step
-of the weights (with the validation's other tags), not once per validation batch.
+Lightning's ``measure_flops`` traces the forward with torch's flop counter, which does not see
+the custom sparse op, so this monitor sets ``pl_module.flops_per_batch`` from
+:func:`lit_sparse.evaluation.flops.flops_per_batch` for each batch's shape (forward + backward
+in training, forward only in validation). Items are predicted tokens: it logs e.g.
+``train/items_per_sec`` and ``train/device/flops_per_sec`` (``mfu`` where the device's peak is
+known); a validation's ``validate/*`` throughput is logged once, at the step of the weights.
 """
 
 from __future__ import annotations

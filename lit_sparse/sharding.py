@@ -2,13 +2,11 @@
 and the final norm), sharded with ``fully_shard`` over the data-parallel dimension of a
 device mesh (Lightning's ModelParallelStrategy hands the mesh to ``configure_model``).
 
-- A scalar parameter (fibonacci's learned ``theta``, one per layer) cannot be sharded:
-  ``fully_shard`` splits dimension 0. It stays whole on every process, outside the shards,
-  and its gradient is averaged over the processes after each backward, as DDP does: its
-  values and checkpoint shape are the unsharded network's.
-- Forwards whose number differs between processes (an evaluation where one process has
-  fewer held-out windows) run inside :func:`gathered`: every process holds the whole
-  weights, so a forward needs no collective.
+A scalar parameter (fibonacci's learned ``theta``) cannot be sharded, since ``fully_shard``
+splits dimension 0: it stays whole on every process and its gradient is averaged after each
+backward, as DDP does. Forwards whose number differs between processes (an evaluation with
+uneven held-out windows) run inside :func:`gathered`, the whole weights on every process, so
+they need no collective.
 """
 
 from __future__ import annotations

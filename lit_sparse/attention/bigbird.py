@@ -1,20 +1,11 @@
 """BigBird-style window + global + random attention, adapted to causal decoding.
 
-The original (Zaheer et al. 2020) is an encoder: block-sparse over blocks of 64 tokens,
-global tokens attend to and are attended by everything, and random blocks come from the
-whole sequence. A decoder may only look back, so here:
-
-- window: each query attends to itself and the ``window`` keys before it;
-- global: the first ``n_global`` positions are attended by every later query; as queries
-  they attend causally like any other token (which, for them, is everything before them);
-- random: each block of ``block_size`` queries shares ``n_random`` keys drawn from the
-  positions strictly before the block, outside every query's window and after the global
-  tokens. The draw is a hash of (seed, layer, block, draw), so the pattern is deterministic
-  and a block's keys do not depend on the sequence length; repeated draws count once, and a
-  block with no more candidates than ``n_random`` takes them all (so a huge ``n_random``
-  costs no more memory or FLOPs than the sequence's positions).
-
-Keys are attended at token granularity (not blocks), and no key is counted twice.
+Each query attends to itself and the ``window`` keys before it, and to the first ``n_global``
+positions; each block of ``block_size`` queries shares ``n_random`` keys drawn from positions
+strictly before the block, outside every query's window and after the global tokens. The draw
+hashes (seed, layer, block, draw), so the pattern is deterministic and a block's keys do not
+depend on the sequence length; keys are single tokens, none counted twice, and a block with at
+most ``n_random`` candidates takes them all. Against the original encoder: docs/paper.md section 7.
 """
 
 from __future__ import annotations

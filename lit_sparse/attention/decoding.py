@@ -1,27 +1,12 @@
 """Incremental decoding: each layer's cache of past keys and values, and how a new token reads it.
 
-A pattern states the cache it needs and how it reads it by returning a :class:`LayerDecoder`
-from :meth:`AttentionPattern.decoder`. The prompt runs through the pattern's training path
-(prefill) and fills the cache; every later token is one :meth:`LayerDecoder.step` that reads
-only the rows the pattern attends to. A long prompt may come in chunks (chunked prefill):
-the first through the training path, each later one through :meth:`LayerDecoder.extend`,
-so prefill memory is bounded by the chunk and the cache, not by the prompt. Every sequence
-of a batch has its own rows in each buffer (batch first), and the buffers are allocated as
-positions arrive (doubling up to the cache's capacity), so a cache sized for a long
-generation costs only what has been decoded. Decoders exist for:
-
-- a slot pattern (:class:`SlotDecoder`): the slots at the total length say which rows a
-  position reads (exact distances, both taps of each interpolated rung, absolute keys), so
-  one generic step serves every plugin described by slots. Its cache is a ring of the
-  largest distance + 1 rows (a learned rung's upper tap included); with absolute keys
-  (BigBird's global and random keys) it keeps the whole past;
-- dense attention (:class:`DenseDecoder`): the whole past, one SDPA call per token;
-- any other pattern (:class:`RecomputeDecoder`, the fallback): the whole past of queries,
-  keys and values, and the pattern's own forward rerun over it for the last row: exact for
-  a causal, prefix-consistent pattern, O(T) memory and O(T * keys) time per token.
-
-Decoding is well defined because every pattern is prefix-consistent: a position's keys never
-depend on how long the sequence is, so the slots at the total length serve every position.
+A pattern states its cache by returning a :class:`LayerDecoder` from
+:meth:`AttentionPattern.decoder`: the prompt fills it through the training path (prefill; later
+chunks of a long prompt through ``extend``) and each later token is one ``step`` reading only the
+rows the pattern attends to, exact because every pattern is prefix-consistent. Buffers are batch
+first and double as positions arrive, up to the capacity. :class:`SlotDecoder` serves slot
+patterns (a ring of the largest distance + 1 rows; the whole past with absolute keys),
+:class:`DenseDecoder` dense, :class:`RecomputeDecoder` the rest (docs/generation.md: a table).
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
-"""The project's own commands, one module each, dispatched by ``python -m lit_sparse``;
-``OWN_COMMANDS`` in ``lit_sparse/__main__.py`` lists them with a line each (``python -m
-lit_sparse --help`` prints it). Each module has ``main(argv) -> int``, wrapped in
-:func:`reports_errors`: it parses its options (:func:`command_parser`) and calls the
-library, which computes (``lit_sparse_studies.study``, ``bench``, ``interop``...).
+"""The project's own commands, one module each, dispatched by ``python -m lit_sparse``
+(``OWN_COMMANDS`` in ``lit_sparse/__main__.py`` lists them). Each module's ``main(argv) -> int``,
+wrapped in :func:`reports_errors`, parses its options and calls the library, which computes.
 
-A command takes ``--config FILE`` (its options from YAML) and ``--print_config``
-(:func:`command_parser`); commands that read a model out of config files take
-:func:`config_parser`'s options (their ``--config`` is the model's) and call
+:func:`command_parser` gives a command ``--config FILE`` (its options from YAML) and
+``--print_config``; commands that read a model out of config files (the studies' ``coverage``
+and ``flops``) take :func:`config_parser`'s options (their ``--config`` is the model's) and call
 :func:`lit_sparse.parsing.config_files.read_model_config`.
 """
 

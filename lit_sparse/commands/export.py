@@ -1,15 +1,9 @@
 """``python -m lit_sparse export``: a trained model out of its run folder, weights only.
 
-Writes model.safetensors (no optimizer state), config.json (the model's shape, the
-attention plugin's config, the EOS id and the training length), the run's tokenizer.json
-with its transformers configs, generation_config.json and a model card (README.md: variant,
-steps, held-out perplexities, length extrapolation). The folder loads with
-``lit_sparse.LanguageModel.from_pretrained(DIR)``, generates with ``python -m lit_sparse
-generate DIR``, can be uploaded with the model's ``push_to_hub``, and loads in Hugging Face
-transformers: ``AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True)`` in
-lit_sparse's format (any attention), with no remote code as a stock Llama (dense) or
-Mistral (sliding window) folder. ``--format gguf`` writes a dense model (from a run or an
-exported folder) as one GGUF file that llama.cpp runs instead, in f32, f16 or q8_0.
+Writes model.safetensors (no optimizer state), config.json, the run's tokenizer, transformers'
+configs and a model card; the folder loads with ``LanguageModel.from_pretrained(DIR)``, with
+``python -m lit_sparse generate DIR`` and in transformers (dense and sliding-window models as
+stock Llama / Mistral folders). ``--format gguf``: a dense model as one GGUF file for llama.cpp.
 
     python -m lit_sparse export runs/quickstart/coprime --out exported/quickstart-coprime
     python -m lit_sparse export runs/quickstart/dense --format gguf --out dense.gguf

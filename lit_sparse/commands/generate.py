@@ -1,10 +1,8 @@
 """``python -m lit_sparse generate``: continue a prompt with a trained model, streaming text.
 
-Takes a run folder (its newest checkpoint), an experiment folder (its newest run), a
-checkpoint file of a run, or an exported folder (``python -m lit_sparse export``), and uses
-the run's own tokenizer. The prompt runs through the training path; each new token reads
-only the cached keys its attention pattern attends to (a ring of the largest distance + 1
-rows for Fibonacci layers). Generation stops at the tokenizer's end-of-text token.
+Takes a run folder (its newest checkpoint), an experiment folder (its newest run), a checkpoint
+file of a run or an exported folder, with the run's own tokenizer. Each new token reads only the
+cached keys its attention pattern attends to; generation stops at the end-of-text token.
 
     python -m lit_sparse generate runs/quickstart/coprime --prompt "ROMEO:" --max_new_tokens 60
     python -m lit_sparse generate exported/ --prompt_file prompt.txt --temperature 0 --stats

@@ -1,20 +1,12 @@
 """python -m lit_sparse lm-eval: lm-evaluation-harness with lit_sparse's model registered.
 
-Every argument goes to lm-eval's own command line (its run, ls and validate, and all their
-options), after the lit_sparse model is registered (lm-eval has no entry point for outside
-models). Needs the eval extra: pip install -e ".[eval]".
+Every argument goes to lm-eval's own command line once the lit_sparse model is registered;
+needs pip install -e ".[eval]". --model_args: pretrained (an exported or run folder, a .ckpt
+file), dtype, max_length, truncation, max_gen_toks, tokenizer (docs/evaluation.md).
 
     python -m lit_sparse lm-eval --model lit_sparse --model_args pretrained=exported/ \\
         --tasks lit_sparse --include_path "$(python -m lit_sparse lm-eval-tasks)" \\
         --batch_size 16 --output_path results/
-
---model_args of the lit_sparse model: pretrained (an exported folder, a run folder or a
-.ckpt file), dtype (float32, bfloat16, float16), max_length (tokens per window and
-per input; default the training length), truncation (error, or left to drop the oldest
-tokens of a longer input), max_gen_toks (default 256, for tasks that name none; lm-eval's
---gen_kwargs max_gen_toks=N overrides a task's), tokenizer. The device is lm-eval's
---device (cpu, cuda, cuda:1). The model has no chat template (--apply_chat_template is
-refused).
 """
 
 from __future__ import annotations

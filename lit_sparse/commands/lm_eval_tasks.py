@@ -1,9 +1,8 @@
-"""python -m lit_sparse lm-eval-tasks: the folder of lit_sparse's lm-eval tasks, for
-lm-eval's --include_path.
+"""python -m lit_sparse lm-eval-tasks: the folder of lit_sparse's lm-eval tasks (--include_path).
 
 Rolling perplexity on the held-out plays and math problems, a multiple choice of the worked
-solutions' last step, and generated answers scored on their final number; the datasets are
-built from the installed package's held-out split when a task loads (no download).
+solutions' last step and generated answers scored on their final number, their datasets built
+from the installed package's held-out split when a task loads (no download).
 
     python -m lit_sparse lm-eval --model lit_sparse --model_args pretrained=exported/ \\
         --tasks lit_sparse --include_path "$(python -m lit_sparse lm-eval-tasks)"

@@ -1,12 +1,9 @@
 """``python -m lit_sparse recall``: a recall run's accuracy at longer lengths and under both
 ``new_offsets`` policies, on its checkpoint.
 
-For the run at RUN_DIR (a version folder, its experiment folder, or a checkpoint file) trained
-on a recall task (``configs/data/mqar.yaml``, ``distance.yaml``, ``passkey.yaml``), scores
-every held-out set the task has at each evaluation length (the distance task's buckets of
-[2, T' - 2], passkey's depths) under each policy, and prints the table; sparse patterns run
-their O(T) kernels, so 64x the training length fits on a CPU. The held-out examples are the
-run's own (its ``val_seed``), so fit's ``recall.json`` and this command agree.
+For RUN_DIR (a version folder, its experiment folder or a checkpoint file) trained on a recall
+task (configs/data/mqar.yaml, distance.yaml, passkey.yaml), prints each held-out set's accuracy
+at each length and policy, on the run's own held-out examples (as fit's ``recall.json``).
 
     python -m lit_sparse recall runs/recall/distance/fib_fixed/seed0 --multiples 1 4 16 64
     python -m lit_sparse recall RUN_DIR --lengths 2048 --new-offsets drop --out recall-2k.json

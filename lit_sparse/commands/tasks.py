@@ -1,12 +1,8 @@
-"""``python -m lit_sparse tasks``: the registered choice tasks on a checkpoint; ``--list``
-lists every registered task (synthetic and choice) with its options.
+"""``python -m lit_sparse tasks``: choice tasks on a checkpoint; ``--list``: every registered task.
 
-Loads a run directory or a checkpoint (:func:`lit_sparse.load_run`), encodes the items with
-the run's tokenizer (``data.init_args.tokenizer`` of its config.yaml; ``--tokenizer``
-overrides) and prints, per task and per chain length / number of hops, the forced-choice
-accuracy, the chance rate and the share of items given the most common answer (1.0: the
-model answers the same whatever the prompt, the paper's degenerate result). The callback
-``lit_sparse.callbacks.TaskAccuracy`` does the same at every validation of a fit.
+Loads a run directory or a checkpoint, encodes the items with the run's tokenizer
+(``--tokenizer`` overrides) and prints per task and group the forced-choice accuracy, the chance
+rate and the share of items given the most common answer (1.0: the same answer to every prompt).
 
     python -m lit_sparse tasks runs/quickstart/coprime/version_0
     python -m lit_sparse tasks runs/coprime/version_0/checkpoints/last.ckpt --tasks lego

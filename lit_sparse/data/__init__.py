@@ -2,12 +2,10 @@
 
 ``TextDataModule`` is the LightningDataModule of text; ``MQARDataModule``,
 ``DistanceDataModule`` and ``PasskeyDataModule`` are the synthetic tasks' (they live in
-:mod:`lit_sparse.tasks`; configs name them here too); ``SourceConfig`` describes one source of the
-mixture; ``DataSourceUnavailable`` is raised (one line, naming the offline alternative) when
-a source or tokenizer needs the Hugging Face hub and the hub cannot be reached.
-
-The names import on first use: the data modules import Lightning (seconds), which loading
-an export (``lit_sparse.data.tokenizer``: lm-eval, generate, transformers) never needs.
+:mod:`lit_sparse.tasks`; configs name them here too); ``SourceConfig`` describes one source of
+the mixture; ``DataSourceUnavailable`` is raised when a source or tokenizer needs the Hugging
+Face hub and it cannot be reached. The names import on first use: the data modules import
+Lightning, which loading an export never needs.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """``TextDataModule``: the weighted text mixture, its token cache, and the data loaders.
 
-Life cycle (as Lightning drives it, DDP included):
-
-- ``__init__`` (every process): validates the config, loads the tokenizer, so ``vocab_size``
-  and ``seq_len`` are known before the model is built (the CLI links them to the model).
-- ``prepare_data`` (once per node, local rank 0): tokenizes every source whose token files
-  are missing or inconsistent (checksum included) into the cache; hub sources are probed
-  first and fail fast with :class:`DataSourceUnavailable`. Cached sources need no network.
-- ``setup`` (every process, after a barrier): validates the cached files (size and token
-  count) and maps them. A single process rebuilds what is missing (notebook use without
-  ``prepare_data``); under DDP an inconsistent cache is an error, never read silently.
-- ``train_dataloader``: one endless stream per rank (:mod:`lit_sparse.data.mixture`); the
-  number of samples consumed is this module's state (``state_dict``), saved in checkpoints.
-- ``val_dataloader``: one loader per held-out set, fixed non-overlapping windows over the
-  held-out tokens after one end-of-text token, each rank its share without padding
-  (:mod:`lit_sparse.data.windows`); ``test_dataloader`` is the same.
+``__init__`` loads the tokenizer, so ``vocab_size`` and ``seq_len`` are known before the model
+is built (the CLI links them). ``prepare_data`` (local rank 0) tokenizes each source whose cache
+files are missing or inconsistent, hub sources failing fast when offline; ``setup`` validates and
+maps the files, rebuilding only in a single process (under DDP a bad cache is an error). Training
+is one endless seeded stream per rank (:mod:`~lit_sparse.data.mixture`), its consumed-sample
+count checkpointed; validation and test read fixed non-overlapping windows of each held-out set
+(:mod:`~lit_sparse.data.windows`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Training windows: an endless, seeded stream of (x, y) batches drawn from the sources.
 
-Sample ``n`` of rank ``r`` is a pure function of ``(seed, r, n)``: a 64-bit hash picks the
-source with probability equal to its normalised weight, and a second hash picks a uniform
-start in that source's token file; the window is ``tokens[s : s + T + 1]``, x its first T
-tokens and y its last T. Because every window has T tokens whichever source it comes from,
-each source's share of sampled *tokens* equals its weight, independent of document lengths.
-
-Batch ``j`` of a stream that starts at sample ``c`` holds samples ``c + j*B ... c + j*B + B-1``;
-DataLoader worker ``w`` of ``W`` produces batches ``j = w, w + W, ...``, and the DataLoader
-takes them round robin, so the batch sequence is the same for any number of workers, no
-sample is drawn twice, and resuming at ``c`` samples consumed continues exactly.
+Sample ``n`` of rank ``r`` is a pure function of ``(seed, r, n)``: one hash picks the source by
+its normalised weight, another a uniform start ``s`` in its token file; x is ``tokens[s : s + T]``
+and y the same shifted by one. Every window has T tokens, so each source's share of *tokens*
+equals its weight whatever its document lengths. DataLoader worker ``w`` of ``W`` makes batches
+``w, w + W, ...``, taken round robin, so the batch sequence is the same for any number of
+workers and resuming after ``c`` samples continues exactly.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """The retrieval probe's data (paper section 4.4, table 2): marked shift-copy sequences.
 
-A token is a payload ``p ~ U[0, P)`` plus a marker ``c ~ U{0, ..., C-1}`` times P (the paper:
-P = 256, C = 2, vocabulary 512). The marker says how far back to copy from: the target at
-position t is ``x[t - D[c_t]]`` with ``c_t = x[t] // P`` the marker of the token at t itself
-(the paper: D = (200, 350)); positions with ``t < D[c_t]`` have no source and are ignored
-(label -100, which ``cross_entropy`` skips). Sequences are T = 512 tokens, every token drawn
-independently.
-
-``ProbeDataModule`` streams fresh training sequences (seeded, reproducible per seed and rank)
-and holds a fixed held-out set of ``val_sequences`` sequences (default 64) drawn from its own
-seed, the same for every run whatever its training seed, so runs are scored on the same
+A token is a payload ``p ~ U[0, P)`` plus a marker ``c ~ U{0, ..., C-1}`` times P; the target at
+t is ``x[t - D[c_t]]`` with ``c_t = x[t] // P``, and positions with ``t < D[c_t]`` have no source
+(label -100); the paper's P, C and D: docs/paper.md section 5. ``ProbeDataModule`` streams fresh
+training sequences (seeded per seed and rank) and holds a fixed held-out set of
+``val_sequences`` drawn from its own seed, so runs of any training seed are scored on the same
 sequences.
 """
 

@@ -1,20 +1,12 @@
 """The token cache: each source's training and held-out parts as flat token files.
 
-Layout under ``<cache_dir>/tokens/``, per source and part (``train`` / ``val``)::
-
-    <slug>-<key16>.<part>.bin    tokens, uint16 (uint32 if the tokenizer has > 65536 ids),
-                                 documents joined by the end-of-text token (one after each)
-    <slug>-<key16>.<part>.json   metadata: format version, key, source spec, tokenizer hash,
-                                 dtype, token and document counts, file size, SHA-256
-
-The key hashes the source's content spec (everything that decides its tokens, including
-local files' sizes and mtimes and the embedded corpus' hash; not its name or weight), the
-tokenizer's hash, the end-of-text id and the dtype. A second run with the same key reuses
-the files; any change gives a new key and a rebuild. Files are written under a temporary
-name in the same folder, fsynced and moved into place with ``os.replace``; the old
-metadata is removed first, so a crash leaves no metadata (a rebuild), never stale metadata.
-On load the metadata must match the file (size, token count; in ``prepare_data`` also the
-checksum), else the source is rebuilt.
+``<cache_dir>/tokens/<slug>-<key16>.<part>.bin`` holds the tokens (uint16, uint32 past 65536
+ids), documents joined by the end-of-text token; the ``.json`` beside it, the metadata (key,
+source spec, tokenizer hash, dtype, counts, size, SHA-256). The key hashes all that decides the
+tokens (the source's content spec with local files' sizes and mtimes, the tokenizer, the EOS id,
+the dtype; not the name or weight), so any change means a rebuild. Files are written atomically,
+the old metadata removed first, so a crash never leaves stale metadata; files that do not match
+their metadata (size, token count; checksum in ``prepare_data``) are rebuilt.
 """
 
 from __future__ import annotations

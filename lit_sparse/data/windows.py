@@ -1,14 +1,11 @@
 """Held-out windows: fixed, non-overlapping (x, y) windows over a held-out token file.
 
-The held-out stream is the file (``doc EOS doc EOS ...``) after one ``prefix`` token, the
-end-of-text id, so its first document is read after an EOS as every later one is (and as
-lm-eval's rolling windows read each document). Window ``i`` of length L covers stream
-tokens ``[i*L, i*L + L]`` (L + 1 tokens): x is the first L, y the last L, so consecutive
-windows share one boundary token and every held-out token in the windows, the first one
-and each EOS included, is predicted exactly once. Rank ``r`` of ``R`` takes windows
-``r, r + R, ...`` (no padding, no duplicates); within a rank, DataLoader worker ``w`` of
-``W`` takes batches ``w, w + W, ...``. This is an IterableDataset, so Lightning does not
-wrap it in a padding DistributedSampler.
+The stream is the file (``doc EOS doc EOS ...``) after one end-of-text token, so the first
+document is read after an EOS as every later one is (and as lm-eval's rolling windows read each
+document). Window ``i`` of length L covers stream tokens ``[i*L, i*L + L]``: consecutive windows
+share one boundary token, so every held-out token is predicted exactly once. Rank ``r`` of ``R``
+takes windows ``r, r + R, ...`` and worker ``w`` of ``W`` batches ``w, w + W, ...``; being an
+IterableDataset, it gets no padding DistributedSampler from Lightning.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Length extrapolation: the trained weights scored at multiples of the training length.
 
-For each evaluation length T and held-out set, the model (eval mode, inference mode) scores the
-non-overlapping windows of T predictions over the same held-out tokens
-(``datamodule.val_windows_at(T, set)``); perplexity is exp of the token-weighted mean NLL.
-RoPE tables are rebuilt for any T and sparse patterns recompute their distances, so the
-same weights run at every length. ``new_offsets`` ("use" or "drop") re-runs a plugin that
-has that option with the same state dict under the other policy.
-
-Under several processes each rank scores its share of the windows and the NLL sums and
-token counts are added across ranks by ``reduce`` (one call, the same on every rank).
+For each evaluation length T and held-out set the model (eval and inference mode) scores the
+non-overlapping windows of T predictions over the same held-out tokens; perplexity is exp of the
+token-weighted mean NLL. RoPE tables are rebuilt for any T and sparse patterns recompute their
+distances, so the same weights run at every length; ``new_offsets`` ("use" or "drop") reruns a
+plugin that has that option under the other policy. Under several processes each rank scores its
+share and one ``reduce`` call (on every rank) adds the NLL sums and token counts.
 """
 
 from __future__ import annotations

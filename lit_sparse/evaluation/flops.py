@@ -1,17 +1,12 @@
 """Forward and training FLOPs of the language model, sparse attention included.
 
-Counts multiply-adds as 2 FLOPs, per predicted token, the way torch's FlopCounterMode (and
-so Lightning's ``measure_flops``) counts matrix products: projections, SwiGLU, the tied LM
-head, and attention as query-key scores plus the weighted sum of values over every key
-slot a query computes. Element-wise work (norms, RoPE, softmax, SiLU) and the embedding
-lookup are not counted. A training step is forward + backward = 3 x forward.
-
-Key slots per query, per layer, at length T: dense computes all T (the full score matrix,
-as SDPA's math path and the flop counter count it; flash kernels skip about half); a sparse
-layer computes one slot per attended distance (``pattern.distances(T)``, nominal distances
-for learned alpha: the two-row interpolation of a rung is not counted) plus, for BigBird,
-its absolute global and random keys. Masked slots of the first positions are counted, as a
-kernel computes them.
+A multiply-add is 2 FLOPs, counted per predicted token as torch's FlopCounterMode (and so
+Lightning's ``measure_flops``) counts matrix products: projections, SwiGLU, the tied LM head, and
+attention's scores and weighted sum over every key slot a query computes; element-wise work and
+the embedding lookup are not counted, and a training step is 3 x forward. Dense computes all T
+slots per query (flash kernels skip about half); a sparse layer one per attended distance
+(nominal for learned alpha) plus BigBird's global and random keys, the masked slots of the first
+positions included, as a kernel computes them.
 """
 
 from __future__ import annotations

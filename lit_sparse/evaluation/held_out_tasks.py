@@ -1,17 +1,11 @@
 """Evaluation items built from the embedded corpus' held-out split (never its training text),
 for the lm-eval tasks lit_sparse ships (``python -m lit_sparse lm-eval-tasks``).
 
-- :func:`held_out_documents`: whole held-out documents (the four held-out plays; the
-  held-out math problems), for rolling perplexity.
-- :func:`math_items`: the held-out problems whose final answer is one integer: the prompt
-  (labelled question and the answer label), the answer, and a multiple choice of the worked
-  solution's last step against nearby numbers.
-
-A math problem reads ``<label> <question>\\n<label> <worked solution> <final sentence>``,
-the final sentence restating the answer (``The answer is 42.``). The multiple choice cuts the
-text just before the answer's last appearance in the worked solution (``... 629 - 69 =``)
-and offers the answer against three numbers near it; generation is asked the question and
-scored on the final number it writes.
+- :func:`held_out_documents`: whole held-out documents (the four held-out plays; the held-out
+  math problems), for rolling perplexity.
+- :func:`math_items`: the held-out problems whose final answer is one integer: the prompt, the
+  answer, and a multiple choice that cuts the worked solution just before the answer's last
+  appearance (``... 629 - 69 =``) and offers the answer against three numbers near it.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Scoring and training of the retrieval probe (paper section 4.4, table 2).
 
-Accuracy at distance d (``acc@d``): over the held-out sequences, the positions t whose own
-token's marker selects d (``D[x[t] // P] == d``) and that have a source (``t >= d``); the
-share of them where the argmax of the model's logits at t equals the source token
-``x[t - d]`` (all of it: payload and marker). Positions are pooled over all sequences (every
-sequence has about the same number of them). ``ProbeAccuracy`` keeps per-distance counts
-that add across processes.
-
-``ProbeModule`` is the LitLanguageModel trained on the probe: the loss is the mean
-cross-entropy over the positions that have a source (label -100 elsewhere), the LR is
-constant by default, AdamW decays matrices only (never alpha's theta), and it anneals the
-width of a Gaussian rung read (``rung_read: gaussian``) from the optimizer step each batch.
+Accuracy at distance d (``acc@d``): over the held-out positions t whose marker selects d
+(``D[x[t] // P] == d``) and that have a source (``t >= d``), pooled over sequences, the share
+whose argmax logit is the source token ``x[t - d]`` (payload and marker). ``ProbeAccuracy`` keeps
+per-distance counts that add across processes. ``ProbeModule`` trains on the probe: mean
+cross-entropy over the positions with a source, a constant LR by default, weight decay on
+matrices only (never alpha's theta), and a Gaussian rung read's width annealed each step.
 """
 
 from __future__ import annotations

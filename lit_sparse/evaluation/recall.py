@@ -1,22 +1,12 @@
 """Recall accuracy at several evaluation lengths and ``new_offsets`` policies.
 
-For each policy (``use`` or ``drop`` the distances that appear only beyond the training
-length; :func:`lit_sparse.evaluation.extrapolation.with_new_offsets` rebuilds the model with
-the same weights) and each evaluation length, every held-out set the data has at that length
-(``datamodule.loaders_at(length)``: MQAR settings, distance buckets, passkey depths) is scored
-with :class:`lit_sparse.metrics.RecallAccuracy` at its labelled positions, the output layer
-computed there only. Sparse patterns run their O(T * keys) kernels, so 64x the training
-length fits on a CPU; a batch is cut after its last asked position (the model is causal, so
-the tokens after it change no answer).
-
-Beside each score the result keeps what the pattern offers at that length: each layer's keys
-per query and decoding-cache rows, and for a distance bucket its *coverage*: the share of
-the bucket's distances d whose value (at d - 1 before the query) the stack of layers reaches
-by composing one distance per layer (:func:`lit_sparse.attention.offsets.composed_reach`;
-BigBird's global and random keys are not distances and are not counted).
-
-Under several processes each rank scores its share of the examples; the sums are added
-across ranks by ``reduce`` (one call, the same on every rank).
+For each policy (``use`` or ``drop`` the distances that appear only beyond the training length;
+:func:`lit_sparse.evaluation.extrapolation.with_new_offsets`) and each length, every held-out set
+the data has there (``datamodule.loaders_at(length)``) is scored by
+:class:`lit_sparse.metrics.RecallAccuracy` at its labelled positions only, a batch cut after its
+last asked position (the model is causal). Each score keeps what the pattern offers there: keys
+per query, cache rows and, per distance bucket, the share of its distances the layers reach
+by composition (:func:`lit_sparse.attention.offsets.composed_reach`); ranks add in one ``reduce``.
 """
 
 from __future__ import annotations

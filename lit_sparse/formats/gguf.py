@@ -1,28 +1,12 @@
 """A dense model as one GGUF file that llama.cpp runs (its ``llama`` architecture), written
 with the ``gguf`` package (the ``gguf`` extra).
 
-The network is a Llama (pre-norm RMSNorm, SwiGLU, GQA, no biases, tied head), so the file
-holds what llama.cpp's own converter writes for a Llama checkpoint:
-
-- the shape under ``llama.*``: context length (the training length; llama.cpp runs longer
-  contexts too, as the model does), width, blocks, SwiGLU width, query and key/value heads,
-  head width (``rope.dimension_count``, ``attention.key_length``/``value_length``), RoPE base
-  and RMSNorm epsilon;
-- the tensors under llama.cpp's names (``token_embd.weight``, ``blk.N.attn_q.weight``, ...,
-  ``output_norm.weight``); no ``output.weight``: llama.cpp then reads the embedding as the
-  output layer, the tied head. Our RoPE rotates halves (dimension i with i + D/2), llama.cpp's
-  ``llama`` rotates adjacent pairs (2i with 2i + 1), so the rows of every head's q and k
-  projections are interleaved to match (the permutation llama.cpp's converter applies to
-  transformers' Llama weights, which rotate halves too);
-- the matrices in f32, f16 or q8_0 (:data:`GGUF_TYPES`; q8_0 through ``gguf.quants``: blocks
-  of 32 int8 values and an f16 scale; a matrix whose rows are not a multiple of 32 falls back
-  to f16, as llama.cpp's converter does), the norms always f32;
-- the tokenizer (:class:`GGUFVocab`): a byte-level BPE (``tokenizer.ggml.model`` ``gpt2``
-  with GPT-2's pre-tokenizer), its tokens padded with unused ``[PADn]`` entries to the
-  model's vocabulary, token types, merges, and the end-of-text token as EOS, BOS and padding,
-  none added to a prompt (the transformers export's choice: documents follow an EOS).
-
-Only a dense model with an MLP has a GGUF form: llama.cpp has no other attention pattern.
+The network is a Llama (pre-norm RMSNorm, SwiGLU, GQA, no biases, tied head), so the file holds
+what llama.cpp's own converter writes for one: the shape under ``llama.*``, the tensors under
+llama.cpp's names with no ``output.weight`` (the tied head), q and k rows interleaved per head
+(our RoPE rotates halves, llama.cpp's adjacent pairs), the matrices in one of :data:`GGUF_TYPES`
+and the byte-level BPE tokenizer (:class:`GGUFVocab`). Only a dense model with an MLP has a GGUF
+form: llama.cpp has no other attention pattern (details: docs/generation.md, "llama.cpp").
 """
 
 from __future__ import annotations

@@ -1,38 +1,12 @@
 """The weights-only form of a model: what ``LanguageModel.save_pretrained`` writes and
 ``LanguageModel.from_pretrained`` reads (huggingface_hub's mixin calls these).
 
-A folder (or a hub repository) holds:
-
-- ``model.safetensors``: the state dict (no optimizer state, nothing pickled);
-- ``config.json``: ``{"format", "arch": ModelConfig fields, "attention": {"class_path",
-  "init_args"}}``; a plugin from another package is recorded by its class path, and loading
-  names the package when it is not installed. Beside them the keys transformers reads
-  (``model_type`` ``lit_sparse``, ``architectures``, ``auto_map``, the standard shape keys,
-  ``training_length``; :mod:`lit_sparse.formats.stock`), and ``python -m lit_sparse
-  export`` adds ``eos_token_id`` / ``bos_token_id``. Two keys guard the folder:
-  ``weights_sha256`` (of model.safetensors, checked on load like a checkpoint's CRCs: a
-  changed byte is one line naming the file) and ``trained_attention`` (the attention config
-  and training length the weights were trained with, and their digest: loading a folder
-  whose attention was edited since warns in one line naming the fields); an export, or
-  ``save_pretrained(tokenizer=...)``, adds ``tokenizer_sha256`` (the tokenizer beside it:
-  loading it checks tokenizer.json against it, as a run's checkpoint is checked against its
-  tokenizer);
-- ``configuration_lit_sparse.py``, ``modeling_lit_sparse.py``: the remote code that
-  ``auto_map`` names (:mod:`lit_sparse.formats.remote`);
-- ``README.md``: a model card (``python -m lit_sparse export`` adds the run's results).
-
-A dense or sliding-window model can instead be saved in a stock layout (``layout="llama"``
-or ``"mistral"``: transformers' own names and config, no remote code); :func:`load` reads
-those folders back as well.
-
-A damaged folder is one line naming the file, never a traceback: config.json that is not
-a JSON object or has no ``arch`` or ``attention``, a truncated or altered model.safetensors,
-weights whose shapes do not fit config.json. A user who changed the weights on purpose loads
-them with ``verify_weights=False`` and saves them again (``save_pretrained``, lit_sparse's or
-transformers', records the new digest). The checks are functions of their own
-(:func:`check_model_keys`, :func:`check_weights_digest`, :func:`check_fit`,
-:func:`warn_attention_changes`, :func:`check_tokenizer_digest`): transformers' loader of the
-remote-code model runs the same ones.
+A folder (or hub repository) holds ``model.safetensors`` (nothing pickled), ``config.json`` (the
+model and attention configs, the keys transformers reads and the digests that guard the folder;
+docs/transformers.md), the remote-code files ``auto_map`` names and a model card; a dense or
+sliding-window model may be saved in a stock layout instead (:mod:`~lit_sparse.formats.stock`),
+which :func:`load` reads back too. A damaged folder is one line naming the file. Each check is a
+function of its own because transformers' loader of the remote-code model runs the same ones.
 """
 
 from __future__ import annotations

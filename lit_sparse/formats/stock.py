@@ -1,18 +1,12 @@
-"""The config.json keys and weight names of a model folder that transformers reads.
+"""The config.json keys and weight names of a model folder that transformers reads; pure
+functions of plain values, no transformers import.
 
-Two layouts of the same network (pre-norm RMSNorm, rotate-half RoPE, GQA, SwiGLU, no
-biases, tied head):
-
-- ``lit_sparse``: lit_sparse's own names (``blocks.0.attn.q_proj.weight``), the
-  ``format``/``arch``/``attention`` keys, and ``model_type`` ``lit_sparse`` with the
-  standard shape keys (``hidden_size``, ``num_hidden_layers``, ...) and an ``auto_map`` to
-  the remote-code files beside it, so transformers loads any attention plugin;
-- ``llama`` / ``mistral`` (stock): transformers' own names (``model.layers.0.self_attn.
-  q_proj.weight``) and config, for the two patterns transformers already has (dense and
-  sliding window), loaded with no remote code. The lit_sparse keys ride along under
-  ``lit_sparse``, so ``LanguageModel.from_pretrained`` reads these folders back too.
-
-Pure functions of plain values: no transformers import.
+Two layouts of the same network (pre-norm RMSNorm, rotate-half RoPE, GQA, SwiGLU, no biases,
+tied head): ``lit_sparse``, our own names and keys plus ``model_type`` ``lit_sparse``, the
+standard shape keys and an ``auto_map`` to the remote-code files, so transformers loads any
+attention; and ``llama`` / ``mistral``, transformers' own names and config for the two patterns
+it has (dense, sliding window), loaded with no remote code. The lit_sparse keys ride along under
+``lit_sparse``, so ``LanguageModel.from_pretrained`` reads those folders back too.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
-"""Generating text from a trained model: prefill + incremental decoding over the caches each
-attention pattern states (``LanguageModel.new_cache``), sampling, streaming text, scoring,
-loading a run or an exported folder, and the decode benchmark.
+"""Generating text from a trained model: prefill, then incremental decoding over the caches
+each attention pattern states (``LanguageModel.new_cache``).
 
-- :mod:`~lit_sparse.generation.generate`: ``generate`` (yields tokens as they are made).
-- :mod:`~lit_sparse.generation.sampling`: greedy, temperature, top-k, top-p, seeds.
-- :mod:`~lit_sparse.generation.text`: token ids to text as characters complete.
-- :mod:`~lit_sparse.generation.text_generation`: ``generate_text``: prompts of any lengths
-  to text, stopping on stop strings.
-- :mod:`~lit_sparse.generation.scoring`: ``score``: log-likelihoods of continuations in
-  right-padded batches (exact for every plugin).
-- :mod:`~lit_sparse.interop.loading`: a model and tokenizer from a run, a checkpoint or an
-  exported folder (``lit_sparse.load_pretrained``).
-- :mod:`~lit_sparse_studies.bench.decode`: per-token latency and cache size at long
-  contexts (``python -m lit_sparse bench decode``).
+- ``generate``: tokens as they are made (``prefill``: a prompt in chunks; ``sampling``: greedy,
+  temperature, top-k, top-p, seeds); ``text``: token ids to text as characters complete.
+- ``text_generation``: ``generate_text``, prompts to text up to stop strings; ``scoring``:
+  ``score``, log-likelihoods of continuations in right-padded batches (exact for every plugin).
+- ``quantize``, ``weights``: int8 and bfloat16 weights for decoding on a CPU.
+- A model and tokenizer from a run or an export: :mod:`lit_sparse.interop.loading`.
 """
 
 from lit_sparse.generation.generate import Generation, GenerationStats, generate

@@ -1,23 +1,12 @@
 """Int8 weights for decoding on a CPU: a step streams about a quarter of float32's bytes.
 
-:func:`quantize_int8` stores every matrix a decoding step reads (the attention projections
-q, k, v, o, the MLP's gate, up and down, and the tied embedding, which is also the output
-layer) as int8 with one float32 scale per output channel, symmetric: ``w ~ scale * q``,
-``q = round(w / scale)`` in [-127, 127], ``scale = max|w| / 127`` of its row. The norms,
-the caches, the residual stream and everything between the products stay float32.
-
-A decoding step's products (up to ``SMALL_ROWS`` rows) run through lit_sparse's compiled
-kernel (``kernels.compiled.int8_linear``): float32 inputs, each int8 weight widened as it is
-read, float32 sums, the scale applied to each sum; it streams the int8 bytes at the memory's
-speed (docs/performance.md, "int8 weights"). Longer inputs (a prefill) run through
-``torch._weight_int8pack_mm``, the weight-only int8 kernel gpt-fast
-and torchao use. On the CPU it is vectorised for bfloat16 activations only (its float32
-path is a scalar loop, 10x slower than float32's own product), so each product's input is
-rounded to bfloat16, the kernel widens int8 and bfloat16 to float32 and sums in float32, and
-its result is rounded to bfloat16 once before the float32 scale multiplies it. Its inner
-loop reads 16 columns at a time from aligned rows, so the stored matrices have their input
-width padded with zero columns to a multiple of 16 (the paper's MLP down projection reads
-1,366 channels: 1,376 stored), and each input is padded to match.
+:func:`quantize_int8` stores every matrix a decoding step reads (the attention and MLP
+projections, the tied embedding) as int8 with one float32 scale per output channel (symmetric,
+``max|w| / 127`` per row); norms, caches and the residual stream stay float32. A decoding step's
+few rows run through lit_sparse's compiled kernel (``kernels.compiled.int8_linear``), a prefill
+through ``torch._weight_int8pack_mm``, which is fast on a CPU only for bfloat16 inputs and reads
+16 columns at a time: its inputs are rounded to bfloat16 and the matrices zero-padded to a
+multiple of 16 columns (docs/performance.md, "int8 weights").
 """
 
 from __future__ import annotations

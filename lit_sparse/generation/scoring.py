@@ -1,15 +1,11 @@
 """Scoring continuations: the log-likelihood of each (context, continuation) pair of token ids
 and whether greedy decoding would produce the continuation, in padded batches.
 
-    scores = lit_sparse.score(model, [(context_ids, continuation_ids), ...], batch_size=16)
-    scores[0].logprob, scores[0].greedy
-
-Right padding is exact for every attention plugin: a causal model's output at position t
-depends only on the tokens up to t (every pattern is prefix-consistent, which decoding
-relies on too), so the pad tokens after a row's last real token change none of its scored
-logits. Pairs are sorted by length, so a batch holds rows of similar length. The output layer
-runs at the continuation positions only (``model.features``, then ``model.head``), so memory
-grows with the continuations' tokens times the vocabulary, not the whole batch's.
+Right padding is exact for every attention plugin: a causal, prefix-consistent model's output at
+position t depends only on the tokens up to t, so the pads after a row change none of its scored
+logits. Pairs are sorted by length, so a batch holds rows of similar length, and the output layer
+runs at the continuation positions only, so memory grows with the continuations' tokens times
+the vocabulary, not the whole batch's.
 """
 
 from __future__ import annotations

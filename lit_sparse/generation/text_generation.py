@@ -1,13 +1,10 @@
 """Text in, text out: continue prompts of any lengths until a stop string, the end-of-text
 token or ``max_new_tokens``, and return each continuation without its stop string.
 
-    texts = lit_sparse.generate_text(model, tokenizer, ["Q: What is 2 + 3?\\nA:", "ROMEO:"],
-                                     max_new_tokens=64, stop=["\\n"])
-
-Prompts of equal token length run together as one batch through ``lit_sparse.generate``
-(prefill, then each layer's bounded decoding cache), so no row is padded and a prompt's
-continuation does not depend on the others: greedy results equal generating each prompt
-alone. A batch stops as soon as each of its rows has met a stop string or the end of text.
+Prompts of equal token length run together as one batch through ``lit_sparse.generate``, so no
+row is padded and a prompt's continuation does not depend on the others: greedy results equal
+generating each prompt alone. A batch stops as soon as each of its rows has met a stop string or
+the end of text.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
-"""Weights for decoding in a narrower dtype: bfloat16 matrices, float32 arithmetic.
+"""Weights for decoding in a narrower dtype or layout, the same float32 arithmetic.
 
-A decoding step at batch 1 reads every weight once, so its time is about the weights' bytes
-over the memory bandwidth. :func:`bfloat16_weights` stores the matrices (attention and MLP
-projections, the tied embedding and output layer) in bfloat16, half those bytes, and keeps
-the norms, the activations, the caches and every sum in float32: each weight is widened as
-it is read. Greedy tokens match float32's on the project's test prompts (tests check it);
-logits differ by the weights' rounding (about 3 significant digits).
-
-:func:`decoding_layout` changes no value, only how float32 matrices sit in memory: stored
-column-major (each weight the transpose of a contiguous ``(in, out)`` tensor), a product
-with one or a few rows is a plain matrix product that streams the weight at the memory's
-speed, where torch's CPU BLAS reads a row-major weight at about 60 % of it (measured
-on the machines this project runs on; ``docs/performance.md``).
+A decoding step at batch 1 reads every weight once, so its time is about the weights' bytes over
+the memory bandwidth. :func:`bfloat16_weights` stores the matrices in bfloat16 (half the bytes)
+and keeps norms, activations, caches and every sum in float32, each weight widened as it is read.
+:func:`decoding_layout` changes no value: q, k and v become one product (as do the MLP's gate and
+up) and every other float32 matrix is stored column-major, which a product of a few rows streams
+at the memory's speed where torch's CPU BLAS reads a row-major weight at about 60 % of it
+(docs/performance.md, "Decoding at the weight-streaming floor").
 """
 
 from __future__ import annotations

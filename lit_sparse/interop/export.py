@@ -1,22 +1,12 @@
 """A trained model leaves its run folder: weights only (safetensors), config.json, the
 tokenizer and a model card with the run's results (``python -m lit_sparse export``).
 
-The folder loads back with ``lit_sparse.LanguageModel.from_pretrained(folder)``, generates
-with ``python -m lit_sparse generate folder`` and can be pushed with ``push_to_hub``. It
-also loads in Hugging Face transformers: in lit_sparse's format through the remote-code
-files it carries (``trust_remote_code=True``), and a dense or sliding-window model, by
-default, as a stock ``LlamaForCausalLM`` / ``MistralForCausalLM`` folder (no remote code).
-The tokenizer and generation configs give ``AutoTokenizer`` and ``generate`` the EOS.
-
-An export is all or nothing: its files are written into a temporary folder beside ``out``,
-fsynced and swapped in for the earlier export as a whole (:class:`AtomicFolder`), so a full
-disk, a read-only folder or a kill at any step leaves the earlier export exactly as it was
-and no partial folder. A run that is training exports its newest whole checkpoint
-(checkpoints are written atomically); the result says which process trains it.
-
-``format="gguf"`` writes one GGUF file instead, for llama.cpp (a dense model only; the
-``gguf`` extra): the weights in f32, f16 or q8_0 and the tokenizer
-(:mod:`lit_sparse.formats.gguf`), from a run or an exported folder (:func:`export_gguf`).
+The folder loads back with ``LanguageModel.from_pretrained`` and ``generate``, and in
+transformers through the remote-code files it carries or, for a dense or sliding-window model
+by default, as a stock Llama / Mistral folder with no remote code (docs/transformers.md). An
+export is all or nothing (:class:`~lit_sparse.io.atomic.AtomicFolder`): a failure at any step
+leaves the earlier export as it was. A run that is training exports its newest whole
+checkpoint. ``format="gguf"`` writes one GGUF file for llama.cpp instead (:func:`export_gguf`).
 """
 
 from __future__ import annotations

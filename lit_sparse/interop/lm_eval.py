@@ -1,20 +1,12 @@
 """The ``lit_sparse`` model of lm-evaluation-harness (``pip install -e ".[eval]"``).
 
-Importing this module registers it; ``python -m lit_sparse lm-eval ...`` imports it and then
-runs lm-eval's own command line, so every lm-eval option works:
-
-    python -m lit_sparse lm-eval --model lit_sparse --model_args pretrained=exported/ \\
-        --tasks lit_sparse --include_path "$(python -m lit_sparse lm-eval-tasks)"
-
-From Python: ``lm_eval.simple_evaluate(model=LitSparseLM(pretrained="exported/"), ...)``.
-
-The model is lm-eval's ``TemplateLM`` built on the public API: ``lit_sparse.load_pretrained``,
-``lit_sparse.score`` (right-padded batches, exact for every plugin) and
-``lit_sparse.generate_text`` (each layer's bounded decoding cache, stop strings).
-``loglikelihood_rolling`` cuts each document into lm-eval's own rolling windows
-(``lm_eval.utils.get_rolling_token_windows`` with one token of context, as its ``hf`` model
-does), the first one after the end-of-text id: training joins documents as
-``doc EOS doc EOS ...``, so that is what precedes a document.
+Importing this module registers it; ``python -m lit_sparse lm-eval`` imports it and then runs
+lm-eval's own command line, so every lm-eval option works. The model is lm-eval's
+``TemplateLM`` built on the public API: ``lit_sparse.load_pretrained``, ``lit_sparse.score``
+(right-padded batches, exact for every plugin) and ``lit_sparse.generate_text`` (stop strings).
+``loglikelihood_rolling`` uses lm-eval's own rolling windows (one token of context, as its
+``hf`` model does), the first after the end-of-text id, since training joins documents as
+``doc EOS doc EOS ...`` (docs/evaluation.md, "The document prefix").
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """Atomic file writes, the one way the project writes a file a reader may see half-written:
 checkpoints, the token cache, result tables.
 
-A file is written to a temporary name beside its target, flushed, fsynced and renamed over
-it, and the folder is fsynced so the rename itself survives a crash: a reader sees the old
-file or the new one, never a part. On any error the temporary file is removed and the old
-file is left as it was; a full disk, a read-only folder or a missing permission becomes one
-:class:`~lit_sparse.errors.StorageError` line naming the path. Files are created with the
-user's umask (``0o666 & ~umask``), like any other file.
-
-Temporary names are ``.<name>.tmp-<pid>-<random>``, so :func:`remove_stale_temporaries` can
-delete those of processes that no longer exist (a killed run leaves one behind).
-
-A folder of files that belong together (an exported model) is written the same way as a
-whole, :class:`AtomicFolder`: built in a temporary sibling, fsynced, then swapped in for
-the old folder, so a reader sees the old folder or the new one, never a mix of the two.
+A file is written to a temporary name beside its target, flushed, fsynced and renamed over it,
+and the folder is fsynced so the rename survives a crash: a reader sees the old file or the new
+one, never a part. On an error the temporary is removed and the old file kept; a storage error is
+one :class:`~lit_sparse.errors.StorageError` line naming the path. Temporaries are named
+``.<name>.tmp-<pid>-<random>`` so :func:`remove_stale_temporaries` can delete a dead process's.
+:class:`AtomicFolder` writes a folder of files that belong together (an export) the same way.
 """
 
 from __future__ import annotations

@@ -2,15 +2,11 @@
 shape and attention) and the data's length out of layered configs (files are read by
 :func:`lit_sparse.io.yaml_files.load_yaml`, the one YAML loader).
 
-``coverage`` and ``flops`` work offline on the paper configs: they never build the
-DataModule (the paper's data config names a hub tokenizer). Config files layer as the CLI's
-``--config a.yaml --config b.yaml`` do: the ``model`` sections are parsed by jsonargparse with
-the LitLanguageModel signature (so defaults and validation match ``fit``); a ``data`` section
-may be a path to another YAML relative to the config file (``data: data/paper.yaml``), and
-is merged the way the CLI merges a subclass group (same ``class_path``: ``init_args`` update;
-another class: replaced). As the CLI links them, the model's context length is the data's
-``seq_len`` and its vocabulary the data's (``model_vocab_size`` of the data class: an
-explicit ``vocab_size``, else the tokenizer's size rounded up, read from a local tokenizer).
+Reading never builds the DataModule, so ``coverage`` and ``flops`` work offline on the paper
+configs (whose data names a hub tokenizer). Configs layer as the CLI's ``--config a.yaml
+--config b.yaml`` do, the ``model`` section parsed with the LitLanguageModel signature (so
+defaults and validation match ``fit``), and the model's context length and vocabulary come from
+the data section as the CLI links them.
 """
 
 from __future__ import annotations

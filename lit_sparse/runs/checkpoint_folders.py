@@ -1,15 +1,11 @@
 """Sharded checkpoints: the folder a run trained with FSDP2 saves instead of a file.
 
-Lightning's ModelParallelStrategy writes ``last.ckpt`` as a folder: each process's shard of
-the weights and optimizer states (``__<rank>_0.distcp``, torch.distributed.checkpoint), the
-index of the shards (``.metadata``) and everything else a checkpoint holds (``meta.pt``: the
-step, hyperparameters, loops, callbacks, random states). lit_sparse's strategy
-(:mod:`lit_sparse.runs.strategy`) adds ``crc32.json``, the size and CRC-32 of every file, so
-a folder is verified as a checkpoint file is (a changed bit, a truncated or a missing shard
-is refused in one line), and writes the folder atomically.
-
-:func:`read_folder` gives what ``torch.load`` gives for a file: the metadata and, with
-``weights``, the whole (consolidated) weights as ``state_dict``, read on one process.
+Lightning's ModelParallelStrategy writes ``last.ckpt`` as a folder: each process's shard of the
+weights and optimizer states (``__<rank>_0.distcp``), the shards' index (``.metadata``) and the
+rest of a checkpoint (``meta.pt``). lit_sparse's strategy (:mod:`lit_sparse.runs.strategy`) adds
+``crc32.json``, every file's size and CRC-32, so a folder is verified as a checkpoint file is,
+and writes the folder atomically. :func:`read_folder` gives what ``torch.load`` gives for a file:
+the metadata and, with ``weights``, the consolidated weights as ``state_dict``, on one process.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """Checkpoint files: atomic writes, readable-or-refused loads, finding a run's last one, and
 what a run's checkpoints hold beyond Lightning's (the generators' states, the final step).
 
-Lightning writes a checkpoint through a temporary file in the system temp folder and moves it
-into place, which is a copy (not atomic) when the two are on different file systems, and
-never fsyncs. ``AtomicCheckpointIO`` writes next to the target, fsyncs and renames, so a
-crash leaves either the old file or the new one, never a truncated one.
-
-Every read verifies the file first: ``torch.load`` does not check the zip records' CRC-32, so
-a flipped bit in a tensor record would load silently. :func:`verify_checkpoint` checks every
-record (once per file version: the answer is cached by inode, size and mtime) and the
-checkpoint IO, :func:`read_checkpoint` and everything built on them refuse a damaged file in
-one line naming the file and the record. A run trained with FSDP2 saves each checkpoint as a
-folder of shards (:mod:`lit_sparse.runs.checkpoint_folders`): it is verified file by file,
-and read whole on one process.
+Lightning moves a checkpoint in from the system temp folder (a copy, not atomic, across file
+systems) and never fsyncs; ``AtomicCheckpointIO`` writes beside the target, fsyncs and renames.
+``torch.load`` does not check the zip records' CRC-32, so every read first verifies each record
+(:func:`verify_checkpoint`, cached per inode, size and mtime) and refuses a damaged file in one
+line naming the file and record. An FSDP2 run's checkpoint is a folder of shards
+(:mod:`lit_sparse.runs.checkpoint_folders`), verified file by file and read whole on one process.
 """
 
 from __future__ import annotations

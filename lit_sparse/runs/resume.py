@@ -1,23 +1,12 @@
 """Which run ``fit --ckpt_path ...`` continues, and which values a resume may change.
 
-``--ckpt_path last`` means the run this command started: among the experiment's runs that
-have a checkpoint, the one whose config (its newest ``config.resume-<step>.yaml``, else
-``config.yaml``) has the same model, data, seed and ``trainer.max_steps`` as the command.
-When several do (the same config started more than once), a run another process is writing
-is left out, then a finished one; if that leaves more than one, the command is refused with
-the candidates, since only the user knows which one was meant.
-
-One rule for every field: when the experiment has runs with a checkpoint but none was
-started with this exact config, ``last`` is refused, naming the nearest run and each field
-that differs (``model.lr`` or ``model.arch.d_model`` alike), with the way on: resume that
-run by its folder (when it differs only in values a resume may change), or leave out
-``--ckpt_path`` to start a new run. Only an experiment with no checkpoint yet starts a new
-run under ``last`` (the first launch of a job that always passes it). An explicit run folder
-(``--ckpt_path runs/x/version_3``) or checkpoint file always names one run.
-
-A resume may change the optimizer and schedule values (:data:`RESUMABLE`): they apply from
-the resume step (the optimizer state carries over) and the config of the resumed part,
-``config.resume-<step>.yaml``, records them. A different model or data shape is refused.
+``--ckpt_path last`` means the run this command started: the experiment's run whose config (its
+newest ``config.resume-<step>.yaml``, else ``config.yaml``) has the same model, data, seed and
+``trainer.max_steps``. Ties drop a run another process writes, then a finished one; what is still
+ambiguous, or an experiment with checkpoints but none of this config, is refused naming the runs
+or the differing fields, since only the user knows which run was meant. A resume may change the
+optimizer and schedule values (:data:`RESUMABLE`), recorded in ``config.resume-<step>.yaml``;
+the rules with examples: docs/training.md, "Resuming after a crash".
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """FSDP2 training: Lightning's ModelParallelStrategy over every process, with checkpoint
 folders that are written atomically and verified when read.
 
-``configs/strategy/fsdp2.yaml`` selects it (``--trainer.strategy``): the LightningModule's
-``configure_model`` shards the network (:mod:`lit_sparse.sharding`), and each checkpoint is
-a folder of shards (:mod:`lit_sparse.runs.checkpoint_folders`). Lightning writes that
-folder in place, so a kill during a save would leave a mix of two steps' shards under the
-previous checkpoint's name; here it is written beside it, its files fsynced and recorded
-(``crc32.json``), then swapped in whole (:class:`~lit_sparse.io.atomic.AtomicFolder`); a
-full disk met by any process while writing it is one line on every process, as for a file.
-
-A run resumes FSDP2's folder under FSDP2 only (:func:`check_resume_strategy`: another
-strategy cannot restore its sharded optimizer states), and a single-file checkpoint (DDP's,
-one process's) under FSDP2 too: its optimizer states are matched to the parameters by the
-optimizer's own groups (Lightning's load assumes ``model.parameters()`` order).
+``configs/strategy/fsdp2.yaml`` selects it; ``configure_model`` shards the network
+(:mod:`lit_sparse.sharding`). Lightning writes a checkpoint folder in place, so a kill mid-save
+would leave two steps' shards mixed; here it is written beside it, fsynced, recorded in
+``crc32.json`` and swapped in whole (:mod:`~lit_sparse.runs.checkpoint_folders`). An FSDP2
+folder resumes under FSDP2 only (:func:`check_resume_strategy`), and a single-file checkpoint
+under FSDP2 too, its optimizer states matched to the parameters by the optimizer's own groups.
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """Tasks: registered as attention patterns are, each in one file of this package.
 
-``synthetic`` tasks (MQAR and far MQAR, distance, passkey) are LightningDataModules with
-their generators: ``fit`` trains on them, ``recall`` and ``RecallEvaluation`` evaluate them
-at other lengths. ``choice`` tasks (LEGO, RULER variable tracking) are forced-choice items
-scored on a text model (``tasks``, ``TaskAccuracy``). A new task is one module here with
-``@register_task("name")``, or another package's entry point in the group
-``lit_sparse.tasks``; ``python -m lit_sparse tasks --list`` lists them with their options,
-and :func:`lit_sparse.testing.check_task` is their conformance kit.
-
-The names import on first use (the data modules import Lightning).
+``synthetic`` tasks (MQAR and far MQAR, distance, passkey) are LightningDataModules that ``fit``
+trains on and ``recall`` and ``RecallEvaluation`` evaluate at other lengths; ``choice`` tasks
+(LEGO, RULER variable tracking) are forced-choice items scored on a text model (``tasks``,
+``TaskAccuracy``). A new task is a module here with ``@register_task("name")`` or another
+package's entry point in the group ``lit_sparse.tasks``; :mod:`lit_sparse.testing.tasks` is
+their conformance kit (docs/tasks.md). The names import on first use (the data modules import
+Lightning).
 """
 
 from __future__ import annotations

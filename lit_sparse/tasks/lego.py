@@ -1,14 +1,11 @@
 """LEGO (docs/paper.md section 5): follow a chain of sign assignments to its end.
 
 A chain of n variables: ``x0 = v ;`` with v in {+1, -1}, then ``xi = op x(i-1) ;`` with op
-``+`` (identity) or ``-`` (flip), for i = 1..n-1; the statements are shuffled, the query is
-``x_last =`` and the answer a forced choice between `` +1`` and `` -1`` (chance 0.5).
-Variables are distinct random lowercase letters. The right answers are balanced: within each
-chain length, items alternate between +1 and -1 before the shuffle of the item order, so a
-model that always gives the same answer scores exactly 0.5 (the paper's models: 0.5028).
-
-Example (chain length 3): ``w = +q ; k = +1 ; q = -k ; w =`` -> `` -1`` (k = +1, q = -1,
-w = -1).
+``+`` (identity) or ``-`` (flip); the statements are shuffled, the query is ``x_last =`` and the
+answer a forced choice between `` +1`` and `` -1``: ``w = +q ; k = +1 ; q = -k ; w =`` ->
+`` -1``. Variables are distinct random lowercase letters. Within each chain length the right
+answers alternate before the item order is shuffled, so a model that always gives the same
+answer scores exactly 0.5 (the paper's models: 0.5028).
 """
 
 from __future__ import annotations

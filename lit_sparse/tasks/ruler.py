@@ -1,13 +1,11 @@
 """RULER variable tracking (docs/paper.md section 5): follow a chain of copies among distractors.
 
 A chain of h hops: ``v0 = VAL ;`` then ``vi = v(i-1) ;`` for i = 1..h, plus 8 distractor
-assignments ``u = VAL' ;`` with the other values; statements shuffled, query ``v_h =``, and
-a forced choice among the 9 values of the prompt (chance 1/9 = 0.111). Variables are
-distinct random uppercase letters. The 9 values are one fixed pool of 2-digit numbers per
-seed (RULER uses longer numbers; short ones keep prompts near the paper's 60 tokens), so
-every item offers the same 9 candidates; the right value cycles through the pool over the
-items (before their order is shuffled), so a model that always gives the same answer scores
-chance (exactly 1/9 when the item count is a multiple of 9, e.g. 3 x 120).
+assignments ``u = VAL' ;``; statements shuffled, query ``v_h =``, and a forced choice among the
+9 values of the prompt (chance 1/9). Variables are distinct random uppercase letters; the values
+are one fixed pool of 2-digit numbers per seed (short, to keep prompts near the paper's 60
+tokens), so every item offers the same 9, and the right value cycles through the pool: a model
+that always gives the same answer scores chance (exactly 1/9 for a multiple of 9 items).
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """The plugin conformance kit: the checks every attention plugin must pass.
 
 Each check is a plain function of a plugin (an instance, a registry name or a
-``{"class_path", "init_args"}`` dict) that returns None or raises AssertionError saying what
-failed. A third-party package runs all of them with one parametrized test::
-
-    import pytest
-    from lit_sparse import testing
-    from my_pkg.dilated import DilatedAttention
-
-    @pytest.mark.parametrize("check", testing.CHECKS)
-    def test_conformance(check):
-        check(DilatedAttention(window=4, dilation=3))
-
-lit_sparse's own suite runs the same functions over every registered plugin's
-``conformance_cases`` (:func:`plugin_cases`). The checks use small shapes (two layers, 4
-query and 2 KV heads of 16; B = 2; training length 64 unless an argument says otherwise),
-fp32 on the CPU; :func:`check_linear_memory` starts a fresh Python process.
-
-A check is one function taking the plugin and keyword options; :data:`CHECKS` lists them.
+``{"class_path", "init_args"}`` dict) and keyword options that returns None or raises
+AssertionError saying what failed; :data:`CHECKS` lists them, for one parametrized test in a
+third-party package (docs/plugins.md, "The conformance kit"). lit_sparse's own suite runs them
+over every registered plugin's ``conformance_cases`` (:func:`plugin_cases`). The checks use
+small shapes in fp32 on the CPU; :func:`check_linear_memory` starts a fresh Python process.
 """
 
 from __future__ import annotations

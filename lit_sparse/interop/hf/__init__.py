@@ -2,13 +2,10 @@
 ``LitSparseForCausalLM`` (``generate`` decodes through each attention pattern's own bounded
 cache, ``LitSparseCache``) and their registration.
 
-Importing this package registers the classes with ``AutoConfig`` and
-``AutoModelForCausalLM`` (model type ``lit_sparse``), so in a process that imported it a
-lit_sparse folder loads without remote code; ``import lit_sparse`` alone does not import
-transformers (it stays light and works without the extra). A folder from ``python -m
-lit_sparse export`` also carries remote-code files, so ``trust_remote_code=True`` loads it
-in a process that never imported lit_sparse. Without transformers, or with one older than
-the minimum, importing this package raises one line saying what to install.
+Importing this package registers the classes with ``AutoConfig`` and ``AutoModelForCausalLM``
+(model type ``lit_sparse``), so a lit_sparse folder loads without remote code; ``import
+lit_sparse`` alone does not import transformers, so it stays light and works without the extra.
+Without transformers, or with one older than the minimum, importing this raises one line.
 """
 
 from lit_sparse.interop.extras import (

@@ -1,18 +1,12 @@
 """``LitSparseCache``: a transformers ``Cache`` whose layers are lit_sparse's own decoders.
 
-Each layer keeps what its attention pattern reads (``LanguageModel.new_cache``): a ring of
-the largest distance + 1 rows for Fibonacci and sliding-window layers, the whole past for
-dense and BigBird. ``LitSparseForCausalLM.generate`` uses it by default, so a token costs
-the same at any context and the cache stops growing at the pattern's reach.
-
-The cache is built empty and takes its shape from the prompt: rows with the same left
-padding share one set of decoders that starts at their first token (so every row decodes as
-if it were alone: :mod:`~lit_sparse.interop.hf.padding`). Each later call continues every
-row, one token at a time through the decoders. ``generate`` builds it for the prompt plus
-``max_new_tokens``; one built without a length (a hand-written loop, ``use_cache=True``)
-also keeps the token ids it has seen (8 bytes a token) and, when a call goes past the length
-it was built for, rebuilds its decoders for twice the length from them (a Fibonacci layer's
-reach, and so its ring, depends on the longest sequence it serves).
+Each layer keeps what its attention pattern reads (``LanguageModel.new_cache``), so a Fibonacci
+or sliding-window token costs the same at any context and the cache stops growing at the
+pattern's reach. Rows with the same left padding share one set of decoders that starts at their
+first token (:mod:`~lit_sparse.interop.hf.padding`). ``generate`` sizes it for the prompt plus
+``max_new_tokens``; one built without a length keeps the token ids it has seen and, past its
+length, rebuilds its decoders for twice the length (a Fibonacci layer's reach depends on the
+longest sequence it serves).
 """
 
 from __future__ import annotations

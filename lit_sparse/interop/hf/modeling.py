@@ -1,19 +1,12 @@
 """``LitSparseForCausalLM``: lit_sparse's ``LanguageModel`` as a transformers causal LM.
 
-One implementation of the network: the model wraps a ``LanguageModel`` and holds its
-modules under their own names (``embedding``, ``blocks``, ``norm``), so its state dict is
-the ``LanguageModel``'s, key for key, and a folder saved by either loads in the other.
-``generate`` decodes through :class:`~lit_sparse.interop.hf.cache.LitSparseCache` (each
-pattern's own bounded cache) unless told not to cache.
-
-``from_pretrained`` (and so the Auto classes and ``pipeline``) runs the checks
-``lit_sparse.load_pretrained`` runs, the same functions (:mod:`lit_sparse.formats.pretrained`),
-before transformers reads a weight: config.json names the shape and the attention, the
-weights have the sha256 it records and fit that shape, tokenizer.json is the one it records;
-an attention edited since training warns naming the fields. ``verify_weights=False`` loads
-files changed on purpose. ``save_pretrained`` records the digest of the weights it wrote and
-the shape of the live modules (after ``resize_token_embeddings``, say), so lit_sparse loads a
-fine-tune back.
+One implementation of the network: the model wraps a ``LanguageModel`` and holds its modules
+under their own names, so its state dict is the ``LanguageModel``'s key for key and a folder
+saved by either loads in the other. ``generate`` decodes through
+:class:`~lit_sparse.interop.hf.cache.LitSparseCache` unless told not to cache.
+``from_pretrained`` runs the checks of ``lit_sparse.load_pretrained`` (the same functions,
+:mod:`lit_sparse.formats.pretrained`) before a weight is read; ``save_pretrained`` records the
+weights' digest and the live modules' shape, so lit_sparse loads a fine-tune back.
 """
 
 from __future__ import annotations
