@@ -22,6 +22,16 @@ MOVED = {
     "lit_sparse.evaluation.lego": "lit_sparse.tasks.lego",
     "lit_sparse.evaluation.ruler": "lit_sparse.tasks.ruler",
     "lit_sparse.interop.sources": "lit_sparse.interop.loading",
+    "lit_sparse.attention.kernels": "lit_sparse.kernels",
+    "lit_sparse.attention.kernels.compiled": "lit_sparse.kernels.compiled",
+    "lit_sparse.attention.kernels.csr": "lit_sparse.kernels.csr",
+    "lit_sparse.attention.kernels.gather": "lit_sparse.kernels.gather",
+    "lit_sparse.attention.kernels.huge_pages": "lit_sparse.kernels.huge_pages",
+    "lit_sparse.attention.kernels.mixed_linear": "lit_sparse.kernels.mixed_linear",
+    "lit_sparse.attention.kernels.reference": "lit_sparse.kernels.reference",
+    "lit_sparse.attention.kernels.self_check": "lit_sparse.kernels.self_check",
+    "lit_sparse.attention.kernels.slots": "lit_sparse.kernels.slots",
+    "lit_sparse.attention.kernels.triton_kernel": "lit_sparse.kernels.triton_kernel",
 }
 """old module path -> where it lives now."""
 
@@ -45,4 +55,5 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def install() -> None:
     if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
-        sys.meta_path.append(_MovedModules())
+        sys.meta_path.insert(0, _MovedModules())  # before the path finder: a moved package's
+        # submodule must be its new home's module, not a second copy found on its __path__

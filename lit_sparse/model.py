@@ -23,10 +23,10 @@ from torch import Tensor, nn
 
 from lit_sparse.attention import AttentionPattern, AttentionPlugin, build_attention
 from lit_sparse.attention.decoding import DecodeShape, DecodingCache, LayerDecoder
-from lit_sparse.attention.kernels.mixed_linear import linear
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import DamagedFileError
 from lit_sparse.formats import pretrained
+from lit_sparse.kernels.mixed_linear import linear
 
 
 class Linear(nn.Linear):

@@ -19,9 +19,9 @@ from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor, nn
 
 from lit_sparse.attention import AttentionPlugin, SlotPattern, build_attention
-from lit_sparse.attention.kernels import compiled
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError, NonFiniteLossError
+from lit_sparse.kernels import compiled
 from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, TokenNLL, labelled_counts
 from lit_sparse.model import LanguageModel, token_nll
 from lit_sparse.optimizers import OPTIMIZERS, eight_bit_adamw

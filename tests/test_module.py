@@ -210,7 +210,7 @@ def test_the_cpu_kernel_is_built_at_setup_not_in_the_first_step(monkeypatch, att
     from types import SimpleNamespace
 
     from lit_sparse.attention import build_attention
-    from lit_sparse.attention.kernels import compiled
+    from lit_sparse.kernels import compiled
 
     calls = []
     monkeypatch.setattr(compiled, "available", lambda: calls.append(1) or True)

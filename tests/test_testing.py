@@ -10,7 +10,7 @@ from torch import Tensor
 from lit_sparse import build_attention, testing
 from lit_sparse.attention import AttentionPlugin, SlotPattern
 from lit_sparse.attention.decoding import SlotDecoder
-from lit_sparse.attention.kernels import KeySlots, exact_slots
+from lit_sparse.kernels import KeySlots, exact_slots
 
 
 class WindowPattern(SlotPattern):
@@ -44,7 +44,7 @@ class ShortForwardPattern(WindowPattern):
     def forward(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         slots = self.slots(q.shape[-2], q.device)
         kept = exact_slots(slots.distances[:-1].tolist() or [0], q.device)
-        from lit_sparse.attention.kernels import sparse_attention
+        from lit_sparse.kernels import sparse_attention
 
         return sparse_attention(q, k, v, kept)
 

@@ -10,9 +10,9 @@ import torch
 from torch import Tensor, nn
 
 from lit_sparse.attention.decoding import DecodeShape, LayerDecoder, RecomputeDecoder, SlotDecoder
-from lit_sparse.attention.kernels import KeySlots, sparse_attention
-from lit_sparse.attention.kernels.reference import slots_attention
 from lit_sparse.attention.length_cache import LengthCache
+from lit_sparse.kernels import KeySlots, sparse_attention
+from lit_sparse.kernels.reference import slots_attention
 
 
 class AttentionPattern(nn.Module, ABC):

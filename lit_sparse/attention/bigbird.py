@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 from lit_sparse.attention.base import AttentionPlugin, SlotPattern
-from lit_sparse.attention.kernels import KeySlots
 from lit_sparse.attention.options import at_least
 from lit_sparse.attention.registry import register_attention
+from lit_sparse.kernels import KeySlots
 
 _MASK64 = (1 << 64) - 1
 

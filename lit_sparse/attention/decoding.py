@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lit_sparse.attention.kernels import compiled
-from lit_sparse.attention.kernels.slots import KeySlots
 from lit_sparse.errors import LitSparseError
+from lit_sparse.kernels import compiled
+from lit_sparse.kernels.slots import KeySlots
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from torch import Tensor
 
 from lit_sparse.attention.base import AttentionPattern, AttentionPlugin
 from lit_sparse.attention.decoding import DecodeShape, DenseDecoder, LayerDecoder
-from lit_sparse.attention.kernels.reference import masked_attention
 from lit_sparse.attention.options import check_choices
 from lit_sparse.attention.registry import register_attention
+from lit_sparse.kernels.reference import masked_attention
 
 log = logging.getLogger(__name__)
 

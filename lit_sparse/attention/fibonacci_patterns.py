@@ -12,8 +12,8 @@ from torch import Tensor, nn
 
 from lit_sparse.attention import offsets
 from lit_sparse.attention.base import SlotPattern
-from lit_sparse.attention.kernels import KeySlots, exact_slots
 from lit_sparse.attention.length_cache import LengthCache
+from lit_sparse.kernels import KeySlots, exact_slots
 
 __all__ = ["FibonacciPattern", "LearnedFibonacciPattern", "NewOffsets", "RungLayout", "RungRead"]
 

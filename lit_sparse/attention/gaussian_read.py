@@ -13,7 +13,7 @@ from torch import Tensor
 
 from lit_sparse.attention.decoding import DecodeShape, LayerDecoder
 from lit_sparse.attention.fibonacci_patterns import LearnedFibonacciPattern, RungLayout
-from lit_sparse.attention.kernels import KeySlots
+from lit_sparse.kernels import KeySlots
 
 __all__ = ["GaussianDecoder", "GaussianFibonacciPattern", "rung_width_at"]
 

@@ -7,9 +7,9 @@ from torch import Tensor
 
 from lit_sparse.attention.base import AttentionPlugin, SlotPattern
 from lit_sparse.attention.dense import announce_backend, flash_attention, flash_usable
-from lit_sparse.attention.kernels import KeySlots, exact_slots
 from lit_sparse.attention.options import at_least
 from lit_sparse.attention.registry import register_attention
+from lit_sparse.kernels import KeySlots, exact_slots
 
 
 class SlidingWindowPattern(SlotPattern):

@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lit_sparse.attention.kernels import compiled
-from lit_sparse.attention.kernels.mixed_linear import SMALL_ROWS
 from lit_sparse.errors import ConfigError
+from lit_sparse.kernels import compiled
+from lit_sparse.kernels.mixed_linear import SMALL_ROWS
 from lit_sparse.model import LanguageModel, Linear
 
 __all__ = [

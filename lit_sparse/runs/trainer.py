@@ -16,11 +16,11 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.loops.fit_loop import _FitLoop
 
-from lit_sparse.attention.kernels.compiled import usable_cores
 from lit_sparse.callbacks import LengthExtrapolation
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation import ExtrapolationResult
 from lit_sparse.io.class_paths import names_subclass
+from lit_sparse.kernels.threads import usable_cores
 from lit_sparse.runs.checkpoints import AtomicCheckpointIO, FinalCheckpoint, RandomStates
 from lit_sparse.runs.locks import RunLock
 from lit_sparse.runs.model_summary import use_sparse_flops_summary

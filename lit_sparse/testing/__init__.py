@@ -248,7 +248,7 @@ def check_slot_bounds(
     import dataclasses
 
     from lit_sparse.attention import SlotPattern
-    from lit_sparse.attention.kernels import sparse_attention
+    from lit_sparse.kernels import sparse_attention
 
     plugin = build_attention(plugin)
     for layer, pattern in enumerate(layer_patterns(plugin, training_length)):

@@ -113,7 +113,7 @@ def _relative_table(slots, length: int, device):
     its upper tap where it has a weight), and the absolute keys' (n_blocks, T) table."""
     import torch
 
-    from lit_sparse.attention.kernels.slots import KeySlots
+    from lit_sparse.kernels.slots import KeySlots
 
     if not isinstance(slots, KeySlots):  # a tensor of distances
         slots = KeySlots(distances=slots.to(torch.long), reach=int(slots.max()) + 1)

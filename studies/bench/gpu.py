@@ -184,7 +184,7 @@ def _check_attention(step: Step, cli: BenchCli) -> list[str]:
         why = _optional(name)
         if why:
             raise RuntimeError(f"{name} does not import ({why}): needed for {reason}")
-    from lit_sparse.attention.kernels import triton_kernel  # noqa: F401  the GPU kernel
+    from lit_sparse.kernels import triton_kernel  # noqa: F401  the GPU kernel
 
     if _optional("flash_attn"):
         notes.append(

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lit_sparse import BigBirdAttention
-from lit_sparse.attention.kernels.reference import slots_mask
+from lit_sparse.kernels.reference import slots_mask
 
 WINDOW, N_GLOBAL, N_RANDOM, BLOCK = 4, 3, 5, 16
 

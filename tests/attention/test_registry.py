@@ -39,7 +39,7 @@ def test_a_new_module_in_the_package_is_all_a_plugin_takes(tmp_path):
     (tmp_path / "strided.py").write_text(
         textwrap.dedent(
             """
-            from lit_sparse.attention.kernels import exact_slots
+            from lit_sparse.kernels import exact_slots
             from .base import AttentionPlugin, SlotPattern
             from .registry import register_attention
 

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 
 from lit_sparse.__main__ import main as lit_main
 from lit_sparse.attention.decoding import SlotDecoder
-from lit_sparse.attention.kernels import compiled
 from lit_sparse.generation.weights import bfloat16_weights
+from lit_sparse.kernels import compiled
 
 from .cases import TOTAL, VOCAB, generation_cases, tiny_model
 

@@ -9,7 +9,7 @@ import torch
 from lit_sparse import LanguageModel, build_attention, list_attention
 from lit_sparse.attention import AttentionPattern, AttentionPlugin
 from lit_sparse.attention.decoding import RecomputeDecoder, SlotDecoder
-from lit_sparse.attention.kernels.reference import masked_attention
+from lit_sparse.kernels.reference import masked_attention
 
 from .cases import TOTAL, TRAINING_LENGTH, VOCAB, generation_cases, tiny_config, tiny_model
 

@@ -12,14 +12,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from lit_sparse.__main__ import main as lit_main
-from lit_sparse.attention.kernels import compiled
-from lit_sparse.attention.kernels.mixed_linear import SMALL_ROWS
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.extrapolation import evaluate_lengths
 from lit_sparse.formats import pretrained
 from lit_sparse.generation import Generation
 from lit_sparse.generation.quantize import Int8Embedding, Int8Linear, quantize_int8
 from lit_sparse.interop.loading import load_source
+from lit_sparse.kernels import compiled
+from lit_sparse.kernels.mixed_linear import SMALL_ROWS
 from lit_sparse.model import Linear
 
 from .cases import VOCAB, generation_cases, tiny_model

@@ -16,10 +16,9 @@ import warnings
 
 import torch
 
-from lit_sparse import build_attention
-from lit_sparse.attention import kernels
-from lit_sparse.attention.kernels import gather_attention, self_check, triton_kernel
+from lit_sparse import build_attention, kernels
 from lit_sparse.errors import KernelCheckError
+from lit_sparse.kernels import gather_attention, self_check, triton_kernel
 
 LENGTH = 24
 self_check.PROBLEM = self_check.Problem(

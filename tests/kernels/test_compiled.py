@@ -14,8 +14,8 @@ import torch
 
 from lit_sparse import build_attention
 from lit_sparse.attention.fibonacci_patterns import LearnedFibonacciPattern
-from lit_sparse.attention.kernels import compiled, sparse_attention
-from lit_sparse.attention.kernels.reference import slots_attention
+from lit_sparse.kernels import build, compiled, sparse_attention, threads
+from lit_sparse.kernels.reference import slots_attention
 from tests.attention.cases import plugin_cases
 
 pytestmark = pytest.mark.skipif(
@@ -131,8 +131,8 @@ def test_without_the_compiled_kernel_the_sparse_blas_one_runs():
     code = (
         "import torch\n"
         "from lit_sparse import build_attention\n"
-        "from lit_sparse.attention.kernels import compiled, sparse_attention\n"
-        "from lit_sparse.attention.kernels.reference import slots_attention\n"
+        "from lit_sparse.kernels import compiled, sparse_attention\n"
+        "from lit_sparse.kernels.reference import slots_attention\n"
         "assert not compiled.available()\n"
         "p = build_attention('fibonacci', schedule='learned').build(0, 1, 64)\n"
         "q, k, v = torch.randn(1, 4, 64, 8), torch.randn(1, 2, 64, 8), torch.randn(1, 2, 64, 8)\n"
@@ -148,15 +148,15 @@ def test_without_the_compiled_kernel_the_sparse_blas_one_runs():
 
 def test_the_quota_is_read_from_cgroup_v2_or_v1(tmp_path):
     (tmp_path / "cpu.max").write_text("150000 100000\n")
-    assert compiled.cgroup_cpus(tmp_path) == 1.5
+    assert threads.cgroup_cpus(tmp_path) == 1.5
     (tmp_path / "cpu.max").write_text("max 100000\n")
-    assert compiled.cgroup_cpus(tmp_path) is None
+    assert threads.cgroup_cpus(tmp_path) is None
     (tmp_path / "cpu.max").unlink()
     v1 = tmp_path / "cpu"
     v1.mkdir()
     (v1 / "cpu.cfs_quota_us").write_text("50000\n")
     (v1 / "cpu.cfs_period_us").write_text("100000\n")
-    assert compiled.cgroup_cpus(tmp_path) == 0.5
+    assert threads.cgroup_cpus(tmp_path) == 0.5
 
 
 def test_the_quota_is_read_where_the_process_is(tmp_path):
@@ -170,54 +170,54 @@ def test_the_quota_is_read_where_the_process_is(tmp_path):
     (v1 / "cpu.cfs_period_us").write_text("100000\n")
     (v1 / "jobs" / "bench" / "cpu.cfs_quota_us").write_text("100000\n")
     (v1 / "jobs" / "bench" / "cpu.cfs_period_us").write_text("100000\n")
-    assert compiled.cgroup_cpus(tmp_path, membership) == 1.0
+    assert threads.cgroup_cpus(tmp_path, membership) == 1.0
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "a" / "cpu.max").write_text("50000 100000\n")  # the parent's is smaller
     (tmp_path / "a" / "b" / "cpu.max").write_text("max 100000\n")
-    assert compiled.cgroup_cpus(tmp_path, membership) == 0.5
+    assert threads.cgroup_cpus(tmp_path, membership) == 0.5
     (tmp_path / "a" / "cpu.max").unlink()
     (v1 / "jobs" / "bench" / "cpu.cfs_quota_us").unlink()
-    assert compiled.cgroup_cpus(tmp_path, membership) is None
+    assert threads.cgroup_cpus(tmp_path, membership) is None
 
 
 def test_threads_follow_affinity_quota_and_torch(monkeypatch):
-    compiled._machine_threads.cache_clear()
-    monkeypatch.setattr(compiled.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
-    monkeypatch.setattr(compiled, "cgroup_cpus", lambda: 1.5)
-    threads = torch.get_num_threads()
+    threads._machine_threads.cache_clear()
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(threads, "cgroup_cpus", lambda: 1.5)
+    saved = torch.get_num_threads()
     try:
         torch.set_num_threads(4)
-        assert compiled.usable_threads() == 2  # a quota of 1.5 CPUs: 2 threads, not 4
+        assert threads.usable_threads() == 2  # a quota of 1.5 CPUs: 2 threads, not 4
         torch.set_num_threads(1)
-        assert compiled.usable_threads() == 1  # the user asked torch for one thread
+        assert threads.usable_threads() == 1  # the user asked torch for one thread
     finally:
-        torch.set_num_threads(threads)
-        compiled._machine_threads.cache_clear()
+        torch.set_num_threads(saved)
+        threads._machine_threads.cache_clear()
 
 
 def test_the_build_is_keyed_by_torch_the_python_abi_and_the_source(monkeypatch, tmp_path):
     """Two environments (another torch, another Python, another ninja) or two checkouts
     (another source) get their own build folders instead of rebuilding over each other's."""
-    name = compiled.build_name()
-    assert name == compiled.build_name()  # stable
-    monkeypatch.setattr(compiled.torch, "__version__", "0.0.1")
-    assert compiled.build_name() != name
+    name = build.build_name()
+    assert name == build.build_name()  # stable
+    monkeypatch.setattr(build.torch, "__version__", "0.0.1")
+    assert build.build_name() != name
     monkeypatch.undo()
-    monkeypatch.setattr(compiled.sysconfig, "get_config_var", lambda key: "cpython-399-x")
-    assert compiled.build_name() != name
+    monkeypatch.setattr(build.sysconfig, "get_config_var", lambda key: "cpython-399-x")
+    assert build.build_name() != name
     monkeypatch.undo()
-    monkeypatch.setattr(compiled, "_ninja", lambda: ("1.11.1", None))
-    assert compiled.build_name() != name
+    monkeypatch.setattr(build, "_ninja", lambda: ("1.11.1", None))
+    assert build.build_name() != name
     monkeypatch.undo()
-    monkeypatch.setattr(compiled.torch, "__file__", "/another/venv/torch/__init__.py")
-    assert compiled.build_name() != name  # the same torch version in another environment
+    monkeypatch.setattr(build.torch, "__file__", "/another/venv/torch/__init__.py")
+    assert build.build_name() != name  # the same torch version in another environment
     monkeypatch.undo()
     source = tmp_path / "slots_cpu.cpp"
-    source.write_text(compiled.SOURCE.read_text() + "\n// edited\n")
-    monkeypatch.setattr(compiled, "SOURCE", source)
-    assert compiled.build_name() != name
+    source.write_text(build.SOURCE.read_text() + "\n// edited\n")
+    monkeypatch.setattr(build, "SOURCE", source)
+    assert build.build_name() != name
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
-    assert compiled.build_directory("x") == tmp_path / "ext" / "x"
+    assert build.build_directory("x") == tmp_path / "ext" / "x"
 
 
 STAND_IN = r"""
@@ -241,14 +241,14 @@ def test_a_lock_left_by_a_killed_build_does_not_hang_the_next_load(tmp_path, mon
     the folder's path into build.ninja), and the lock is the same whatever the source."""
     source = tmp_path / "stand_in.cpp"
     source.write_text(STAND_IN)
-    monkeypatch.setattr(compiled, "SOURCE", source)
+    monkeypatch.setattr(build, "SOURCE", source)
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
-    folder = compiled.build_directory(compiled.build_name())
+    folder = build.build_directory(build.build_name())
     folder.mkdir(parents=True)
     (folder / "lock").touch()  # what a SIGKILL during a load leaves behind
     code = (
-        "from pathlib import Path\nfrom lit_sparse.attention.kernels import compiled\n"
-        f"compiled.SOURCE = Path({str(source)!r})\nprint(compiled.available())"
+        "from pathlib import Path\nfrom lit_sparse.kernels import build\n"
+        f"build.SOURCE = Path({str(source)!r})\nprint(build.available())"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
     assert done.stdout.strip() == "True", done.stderr
@@ -258,7 +258,7 @@ def test_a_lock_left_by_a_killed_build_does_not_hang_the_next_load(tmp_path, mon
 
 def _bad_slots() -> dict:
     """Slots that would read outside q, k, v (or after the query): one broken field each."""
-    from lit_sparse.attention.kernels import KeySlots
+    from lit_sparse.kernels import KeySlots
 
     keys = torch.tensor([[0, -1], [3, 5]])
     return {
@@ -286,7 +286,7 @@ def _bad_slots() -> dict:
 def test_slots_that_would_read_outside_the_inputs_are_refused(problem):
     """Both CPU kernels refuse them in Python (one ValueError naming the kernel and the
     value); the compiled extension, called directly, refuses them too (no Python guard)."""
-    from lit_sparse.attention.kernels.csr import csr_attention
+    from lit_sparse.kernels.csr import csr_attention
 
     slots = _bad_slots()[problem]
     q, k, v = inputs(16, dtype=torch.float32)
@@ -300,7 +300,7 @@ def test_slots_that_would_read_outside_the_inputs_are_refused(problem):
         keys = slots.block_keys if slots.n_absolute else torch.zeros(0, 0, dtype=torch.long)
         q_pm, k_pm, v_pm = (x.detach().transpose(1, 2).contiguous() for x in (q, k, v))
         with pytest.raises(RuntimeError, match="is negative|do not cover"):
-            compiled._extension().forward(
+            build.extension().forward(
                 q_pm, k_pm, v_pm, exact, lo, frac, keys, slots.block_size,
                 slots.min_abs_distance, 1,
             )  # fmt: skip
@@ -315,7 +315,7 @@ def test_two_checkouts_of_one_commit_share_one_build_and_never_rebuild(tmp_path)
     other hashes than the environment's 1.13: they took turns rebuilding): the build runs
     the ninja package's."""
     assert compiled.available()
-    library = compiled.build_directory(compiled.build_name()) / f"{compiled.build_name()}.so"
+    library = build.build_directory(build.build_name()) / f"{build.build_name()}.so"
     built_at = library.stat().st_mtime_ns
     path = os.environ.get("PATH", "")
     system_first = {**os.environ, "PATH": os.pathsep.join(["/usr/bin", "/bin", path])}
@@ -326,10 +326,10 @@ def test_two_checkouts_of_one_commit_share_one_build_and_never_rebuild(tmp_path)
     for checkout, env in (("a", system_first), ("b", environment_first), ("a", system_first)):
         source = tmp_path / checkout / "slots_cpu.cpp"
         source.parent.mkdir(exist_ok=True)
-        source.write_bytes(compiled.SOURCE.read_bytes())
+        source.write_bytes(build.SOURCE.read_bytes())
         code = (
-            "from pathlib import Path\nfrom lit_sparse.attention.kernels import compiled\n"
-            f"compiled.SOURCE = Path({str(source)!r})\nprint(compiled.available())"
+            "from pathlib import Path\nfrom lit_sparse.kernels import build\n"
+            f"build.SOURCE = Path({str(source)!r})\nprint(build.available())"
         )
         done = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env=env

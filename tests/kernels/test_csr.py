@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-import lit_sparse.attention.kernels.csr as csr
-from lit_sparse.attention.kernels import KeySlots, csr_attention, exact_slots, sparse_attention
-from lit_sparse.attention.kernels.reference import slots_attention
+import lit_sparse.kernels.csr as csr
+from lit_sparse.kernels import KeySlots, csr_attention, exact_slots, sparse_attention
+from lit_sparse.kernels.reference import slots_attention
 
 
 def rung_slots(distances, lo, frac, valid=None, reach=None, dtype=torch.float32):
@@ -174,9 +174,9 @@ def test_sparse_attention_uses_the_csr_path_on_cpu_without_the_compiled_kernel(m
     """The CSR path serves the CPU when the compiled kernel is not built (no compiler, or
     LIT_SPARSE_CPU_KERNEL=csr); tests/kernels/test_compiled.py checks the other branch."""
     calls = []
-    monkeypatch.setattr("lit_sparse.attention.kernels.compiled.available", lambda: False)
+    monkeypatch.setattr("lit_sparse.kernels.compiled.available", lambda: False)
     monkeypatch.setattr(
-        "lit_sparse.attention.kernels.csr_attention",
+        "lit_sparse.kernels.csr_attention",
         lambda *args: calls.append(args) or slots_attention(*args),
     )
     q, k, v = (x.detach() for x in inputs(1, 2, 1, 5, 8, torch.float32, "head"))

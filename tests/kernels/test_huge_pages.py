@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lit_sparse.attention.kernels import huge_pages
+from lit_sparse.kernels import huge_pages
 
 THP = Path("/sys/kernel/mm/transparent_hugepage")
 pytestmark = pytest.mark.skipif(
@@ -42,7 +42,7 @@ def test_a_large_buffer_is_advised_huge_pages():
 
 SMALL = """
 import torch
-from lit_sparse.attention.kernels import huge_pages
+from lit_sparse.kernels import huge_pages
 from tests.kernels.test_huge_pages import vm_flags
 
 tensor = huge_pages.empty(3, 5, dtype=torch.float64)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lit_sparse.attention.kernels import KeySlots, compiled, csr_attention, gather_attention
-from lit_sparse.attention.kernels.reference import slots_attention
+from lit_sparse.kernels import KeySlots, compiled, csr_attention, gather_attention
+from lit_sparse.kernels.reference import slots_attention
 
 LENGTH = 37  # no multiple of a chunk or a work item
 

@@ -23,10 +23,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from lit_sparse import build_attention
-from lit_sparse.attention import kernels
-from lit_sparse.attention.kernels import gather_attention, self_check
+from lit_sparse import build_attention, kernels
 from lit_sparse.errors import ConfigError, KernelCheckError
+from lit_sparse.kernels import gather_attention, self_check
 
 HERE = Path(__file__).parent
 ENV = self_check.ENV

@@ -39,7 +39,7 @@ def test_the_kernel_passes_its_first_use_self_check(dtype):
     """The check every process runs before the kernel serves a (device, dtype), at the
     model shape below (8/2 heads of 64: the same compiled kernels): each error below its
     tolerance, the errors printed for the bench's log."""
-    from lit_sparse.attention.kernels import self_check, triton_kernel
+    from lit_sparse.kernels import self_check, triton_kernel
 
     errors = self_check.measure(triton_kernel, "cuda", dtype, groups=4, head_dim=64)
     print(dtype, {name: f"{err:.1e}" for name, err in errors.items()})
@@ -49,9 +49,8 @@ def test_the_kernel_passes_its_first_use_self_check(dtype):
 @pytest.mark.parametrize("schedule", ["fixed", "learned"])
 def test_model_shape_goes_through_triton_and_matches_reference(schedule):
     """B=2, 8 query heads, 2 KV heads, head dim 64, T=1000 (not a multiple of a block)."""
-    from lit_sparse import build_attention
-    from lit_sparse.attention import kernels
-    from lit_sparse.attention.kernels.reference import slots_attention
+    from lit_sparse import build_attention, kernels
+    from lit_sparse.kernels.reference import slots_attention
 
     length = 1000
     pattern = build_attention("fibonacci", window=12, schedule=schedule).build(0, 16, length)

@@ -66,8 +66,8 @@ def test_dispatch_rules():
     """Relative slots with power-of-two groups go to Triton on CUDA; absolute keys do not."""
     import torch
 
-    from lit_sparse.attention import kernels
-    from lit_sparse.attention.kernels import KeySlots, exact_slots
+    from lit_sparse import kernels
+    from lit_sparse.kernels import KeySlots, exact_slots
 
     module = kernels._triton()
     assert module is not None

@@ -50,7 +50,7 @@ CASES = [
 
 
 def case_slots(case: dict, device):
-    from lit_sparse.attention.kernels.slots import KeySlots
+    from lit_sparse.kernels.slots import KeySlots
 
     distances = torch.tensor(case["distances"], device=device)
     if not case.get("lo"):
@@ -75,8 +75,8 @@ def _draw_model_layout(gen, batch, heads, length, dim):
 def compare(cases: list[dict], device="cpu", dtype=torch.float32) -> list[dict]:
     """Per case and output (out, dq, dk, dv, dfrac): max |triton - reference| / (1 + max
     |reference|); the reference runs in float64 on the same (rounded) inputs."""
-    from lit_sparse.attention.kernels.reference import slots_attention
-    from lit_sparse.attention.kernels.triton_kernel import triton_attention
+    from lit_sparse.kernels.reference import slots_attention
+    from lit_sparse.kernels.triton_kernel import triton_attention
 
     errors = []
     for case in cases:

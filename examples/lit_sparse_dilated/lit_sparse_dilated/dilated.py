@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 
 from lit_sparse.attention import AttentionPlugin, SlotPattern
-from lit_sparse.attention.kernels import KeySlots, exact_slots
 from lit_sparse.attention.options import at_least
+from lit_sparse.kernels import KeySlots, exact_slots
 
 
 class DilatedPattern(SlotPattern):

@@ -210,7 +210,7 @@ def test_the_block_mask_keeps_the_tiles_its_distances_touch():
     641..895, which hold none; 9 back start at 1025), so at 4,096 the mask keeps fewer
     tiles than causal attention's; a window of 23 keys keeps the diagonal and the one
     before it; dense keeps every causal tile, the ones below the diagonal full."""
-    from lit_sparse.attention.kernels import exact_slots
+    from lit_sparse.kernels import exact_slots
     from lit_sparse_studies.bench.attention import block_density
 
     length, n = 4096, 32

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lit_sparse.attention.kernels import compiled
+from lit_sparse.kernels import compiled
 
 __all__ = ["SMALL_ROWS", "linear"]
 

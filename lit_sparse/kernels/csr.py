@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from lit_sparse.attention.kernels import huge_pages
-from lit_sparse.attention.kernels.slots import KeySlots, rung_grad
+from lit_sparse.kernels import huge_pages
+from lit_sparse.kernels.slots import KeySlots, rung_grad
 
 # The pattern is a CSR tensor only as an argument of the sparse products; torch warns once
 # per process that CSR support is beta: spend that warning here, silently.

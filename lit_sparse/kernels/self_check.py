@@ -38,9 +38,9 @@ from types import ModuleType
 import torch
 from torch import Tensor
 
-from lit_sparse.attention.kernels.gather import gather_attention
-from lit_sparse.attention.kernels.slots import KeySlots
 from lit_sparse.errors import ConfigError, KernelCheckError
+from lit_sparse.kernels.gather import gather_attention
+from lit_sparse.kernels.slots import KeySlots
 
 ENV = "LIT_SPARSE_KERNEL_CHECK"
 """The environment variable: ``0`` skips the check, ``strict`` makes a failure an error."""

@@ -1,13 +1,10 @@
-"""Attention kernels: one op, attention over per-query key slots, on every device.
-
-``sparse_attention`` picks the implementation: for CPU tensors the compiled kernel
-(``compiled``: C++ loops built on first use, dynamic work sharing between threads) or, where it
-cannot be built, the sparse-BLAS path (``csr``); the Triton kernel (``triton_kernel``) for
-CUDA tensors when Triton is installed and the slots are relative (exact distances and
-interpolated rungs) and it passed its first-use self-check on the tensors' (device, dtype)
-(``self_check``: else one warning line, and the gather path from then on); else the
-chunked-gather torch path (``gather``, any device: BigBird's absolute keys on CUDA).
-``reference`` holds the dense O(T^2) paths that tests compare against.
+"""Kernels: attention over per-query key slots on every device, and the network's
+narrow-weight linear products (``mixed_linear``). ``sparse_attention`` picks the attention
+implementation: on the CPU the compiled loops (``compiled``, built by ``build``) or, where
+they cannot be built, sparse BLAS (``csr``); on CUDA the Triton kernel (``triton_kernel``)
+for relative slots once its first-use self-check passed on the (device, dtype)
+(``self_check``); else the chunked gather (``gather``, any device: BigBird's absolute keys
+on CUDA). ``reference`` holds the dense O(T^2) paths the tests compare against.
 """
 
 from __future__ import annotations
@@ -16,10 +13,10 @@ import functools
 
 from torch import Tensor
 
-from lit_sparse.attention.kernels import compiled, self_check
-from lit_sparse.attention.kernels.csr import csr_attention
-from lit_sparse.attention.kernels.gather import gather_attention
-from lit_sparse.attention.kernels.slots import KeySlots, exact_slots
+from lit_sparse.kernels import compiled, self_check
+from lit_sparse.kernels.csr import csr_attention
+from lit_sparse.kernels.gather import gather_attention
+from lit_sparse.kernels.slots import KeySlots, exact_slots
 
 __all__ = ["KeySlots", "csr_attention", "exact_slots", "gather_attention", "sparse_attention"]
 
@@ -28,7 +25,7 @@ __all__ = ["KeySlots", "csr_attention", "exact_slots", "gather_attention", "spar
 def _triton():
     """The Triton kernel module, or None when triton is not installed (imported lazily)."""
     try:
-        from lit_sparse.attention.kernels import triton_kernel
+        from lit_sparse.kernels import triton_kernel
     except ImportError:
         return None
     return triton_kernel

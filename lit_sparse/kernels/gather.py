@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lit_sparse.attention.kernels.slots import KeySlots
+from lit_sparse.kernels.slots import KeySlots
 
 _CHUNK_ELEMENTS = 1 << 22  # gathered rows per chunk * head dim * batch * kv heads (16 MB fp32)
 

@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from lit_sparse.attention.kernels.slots import KeySlots
+from lit_sparse.kernels.slots import KeySlots
 
 
 @triton.jit

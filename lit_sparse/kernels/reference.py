@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lit_sparse.attention.kernels.slots import KeySlots
+from lit_sparse.kernels.slots import KeySlots
 
 
 def masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:

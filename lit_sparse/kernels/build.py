@@ -1,0 +1,171 @@
+"""Building the compiled CPU kernel: ``slots_cpu.cpp``, built on first use by torch's C++
+extension loader into a folder named by its build key (the CPU, torch, the Python ABI, the
+ninja version, the folders written into the build file and the source's hash), so that
+environments and checkouts keep their builds side by side. Where it cannot be built, or with
+``LIT_SPARSE_CPU_KERNEL=csr``, :func:`available` is False and the sparse-BLAS kernel runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import logging
+import os
+import platform
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import torch
+
+from lit_sparse.io.atomic import write_bytes
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("slots_cpu.cpp")
+_FLAGS = ["-O3", "-march=native", "-fno-math-errno"]
+"""-march=native: the source picks at::vec's AVX-512 or AVX2 code from what the CPU has."""
+
+
+def _cpu_signature() -> str:
+    """A short hash of the CPU's model and features: -march=native code is built per CPU,
+    so a shared cache folder never hands one machine another's binary."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+        lines = [ln for ln in info.splitlines() if ln.startswith(("model name", "flags"))][:2]
+    except OSError:
+        lines = [platform.processor()]
+    text = "\n".join([platform.machine(), *lines])
+    return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+def _ninja() -> tuple[str, str | None]:
+    """The version and folder of the ``ninja`` package's binary (a dependency), the one the
+    build runs: ninja versions hash commands differently in ``.ninja_log`` (1.11 and 1.13
+    each read the other's entry as a changed command), so a system ninja earlier on PATH and
+    the environment's took turns rebuilding the same folder."""
+    try:
+        import ninja
+    except ImportError:  # torch's own check then names what is missing
+        return "", None
+    return getattr(ninja, "__version__", ""), getattr(ninja, "BIN_DIR", None)
+
+
+@contextlib.contextmanager
+def _ninja_first_on_path():
+    """PATH with the ``ninja`` package's binary first while torch's loader runs ninja."""
+    _, folder = _ninja()
+    saved = os.environ.get("PATH", "")
+    if folder:
+        os.environ["PATH"] = os.pathsep.join([folder, saved])
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = saved
+
+
+def build_name() -> str:
+    """The extension's name, which names its build folder: the CPU's signature and a hash of
+    the torch version, the Python ABI, torch's and the Python headers' folders, the compiler
+    flags, the ninja version and the source."""
+    abi = sysconfig.get_config_var("SOABI") or sys.implementation.cache_tag
+    # the include and library folders torch writes into build.ninja: two environments of one
+    # torch version (a CI venv beside a developer's) would each rebuild the other's folder
+    folders = [str(Path(torch.__file__).parent), sysconfig.get_paths()["include"]]
+    parts = [torch.__version__, abi, *folders, " ".join(_FLAGS), _ninja()[0], SOURCE.read_text()]
+    digest = hashlib.sha1("\0".join(parts).encode()).hexdigest()[:12]
+    return f"lit_sparse_slots_cpu_{_cpu_signature()}_{digest}"
+
+
+def build_directory(name: str) -> Path:
+    """Where the extension ``name`` is built (``$TORCH_EXTENSIONS_DIR``, default
+    ``~/.cache/torch_extensions``)."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions"
+    return Path(root) / name
+
+
+def build_source(folder: Path) -> Path:
+    """The source, copied into its build folder once, and built from there.
+
+    torch writes the source's absolute path into ``build.ninja``, and ninja rebuilds when that
+    line changes: built from each checkout's own file, two checkouts of one commit (a
+    worktree, CI beside a clone) would rebuild over each other at every switch. The folder's
+    name holds the source's hash, so its copy is the same bytes for every checkout."""
+    copy, source = folder / SOURCE.name, SOURCE.read_bytes()
+    if not copy.is_file() or copy.read_bytes() != source:
+        write_bytes(copy, source)
+    return copy
+
+
+@contextlib.contextmanager
+def build_lock(folder: Path):
+    """Hold the build folder for one process at a time, and clear a lock torch left behind.
+
+    torch's loader guards each build folder with a lock *file* that it deletes when done; a
+    process killed while loading (SIGKILL, an OOM kill, a killed test run) leaves the file,
+    and every later load then waits for it forever. An ``flock`` dies with its process, so
+    while this process holds one, a torch lock file in the folder is stale and removed.
+    """
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: torch's own lock file only
+        yield
+        return
+    with open(folder / "lit_sparse.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            stale = folder / "lock"
+            if stale.exists():
+                log.warning("removing a stale build lock left by a killed process: %s", stale)
+                stale.unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@functools.cache
+def extension():
+    """The built module, or None (the reason logged once). A first build says so on stderr
+    when it starts and when it is done (about a minute)."""
+    if os.environ.get("LIT_SPARSE_CPU_KERNEL", "").strip().lower() == "csr":
+        return None
+    try:
+        from torch.utils.cpp_extension import load
+
+        name = build_name()
+        folder = build_directory(name)
+        library = folder / f"{name}.so"
+        built_at = library.stat().st_mtime_ns if library.is_file() else None
+        if built_at is None:
+            print(
+                "building the CPU attention kernel (once per torch install and CPU, about a "
+                f"minute) in {folder} ...",
+                file=sys.stderr,
+                flush=True,
+            )
+        start = time.perf_counter()
+        folder.mkdir(parents=True, exist_ok=True)
+        with build_lock(folder), _ninja_first_on_path():
+            module = load(
+                name=name,
+                sources=[str(build_source(folder))],
+                extra_cflags=_FLAGS,
+                build_directory=str(folder),
+                verbose=False,
+            )
+        if built_at is None or library.stat().st_mtime_ns != built_at:
+            again = "" if built_at is None else "re"
+            seconds = time.perf_counter() - start
+            print(f"{again}built the CPU attention kernel in {seconds:.0f} s", file=sys.stderr)
+        return module
+    except Exception as err:  # no compiler, no ninja, unsupported platform
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        log.warning("compiled CPU kernel unavailable (%s); using the sparse-BLAS kernel", first)
+        return None
+
+
+def available() -> bool:
+    """Whether the compiled kernel is built (building it on the first call)."""
+    return extension() is not None

@@ -1,0 +1,144 @@
+"""The compiled CPU kernel's ops: attention of every query over its key slots (forward and
+backward), one decoding step, and the narrow-weight linear products. Plain loops over each
+query's slots, threads taking small work items from a shared counter (the source's header);
+the extension is built on first use (:mod:`lit_sparse.kernels.build`) and its threads counted
+by :mod:`lit_sparse.kernels.threads`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from lit_sparse.kernels.build import available, extension
+from lit_sparse.kernels.slots import KeySlots, rung_grad
+from lit_sparse.kernels.threads import usable_threads
+
+__all__ = ["available", "bf16_linear", "compiled_attention", "decode_step", "int8_linear"]
+
+
+def _resolve(slots: KeySlots, length: int):
+    """The slots against ``length``: exact distances that can be valid, the used rungs (and
+    their indices into the slots' rungs), the absolute keys and who reads each of them.
+    Slots that would read outside q, k, v are a ValueError (:meth:`KeySlots.check`)."""
+    slots.check(length, "the compiled CPU kernel", built=False)
+    exact = slots.distances.to("cpu", torch.long)
+    exact = exact[exact < length].contiguous()
+    keep = lo = frac = None
+    if slots.n_rungs:
+        lo_all = slots.rung_lo.detach().to("cpu", torch.long)
+        keep = torch.nonzero(slots.rung_valid.to("cpu") & (lo_all < length)).flatten()
+        lo = lo_all[keep].contiguous()
+        frac = slots.rung_frac.detach().to("cpu", torch.float64)[keep].contiguous()
+    else:
+        lo = torch.zeros(0, dtype=torch.long)
+        frac = torch.zeros(0, dtype=torch.float64)
+    empty = torch.zeros(0, dtype=torch.long)
+    block_keys, readers = torch.zeros(0, 0, dtype=torch.long), (empty, empty, empty)
+    if slots.n_absolute:
+        n_blocks = -(-length // slots.block_size)
+        block_keys = slots.block_keys[:n_blocks].to("cpu", torch.long).contiguous()
+        readers = _readers(block_keys, length)
+    return exact, keep, lo, frac, block_keys, readers
+
+
+def _readers(block_keys: Tensor, length: int) -> tuple[Tensor, Tensor, Tensor]:
+    """For each key row, the (block, slot) pairs that draw it, as CSR arrays ordered by key
+    and then block: (ptr (T + 1,), block, slot)."""
+    n_blocks, n_abs = block_keys.shape
+    keys = block_keys.reshape(-1)
+    blocks = torch.arange(n_blocks).repeat_interleave(n_abs)
+    slot = torch.arange(n_abs).repeat(n_blocks)
+    used = (keys >= 0) & (keys < length)
+    keys, blocks, slot = keys[used], blocks[used], slot[used]
+    order = torch.argsort(keys * n_blocks + blocks, stable=True)
+    keys, blocks, slot = keys[order], blocks[order], slot[order]
+    ptr = torch.zeros(length + 1, dtype=torch.long)
+    ptr[1:] = torch.cumsum(torch.bincount(keys, minlength=length), 0)
+    return ptr, blocks.contiguous(), slot.contiguous()
+
+
+def _position_major(x: Tensor, dtype: torch.dtype) -> Tensor:
+    """x (B, heads, T, D) as a contiguous (B, T, heads, D) tensor (a view when it is one)."""
+    return x.transpose(1, 2).to(dtype).contiguous()
+
+
+class _CompiledAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, frac_in, slots: KeySlots):
+        dtype = torch.promote_types(q.dtype, torch.float32)
+        length = q.shape[2]
+        exact, keep, lo, frac, block_keys, readers = _resolve(slots, length)
+        with torch.autocast("cpu", enabled=False):
+            q_pm, k_pm, v_pm = (_position_major(x, dtype) for x in (q, k, v))
+            threads = usable_threads()
+            out, probs = extension().forward(
+                q_pm, k_pm, v_pm, exact, lo, frac, block_keys, slots.block_size,
+                slots.min_abs_distance, threads,
+            )  # fmt: skip
+        ctx.save_for_backward(q_pm, k_pm, v_pm, out, probs)
+        ctx.slots = (exact, lo, frac, block_keys, slots.block_size, slots.min_abs_distance)
+        ctx.readers, ctx.keep, ctx.n_rungs = readers, keep, slots.n_rungs
+        ctx.dtypes, ctx.frac_dtype = (q.dtype, k.dtype, v.dtype), frac_in.dtype
+        return out.transpose(1, 2).to(q.dtype)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q_pm, k_pm, v_pm, out, probs = ctx.saved_tensors
+        with torch.autocast("cpu", enabled=False):
+            dout = _position_major(grad_out, q_pm.dtype)
+            dq, dk, dv, dfrac = extension().backward(
+                q_pm, k_pm, v_pm, out, dout, probs, *ctx.slots, *ctx.readers, usable_threads()
+            )
+        d_frac = rung_grad(dfrac, ctx.keep, ctx.n_rungs, ctx.frac_dtype)
+        q_dtype, k_dtype, v_dtype = ctx.dtypes
+        return (
+            dq.transpose(1, 2).to(q_dtype),
+            dk.transpose(1, 2).to(k_dtype),
+            dv.transpose(1, 2).to(v_dtype),
+            d_frac,
+            None,
+        )
+
+
+def compiled_attention(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:
+    """Causal attention of q (B, H, T, D) over the slots of k, v (B, KV, T, D), on the CPU,
+    by the compiled kernel (call :func:`available` first)."""
+    frac = slots.rung_frac if slots.n_rungs else q.new_empty(0)
+    return _CompiledAttention.apply(q, k, v, frac, slots)
+
+
+def decode_step(
+    q: Tensor,
+    ring_k: Tensor,
+    ring_v: Tensor,
+    position: int,
+    back: Tensor,
+    first: Tensor,
+    frac: Tensor,
+    block_keys: Tensor,
+    block_size: int,
+    min_abs: int,
+) -> Tensor:
+    """One decoding position over a layer's ring of cached rows (call :func:`available`
+    first): q (B, H, D) and the ring's k, v (B, KV, C, D), position p in row p % C; ``back``
+    (M + 2R,) how far back each relative row is, ``first`` (M + R,) the first position each
+    exact slot and rung is valid at, ``frac`` (R,) float64 the rungs' upper-tap weights,
+    ``block_keys`` (n_blocks, A) absolute keys or an empty tensor. Returns (B, H, D)."""
+    (out,) = extension().decode_step(
+        q, ring_k, ring_v, position, back, first, frac, block_keys, block_size, min_abs
+    )
+    return out
+
+
+def bf16_linear(x: Tensor, weight: Tensor) -> Tensor:
+    """x (M, K) float32 times bfloat16 ``weight`` (N, K) transposed, summed in float32 (call
+    :func:`available` first): (M, N)."""
+    return extension().bf16_linear(x, weight)
+
+
+def int8_linear(x: Tensor, weight: Tensor, scale: Tensor) -> Tensor:
+    """x (M, K) float32 times int8 ``weight`` (N, K; rows contiguous, possibly padded)
+    transposed, each output channel times its float32 ``scale`` (N,), summed in float32
+    (call :func:`available` first): (M, N)."""
+    return extension().int8_linear(x, weight, scale)

@@ -1,0 +1,87 @@
+"""How many threads a kernel call may use: the cores this process may run on (its CPU
+affinity and its cgroup's CPU quota, ``cpu.max`` or v1's CFS quota) and torch's thread
+setting, the least; ``os.cpu_count()`` alone overcounts under both."""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from pathlib import Path
+
+import torch
+
+
+def cgroup_cpus(
+    root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")
+) -> float | None:
+    """CPUs the cgroup quotas allow this process, None when there is none: the smallest
+    quota of the process's own cgroup and its ancestors (``membership`` says which it is),
+    cgroup v2's ``cpu.max`` or v1's CFS quota over its period."""
+    quotas = [_quota(folder, v1) for folder, v1 in _cgroup_folders(root, membership)]
+    found = [q for q in quotas if q is not None]
+    return min(found) if found else None
+
+
+def _cgroup_folders(root: Path, membership: Path) -> list[tuple[Path, bool]]:
+    """(folder, is v1) for the process's cpu cgroup and every ancestor, v2 and v1 layouts."""
+    try:
+        lines = membership.read_text().splitlines()
+    except OSError:
+        lines = []
+    v2_path, v1_path = "/", "/"
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            v2_path = path or "/"
+        elif "cpu" in controllers.split(","):
+            v1_path = path or "/"
+    folders = []
+    for base, path, v1 in (
+        (root, v2_path, False),
+        (root / "unified", v2_path, False),
+        (root / "cpu", v1_path, True),
+        (root / "cpu,cpuacct", v1_path, True),
+    ):
+        folder = base / path.strip("/")
+        while True:
+            folders.append((folder, v1))
+            if folder == base:
+                break
+            folder = folder.parent
+    return folders
+
+
+def _quota(folder: Path, v1: bool) -> float | None:
+    try:
+        if v1:
+            quota = (folder / "cpu.cfs_quota_us").read_text().strip()
+            period = (folder / "cpu.cfs_period_us").read_text().strip()
+        else:
+            quota, period = (folder / "cpu.max").read_text().split()[:2]
+        return None if quota in ("max", "-1") else int(quota) / int(period)
+    except (OSError, ValueError):
+        return None
+
+
+@functools.cache
+def _machine_threads() -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    quota = cgroup_cpus()
+    if quota is not None:
+        cores = min(cores, max(1, math.ceil(quota)))
+    return max(1, cores)
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may use: its affinity and its cgroup's CPU quota, the least
+    (also what ``fit`` allows CPU training processes and ``bench`` spinning processes)."""
+    return _machine_threads()
+
+
+def usable_threads() -> int:
+    """Threads for one call: affinity, cgroup quota and torch.get_num_threads(), the least."""
+    return max(1, min(_machine_threads(), torch.get_num_threads()))
