@@ -22,6 +22,7 @@ MOVED = {
     "lit_sparse.evaluation.lego": "lit_sparse.tasks.lego",
     "lit_sparse.evaluation.ruler": "lit_sparse.tasks.ruler",
     "lit_sparse.interop.sources": "lit_sparse.interop.loading",
+    "lit_sparse.data.probe": "lit_sparse.tasks.probe",
     "lit_sparse.attention.kernels": "lit_sparse.kernels",
     "lit_sparse.attention.kernels.compiled": "lit_sparse.kernels.compiled",
     "lit_sparse.attention.kernels.csr": "lit_sparse.kernels.csr",

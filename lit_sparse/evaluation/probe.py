@@ -20,8 +20,8 @@ from torchmetrics import Metric
 
 from lit_sparse.attention import AttentionPlugin
 from lit_sparse.config import ModelConfig
-from lit_sparse.data.probe import IGNORE_INDEX
 from lit_sparse.errors import ConfigError, NonFiniteLossError
+from lit_sparse.metrics import IGNORE_INDEX
 from lit_sparse.model import token_nll
 from lit_sparse.module import LitLanguageModel
 
@@ -167,7 +167,7 @@ class ProbeModule(LitLanguageModel):
         if distances is None or payload is None:
             raise ConfigError(
                 "ProbeModule needs a datamodule with distances and payload "
-                "(lit_sparse.data.probe.ProbeDataModule)"
+                "(lit_sparse.tasks.probe.ProbeDataModule)"
             )
         return list(distances), int(payload)
 

@@ -1,12 +1,11 @@
 """Tasks: registered as attention patterns are, each in one file of this package.
 
-``synthetic`` tasks (MQAR and far MQAR, distance, passkey) are LightningDataModules that ``fit``
-trains on and ``recall`` and ``RecallEvaluation`` evaluate at other lengths; ``choice`` tasks
-(LEGO, RULER variable tracking) are forced-choice items scored on a text model (``tasks``,
-``TaskAccuracy``). A new task is a module here with ``@register_task("name")`` or another
-package's entry point in the group ``lit_sparse.tasks``; :mod:`lit_sparse.testing.tasks` is
-their conformance kit (docs/tasks.md). The names import on first use (the data modules import
-Lightning).
+``synthetic`` tasks (MQAR and far MQAR, distance, passkey, the retrieval probe) are
+LightningDataModules that ``fit`` trains on and ``recall`` and ``RecallEvaluation`` evaluate at
+other lengths; ``choice`` tasks (LEGO, RULER variable tracking) are forced-choice items scored
+on a text model (``tasks``, ``TaskAccuracy``). A new task is a module here with
+``@register_task("name")`` or another package's entry point in the group ``lit_sparse.tasks``;
+:mod:`lit_sparse.testing.tasks` is their kit (docs/tasks.md). Names import on first use.
 """
 
 from __future__ import annotations
@@ -45,6 +44,7 @@ _PUBLIC = {
         ["PasskeyDataModule", "PasskeyTemplate", "corpus_tokens", "embedded_template", "passkey"],
         "lit_sparse.tasks.passkey_retrieval",
     ),
+    **dict.fromkeys(["ProbeDataModule", "marked_shift_copy"], "lit_sparse.tasks.probe"),
     "ChoiceTask": "lit_sparse.tasks.choice",
     **dict.fromkeys(["Lego", "lego_items", "lego_value"], "lit_sparse.tasks.lego"),
     **dict.fromkeys(

@@ -74,8 +74,8 @@ def probe_parser():
     (ProbeDataModule), trainer (Trainer keyword arguments), seed_everything."""
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    from lit_sparse.data.probe import ProbeDataModule
     from lit_sparse.evaluation.probe import ProbeModule
+    from lit_sparse.tasks.probe import ProbeDataModule
 
     parser = ArgumentParser(exit_on_error=False, default_env=False)
     parser.add_argument("--config", action=ActionConfigFile)

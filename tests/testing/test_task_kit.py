@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lit_sparse.errors import ConfigError
-from lit_sparse.tasks import MQARDataModule, get_task, list_tasks
+from lit_sparse.tasks import TASKS, MQARDataModule, get_task, list_tasks
 from lit_sparse.testing.tasks import (
     TASK_CHECKS,
     check_task_labels,
@@ -23,13 +23,14 @@ SMALL = {
     "mqar": {"seq_len": 64, "val_examples": 12},
     "distance": {"seq_len": 32, "vocab_size": 64, "val_examples": 8, "min_examples": 4},
     "passkey": {"seq_len": 64, "val_examples": 4, "min_examples": 2, "depths": [0.0, 1.0]},
+    "probe": {"seq_len": 64, "distances": [20, 30], "payload": 16, "val_sequences": 6},
     "lego": {"per_group": 4},
     "ruler_vt": {"per_group": 3},
 }
 
 
 def test_every_built_in_task_is_listed_here():
-    assert set(SMALL) <= set(list_tasks())
+    assert set(SMALL) == set(TASKS.builtin_names()) and set(SMALL) <= set(list_tasks())
 
 
 @pytest.mark.parametrize("check", TASK_CHECKS, ids=lambda c: c.__name__)

@@ -3,30 +3,26 @@
 A token is a payload ``p ~ U[0, P)`` plus a marker ``c ~ U{0, ..., C-1}`` times P; the target at
 t is ``x[t - D[c_t]]`` with ``c_t = x[t] // P``, and positions with ``t < D[c_t]`` have no source
 (label -100); the paper's P, C and D: docs/paper.md section 5. ``ProbeDataModule`` streams fresh
-training sequences (seeded per seed and rank) and holds a fixed held-out set of
+training sequences (batch n of rank r from (seed, r, n)) and holds a fixed held-out set of
 ``val_sequences`` drawn from its own seed, so runs of any training seed are scored on the same
-sequences.
+sequences; as a registered task (``probe``) it is evaluated at other lengths as the others are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from itertools import count
+from collections.abc import Sequence
 from typing import Any
 
-import lightning.pytorch as pl
 import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
 from lit_sparse.data.checks import check_int
 from lit_sparse.errors import ConfigError
+from lit_sparse.tasks.registry import register_task
+from lit_sparse.tasks.synthetic import IGNORE_INDEX, Examples, RecallDataModule
 
 __all__ = ["IGNORE_INDEX", "ProbeDataModule", "marked_shift_copy", "shift_copy_targets"]
-
-IGNORE_INDEX = -100
-"""The label of positions without a source (``F.cross_entropy``'s default ignore_index)."""
 
 
 def shift_copy_targets(x: Tensor, distances: Sequence[int], payload: int) -> Tensor:
@@ -61,27 +57,8 @@ def batch_generator(*keys: int) -> torch.Generator:
     return torch.Generator().manual_seed(int(state))
 
 
-class _Stream(IterableDataset):
-    """Endless training batches; batch n of rank r is drawn from ``batch_generator(seed, r,
-    n)``, so a stream is reproducible and the held-out set (``val_seed``) is not in it."""
-
-    def __init__(self, module: ProbeDataModule, rank: int):
-        super().__init__()
-        self.module, self.rank = module, rank
-
-    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
-        dm = self.module
-        for n in count():
-            yield marked_shift_copy(
-                dm.batch_size,
-                dm.seq_len,
-                dm.distances,
-                dm.payload,
-                batch_generator(dm.seed, self.rank, n),
-            )
-
-
-class ProbeDataModule(pl.LightningDataModule):
+@register_task("probe")
+class ProbeDataModule(RecallDataModule):
     """Marked shift-copy sequences for the retrieval probe.
 
     Args:
@@ -96,6 +73,10 @@ class ProbeDataModule(pl.LightningDataModule):
         val_seed: seed of the held-out set (the same for every run).
     """
 
+    summary = "copy the token D[c] back, c the marker of the current token (the paper's probe)"
+    sparse_labels = False
+    """Every position with a source is asked."""
+
     def __init__(
         self,
         seq_len: int = 512,
@@ -107,16 +88,10 @@ class ProbeDataModule(pl.LightningDataModule):
         seed: int = 0,
         val_seed: int = 1234,
     ):
-        super().__init__()
+        super().__init__(seq_len, batch_size, val_batch_size, seed, val_seed)
         distances = [200, 350] if distances is None else [int(d) for d in distances]
-        for name, value in (
-            ("seq_len", seq_len),
-            ("payload", payload),
-            ("batch_size", batch_size),
-            ("val_sequences", val_sequences),
-            ("val_batch_size", val_batch_size),
-        ):
-            check_int(f"data.{name}", value)
+        check_int("data.payload", payload)
+        self.val_sequences = check_int("data.val_sequences", val_sequences)
         if not distances or any(d < 1 or d >= seq_len for d in distances):
             raise ConfigError(
                 f"data.distances={distances}: expected one or more distances in 1..seq_len-1 "
@@ -124,10 +99,8 @@ class ProbeDataModule(pl.LightningDataModule):
             )
         if len(set(distances)) != len(distances):
             raise ConfigError(f"data.distances={distances}: expected distinct distances")
-        self.seq_len, self.distances, self.payload = seq_len, distances, payload
-        self.batch_size, self.val_sequences = batch_size, val_sequences
-        self.val_batch_size, self.seed, self.val_seed = val_batch_size, seed, val_seed
-        self._val: tuple[Tensor, Tensor] | None = None
+        self.distances, self.payload = distances, payload
+        self.val_examples, self.min_examples = val_sequences, min(val_sequences, 8)
 
     @classmethod
     def model_vocab_size(
@@ -140,27 +113,37 @@ class ProbeDataModule(pl.LightningDataModule):
     def vocab_size(self) -> int:
         return self.payload * len(self.distances)
 
-    @property
-    def val_set_names(self) -> list[str]:
-        return ["probe"]
+    @classmethod
+    def impossible_settings(cls) -> list[dict[str, Any]]:
+        return [{"distances": [0]}, {"distances": [512]}, {"payload": 0}]
+
+    def train_batch(self, n: int, seed: tuple[int, ...]) -> Examples:
+        """Batch ``seed`` = (seed, rank, n) is drawn from ``batch_generator(*seed)``."""
+        return marked_shift_copy(
+            n, self.seq_len, self.distances, self.payload, batch_generator(*seed)
+        )
+
+    def check_length(self, length: int) -> None:
+        if length <= min(self.distances):
+            raise ConfigError(
+                f"length {length}: the probe evaluates lengths > {min(self.distances)} (its "
+                "shortest copy distance: no position has a source before it)"
+            )
+
+    def set_names_at(self, length: int) -> list[str]:
+        return ["probe"] if length > min(self.distances) else []
+
+    def make_set(self, length: int, name: str, seed: tuple[int, ...]) -> Examples:
+        """At the training length the set drawn from ``val_seed`` alone (the same sequences
+        as before the task registry); at other lengths from ``seed``."""
+        generator = (
+            torch.Generator().manual_seed(self.val_seed)
+            if length == self.seq_len
+            else batch_generator(*seed)
+        )
+        n = self.examples_at(length)
+        return marked_shift_copy(n, length, self.distances, self.payload, generator)
 
     def held_out(self) -> tuple[Tensor, Tensor]:
         """The held-out sequences (x, y), each (val_sequences, T)."""
-        if self._val is None:
-            gen = torch.Generator().manual_seed(self.val_seed)
-            self._val = marked_shift_copy(
-                self.val_sequences, self.seq_len, self.distances, self.payload, gen
-            )
-        return self._val
-
-    def train_dataloader(self) -> DataLoader:
-        rank = self.trainer.global_rank if self.trainer is not None else 0
-        return DataLoader(_Stream(self, rank), batch_size=None)
-
-    def val_dataloader(self) -> DataLoader:
-        x, y = self.held_out()
-        return DataLoader(TensorDataset(x, y), batch_size=self.val_batch_size, shuffle=False)
-
-    def test_dataloader(self) -> DataLoader:
-        """The held-out sequences, as ``val_dataloader``."""
-        return self.val_dataloader()
+        return self.recall_sets()["probe"]

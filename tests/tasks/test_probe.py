@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lit_sparse.data.probe import (
+from lit_sparse.evaluation.probe import ProbeAccuracy, probe_counts
+from lit_sparse.tasks.probe import (
     IGNORE_INDEX,
     ProbeDataModule,
     marked_shift_copy,
     shift_copy_targets,
 )
-from lit_sparse.evaluation.probe import ProbeAccuracy, probe_counts
 
 _ = IGNORE_INDEX
 
@@ -64,7 +64,8 @@ def test_datamodule_streams_and_holds_out_fixed_sequences():
     other = next(iter(ProbeDataModule(seed=4).train_dataloader()))
     assert first[0].shape == (2, 512)
     assert torch.equal(first[0], again[0]) and not torch.equal(first[0], other[0])
-    held = torch.cat([x for x, _ in dm.val_dataloader()])
+    (loader,) = dm.val_dataloader()  # one held-out set, "probe"
+    held = torch.cat([x for x, _ in loader])
     assert held.shape == (64, 512)
     assert torch.equal(held, ProbeDataModule(seed=99).held_out()[0])  # any training seed
 
@@ -95,3 +96,20 @@ def test_accuracy_counts_by_hand():
     result = metric.compute()
     assert result["accuracy"] == {2: pytest.approx(5 / 6), 3: pytest.approx(3 / 4)}
     assert result["sequences"] == 2 and result["positions"] == {2: 6, 3: 4}
+
+
+PROBE_DIGEST_BEFORE = "691d05d406fc6fded8871e20e5f81ef8e7ac5a57d47017f6971f9aff8c48118b"
+"""sha256 of the held-out set and the first training batch (seed 3) as ``lit_sparse.data.probe``
+drew them before the probe became a registered task (computed with that code, 926c68d)."""
+
+
+def test_the_registered_probe_draws_the_sequences_it_drew_before():
+    import hashlib
+
+    dm = ProbeDataModule(seed=3)
+    x, y = dm.held_out()
+    batch_x, batch_y = next(iter(dm.train_dataloader()))
+    digest = hashlib.sha256()
+    for tensor in (x, y, batch_x, batch_y):
+        digest.update(tensor.numpy().tobytes())
+    assert digest.hexdigest() == PROBE_DIGEST_BEFORE
