@@ -68,13 +68,42 @@ def command_parser(command: str, description: str, **kwargs: Any) -> argparse.Ar
 
 def argparse_parser(command: str, description: str, **kwargs: Any) -> argparse.ArgumentParser:
     """A plain argparse parser, for the commands jsonargparse cannot parse yet: subcommands
-    parsed as argparse does (``bench``) and unknown ``--model.*`` overrides (``config_parser``)."""
-    return argparse.ArgumentParser(
+    parsed as argparse does (``bench``) and unknown ``--model.*`` overrides (``config_parser``).
+    It takes ``--print_config`` too (:func:`parse_options` prints the options and exits)."""
+    parser = argparse.ArgumentParser(
         formatter_class=HelpFormatter,
         prog=f"python -m lit_sparse {command}",
         description=description,
         **kwargs,
     )
+    add_print_config(parser)
+    return parser
+
+
+def add_print_config(parser: argparse.ArgumentParser) -> None:
+    """``--print_config``: print the parsed options as YAML and exit (a subcommand's parser
+    takes it too, after the subcommand)."""
+    parser.add_argument(
+        "--print_config", action="store_true", help="print the options as YAML and exit"
+    )
+
+
+def parse_options(
+    parser: argparse.ArgumentParser, argv: list[str] | None, known: bool = False
+) -> Any:
+    """``parser.parse_args(argv)`` (with ``known``: ``parse_known_args``, the rest passed
+    on); with ``--print_config`` the options (and the passed-on rest, as ``passed_on``) are
+    printed as YAML and the command exits 0."""
+    args, rest = parser.parse_known_args(argv) if known else (parser.parse_args(argv), [])
+    if getattr(args, "print_config", False):
+        import yaml
+
+        options = {k: v for k, v in vars(args).items() if k != "print_config"}
+        if rest:
+            options["passed_on"] = rest
+        print(yaml.safe_dump(options, sort_keys=False), end="")
+        raise SystemExit(0)
+    return (args, rest) if known else args
 
 
 def config_parser(command: str, description: str) -> argparse.ArgumentParser:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lit_sparse.commands import argparse_parser, reports_errors
+from lit_sparse.commands import add_print_config, argparse_parser, parse_options, reports_errors
 from lit_sparse.parsing.help_text import HelpFormatter
 from lit_sparse_studies.bench import plan
 from lit_sparse_studies.bench.attention import DTYPES, FLEX, FLEX_PREFIX, LEARNED, NATTEN, SDPA
@@ -38,7 +38,9 @@ from lit_sparse_studies.bench.train import COMPILED, TRAIN_SHAPES
 
 
 def _subcommand(sub, name: str, what: str) -> argparse.ArgumentParser:
-    return sub.add_parser(name, help=what, formatter_class=HelpFormatter)
+    parser = sub.add_parser(name, help=what, formatter_class=HelpFormatter)
+    add_print_config(parser)
+    return parser
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -255,7 +257,7 @@ def _decode_parser(sub) -> None:
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parse_options(_parser(), argv)
     if args.command in ("decode", "prefill"):
         return plan.run_spec_bench(args)
     if args.command == "gpu":

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lit_sparse.commands import config_parser, print_report, reports_errors
+from lit_sparse.commands import config_parser, parse_options, print_report, reports_errors
 from lit_sparse.parsing.config_files import read_model_config
 from lit_sparse_studies.study.flops import flops_report
 
@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    args, overrides = _parser().parse_known_args(argv)
+    args, overrides = parse_options(_parser(), argv, known=True)
     config = read_model_config(args.config, overrides)
     return print_report(flops_report(config, args.length, check=not args.no_check), args.json)
 

@@ -18,7 +18,7 @@ import functools
 import sys
 from pathlib import Path
 
-from lit_sparse.commands import argparse_parser, reports_errors
+from lit_sparse.commands import argparse_parser, parse_options, reports_errors
 from lit_sparse.errors import ConfigError, interrupted
 from lit_sparse.io.atomic import write_text
 from lit_sparse_studies.study.paper_matrix import RUNS
@@ -159,7 +159,7 @@ def _note(line: str) -> None:
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    args, extra = _parser().parse_known_args(argv)
+    args, extra = parse_options(_parser(), argv, known=True)
     _check_options(args, extra)
     if args.preset is not None:
         return _preset_main(args, extra)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lit_sparse.commands import argparse_parser, reports_errors
+from lit_sparse.commands import argparse_parser, parse_options, reports_errors
 from lit_sparse.errors import ConfigError
 from lit_sparse_studies.study.probe import CONFIG_DIR, INITS, READS, probe_tables, run_grid
 
@@ -47,7 +47,7 @@ def _progress(message: str) -> None:
 
 @reports_errors
 def main(argv: list[str] | None = None) -> int:
-    args, overrides = _parser().parse_known_args(argv)
+    args, overrides = parse_options(_parser(), argv, known=True)
     bad = [o for o in overrides if o.startswith("--") and not o.startswith(("--model.", "--data."))]
     if bad:
         raise ConfigError(f"{bad[0]}: unknown option (see --help)")
