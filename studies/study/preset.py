@@ -239,6 +239,13 @@ RECALL_TASKS = (
         same_as=_COPRIME_IS_LINEAR,
     ),
     Task("distance", "study/recall/distance.yaml", 256, "distance task, T=256"),
+    Task(
+        "distance_budget",
+        "study/recall/distance_budget.yaml",
+        256,
+        "distance task, T=256, a fixed 2,000 steps",
+        default=False,
+    ),
     Task("passkey", "study/recall/passkey.yaml", 256, "passkey, T=256"),
 )
 

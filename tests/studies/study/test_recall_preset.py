@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from lit_sparse.__main__ import main as lit_main
+from lit_sparse_studies.study.paper_matrix import CONFIG_DIR
 from lit_sparse_studies.study.preset import PRESETS, fib_cache_window, fib_keys_window, preset_runs
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -52,7 +53,11 @@ def test_the_preset_has_the_issues_variants_and_tasks():
         "distance",
         "passkey",
     ]
-    assert [t.name for t in RECALL.tasks if not t.default] == ["mqar256", "far_mqar"]
+    assert [t.name for t in RECALL.tasks if not t.default] == [
+        "mqar256",
+        "far_mqar",
+        "distance_budget",
+    ]
     runs = preset_runs("recall", seeds=[0, 1, 2])
     # the MQAR tasks (4 layers) leave out fib_coprime: there it is fib_linear
     assert len(runs) == (8 + 8 + 9 + 9) * 3 and runs[0].name == "mqar64/dense/seed0"
@@ -61,6 +66,20 @@ def test_the_preset_has_the_issues_variants_and_tasks():
         "distance",
         "passkey",
     }
+
+
+def test_the_distance_budget_task_trains_every_variant_2000_steps_with_64_examples_a_bucket():
+    """Issue 44, item 4: no early stop, 64 held-out examples per bucket at every length."""
+    from lit_sparse.io.yaml_files import load_yaml
+
+    budget = load_yaml(CONFIG_DIR / "study/recall/distance_budget.yaml", "config")
+    callbacks = [c["class_path"].rsplit(".", 1)[-1] for c in budget["trainer"]["callbacks"]]
+    assert "EarlyStopping" not in callbacks and budget["trainer"]["max_steps"] == 2000
+    data = budget["data"]["init_args"]
+    assert data["val_examples"] == data["min_examples"] == 64
+    original = load_yaml(CONFIG_DIR / "study/recall/distance.yaml", "config")
+    assert budget["model"]["arch"] == original["model"]["arch"]
+    assert {**original["data"]["init_args"], "min_examples": 64} == data
 
 
 def test_the_alpha_controls_train_mqar128_with_their_custom_alphas():
@@ -87,6 +106,7 @@ CALIBRATED = {  # task: (layers, width, lr) as docs/recall-study.md's calibratio
     "distance": (5, 64, 3e-3),
     "passkey": (5, 64, 3e-3),
     "far_mqar": (3, 128, 1e-2),  # MQAR (128, 8)'s width and lr at its calibrated depth
+    "distance_budget": (5, 64, 3e-3),  # the distance task's, at a fixed budget
 }
 
 
@@ -109,9 +129,9 @@ def test_each_task_overlay_is_at_its_length_and_trains_alike():
         # where coprime staggering is the linear schedule (2 and 4 layers), the preset skips it
         same = schedule_alphas("coprime", layers) == schedule_alphas("linear", layers)
         assert dict(task.same_as) == ({"fib_coprime": "fib_linear"} if same else {})
-        # far MQAR's runs compile the training forward (model.compile: the same network, a
-        # faster step); the tasks before it trained eager
-        assert model.pop("compile", False) == (task.name == "far_mqar")
+        # far MQAR's and the distance budget's runs compile the training forward
+        # (model.compile: the same network, a faster step); the tasks before them trained eager
+        assert model.pop("compile", False) == (task.name in ("far_mqar", "distance_budget"))
         recipe = (model, {k: config["trainer"][k] for k in ("max_steps", "precision")})
         assert shared is None or recipe == shared  # one recipe for every task
         shared = recipe
