@@ -35,9 +35,18 @@ class ChoiceTask(Task):
         self.per_group = check_int("per_group", per_group)
         self.seed = check_int("seed", seed, low=0)
 
+    def check(self) -> None:
+        """Called by a subclass once its options are set: one item a group is drawn, so a
+        bad option is refused before any work."""
+        self.draw(1)
+
+    def draw(self, per_group: int) -> list[ChoiceItem]:
+        """``per_group`` items of every group, in a seeded order."""
+        raise NotImplementedError
+
     def items(self) -> list[ChoiceItem]:
         """Every item, in a seeded order."""
-        raise NotImplementedError
+        return self.draw(self.per_group)
 
     def score(
         self, model: nn.Module, encode: Callable[[str], list[int]], batch_size: int = 64

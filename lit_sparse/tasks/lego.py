@@ -71,10 +71,10 @@ class Lego(ChoiceTask):
     def __init__(self, chain_lengths: list[int] | None = None, per_group: int = 120, seed: int = 0):
         super().__init__(per_group, seed)
         self.chain_lengths = [2, 3, 4] if chain_lengths is None else list(chain_lengths)
-        lego_items(self.chain_lengths, 1, seed)  # its settings checked before any work
+        self.check()
 
-    def items(self) -> list[ChoiceItem]:
-        return lego_items(self.chain_lengths, self.per_group, self.seed)
+    def draw(self, per_group: int) -> list[ChoiceItem]:
+        return lego_items(self.chain_lengths, per_group, self.seed)
 
     @classmethod
     def impossible_settings(cls) -> list[dict]:

@@ -91,10 +91,10 @@ class RulerVariableTracking(ChoiceTask):
         super().__init__(per_group, seed)
         self.hops = [2, 3, 4] if hops is None else list(hops)
         self.distractors = distractors
-        ruler_vt_items(self.hops, 1, distractors, seed)  # its settings checked before any work
+        self.check()
 
-    def items(self) -> list[ChoiceItem]:
-        return ruler_vt_items(self.hops, self.per_group, self.distractors, self.seed)
+    def draw(self, per_group: int) -> list[ChoiceItem]:
+        return ruler_vt_items(self.hops, per_group, self.distractors, self.seed)
 
     @classmethod
     def impossible_settings(cls) -> list[dict]:
