@@ -95,12 +95,11 @@ def parse_options(
     on); with ``--print_config`` the options (and the passed-on rest, as ``passed_on``) are
     printed as YAML and the command exits 0."""
     args, rest = parser.parse_known_args(argv) if known else (parser.parse_args(argv), [])
-    if getattr(args, "print_config", False):
+    printing = vars(args).pop("print_config", False)  # the command sees only its own options
+    if printing:
         import yaml
 
-        options = {k: v for k, v in vars(args).items() if k != "print_config"}
-        if rest:
-            options["passed_on"] = rest
+        options = {**vars(args), **({"passed_on": rest} if rest else {})}
         print(yaml.safe_dump(options, sort_keys=False), end="")
         raise SystemExit(0)
     return (args, rest) if known else args

@@ -263,7 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "gpu":
         from lit_sparse_studies.bench import gpu
 
-        return gpu.run_command(args, gpu.BenchCli(_parser().parse_args, plan.length_spec))
+        return gpu.run_command(
+            args, gpu.BenchCli(lambda argv: parse_options(_parser(), argv), plan.length_spec)
+        )
     return plan.run_op_bench(args)
 
 
