@@ -18,7 +18,7 @@ from torch import Tensor
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy
-from lit_sparse.tasks import ChoiceTask, RecallDataModule, Task
+from lit_sparse.tasks import ChoiceTask, RecallDataModule, Task, task_options
 
 __all__ = [
     "TASK_CHECKS",
@@ -71,8 +71,6 @@ def check_task_seeded(task: Task) -> None:
 
 
 def _choice_args(task: ChoiceTask) -> dict[str, Any]:
-    from lit_sparse.tasks import task_options
-
     return {name: getattr(task, name) for name in task_options(type(task)) if hasattr(task, name)}
 
 
