@@ -115,7 +115,11 @@ def test_every_readme_command_is_run_or_skipped_with_a_reason():
     assert {"fit", "validate", "extrapolate", "test", "coverage", "flops", "matrix"} <= run
 
 
-MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+# make's own variables, and the Makefile's (`NAME ?= value`): make exports a command line's
+# variables (`make test PYTEST=...`, as .ci/run calls it) into its recipes' environment
+MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES") + tuple(
+    re.findall(r"^(\w+) \?=", (ROOT / "Makefile").read_text(), flags=re.MULTILINE)
+)
 
 
 def test_the_set_up_commands_run_what_the_readme_says():
@@ -125,7 +129,7 @@ def test_the_set_up_commands_run_what_the_readme_says():
     second."""
 
     # CI runs the suite inside `make test PYTEST=...`: a sub-make would inherit that override
-    # (and print its directory) through MAKEFLAGS, so the plan is read as a fresh shell's
+    # (through MAKEFLAGS and the environment), so the plan is read as a fresh shell's
     fresh = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES}
 
     def planned(target: str) -> list[str]:
