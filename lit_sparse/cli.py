@@ -37,6 +37,7 @@ from lit_sparse.parsing.arguments import (
     full_help_requested,
     help_requested,
 )
+from lit_sparse.parsing.config_loader import MODE
 from lit_sparse.runs import is_global_rank_zero, launch, release_all
 from lit_sparse.runs.checkpoints import is_checkpoint
 from lit_sparse.runs.matching import check_checkpoint
@@ -80,7 +81,10 @@ class LitSparseCLI(LightningCLI):
         kwargs.setdefault("save_config_callback", launch.RunConfigCallback)
         kwargs.setdefault("datamodule_class", LightningDataModule)
         kwargs.setdefault("subclass_mode_data", True)
-        kwargs.setdefault("parser_kwargs", {"default_env": False, "prog": "python -m lit_sparse"})
+        kwargs.setdefault(
+            "parser_kwargs",
+            {"default_env": False, "prog": "python -m lit_sparse", "parser_mode": MODE},
+        )
         kwargs.setdefault("trainer_class", LitSparseTrainer)
         kwargs.setdefault("parser_class", LitSparseArgumentParser)
         # the module configures its optimizer and schedule (model.lr, model.optimizer, ...)

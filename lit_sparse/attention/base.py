@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
+from lit_sparse.attention.configurable import Configurable
 from lit_sparse.attention.decoding import DecodeShape, LayerDecoder, RecomputeDecoder, SlotDecoder
 from lit_sparse.attention.length_cache import LengthCache
 from lit_sparse.kernels import KeySlots, sparse_attention
@@ -98,7 +100,7 @@ class SlotPattern(AttentionPattern):
         return SlotDecoder(self, shape, self.slots(shape.max_length, shape.device))
 
 
-class AttentionPlugin(ABC):
+class AttentionPlugin(Configurable, ABC):
     """A registered attention family and its options; builds the pattern of every layer.
 
     Subclasses take typed, documented constructor arguments (LightningCLI shows them in
@@ -139,20 +141,11 @@ class AttentionPlugin(ABC):
         """
         return {cls.name or cls.__name__: cls(**_window_argument(cls, window))}
 
-    def init_args(self) -> dict[str, Any]:
-        params = inspect.signature(type(self).__init__).parameters
-        return {name: getattr(self, name) for name in params if name != "self"}
-
-    def to_config(self) -> dict[str, Any]:
-        cls = type(self)
-        return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": self.init_args()}
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.init_args() == self.init_args()
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.init_args().items())
-        return f"{type(self).__name__}({args})"
+    @classmethod
+    def upgrade_init_args(cls, init_args: Mapping[str, Any]) -> dict[str, Any]:
+        """Optional hook: options as an older version saved them (checkpoints, exports, run
+        configs) in today's form. Default: unchanged."""
+        return dict(init_args)
 
 
 def _window_argument(cls: type, window: int) -> dict[str, int]:

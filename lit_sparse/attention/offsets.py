@@ -18,7 +18,6 @@ from torch import Tensor
 from lit_sparse.errors import ConfigError
 
 RUNG_BASES = ("fibonacci", "pow2")
-SCHEDULES = ("fixed", "learned", "linear", "coprime", "custom")
 
 
 MAX_DISTANCE = 2**53
@@ -107,30 +106,6 @@ def coprime_alphas(n_layers: int, alpha_min: float = 0.5, alpha_max: float = 1.5
     ramp = linear_alphas(n_layers, alpha_min, alpha_max)
     stride = coprime_stride(n_layers)
     return [ramp[(stride * layer) % n_layers] for layer in range(n_layers)]
-
-
-def schedule_alphas(
-    schedule: str,
-    n_layers: int,
-    alpha_min: float = 0.5,
-    alpha_max: float = 1.5,
-    custom: Sequence[float] | None = None,
-) -> list[float]:
-    """Initial alpha of every layer under ``schedule`` (learned starts at the range's middle)."""
-    if schedule in ("fixed", "learned"):
-        return [1.0] * n_layers if schedule == "fixed" else [(alpha_min + alpha_max) / 2] * n_layers
-    if schedule == "linear":
-        return linear_alphas(n_layers, alpha_min, alpha_max)
-    if schedule == "coprime":
-        return coprime_alphas(n_layers, alpha_min, alpha_max)
-    if schedule == "custom":
-        if custom is None or len(custom) != n_layers:
-            got = None if custom is None else len(custom)
-            raise ConfigError(
-                f"alphas: the custom schedule needs one alpha per layer ({n_layers}), got {got}"
-            )
-        return [float(a) for a in custom]
-    raise ConfigError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
 
 
 def layer_distances(

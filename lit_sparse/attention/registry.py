@@ -100,15 +100,46 @@ def resolve_attention(value: str, field: str = "attention") -> type[AttentionPlu
 
 def build_attention(spec: str | Mapping[str, Any] | AttentionPlugin | None = None, **overrides):
     """An attention plugin from a registry name, a class path, a ``{class_path, init_args}``
-    dict (as saved in checkpoints and configs) or an instance; None means dense."""
+    dict (as saved in checkpoints and configs, in any version's form) or an instance; None
+    means dense."""
     if isinstance(spec, AttentionPlugin):
-        return type(spec)(**{**spec.init_args(), **overrides}) if overrides else spec
+        if not overrides:
+            return spec
+        spec = spec.to_config()
     if spec is None or isinstance(spec, str):
-        return resolve_attention("dense" if spec is None else spec)(**overrides)
-    if "class_path" not in spec:
+        cls, init_args = resolve_attention("dense" if spec is None else spec), {}
+    elif "class_path" in spec:
+        cls, init_args = resolve_attention(spec["class_path"]), dict(spec.get("init_args") or {})
+    else:
         raise ConfigError(f"attention: a dict needs 'class_path' and 'init_args', got {dict(spec)}")
-    init_args = {**dict(spec.get("init_args") or {}), **overrides}
-    return resolve_attention(spec["class_path"])(**init_args)
+    return cls(**cls.upgrade_init_args({**init_args, **overrides}))
+
+
+def upgrade_attention_specs(data: Any) -> Any:
+    """``data`` (loaded YAML or JSON) with every ``{class_path, init_args}`` of a registered
+    plugin in today's form (:meth:`AttentionPlugin.upgrade_init_args`), so run configs and
+    records written by older versions parse as they did."""
+    if isinstance(data, list):
+        return [upgrade_attention_specs(value) for value in data]
+    if not isinstance(data, dict):
+        return data
+    data = {key: upgrade_attention_specs(value) for key, value in data.items()}
+    class_path, init_args = data.get("class_path"), data.get("init_args")
+    if isinstance(class_path, str) and isinstance(init_args, dict):
+        cls = _registered_class(class_path)
+        if cls is not None:
+            data["init_args"] = cls.upgrade_init_args(init_args)
+    return data
+
+
+def _registered_class(class_path: str) -> type[AttentionPlugin] | None:
+    """The registered plugin ``class_path`` names (a registry name, a class name or a path
+    ending in one), else None; imports nothing."""
+    registry = _registry()
+    if class_path in registry:
+        return registry[class_path]
+    name = class_path.rpartition(".")[2]
+    return next((cls for cls in registry.values() if cls.__name__ == name), None)
 
 
 def expand_attention_names(args: Sequence[str]) -> list[str]:

@@ -17,6 +17,7 @@ from lit_sparse.attention.registry import expand_attention_names
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.yaml_files import load_yaml
+from lit_sparse.parsing.config_loader import MODE
 from lit_sparse.parsing.list_options import split_option_values
 from lit_sparse.parsing.parse_errors import condense_parse_error
 
@@ -51,14 +52,21 @@ class ModelSpec:
         args = self.attention.init_args()
         name = type(self.attention).name or type(self.attention).__name__
         if name == "fibonacci":
-            return f"{args['rungs']} {args['schedule']} W={args['window']}"
+            return f"{args['rungs']} {self.attention.schedule.name} W={args['window']}"
         shown = " ".join(
             f"{key}={args[key]}" for key in ("window", "n_global", "n_random") if key in args
         )
         return f"{name} {shown}".strip()
 
 
-FIT_SECTIONS = ("trainer", "seed_everything", "ckpt_path", "optimizer", "lr_scheduler")
+FIT_SECTIONS = (
+    "trainer",
+    "seed_everything",
+    "ckpt_path",
+    "weights_only",
+    "optimizer",
+    "lr_scheduler",
+)
 """The other top-level keys of a fit config: read past, not checked here."""
 
 
@@ -71,7 +79,7 @@ def model_parser():
 
     from lit_sparse.module import LitLanguageModel
 
-    parser = ArgumentParser(exit_on_error=False, default_env=False)
+    parser = ArgumentParser(exit_on_error=False, default_env=False, parser_mode=MODE)
     parser.add_argument("--config", action=ActionConfigFile)
     parser.add_class_arguments(LitLanguageModel, "model")
     parser.add_subclass_arguments(pl.LightningDataModule, "data", required=False)

@@ -4,10 +4,25 @@ from __future__ import annotations
 
 import re
 
+from lit_sparse.attention.schedules import FLAT_OPTIONS
+
 __all__ = ["condense_parse_error"]
 
 
 def condense_parse_error(message: str) -> str:
+    """One line from jsonargparse's report (:func:`_condensed`), with where an option of
+    fibonacci's that became a schedule's own went."""
+    line = _condensed(message)
+    moved = re.search(r"Option '(\w+)' is not accepted", line)
+    if moved and moved.group(1) in FLAT_OPTIONS:
+        line += (
+            f" ({moved.group(1)} is an option of the schedule now: --model.attention.schedule "
+            "Linear|Coprime|Custom|Learned --model.attention.schedule.<option> VALUE)"
+        )
+    return line
+
+
+def _condensed(message: str) -> str:
     """One line from jsonargparse's report: the key and the reasons our code gave.
 
     A failing subclass or Optional value produces a nested report (usage, "Does not

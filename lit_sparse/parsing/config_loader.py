@@ -1,0 +1,24 @@
+"""The YAML loader of every lit_sparse parser (``parser_mode=MODE``): jsonargparse's own,
+with attention specs written by older versions brought to today's form
+(:func:`~lit_sparse.attention.registry.upgrade_attention_specs`), so a run's saved
+config.yaml parses after its plugin's options change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jsonargparse import get_loader, set_loader
+
+from lit_sparse.attention.registry import upgrade_attention_specs
+
+__all__ = ["MODE"]
+
+MODE = "lit_sparse_yaml"
+_yaml_load = get_loader("yaml")
+
+
+def _load(text: str) -> Any:
+    return upgrade_attention_specs(_yaml_load(text))
+
+
+set_loader(MODE, _load)
