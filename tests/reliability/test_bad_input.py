@@ -156,7 +156,12 @@ def fixed_checkpoint(tmp_path_factory) -> Path:
 @pytest.mark.parametrize(
     ("config", "extra", "message"),
     [
-        ("staggered.yaml", [], "model.attention.schedule: config 'linear', checkpoint 'fixed'"),
+        (
+            "staggered.yaml",
+            [],
+            "model.attention.schedule: config Linear(alpha_min=0.5, alpha_max=1.5), "
+            "checkpoint Fixed()",
+        ),
         (
             "fixed.yaml",
             ["--model.arch.n_layers", "3"],

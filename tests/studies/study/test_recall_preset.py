@@ -96,7 +96,8 @@ def test_the_alpha_controls_train_mqar128_with_their_custom_alphas():
         spec = read_model_config(run.configs(), task)
         assert spec.attention.layer_alphas(spec.arch.n_layers) == controls[run.variant.name]
         assert all(" " not in option for option in task)  # one shell word each
-        assert _variant_attention(run)["init_args"]["alphas"] == controls[run.variant.name]
+        schedule = _variant_attention(run)["init_args"]["schedule"]
+        assert schedule["init_args"]["alphas"] == controls[run.variant.name]
 
 
 CALIBRATED = {  # task: (layers, width, lr) as docs/recall-study.md's calibration chose them
