@@ -1,6 +1,5 @@
-"""Objects whose options are their constructor's arguments, kept as attributes of the same
-names, so each writes itself back as plain ``{"class_path", "init_args"}`` data (nested
-objects included) and compares by those options: plugins and their schedules."""
+"""Plugins and schedules: constructor arguments kept as same-named attributes, so each writes
+itself back as ``{"class_path", "init_args"}`` and compares by those options."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Fibonacci-offset sparse attention: a window plus rungs scaled by a per-layer alpha.
 
-The plugin; its alpha schedules are :mod:`lit_sparse.attention.schedules`, the per-layer
-patterns :mod:`lit_sparse.attention.fibonacci_patterns` and
-:mod:`lit_sparse.attention.gaussian_read`.
-"""
+The plugin; alpha schedules are in ``schedules``, the per-layer patterns in
+``fibonacci_patterns`` and ``gaussian_read``."""
 
 from __future__ import annotations
 
@@ -39,17 +37,14 @@ class FibonacciAttention(AttentionPlugin):
         """
         Args:
             window: every distance 0..W is attended (W >= 0).
-            rungs: "fibonacci" (1, 2, 3, 5, ... , the first n_rungs) or "pow2" (every power
-                of two <= T - 1 at the training length T; longer sequences add the larger
-                powers' distances from T on, with new_offsets "use").
+            rungs: "fibonacci" (1, 2, 3, 5, ..., the first n_rungs) or "pow2" (powers of two
+                <= T - 1 at the training length T; longer sequences add larger ones from T on).
             n_rungs: number of Fibonacci rungs (K; 15 reaches 987).
-            schedule: alpha per layer (lit_sparse.attention.schedules), by class_path with
-                its options or by name with its defaults: Fixed (1), Linear(alpha_min,
-                alpha_max) (a ramp over depth), Coprime(alpha_min, alpha_max) (the ramp's
-                values staggered), Custom(alphas) or Learned(alpha_min, alpha_max, init,
-                read).
-            new_offsets: distances that appear only beyond the training length: "use" them
-                (the paper) or "drop" them.
+            schedule: alpha per layer, by class_path with options or by name with defaults:
+                Fixed (1), Linear(alpha_min, alpha_max) (a ramp over depth), Coprime (the
+                ramp staggered), Custom(alphas) or Learned(alpha_min, alpha_max, init, read).
+            new_offsets: distances seen only beyond the training length: "use" (the paper)
+                or "drop".
         """
         at_least(0, window=window, n_rungs=n_rungs)
         self.window, self.rungs, self.n_rungs = window, rungs, n_rungs
@@ -64,8 +59,7 @@ class FibonacciAttention(AttentionPlugin):
         return from_flat_options(init_args)
 
     def _check_reach(self, rungs: list[int]) -> None:
-        """Every alpha this plugin may give a layer times its largest rung is a distance the
-        offsets compute exactly (:func:`offsets.check_alpha_reach`)."""
+        """The largest alpha times the largest rung must be exact (``check_alpha_reach``)."""
         offsets.check_alpha_reach(rungs, **self.schedule.largest())
 
     def check(self, n_layers: int) -> None:

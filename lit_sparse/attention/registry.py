@@ -1,9 +1,6 @@
-"""The attention registry (:class:`lit_sparse.registry.Registry`): short name -> plugin class.
-
-Built-ins are this package's modules with ``@register_attention("name")``; other packages
-add theirs through the entry point group ``lit_sparse.attention``
-(``dilated = "my_pkg.dilated:DilatedAttention"``), loaded on the first lookup.
-"""
+"""The attention registry: short name -> plugin class. Built-ins use
+``@register_attention("name")``; packages add entry points in group ``lit_sparse.attention``
+(``dilated = "my_pkg.dilated:DilatedAttention"``), loaded on the first lookup."""
 
 from __future__ import annotations
 
@@ -28,14 +25,9 @@ register_attention = ATTENTION.register
 builtin_names = ATTENTION.builtin_names
 
 
-def _registry() -> dict[str, type[AttentionPlugin]]:
-    """The registry with built-ins and entry points loaded."""
-    return ATTENTION.load()
-
-
 def list_attention() -> list[str]:
     """Registered attention names (built-in and from entry points), sorted."""
-    return sorted(_registry())
+    return ATTENTION.names()
 
 
 def all_conformance_cases(window: int, n_layers: int) -> dict[str, AttentionPlugin]:
@@ -71,15 +63,15 @@ def unknown_attention(value: str, field: str = "attention") -> ConfigError:
 def get_attention(name: str) -> type[AttentionPlugin]:
     """The plugin class registered under ``name``; an unknown name lists the valid ones."""
     try:
-        return _registry()[name]
+        return ATTENTION.load()[name]
     except KeyError:
         raise unknown_attention(name) from None
 
 
 def resolve_attention(value: str, field: str = "attention") -> type[AttentionPlugin]:
-    """The plugin class a registry name, a class name of a registered plugin or an import
-    path names; anything else raises ConfigError naming ``field`` and the registered names."""
-    registry = _registry()
+    """The plugin class of a registry name, registered class name or import path; else
+    ConfigError naming ``field`` and the registered names."""
+    registry = ATTENTION.load()
     if value in registry:
         return registry[value]
     by_class_name = {cls.__name__: cls for cls in registry.values()}
@@ -99,9 +91,8 @@ def resolve_attention(value: str, field: str = "attention") -> type[AttentionPlu
 
 
 def build_attention(spec: str | Mapping[str, Any] | AttentionPlugin | None = None, **overrides):
-    """An attention plugin from a registry name, a class path, a ``{class_path, init_args}``
-    dict (as saved in checkpoints and configs, in any version's form) or an instance; None
-    means dense."""
+    """A plugin from a name, class path, ``{class_path, init_args}`` (any version's form) or
+    instance; None means dense."""
     if isinstance(spec, AttentionPlugin):
         if not overrides:
             return spec
@@ -116,9 +107,8 @@ def build_attention(spec: str | Mapping[str, Any] | AttentionPlugin | None = Non
 
 
 def upgrade_attention_specs(data: Any) -> Any:
-    """``data`` (loaded YAML or JSON) with every ``{class_path, init_args}`` of a registered
-    plugin in today's form (:meth:`AttentionPlugin.upgrade_init_args`), so run configs and
-    records written by older versions parse as they did."""
+    """Loaded YAML/JSON ``data`` with every registered plugin's ``init_args`` upgraded to
+    today's form, so older configs and records still parse."""
     if isinstance(data, list):
         return [upgrade_attention_specs(value) for value in data]
     if not isinstance(data, dict):
@@ -133,9 +123,8 @@ def upgrade_attention_specs(data: Any) -> Any:
 
 
 def _registered_class(class_path: str) -> type[AttentionPlugin] | None:
-    """The registered plugin ``class_path`` names (a registry name, a class name or a path
-    ending in one), else None; imports nothing."""
-    registry = _registry()
+    """The registered plugin ``class_path`` names (name, class name or path), else None."""
+    registry = ATTENTION.load()
     if class_path in registry:
         return registry[class_path]
     name = class_path.rpartition(".")[2]
@@ -143,13 +132,8 @@ def _registered_class(class_path: str) -> type[AttentionPlugin] | None:
 
 
 def expand_attention_names(args: Sequence[str]) -> list[str]:
-    """Let ``--model.attention fibonacci`` (and ``--model.attention.help fibonacci``) name a
-    plugin by its registry name.
-
-    jsonargparse resolves class names and import paths; a registry name is rewritten to its
-    class path, and a bare name that is neither raises ConfigError listing the registered
-    names. Dotted paths and config files are left for jsonargparse.
-    """
+    """Rewrite a registry name after ``--model.attention`` (or ``.help``) to its class path;
+    a bare unknown name raises ConfigError. Dotted paths and files are left to jsonargparse."""
     out = list(args)
     for i, arg in enumerate(out):
         for flag in ("--model.attention", "--model.attention.help"):

@@ -1,13 +1,10 @@
-"""Fibonacci attention's per-layer alpha schedules, each a type with only its own options.
-
-``schedule`` is chosen by class_path (or by name, with the defaults)::
+"""Fibonacci attention's per-layer alpha schedules, each a type with only its own options,
+chosen by class_path or by name with defaults::
 
     schedule: {class_path: Linear, init_args: {alpha_min: 0.5, alpha_max: 1.5}}
-    schedule: {class_path: Learned, init_args: {read: {class_path: Gaussian}}}
     schedule: coprime
 
-Configs written before the types (flat ``schedule: learned``, ``alpha_min``, ``rung_read``,
-...) are translated by :func:`from_flat_options`, the one place that reads them.
+Older flat options (``schedule: learned``, ``alpha_min``, ...) go through :func:`from_flat_options`.
 """
 
 from __future__ import annotations
@@ -140,7 +137,7 @@ def _warn_coprime_is_linear(n_layers: int) -> None:
 
 class Coprime(_Range):
     """The linear ramp's values, layer l taking slot (S * l) mod L, S the largest stride
-    <= L/2 coprime with L (the same as linear at 1, 2, 3, 4 and 6 layers)."""
+    <= L/2 coprime with L (linear at 1, 2, 3, 4 and 6 layers)."""
 
     name = "coprime"
 
@@ -199,8 +196,8 @@ class Interpolate(RungRead):
 
 
 class Gaussian(RungRead):
-    """A normalised Gaussian band of rows centred at alpha * f (the paper's probe "blur";
-    dense, O(T^2): short sequences only), its width annealed over training."""
+    """A normalised Gaussian band centred at alpha * f, width annealed (the probe's "blur";
+    dense O(T^2): short sequences only)."""
 
     name = "gaussian"
 
@@ -209,8 +206,7 @@ class Gaussian(RungRead):
         Args:
             width_start: the band's width (sigma, positions) at the start of training.
             width_end: the width after annealing.
-            anneal: the share of training steps over which the width goes linearly from
-                start to end (the trainer sets it each step).
+            anneal: share of training over which the width goes linearly from start to end.
         """
         positive(width_start=width_start, width_end=width_end)
         share(anneal=anneal)
@@ -241,10 +237,9 @@ class Learned(_Range):
         Args:
             alpha_min: low end of the alpha range (> 0).
             alpha_max: high end of the alpha range (> alpha_min).
-            init: each layer's starting alpha, strictly inside the range; None starts every
-                layer at the middle of the range.
-            read: how a rung reads rows at the non-integer distance alpha * f:
-                "interpolate" (two rows) or "gaussian" (a band; options by class_path).
+            init: each layer's starting alpha, strictly inside the range (None: the middle).
+            read: how a rung reads at the non-integer distance alpha * f: "interpolate" (two
+                rows) or "gaussian" (a band; options by class_path).
         """
         super().__init__(alpha_min, alpha_max)
         if init is not None:
@@ -277,8 +272,7 @@ SCHEDULES: dict[str, type[Schedule]] = {
 
 
 def _build(value: Any, base: type, names: Mapping[str, type], field: str) -> Any:
-    """An instance of ``base`` from itself, a name (defaults) or ``{class_path, init_args}``
-    (class_path: a name, a class name or an import path)."""
+    """An instance of ``base`` from itself, a name (defaults) or ``{class_path, init_args}``."""
     if isinstance(value, base):
         return value
     if isinstance(value, str) and value in names:
@@ -325,11 +319,9 @@ def to_schedule(value: Schedule | str | Mapping[str, Any]) -> Schedule:
 
 
 def from_flat_options(init_args: Mapping[str, Any]) -> dict[str, Any]:
-    """Fibonacci attention's options written before the schedule types (``schedule:
-    learned``, ``alpha_min``, ``alpha_init``, ``rung_read``, ...) as today's (``schedule:
-    {class_path, init_args}``); options already in today's form are returned unchanged.
-    A flat option the named schedule does not read is dropped, as it was ignored then,
-    except those that were refused then (``alphas``, ``alpha_init``, a Gaussian read)."""
+    """Flat pre-schedule-type options (``schedule: learned``, ``alpha_min``, ``rung_read``, ...)
+    as ``schedule: {class_path, init_args}``; today's form unchanged. A flat option the schedule
+    ignores is dropped, except those refused then (``alphas``, ``alpha_init``, Gaussian)."""
     args = dict(init_args)
     if not any(key in args for key in FLAT_OPTIONS):
         return args

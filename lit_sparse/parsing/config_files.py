@@ -1,9 +1,6 @@
-"""Config files read as ``fit`` reads them: layered ``--config`` files parsed by one
-jsonargparse parser (the model with the LitLanguageModel signature, the data as any
-LightningDataModule, parsed but never built, so ``coverage`` and ``flops`` work offline on
-configs whose data names a hub tokenizer), and the model's context length and vocabulary
-taken from the data as the CLI links them.
-"""
+"""The model of layered ``--config`` files, parsed as ``fit`` parses them, with context length
+and vocabulary from the data; the data is never built, so ``coverage`` and ``flops`` work
+offline."""
 
 from __future__ import annotations
 
@@ -71,9 +68,8 @@ FIT_SECTIONS = (
 
 
 def model_parser():
-    """A jsonargparse parser of fit's configs as the CLI layers them (``--config`` repeated):
-    the ``model`` section with the LitLanguageModel signature, ``data`` as any
-    LightningDataModule (parsed, never built), the other sections read past."""
+    """A parser of fit's layered configs: ``model`` as LitLanguageModel, ``data`` as any
+    LightningDataModule (never built), the other sections read past."""
     import lightning.pytorch as pl
     from jsonargparse import ActionConfigFile, ArgumentParser
 
@@ -93,9 +89,8 @@ def read_model_config(configs: Sequence[str | Path], overrides: Sequence[str] = 
 
     Args:
         configs: config files, later ones layered over earlier ones.
-        overrides: CLI-style options: ``--model.<key> value`` (e.g.
-            ``--model.attention.init_args.window 12``; registry names work for
-            ``--model.attention``) and ``--data.<key> value`` (e.g. ``--data.seq_len 2048``).
+        overrides: ``--model.<key> value`` (registry names work for ``--model.attention``)
+            and ``--data.<key> value``, e.g. ``--data.seq_len 2048``.
     """
     if not configs:
         raise ConfigError("--config: expected at least one config file")

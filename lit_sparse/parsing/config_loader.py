@@ -1,7 +1,5 @@
-"""The YAML loader of every lit_sparse parser (``parser_mode=MODE``): jsonargparse's own,
-with attention specs written by older versions brought to today's form
-(:func:`~lit_sparse.attention.registry.upgrade_attention_specs`), so a run's saved
-config.yaml parses after its plugin's options change."""
+"""The YAML loader of every lit_sparse parser (``parser_mode=MODE``): jsonargparse's, with older
+attention specs upgraded so a saved config.yaml parses after its plugin's options change."""
 
 from __future__ import annotations
 

@@ -10,8 +10,7 @@ __all__ = ["condense_parse_error"]
 
 
 def condense_parse_error(message: str) -> str:
-    """One line from jsonargparse's report (:func:`_condensed`), with where an option of
-    fibonacci's that became a schedule's own went."""
+    """One line from jsonargparse's report, saying where a moved fibonacci option went."""
     line = _condensed(message)
     moved = re.search(r"Option '(\w+)' is not accepted", line)
     if moved and moved.group(1) in FLAT_OPTIONS:
@@ -23,12 +22,7 @@ def condense_parse_error(message: str) -> str:
 
 
 def _condensed(message: str) -> str:
-    """One line from jsonargparse's report: the key and the reasons our code gave.
-
-    A failing subclass or Optional value produces a nested report (usage, "Does not
-    validate against any of the Union subtypes", the NoneType alternative, the given
-    value); the reasons are the indented "- ..." lines.
-    """
+    """The key and the reasons (the indented "- ..." lines of a nested report)."""
     link = re.search(r"Call to compute_fn of link .* failed: (.*)", message, re.DOTALL)
     if link:  # an argument link (seq_len, vocabulary) rejected its source value
         return " ".join(link.group(1).split())
