@@ -1,8 +1,6 @@
 """lit_sparse: sparse causal attention for language models on PyTorch Lightning.
 
-The public names import on first use (``lit_sparse.LanguageModel`` imports torch), so
-``python -m lit_sparse --help`` and the commands that need no model start at once.
-"""
+Public names import on first use, so commands that need no torch start at once."""
 
 from __future__ import annotations
 

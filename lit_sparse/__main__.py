@@ -1,11 +1,7 @@
 """``python -m lit_sparse <command>`` (or ``lit-sparse <command>``).
 
-Lightning commands (fit, validate, test, extrapolate) go to the LightningCLI; the project's own
-commands (e.g. ``export``) have their own small parsers; other packages (the studies'
-``lit_sparse_studies`` among them: ``matrix``, ``bench``...) add commands through
-the ``lit_sparse.commands`` entry point group (a name and a ``main(argv) -> int``).
-``python -m lit_sparse --help`` lists them all.
-"""
+Lightning commands go to the LightningCLI, the project's own to ``lit_sparse.commands``, and
+other packages add commands through the ``lit_sparse.commands`` entry point group."""
 
 from __future__ import annotations
 
@@ -17,8 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-# command -> one-line description; each is the module lit_sparse.commands.<command> (a dash
-# in the command is an underscore in the module's name), whose main(argv) -> int runs it
+# command -> description; run by lit_sparse.commands.<command, dashes as _>.main(argv) -> int
 OWN_COMMANDS = {
     "tasks": "the registered choice tasks on a checkpoint; --list: every task",
     "recall": "a recall run's accuracy at longer lengths, under both new_offsets policies",
@@ -33,13 +28,12 @@ OWN_COMMANDS = {
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "extrapolate")
 
 COMMAND_ENTRY_POINTS = "lit_sparse.commands"
-"""The entry point group through which other packages add commands: ``name = "module:main"``,
-``main(argv) -> int`` as lit_sparse's own commands have."""
+"""Entry point group of other packages' commands: ``name = "module:main"`` (argv -> int)."""
 
 
 def installed_commands() -> dict[str, importlib.metadata.EntryPoint]:
-    """The commands other packages add (name -> entry point), without importing them; a name
-    lit_sparse already uses is left out with one warning line on stderr."""
+    """Other packages' commands (name -> entry point), unimported; one of lit_sparse's names is
+    left out with a warning line."""
     found = {}
     for entry in importlib.metadata.entry_points(group=COMMAND_ENTRY_POINTS):
         if entry.name in OWN_COMMANDS or entry.name in LIGHTNING_COMMANDS:
@@ -55,8 +49,8 @@ def installed_commands() -> dict[str, importlib.metadata.EntryPoint]:
 
 
 def summary(entry: importlib.metadata.EntryPoint) -> str:
-    """What an installed command does: the first sentence of its module's docstring (after
-    the command line it opens with), read without importing the module; else its target."""
+    """The first sentence of an installed command's module docstring (read without importing
+    it), else its target."""
     try:
         spec = importlib.util.find_spec(entry.module)
         doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text())) if spec else None
@@ -120,8 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The ``lit-sparse`` console script and ``python -m lit_sparse``: exit with main's status
-    (Ctrl-C before a command's own handling, e.g. while importing: one line, status 130)."""
+    """The console script: exit with main's status (an early Ctrl-C: one line, status 130)."""
     try:
         sys.exit(main())
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly

@@ -11,10 +11,8 @@ from collections.abc import Callable
 def lazy_names(
     package: str, public: dict[str, str], *, subpackages: bool = False
 ) -> tuple[Callable, Callable]:
-    """The ``__getattr__`` and ``__dir__`` of ``package``, whose names ``public`` maps to
-    the modules they come from; a name is imported when first asked for, then kept. With
-    ``subpackages``, any other public name that is a submodule imports it
-    (``lit_sparse.data``)."""
+    """``package``'s ``__getattr__`` and ``__dir__``: each name of ``public`` (name -> module) is
+    imported when first asked for, then kept; with ``subpackages``, submodules too."""
 
     def __getattr__(name: str):
         if name in public:

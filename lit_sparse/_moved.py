@@ -1,7 +1,5 @@
-"""Old module paths with users import until :data:`REMOVED_IN`, with a FutureWarning (users
-see it by default): saved run configs name ``lit_sparse.checkpoints.AtomicCheckpointIO`` and
-notebooks import ``lit_sparse.analysis``. Each is the module at its new home, the same objects.
-"""
+"""Old module paths (named by saved run configs and notebooks) importable until
+:data:`REMOVED_IN` with a FutureWarning; each is the module at its new home."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""LightningCLI for lit_sparse: ``python -m lit_sparse fit|validate|test|extrapolate``.
-
-The wiring only: the module, the data, the argument links, the defaults, and the hooks that
-call the layers which own each check (the run folder a command writes: ``runs.launch``; a
-checkpoint against the config: ``runs.matching``; the trainer options: ``runs.trainer``).
-"""
+"""LightningCLI for ``python -m lit_sparse fit|validate|test|extrapolate``: wiring only (the
+checks live in ``runs.launch``, ``runs.matching`` and ``runs.trainer``)."""
 
 from __future__ import annotations
 
@@ -37,6 +33,7 @@ from lit_sparse.parsing.arguments import (
     full_help_requested,
     help_requested,
 )
+from lit_sparse.parsing.config_loader import MODE
 from lit_sparse.runs import is_global_rank_zero, launch, release_all
 from lit_sparse.runs.checkpoints import is_checkpoint
 from lit_sparse.runs.matching import check_checkpoint
@@ -60,8 +57,7 @@ TRAINER_DEFAULTS = {
 
 
 def data_vocab_size(data: Namespace) -> int:
-    """The model vocabulary the data config implies, known before anything is built: the
-    DataModule class's ``model_vocab_size(**init_args)`` (for text data, the tokenizer's)."""
+    """The model vocabulary of the data config before anything is built (``model_vocab_size``)."""
     module, _, name = data.class_path.rpartition(".")
     cls = getattr(importlib.import_module(module), name)
     init_args = data.get("init_args") or Namespace()
@@ -80,16 +76,17 @@ class LitSparseCLI(LightningCLI):
         kwargs.setdefault("save_config_callback", launch.RunConfigCallback)
         kwargs.setdefault("datamodule_class", LightningDataModule)
         kwargs.setdefault("subclass_mode_data", True)
-        kwargs.setdefault("parser_kwargs", {"default_env": False, "prog": "python -m lit_sparse"})
+        kwargs.setdefault(
+            "parser_kwargs",
+            {"default_env": False, "prog": "python -m lit_sparse", "parser_mode": MODE},
+        )
         kwargs.setdefault("trainer_class", LitSparseTrainer)
         kwargs.setdefault("parser_class", LitSparseArgumentParser)
         # the module configures its optimizer and schedule (model.lr, model.optimizer, ...)
         kwargs.setdefault("auto_configure_optimizers", False)
         quiet_lightning()
         args, self.full_help = full_help_requested(sys.argv[1:] if args is None else args)
-        # field docstrings (ModelConfig, SourceConfig) become --help text; jsonargparse reads
-        # them from the classes' source for every parser it builds (0.7 s of a command's
-        # start, 0.3 s of each later one in a process), so only a command asking for help does
+        # field docstrings become --help text; reading them costs 0.7 s a parser: only for help
         set_parsing_settings(docstring_parse_attribute_docstrings=help_requested(args))
         args = expand_attention_names(args)
         check_config_files(args)
@@ -114,14 +111,12 @@ class LitSparseCLI(LightningCLI):
 
     @staticmethod
     def subcommands() -> dict[str, set[str]]:
-        """fit, validate, test (the held-out sets, as validate) and extrapolate; Lightning's
-        predict is left out (text generation is its own command)."""
+        """fit, validate, test and extrapolate; not predict (generation is its own command)."""
         commands = {k: v for k, v in LightningCLI.subcommands().items() if k != "predict"}
         return {**commands, "extrapolate": {"model", "datamodule"}}
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        # the keys LightningCLI's automatic optimizer options leave in saved configs
-        # ("optimizer: null"), so earlier runs' config.yaml still load; a value is refused
+        # saved configs carry "optimizer: null" (LightningCLI's keys): accepted, a value refused
         for key in OPTIMIZER_OPTIONS:
             parser.add_argument(f"--{key}", type=Any, default=None, help=SUPPRESS)
         parser.link_arguments(
@@ -155,8 +150,7 @@ class LitSparseCLI(LightningCLI):
             self.log_stem = launch.evaluation_log_dir(config, subcommand)
 
     def _parse_ckpt_path(self) -> None:
-        """Check the checkpoint before anything is built (``runs.matching``); unlike
-        Lightning's own step, the command's model values hold."""
+        """Check the checkpoint before anything is built; the command's model values hold."""
         subcommand = self.config.get("subcommand")
         ckpt_path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if ckpt_path and is_checkpoint(ckpt_path):  # a file, or a sharded checkpoint's folder
@@ -164,8 +158,8 @@ class LitSparseCLI(LightningCLI):
             check_checkpoint(self.config[subcommand], subcommand, filename)
 
     def before_instantiate_classes(self) -> None:
-        """A config's ``optimizer`` / ``lr_scheduler`` value is refused. ``fast_dev_run``:
-        every file the run would write goes to a temporary folder, removed at the end."""
+        """Refuse an ``optimizer`` / ``lr_scheduler`` value; ``fast_dev_run`` writes to a temporary
+        folder, removed at the end."""
         subcommand = self.config.get("subcommand")
         config = self.config[subcommand] if subcommand else self.config
         check_optimizer_values(config)
@@ -215,16 +209,15 @@ class LitSparseCLI(LightningCLI):
 
 
 def _interrupted(subcommand: str | None) -> int:
-    """Ctrl-C: one line (after Lightning's own notice when it stopped the trainer) and exit
-    status 130; a fit stopped gracefully resumes from its last checkpoint."""
+    """Ctrl-C: one line, exit status 130."""
     if subcommand == "fit":
         return interrupted("the run stopped; --ckpt_path last resumes it from its last checkpoint")
     return interrupted(f"{subcommand} stopped" if subcommand else "")
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    """Run the CLI; known user errors print one line instead of a traceback, and Ctrl-C one
-    line and exit status 130 (Lightning's graceful stop of the trainer runs first)."""
+    """Run the CLI; a user error prints one line instead of a traceback, Ctrl-C one line and
+    exit status 130."""
     argv = list(sys.argv[1:] if args is None else args)
     subcommand = next((a for a in argv if not a.startswith("-")), None)
     try:

@@ -27,15 +27,14 @@ class ModelConfig:
     """Width of one head; n_heads * head_dim must equal d_model."""
     ffn_hidden: int | None = None
     """SwiGLU hidden width; None: int(d_model * 8 / 3) rounded up to even (1366 at 512);
-    0: attention-only blocks (no MLP, as Zoology's recall models). Read ``ffn_width`` for
-    the value in use."""
+    0: attention-only blocks (no MLP). ``ffn_width`` is the value in use."""
     norm_eps: float = 1e-6
     """RMSNorm epsilon."""
     rope_theta: float = 10000.0
     """RoPE base."""
     init_std: float | None = None
-    """Std of every Linear and the embedding; None: d_model ** -0.5. Residual output
-    projections use init_std / sqrt(2 * n_layers). Read ``std`` for the value in use."""
+    """Std of every Linear and the embedding; None: d_model ** -0.5 (``std``: in use).
+    Residual output projections use init_std / sqrt(2 * n_layers)."""
 
     def __post_init__(self):
         for field in fields(self):  # the sizes (typed int) are positive, the floats > 0
@@ -63,8 +62,7 @@ class ModelConfig:
                 f"got {self.ffn_hidden!r}"
             )
 
-    # Derived values are properties, not filled-in fields: a default instance then stays a
-    # default when another field (d_model) changes, e.g. in a layered CLI config.
+    # derived values are properties, so a default stays one when d_model changes in a layer
     @property
     def ffn_width(self) -> int:
         """The SwiGLU hidden width in use."""

@@ -14,8 +14,7 @@ class LitSparseError(Exception):
 
 
 class ConfigError(LitSparseError, ValueError):
-    """An option value that is not allowed; the message names the field, the value and what
-    is allowed."""
+    """An option value that is not allowed; the message names field, value and what is allowed."""
 
 
 class CheckpointError(LitSparseError):
@@ -23,13 +22,11 @@ class CheckpointError(LitSparseError):
 
 
 class StorageError(LitSparseError, OSError):
-    """A file could not be written (full disk, read-only folder, permissions); the message
-    names the path, and the previous file is unchanged."""
+    """A file could not be written (full disk, permissions); the previous file is unchanged."""
 
 
 class RunNotFoundError(LitSparseError, FileNotFoundError):
-    """A path that is no run folder, experiment folder or checkpoint; the message says where
-    it was looked up and names the runs nearby."""
+    """A path that is no run, experiment folder or checkpoint; the message names runs nearby."""
 
 
 class RunInUseError(LitSparseError):
@@ -43,8 +40,7 @@ class DamagedFileError(LitSparseError, ValueError):
 def check_format(
     data: Any, expected: str, what: str, error: type[LitSparseError] = ConfigError
 ) -> None:
-    """Raise ``error`` unless ``data`` is a mapping whose ``"format"`` is ``expected``
-    (``what`` names the kind of file or table, e.g. "a recall table")."""
+    """Raise ``error`` unless ``data``'s ``"format"`` is ``expected`` (``what``: e.g. "a table")."""
     found = data.get("format") if isinstance(data, Mapping) else None
     if found != expected:
         raise error(f"not {what}: format={found!r}, expected {expected!r}")
@@ -55,8 +51,7 @@ class NonFiniteLossError(LitSparseError):
 
 
 class KernelCheckError(LitSparseError, RuntimeError):
-    """A GPU kernel disagreed with the reference in its first-use self-check and
-    ``LIT_SPARSE_KERNEL_CHECK=strict`` asks for an error instead of the fallback."""
+    """A GPU kernel failed its first-use self-check under ``LIT_SPARSE_KERNEL_CHECK=strict``."""
 
 
 class MissingExtraError(LitSparseError, ImportError):
@@ -73,8 +68,7 @@ def error_chain(err: BaseException | None) -> Iterator[BaseException]:
 
 
 def find_error(err: BaseException | None, kind: type[E]) -> E | None:
-    """The error of type ``kind`` in ``err`` or its cause/context chain (jsonargparse and
-    Lightning re-raise errors from our code wrapped in their own)."""
+    """The error of type ``kind`` in ``err``'s cause/context chain (libraries wrap ours)."""
     return next((e for e in error_chain(err) if isinstance(e, kind)), None)
 
 
@@ -88,9 +82,8 @@ INTERRUPTED = 130
 
 
 def interrupted(detail: str = "") -> int:
-    """How every command ends on Ctrl-C: what it printed stays (stdout is flushed), one
-    ``interrupted`` line on stderr (``detail`` says what was done or kept), exit status
-    130."""
+    """How every command ends on Ctrl-C: stdout flushed, one ``interrupted`` line on stderr
+    (with ``detail``), exit status 130."""
     try:
         sys.stdout.flush()
     except (OSError, ValueError):

@@ -1,5 +1,4 @@
-"""The metrics validation keeps (torchmetrics: their sums reduce across processes under DDP):
-token-weighted NLL, and accuracy at labelled positions."""
+"""Validation metrics whose sums reduce across processes: token NLL, labelled accuracy."""
 
 from __future__ import annotations
 
@@ -30,13 +29,8 @@ class TokenNLL(Metric):
 
 
 class RecallAccuracy(Metric):
-    """Accuracy at the labelled positions of the examples it sees.
-
-    ``accuracy``: per example, the share of its labelled positions whose prediction is the
-    label, averaged over examples (MQAR's definition); ``exact``: the share of examples with
-    every labelled position right. Examples without a labelled position are not counted. The
-    sums reduce across processes, so the result under DDP is the one over all examples.
-    """
+    """Accuracy at labelled positions: ``accuracy`` the per-example share right, averaged
+    (MQAR's definition); ``exact`` the share of examples all right. Unlabelled examples skip."""
 
     full_state_update = False
 
@@ -47,8 +41,7 @@ class RecallAccuracy(Metric):
         self.add_state("examples", torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
     def update(self, correct: Tensor, labelled: Tensor) -> None:
-        """``correct`` and ``labelled``: (B, T) booleans (a prediction equals its label; a
-        position has a label)."""
+        """``correct``, ``labelled``: (B, T) booleans."""
         asked = labelled.sum(-1)  # (B,)
         hits = (correct & labelled).sum(-1)
         keep = asked > 0
@@ -66,9 +59,8 @@ class RecallAccuracy(Metric):
 
 
 def labelled_counts(logits: Tensor, mask: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
-    """(B, T) booleans ``correct`` (the argmax of the logits at a labelled position is its
-    target) from the logits (N, V) of the N labelled positions of ``mask`` (B, T) and their
-    targets (N,); and the mask itself, for :meth:`RecallAccuracy.update`."""
+    """(correct, mask) for :meth:`RecallAccuracy.update`: (B, T) booleans from logits (N, V)
+    and targets (N,) of the N labelled positions of ``mask`` (B, T)."""
     correct = torch.zeros_like(mask)
     correct[mask] = logits.argmax(-1) == targets
     return correct, mask

@@ -1,13 +1,10 @@
 """The decoder-only language model: pre-norm blocks of attention and SwiGLU, tied head.
 
 x += Attn(RMSNorm(x)); x += FFN(RMSNorm(x)); logits = RMSNorm(x) @ embedding^T.
-Attention projects q, k, v (GQA: fewer k/v heads), rotates q and k at absolute positions
-(RoPE, rotate-half), then hands them to the layer's pattern from the attention plugin.
-With a decoding cache (``new_cache``) the prompt runs through the same path and each later
-token through the layer's decoder, which reads only the cached rows its pattern attends to.
-``save_pretrained`` / ``from_pretrained`` / ``push_to_hub`` come from huggingface_hub's
-mixin (safetensors weights and a config.json: :mod:`lit_sparse.formats.pretrained`).
-"""
+Attention projects q, k, v (GQA), rotates q and k (RoPE, rotate-half) and hands them to the
+layer's pattern from the attention plugin. With a decoding cache (``new_cache``) each later
+token goes through the layer's decoder. ``save_pretrained`` / ``from_pretrained`` /
+``push_to_hub`` come from huggingface_hub's mixin (:mod:`lit_sparse.formats.pretrained`)."""
 
 from __future__ import annotations
 
@@ -30,8 +27,8 @@ from lit_sparse.kernels.mixed_linear import linear
 
 
 class Linear(nn.Linear):
-    """A bias-free projection whose weight may be stored narrower than the activations
-    (bfloat16 decoding weights): the product is computed in the activations' dtype."""
+    """A bias-free projection whose weight may be narrower than the activations (computed in
+    theirs)."""
 
     def __init__(self, in_features: int, out_features: int):
         super().__init__(in_features, out_features, bias=False)
@@ -41,12 +38,10 @@ class Linear(nn.Linear):
 
 
 class FusedProjection(nn.Module):
-    """Several projections of one input as one product, for decoding: their weights stacked
-    in one buffer (not saved), of which the projections' own weights become views
-    (:meth:`fuse`): float32 column-major (a plain matrix product streams it), bfloat16
-    row-major (what the compiled kernel reads). One product and one call instead of two or
-    three. Once a weight is replaced (``.to()``, ``bfloat16_weights``, a quantization) the
-    views are gone and :meth:`active` is False: the modules' own projections run again."""
+    """Several projections of one input as one product, for decoding: their weights stacked in one
+    unsaved buffer (float32 column-major, bfloat16 row-major for the compiled kernel), the
+    projections' weights views of it. Replacing a weight (``.to()``, a quantization) ends the
+    fusion (:meth:`active` False)."""
 
     DTYPES = (torch.float32, torch.bfloat16)
 
@@ -63,8 +58,8 @@ class FusedProjection(nn.Module):
 
     @classmethod
     def fuse(cls, projections: list[nn.Linear]) -> FusedProjection | None:
-        """The fused projection of float32 or bfloat16 CPU ``nn.Linear`` modules sharing one
-        input and a dtype, None for any other (int8, CUDA: their own kernels)."""
+        """The fused projection of float32 or bfloat16 CPU ``nn.Linear``s sharing an input, else
+        None."""
         weights = [getattr(p, "weight", None) for p in projections]
         if not all(isinstance(p, nn.Linear) for p in projections) or not all(
             w.device.type == "cpu" and w.dtype == weights[0].dtype in cls.DTYPES for w in weights
@@ -103,9 +98,8 @@ class RMSNorm(nn.Module):
 
 
 class RotaryEmbedding(nn.Module):
-    """Rotate-half RoPE, never saved. A sequence from position 0 slices one table per
-    (device, dtype) whose size is a power of two (a longer sequence replaces it, so lengths
-    add no entries); a decoding step computes its own position."""
+    """Rotate-half RoPE, never saved: sequences from position 0 slice one power-of-two table per
+    (device, dtype); a decoding step computes its own position."""
 
     def __init__(self, head_dim: int, theta: float):
         super().__init__()
@@ -207,8 +201,7 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    """Attention then SwiGLU, each pre-norm and residual; attention only when the config's
-    ``ffn_width`` is 0."""
+    """Pre-norm residual attention, then SwiGLU (none when ``ffn_width`` is 0)."""
 
     def __init__(self, config: ModelConfig, pattern: AttentionPattern, rope: RotaryEmbedding):
         super().__init__()
@@ -261,22 +254,18 @@ class LanguageModel(
     def forward(
         self, idx: Tensor, cache: DecodingCache | None = None, *, logits_to_keep: int = 0
     ) -> Tensor:
-        """Logits of ``idx`` (B, T): ``head(features(idx, cache))``. With a ``cache``
-        (:meth:`new_cache`), ``idx`` continues the cached sequence: the prompt (whole or in
-        chunks), then one token at a time. ``logits_to_keep`` > 0 computes the output layer for
-        the last that many positions only (B, logits_to_keep, vocab): a prefill needs the last
-        one, and the (T, vocab) logits of a long prompt would dwarf everything else."""
+        """Logits (B, T, V) of ``idx`` (B, T); with a ``cache`` (:meth:`new_cache`) ``idx``
+        continues the cached sequence. ``logits_to_keep`` > 0: the last that many positions only
+        (a prefill needs one; a long prompt's (T, vocab) logits would dwarf the rest)."""
         x = self._hidden(idx, cache)  # (B, T, d_model)
         if logits_to_keep > 0:
             x = x[:, -logits_to_keep:]  # the norm too runs at the kept positions only
         return self.head(self.norm(x))
 
     def new_cache(self, batch: int, max_length: int) -> DecodingCache:
-        """Every layer's decoder for ``batch`` sequences of up to ``max_length`` tokens, on
-        the model's device and in the dtype its activations have (its norms'): the cache
-        each pattern needs (a ring of its largest distance + 1 rows for Fibonacci and
-        sliding-window layers, the whole past for dense and BigBird), allocated as the
-        sequences grow."""
+        """Every layer's decoder for ``batch`` sequences of up to ``max_length`` tokens, on the
+        model's device and activation dtype: a ring of the largest distance + 1 rows for
+        Fibonacci and sliding window, the whole past for dense and BigBird."""
         weight, config = self.norm.weight, self.config
         shape = DecodeShape(
             batch,
@@ -316,8 +305,7 @@ class LanguageModel(
         return {i: pattern.unseen_distances(length) for i, pattern in enumerate(self.patterns)}
 
     def features(self, idx: Tensor, cache: DecodingCache | None = None) -> Tensor:
-        """The normalised last hidden states (B, T, d_model) of ``idx`` that the output layer
-        reads, in the dtype of the norms (a ``cache`` as in :meth:`forward`)."""
+        """The last normalised hidden states (B, T, d_model) of ``idx``, in the norms' dtype."""
         return self.norm(self._hidden(idx, cache))
 
     def _hidden(self, idx: Tensor, cache: DecodingCache | None = None) -> Tensor:
@@ -328,15 +316,13 @@ class LanguageModel(
         return x
 
     def head(self, features: Tensor) -> Tensor:
-        """The tied output layer: logits (..., vocab) of features (..., d_model), e.g. at the
-        few positions a task asks about only."""
+        """The tied output layer: logits (..., vocab) of features (..., d_model)."""
         if not isinstance(self.embedding, nn.Embedding):  # int8 (generation/quantize.py)
             return self.embedding.project(features)
         return linear(features, self.embedding.weight)
 
     def train(self, mode: bool = True) -> LanguageModel:
-        """nn.Module's ``train``, all or nothing: when a module refuses the mode (int8 weights
-        refuse training, generation/quantize.py) every module is left as it was."""
+        """nn.Module's ``train``, all or nothing (int8 weights refuse training)."""
         before = [(module, module.training) for module in self.modules()]
         try:
             return super().train(mode)
@@ -351,11 +337,8 @@ class LanguageModel(
 
     # -------------------------------------- huggingface_hub mixin (formats/pretrained.py)
     def save_pretrained(self, save_directory, *, tokenizer=None, **kwargs):
-        """Write model.safetensors, config.json and a model card into ``save_directory``
-        (huggingface_hub's ``save_pretrained``; ``push_to_hub=True`` and its options pass
-        through). With ``tokenizer`` (a ``lit_sparse.Tokenizer``, or anything with
-        ``save_pretrained(folder)``) its files go in too, so ``generate`` and
-        ``lit_sparse.load_pretrained`` need nothing else."""
+        """huggingface_hub's ``save_pretrained`` (model.safetensors, config.json, a model card;
+        ``push_to_hub`` passes through); with ``tokenizer`` its files go in too."""
         pretrained.check_savable(self)  # before huggingface_hub makes or empties the folder
         self._tokenizer_to_save = tokenizer  # read by _save_pretrained, also when pushing
         try:
@@ -365,15 +348,13 @@ class LanguageModel(
 
     @classmethod
     def from_config(cls, config: dict) -> LanguageModel:
-        """A new model (fresh weights) of a saved folder's config.json values: its ``arch``
-        (ModelConfig fields) and ``attention`` (the plugin's class path and options)."""
+        """A fresh model of a config.json's ``arch`` and ``attention`` values."""
         return cls(ModelConfig.from_dict(config["arch"]), build_attention(config["attention"]))
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, **kwargs) -> LanguageModel:
-        """The model of an exported folder or hub repository (huggingface_hub's loader);
-        ``verify_weights=False`` loads weights that no longer match their recorded sha256
-        (changed on purpose). A damaged folder is one line naming the file."""
+        """The model of an exported folder or hub repository; ``verify_weights=False`` loads weights
+        changed on purpose. A damaged folder is one line naming the file."""
         path = str(pretrained_model_name_or_path)
         if os.path.isdir(path):
             pretrained.read_config(path)  # not JSON: one line, not the loader's traceback
@@ -400,9 +381,8 @@ class LanguageModel(
 
 
 def token_nll(logits: Tensor, targets: Tensor, ignore_index: int = -100) -> Tensor:
-    """Per-token negative log-likelihood (B, T) of ``targets`` (B, T) under ``logits``
-    (B, T, V), in float32 from one cross-entropy (no softmax copy); 0 where a target is
-    ``ignore_index`` (no label). Training, validation, extrapolation and the probe use it."""
+    """Per-token NLL (B, T) of ``targets`` (B, T) under ``logits`` (B, T, V), in float32 from one
+    cross-entropy; 0 where a target is ``ignore_index``."""
     logits, flat = logits.flatten(0, 1).float(), targets.flatten()
     nll = F.cross_entropy(logits, flat, reduction="none", ignore_index=ignore_index)
     return nll.view_as(targets)

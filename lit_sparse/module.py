@@ -1,9 +1,7 @@
 """The LightningModule: next-token loss, AdamW groups, warmup + cosine, held-out validation.
 
-On data whose labels are sparse (``datamodule.sparse_labels``: the recall tasks, labels -100
-except at the asked positions) the loss is the mean over the labelled positions, the output
-layer runs at those positions only, and validation also scores :class:`RecallAccuracy`.
-"""
+With sparse labels (``datamodule.sparse_labels``: the recall tasks) the loss is the mean over
+labelled positions, the head runs there only, and validation scores :class:`RecallAccuracy`."""
 
 from __future__ import annotations
 
@@ -19,6 +17,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor, nn
 
 from lit_sparse.attention import AttentionPlugin, SlotPattern, build_attention
+from lit_sparse.attention.registry import upgrade_attention_specs
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError, NonFiniteLossError
 from lit_sparse.kernels import compiled
@@ -67,13 +66,10 @@ def _same(a: Any, b: Any) -> bool:
 class LitLanguageModel(pl.LightningModule):
     """A decoder-only language model with a pluggable attention pattern, trained on next tokens.
 
-    Validation keeps one token-weighted NLL per held-out set (``val/loss/<set>``,
-    ``val/ppl/<set>``), their mean ``val/loss`` and ``val/ppl`` = exp(``val/loss``) (the
-    perplexity of the mean loss over sets, not the mean of their perplexities), logged at
-    the optimizer step of the weights; ``test`` scores the same held-out sets as ``test/*``.
-    ``validation_step`` returns the per-position NLL (B, T) so callbacks can bin it without
-    recomputing.
-    """
+    Validation logs a token-weighted NLL per held-out set (``val/loss/<set>``,
+    ``val/ppl/<set>``), their mean ``val/loss`` and ``val/ppl`` = exp(``val/loss``), at the
+    weights' optimizer step; ``test`` logs ``test/*``. ``validation_step`` returns the
+    per-position NLL (B, T)."""
 
     def __init__(
         self,
@@ -103,13 +99,10 @@ class LitLanguageModel(pl.LightningModule):
             betas: AdamW betas.
             eps: AdamW epsilon.
             tokens_per_step: if set, fit refuses to start unless micro-batch x accumulation x
-                processes x length equals it (the paper: 32,768), so every variant and every
-                machine count trains with the same batch.
-            optimizer: "adamw" (torch's AdamW, every variant alike) or "adamw8bit"
-                (bitsandbytes' 8-bit AdamW, which the paper's code used whenever bitsandbytes
-                was installed; needs the ``bnb`` extra). Same betas, decay and schedule.
-            compile: train through torch.compile (fuses RoPE, norms, residuals; compiles
-                20-40 s at the first step; docs/performance.md "The study step").
+                processes x length equals it (the paper: 32,768).
+            optimizer: "adamw" (torch's) or "adamw8bit" (bitsandbytes', the ``bnb`` extra);
+                same betas, decay and schedule.
+            compile: train through torch.compile (compiles 20-40 s at the first step).
         """
         super().__init__()
         arch = ModelConfig.from_dict(arch) if isinstance(arch, Mapping) else arch
@@ -140,9 +133,8 @@ class LitLanguageModel(pl.LightningModule):
         self._evaluating = contextlib.ExitStack()
 
     def configure_model(self) -> None:
-        """Under a device mesh (Lightning's ModelParallelStrategy:
-        ``configs/strategy/fsdp2.yaml``) each block and the rest of the network are sharded
-        with FSDP2 (:mod:`lit_sparse.sharding`); otherwise nothing changes."""
+        """Under a device mesh (``configs/strategy/fsdp2.yaml``) shard each block and the rest with
+        FSDP2 (:mod:`lit_sparse.sharding`); otherwise nothing."""
         if self.device_mesh is None or is_sharded(self.model):
             return
         mesh = data_parallel_mesh(self.device_mesh)
@@ -161,8 +153,8 @@ class LitLanguageModel(pl.LightningModule):
         return token_nll(self.model(x), y)
 
     def labelled_logits(self, x: Tensor, y: Tensor, features=None) -> tuple[Tensor, Tensor]:
-        """Logits (N, V) at the N labelled positions of targets y (B, T), computed there
-        only, and the mask (B, T) of those positions."""
+        """Logits (N, V) at the N labelled positions of y (B, T), computed there only, and their
+        mask."""
         mask = y != IGNORE_INDEX
         hidden = (features or self.model.features)(x)
         return self.model.head(hidden[mask]), mask  # (N, d) -> (N, V)
@@ -198,8 +190,8 @@ class LitLanguageModel(pl.LightningModule):
         return loss
 
     def _training_features(self):
-        """The network's features for training: compiled once on first use when
-        ``compile`` is set (not at init, so the module still pickles for spawned workers)."""
+        """The features for training, compiled on first use with ``compile`` (the module still
+        pickles)."""
         if not self.hparams.get("compile"):
             return self.model.features
         if self._train_features is None:
@@ -225,6 +217,17 @@ class LitLanguageModel(pl.LightningModule):
             f"--ckpt_path {run}, e.g. with a lower --model.lr (it applies from that step)"
         )
 
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path, *args: Any, **kwargs: Any):  # type: ignore[override]
+        """Lightning's, with a checkpoint's attention options as an older version saved them
+        brought to today's form (:func:`~lit_sparse.attention.registry.upgrade_attention_specs`)."""
+        if "attention" not in kwargs and Path(str(checkpoint_path)).is_file():
+            saved = torch.load(checkpoint_path, map_location="cpu", mmap=True, weights_only=False)
+            attention = (saved.get("hyper_parameters") or {}).get("attention")
+            if isinstance(attention, Mapping):
+                kwargs["attention"] = upgrade_attention_specs(dict(attention))
+        return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
+
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         saved = checkpoint.get("hyper_parameters") or {}
         self._resumed_hparams = {k: saved[k] for k in RESUMABLE_HPARAMS if k in saved}
@@ -235,9 +238,8 @@ class LitLanguageModel(pl.LightningModule):
         self._apply_resumed_changes()
 
     def _apply_resumed_changes(self) -> None:
-        """A resume with other optimizer or schedule values (RESUMABLE_HPARAMS) than the
-        checkpoint's: the restored optimizer and schedule state would keep the old ones, so
-        the new ones apply from this step on (nothing is touched when nothing changed)."""
+        """Apply a resume's changed optimizer or schedule values (RESUMABLE_HPARAMS) from this step
+        on: the restored states would keep the checkpoint's."""
         saved, hp = getattr(self, "_resumed_hparams", None), self.hparams
         self._resumed_hparams = None
         if not saved or all(_same(saved[k], hp.get(k)) for k in saved):
@@ -292,9 +294,7 @@ class LitLanguageModel(pl.LightningModule):
                 self.val_acc[name] = RecallAccuracy()
 
     def _build_cpu_kernel(self) -> None:
-        """A sparse pattern on the CPU runs the compiled kernel, built on first use (about a
-        minute, once): build it now, with its own message, not inside the first step of the
-        progress bar."""
+        """Build the CPU kernel (a minute, once) with its own message, before the progress bar."""
         if self._trainer is None or self.trainer.strategy.root_device.type != "cpu":
             return
         if any(isinstance(m, SlotPattern) for m in self.model.modules()):
@@ -351,8 +351,8 @@ class LitLanguageModel(pl.LightningModule):
             self.log("step", float(step), sync_dist=True)
 
     def _log_accuracy(self, prefix: str) -> None:
-        """``<prefix>/acc/<set>`` and ``<prefix>/exact/<set>`` of every held-out set (each
-        over all processes' examples), and ``<prefix>/acc``, their mean over sets."""
+        """``<prefix>/acc/<set>``, ``<prefix>/exact/<set>`` (all processes) and their mean
+        ``<prefix>/acc``."""
         accuracies = []
         for name in self.val_set_names():
             metric = self.val_acc[name]

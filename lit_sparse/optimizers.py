@@ -10,8 +10,7 @@ OPTIMIZERS = ("adamw", "adamw8bit")
 
 
 def eight_bit_adamw(device: torch.device | None = None):
-    """bitsandbytes' AdamW8bit class, or ConfigError saying how to get it: bitsandbytes is
-    not installed, or has no 8-bit optimizer kernel for ``device``."""
+    """bitsandbytes' AdamW8bit class; ConfigError when missing or without a ``device`` kernel."""
     try:
         import bitsandbytes
         from bitsandbytes.optim import AdamW8bit
@@ -30,9 +29,7 @@ def eight_bit_adamw(device: torch.device | None = None):
 
 
 def _has_kernel(device: torch.device) -> bool:
-    """Whether bitsandbytes registered its 8-bit update with a kernel for ``device``'s type
-    (True where torch cannot tell: a bitsandbytes without the operator, a torch without
-    ``torch.library.get_kernel``)."""
+    """Whether bitsandbytes has an 8-bit update kernel for ``device``'s type (True if unknown)."""
     get_kernel = getattr(torch.library, "get_kernel", None)
     if get_kernel is None or not hasattr(torch.ops.bitsandbytes, "optimizer_update_8bit_blockwise"):
         return True

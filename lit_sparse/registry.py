@@ -1,10 +1,8 @@
 """A registry of one kind of plugin (attention patterns, tasks): short name -> class.
 
-Built-ins are every module of one package, imported once before the first registration or
-lookup, so a new built-in is one file with the registry's decorator. Other packages add
-theirs through an entry point group; one that fails to load, is not of the kind, or takes a
-built-in's name is skipped with one warning line naming its distribution.
-"""
+Built-ins are a package's modules, imported on first use (a new one is one decorated file);
+entry points that fail to load, are of another kind or take a taken name are skipped with a
+warning naming the distribution."""
 
 from __future__ import annotations
 

@@ -6,13 +6,9 @@ import math
 
 
 def warmup_cosine(step: int, warmup_steps: int, max_steps: int, min_lr_ratio: float) -> float:
-    """LR multiplier at optimizer step ``step`` (0-based; the paper counts from 1).
-
-    The paper's schedule at its step p = step + 1: a linear warmup p / warmup_steps, reaching
-    1 at p = warmup_steps, then a cosine from 1 to ``min_lr_ratio`` over the steps up to
-    ``max_steps``, flat after. So step 0 trains at 1/warmup (not 0) and the last of
-    ``max_steps`` steps at ``min_lr_ratio``.
-    """
+    """LR multiplier at 0-based ``step``; the paper's schedule at its step p = step + 1: linear
+    warmup p / warmup_steps, then a cosine from 1 to ``min_lr_ratio`` at ``max_steps``, flat
+    after (step 0 trains at 1/warmup, not 0)."""
     p = step + 1
     if p < warmup_steps:
         return p / warmup_steps

@@ -1,12 +1,6 @@
-"""FSDP2 for the network: each block, then the rest (the embedding, tied to the output layer,
-and the final norm), sharded with ``fully_shard`` over the data-parallel dimension of a
-device mesh (Lightning's ModelParallelStrategy hands the mesh to ``configure_model``).
-
-A scalar parameter (fibonacci's learned ``theta``) cannot be sharded, since ``fully_shard``
-splits dimension 0: it stays whole on every process and its gradient is averaged after each
-backward, as DDP does. Forwards whose number differs between processes (an evaluation with
-uneven held-out windows) run inside :func:`gathered`, the whole weights on every process, so
-they need no collective.
+"""FSDP2 for the network: each block, then the rest, ``fully_shard``-ed over the data-parallel
+mesh dimension. Scalar parameters (a learned ``theta``) cannot be sharded: they stay whole,
+gradients averaged as DDP does. Uneven forward counts (evaluation) run inside :func:`gathered`.
 """
 
 from __future__ import annotations
@@ -39,14 +33,12 @@ __all__ = [
 ]
 
 FORWARD_METHODS = ("features",)
-"""Methods besides ``forward`` that enter the network (the sparse-label loss reads the
-features, then the tied output layer at the labelled positions only)."""
+"""Methods besides ``forward`` that enter the network (the sparse-label loss)."""
 
 
 def data_parallel_mesh(mesh: DeviceMesh) -> DeviceMesh:
-    """The data-parallel dimension of Lightning's 2-D mesh (``data_parallel``,
-    ``tensor_parallel``); ConfigError when the tensor-parallel size is not 1 (the network has
-    no tensor-parallel plan)."""
+    """The data-parallel dimension of Lightning's 2-D mesh; ConfigError unless the
+    tensor-parallel size is 1 (no tensor-parallel plan)."""
     names = mesh.mesh_dim_names or ()
     if "tensor_parallel" in names and mesh["tensor_parallel"].size() != 1:
         raise ConfigError(
@@ -57,9 +49,8 @@ def data_parallel_mesh(mesh: DeviceMesh) -> DeviceMesh:
 
 
 def mixed_precision(precision: str | None, device_type: str) -> MixedPrecisionPolicy:
-    """The blocks' FSDP2 policy for a trainer precision: on CUDA with a bf16 precision, bf16
-    weights in the forward and backward (half the all-gather) and float32 gradient
-    reductions; otherwise float32 throughout (what the CPU trains in)."""
+    """The blocks' FSDP2 policy: on CUDA with bf16, bf16 weights (half the all-gather) and float32
+    gradient reductions; otherwise float32 throughout."""
     if device_type == "cuda" and str(precision or "").startswith("bf16"):
         return MixedPrecisionPolicy(
             param_dtype=torch.bfloat16, reduce_dtype=torch.float32, cast_forward_inputs=False
@@ -80,10 +71,8 @@ def _average_gradient(param: nn.Parameter, group: dist.ProcessGroup, size: int) 
 def shard_model(
     model: nn.Module, units: Iterable[nn.Module], mesh: DeviceMesh, policy: MixedPrecisionPolicy
 ) -> None:
-    """``fully_shard`` each of ``units`` (the blocks) with ``policy``, then ``model`` itself
-    (what the units leave: the embedding and the final norm, kept in float32 so the residual
-    stream sums in float32 as under autocast), over the 1-D ``mesh``. Scalar parameters stay
-    whole on every process, their gradients averaged after each backward."""
+    """``fully_shard`` each of ``units`` with ``policy``, then ``model`` (the rest, float32 so
+    the residual stream sums in float32) over the 1-D ``mesh``; scalars stay whole."""
     scalars = {p for p in model.parameters() if p.ndim == 0}
     for unit in units:
         fully_shard(unit, mesh=mesh, mp_policy=policy, ignored_params=scalars)
@@ -100,9 +89,8 @@ def shard_model(
 
 @contextlib.contextmanager
 def gathered(model: nn.Module) -> Iterator[None]:
-    """While the block runs, every process holds ``model``'s whole weights (collective on
-    entry and exit; nothing for an unsharded model or when already gathered), so each
-    process may run any number of forwards, none at all included."""
+    """Every process holds ``model``'s whole weights in the block, so it may run any number of
+    forwards (collective on entry and exit; a no-op unsharded or already gathered)."""
     if not is_sharded(model) or getattr(model, "_lit_sparse_gathered", False):
         yield
         return

@@ -85,7 +85,7 @@ def test_extrapolate_takes_the_readme_form(capsys, tmp_path, monkeypatch):
 def test_config_commands_take_space_separated_model_values():
     spec = read_model_config(
         [ROOT / "configs" / "fixed.yaml", TINY],
-        ["--model.attention.init_args.schedule", "custom"]
-        + ["--model.attention.init_args.alphas", "0.75", "1.25"],
+        ["--model.attention.init_args.schedule", "Custom"]
+        + ["--model.attention.init_args.schedule.alphas", "0.75", "1.25"],
     )
-    assert spec.attention.init_args()["alphas"] == [0.75, 1.25]
+    assert spec.attention.schedule.alphas == [0.75, 1.25]

@@ -1,9 +1,7 @@
 """Attention plugins: a registry of named patterns sharing the model's projections and RoPE.
 
-The registry finds the plugins itself: every module of this package (a new built-in is one
-file with ``@register_attention``) and the ``lit_sparse.attention`` entry points of installed
-packages. The classes imported below are re-exported for convenience only.
-"""
+The registry finds built-ins (modules here with ``@register_attention``) and the
+``lit_sparse.attention`` entry points itself; the imports below are conveniences."""
 
 from lit_sparse.attention.base import AttentionPattern, AttentionPlugin, SlotPattern
 from lit_sparse.attention.bigbird import BigBirdAttention

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
+from lit_sparse.attention.configurable import Configurable
 from lit_sparse.attention.decoding import DecodeShape, LayerDecoder, RecomputeDecoder, SlotDecoder
 from lit_sparse.attention.length_cache import LengthCache
 from lit_sparse.kernels import KeySlots, sparse_attention
@@ -18,10 +20,8 @@ from lit_sparse.kernels.reference import slots_attention
 class AttentionPattern(nn.Module, ABC):
     """One layer's causal attention pattern, from RoPE'd q (B, H, T, D) and k, v (B, KV, T, D).
 
-    The pattern knows the length it was built for (``training_length``); the projections
-    and RoPE live in the model, so every pattern has the same parameters as dense (a learned
-    schedule adds its alpha).
-    """
+    Projections and RoPE live in the model, so a pattern has dense's parameters (a learned
+    schedule adds its alpha)."""
 
     max_length: int | None = None
     """The longest sequence the pattern supports; None (every built-in): any length."""
@@ -53,10 +53,8 @@ class AttentionPattern(nn.Module, ABC):
         return None
 
     def decoder(self, shape: DecodeShape) -> LayerDecoder:
-        """This layer's incremental decoder for sequences of up to ``shape.max_length``: the
-        cache it needs and how a new token reads it. The default reruns ``forward`` over the
-        whole past for every token (exact for a causal, prefix-consistent pattern, but
-        O(T) per token); a pattern with a cheaper exact read overrides this."""
+        """This layer's incremental decoder up to ``shape.max_length``. The default reruns
+        ``forward`` over the whole past per token (exact, O(T)); override for a cheaper read."""
         return RecomputeDecoder(self, shape)
 
 
@@ -72,8 +70,7 @@ class SlotPattern(AttentionPattern):
         """The slots at ``length``; computed once per (length, device), a few lengths kept."""
 
     def slots(self, length: int, device: torch.device) -> KeySlots:
-        """The slots at ``length``, checked once when they are built (:meth:`KeySlots.check`:
-        a ValueError naming this pattern's class and the bad value)."""
+        """The slots at ``length``, checked once when built (ValueError naming this class)."""
         device = torch.device(device)
         return self._cache.get((length, device), lambda: self._checked_slots(length, device))
 
@@ -89,22 +86,18 @@ class SlotPattern(AttentionPattern):
         return slots_attention(q, k, v, self.slots(q.shape[-2], q.device))
 
     def decoder(self, shape: DecodeShape) -> LayerDecoder:
-        """The generic slot decoder: the slots at the total length name the rows each new
-        token reads (prefix consistency makes them valid for every shorter position). A
-        subclass whose ``reference`` is not its slots' (its math is its own) falls back to
-        rerunning its forward, unless it defines a decoder of its own."""
+        """The slots at the total length name the rows each token reads (prefix consistency);
+        a subclass with its own ``reference`` math falls back to rerunning its forward."""
         if type(self).reference is not SlotPattern.reference:
             return super().decoder(shape)
         return SlotDecoder(self, shape, self.slots(shape.max_length, shape.device))
 
 
-class AttentionPlugin(ABC):
+class AttentionPlugin(Configurable, ABC):
     """A registered attention family and its options; builds the pattern of every layer.
 
-    Subclasses take typed, documented constructor arguments (LightningCLI shows them in
-    ``--help`` and validates them) and keep each one as an attribute of the same name, so
-    ``to_config`` can write the plugin back as ``{"class_path", "init_args"}``.
-    """
+    Constructor arguments are typed and documented (they are ``--help``) and kept as attributes
+    of the same name, so ``to_config`` writes ``{"class_path", "init_args"}`` back."""
 
     name: ClassVar[str] = ""
 
@@ -117,42 +110,22 @@ class AttentionPlugin(ABC):
 
     @classmethod
     def conformance_cases(cls, window: int, n_layers: int) -> dict[str, AttentionPlugin]:
-        """Optional hook: the configurations the project's tests run through the conformance
-        kit (``lit_sparse.testing``), as case id -> plugin.
-
-        ``window`` is a window size the tests vary (0, 6, 12), ``n_layers`` the depth of the
-        models they build. Default: one case, the plugin with its defaults and
-        ``window=window`` when its constructor takes a ``window``. Override it to cover
-        every option that changes the pattern (schedules, bases, modes).
-        """
+        """Optional hook: case id -> plugin for the conformance kit (``lit_sparse.testing``),
+        at a tested ``window`` (0, 6, 12) and depth. Default: the plugin's defaults with
+        ``window`` if it takes one; override to cover every option that changes the pattern."""
         return {cls.name or cls.__name__: cls(**_window_argument(cls, window))}
 
     @classmethod
     def bench_cases(cls, keys: int, window: int) -> dict[str, AttentionPlugin]:
-        """Optional hook: the configurations ``python -m lit_sparse bench`` times, as row
-        name -> plugin.
-
-        Each should attend about ``keys`` keys per query, so rows compare at equal work;
-        ``window`` is the window W of that comparison (``keys`` is what fibonacci attends
-        with window W at the benched length). Default: one row, the plugin with its
-        defaults and ``window=window`` when its constructor takes a ``window``.
-        """
+        """Optional hook: row name -> plugin for ``python -m lit_sparse bench``, each attending
+        about ``keys`` keys per query (fibonacci's count at window W) for equal work. Default:
+        the plugin's defaults with ``window`` if it takes one."""
         return {cls.name or cls.__name__: cls(**_window_argument(cls, window))}
 
-    def init_args(self) -> dict[str, Any]:
-        params = inspect.signature(type(self).__init__).parameters
-        return {name: getattr(self, name) for name in params if name != "self"}
-
-    def to_config(self) -> dict[str, Any]:
-        cls = type(self)
-        return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": self.init_args()}
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.init_args() == self.init_args()
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.init_args().items())
-        return f"{type(self).__name__}({args})"
+    @classmethod
+    def upgrade_init_args(cls, init_args: Mapping[str, Any]) -> dict[str, Any]:
+        """Optional hook: options an older version saved, in today's form. Default: unchanged."""
+        return dict(init_args)
 
 
 def _window_argument(cls: type, window: int) -> dict[str, int]:

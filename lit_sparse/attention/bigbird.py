@@ -1,11 +1,9 @@
 """BigBird-style window + global + random attention, adapted to causal decoding.
 
-Each query attends to itself and the ``window`` keys before it, and to the first ``n_global``
-positions; each block of ``block_size`` queries shares ``n_random`` keys drawn from positions
-strictly before the block, outside every query's window and after the global tokens. The draw
-hashes (seed, layer, block, draw), so the pattern is deterministic and a block's keys do not
-depend on the sequence length; keys are single tokens, none counted twice, and a block with at
-most ``n_random`` candidates takes them all. Against the original encoder: docs/paper.md section 7.
+Each query attends to distances 0..``window`` and the first ``n_global`` positions; each block of
+``block_size`` queries shares ``n_random`` keys from before the block, outside the window and
+after the globals. The draw hashes (seed, layer, block, draw): deterministic and independent of
+the sequence length. Against the original encoder: docs/paper.md section 7.
 """
 
 from __future__ import annotations
@@ -32,13 +30,11 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 def random_block_keys(
     seed: int, layer: int, n_blocks: int, block_size: int, n_random: int, window: int, n_global: int
 ) -> np.ndarray:
-    """(n_blocks, R) random key positions per query block, -1 where none; R is ``n_random``
-    or, when fewer, the candidates of the widest block (memory never grows past that).
+    """(n_blocks, R) random key positions per query block, -1 where none; R = min(``n_random``,
+    the widest block's candidates).
 
-    Block b (queries from s = b * block_size) has the candidates [n_global, s - window). It
-    draws ``n_random`` of them uniformly, a draw equal to an earlier one becoming -1; a block
-    with no more candidates than ``n_random`` takes them all (its draws could only repeat).
-    """
+    Block b draws ``n_random`` of [n_global, b * block_size - window) uniformly, a repeat
+    becoming -1; a block with at most ``n_random`` candidates takes them all."""
     low = n_global
     high = np.arange(n_blocks)[:, None] * block_size - window  # exclusive
     span = np.maximum(high - low, 0)  # (n_blocks, 1) candidates per block
@@ -108,7 +104,7 @@ class BigBirdPattern(SlotPattern):
 
 @register_attention("bigbird")
 class BigBirdAttention(AttentionPlugin):
-    """Window + global + random keys, causal (see the module docstring for the adaptation)."""
+    """Window + global + random keys, adapted to causal decoding."""
 
     def __init__(
         self,

@@ -1,6 +1,5 @@
-"""What the registry holds, described for people: each plugin's name, class, where it comes
-from (lit_sparse itself or an installed package), a one-line summary and its options with
-their defaults (``python -m lit_sparse plugins`` prints it)."""
+"""The registry described for people (``python -m lit_sparse plugins``): each plugin's name,
+class, origin, summary and options with their defaults."""
 
 from __future__ import annotations
 
@@ -70,8 +69,7 @@ def _origins() -> dict[str, str]:
 
 
 def describe_plugins(names: list[str] | None = None) -> list[PluginInfo]:
-    """Every registered plugin (or those ``names``; an unknown one raises ConfigError listing
-    the registered names), sorted by name."""
+    """Every registered plugin (or those ``names``; unknown: ConfigError), sorted by name."""
     builtins, origins = set(builtin_names()), _origins()
     infos = []
     for name in sorted(registered_names() if names is None else names):

@@ -1,12 +1,9 @@
 """Incremental decoding: each layer's cache of past keys and values, and how a new token reads it.
 
-A pattern states its cache by returning a :class:`LayerDecoder` from
-:meth:`AttentionPattern.decoder`: the prompt fills it through the training path (prefill; later
-chunks of a long prompt through ``extend``) and each later token is one ``step`` reading only the
-rows the pattern attends to, exact because every pattern is prefix-consistent. Buffers are batch
-first and double as positions arrive, up to the capacity. :class:`SlotDecoder` serves slot
-patterns (a ring of the largest distance + 1 rows; the whole past with absolute keys),
-:class:`DenseDecoder` dense, :class:`RecomputeDecoder` the rest (docs/generation.md: a table).
+:meth:`AttentionPattern.decoder` returns a :class:`LayerDecoder`: the prompt fills it through
+the training path, each later token is one ``step`` reading only the attended rows (exact: every
+pattern is prefix-consistent). :class:`SlotDecoder` keeps a ring of the largest distance + 1 rows,
+:class:`DenseDecoder` the whole past, :class:`RecomputeDecoder` reruns forward (docs/generation.md).
 """
 
 from __future__ import annotations
@@ -38,8 +35,7 @@ __all__ = [
 
 
 class DecodingMemoryError(LitSparseError, MemoryError):
-    """A layer's cache could not grow to hold the next positions (the message says how many
-    rows and bytes it asked for, and what to do)."""
+    """A layer's cache could not grow (the message names the rows, bytes and what to do)."""
 
 
 @dataclass(frozen=True)
@@ -61,14 +57,10 @@ class DecodeShape:
 
 
 class KVCache:
-    """One layer's keys and values by absolute position in a ring of ``capacity`` rows:
-    position p lives in row p % capacity, so the last ``capacity`` positions are kept. With a
-    capacity of at least the total length it holds the whole past, in order.
+    """One layer's keys and values in a ring of ``capacity`` rows: position p in row p % capacity.
 
-    Rows are allocated as positions arrive: the buffers start empty and double (up to
-    ``capacity``) when a position needs a row they do not have yet, so before the ring
-    wraps row p holds position p, and a cache built for a billion positions costs only
-    the rows written so far."""
+    Buffers start empty and double (up to ``capacity``) as positions arrive, so a cache built
+    for a billion positions costs only the rows written so far."""
 
     MIN_ROWS = 16
     """Rows of the first allocation (fewer when the capacity is smaller)."""
@@ -89,9 +81,8 @@ class KVCache:
         return self.k.shape[2]
 
     def reserve(self, positions: int) -> None:
-        """Rows for positions 0 .. positions - 1 (at most ``capacity`` of them): the buffers
-        grow to the larger of that and twice their rows, copying what they hold. A growth
-        that does not fit in memory raises :class:`DecodingMemoryError`."""
+        """Rows for positions 0 .. positions - 1 (at most ``capacity``), at least doubling;
+        :class:`DecodingMemoryError` when that does not fit in memory."""
         rows, have = min(positions, self.capacity), self.allocated
         if rows <= have:
             return
@@ -114,8 +105,7 @@ class KVCache:
         self.k, self.v = k, v
 
     def write(self, start: int, k: Tensor, v: Tensor) -> None:
-        """Store k, v (B, heads, n, D) at positions start .. start + n - 1 (the last
-        ``capacity`` of them)."""
+        """Store k, v (B, heads, n, D) at positions start .. start + n - 1 (last ``capacity``)."""
         n = k.shape[-2]
         self.reserve(start + n)
         if n == 1:
@@ -134,16 +124,14 @@ class KVCache:
         return positions % self.capacity
 
     def past(self, first: int, stop: int) -> tuple[Tensor, Tensor]:
-        """Keys and values (B, heads, stop - first, D) of positions first .. stop - 1, which
-        must still be held (stop - first <= capacity)."""
+        """Keys and values (B, heads, stop - first, D) of held positions first .. stop - 1."""
         if stop <= self.capacity:  # not wrapped yet: row p is position p
             return self.k[:, :, first:stop], self.v[:, :, first:stop]
         index = self.rows(torch.arange(first, stop, device=self.k.device))
         return self.k.index_select(2, index), self.v.index_select(2, index)
 
     def fill_random(self, length: int, generator: torch.Generator, scale: float = 1.0) -> None:
-        """Random keys and values in the rows of ``length`` positions (benchmarks time a
-        step after a long context without computing one)."""
+        """Random keys and values for ``length`` positions (to time a step after a long context)."""
         self.reserve(length)
         for buffer in (self.k, self.v):
             noise = torch.randn(
@@ -158,16 +146,15 @@ class KVCache:
 
 
 def small_softmax(x: Tensor) -> Tensor:
-    """Softmax over the last dim of a small tensor (one token's slots) in elementwise ops:
-    ``torch.softmax`` hands even a few dozen values to the thread pool, which stalls for
-    milliseconds when another process holds a core."""
+    """Softmax over the last dim in elementwise ops: ``torch.softmax`` hands even a few dozen
+    values to the thread pool, which stalls when another process holds a core."""
     e = (x - x.amax(dim=-1, keepdim=True)).exp()
     return e / e.sum(dim=-1, keepdim=True)
 
 
 class LayerDecoder:
-    """One layer's decoding state for one batch of sequences: the prompt through the
-    pattern's training path, then one token per :meth:`step`, up to ``shape.max_length``."""
+    """One layer's decoding state for one batch: the prompt by the training path, then one
+    token per :meth:`step`, up to ``shape.max_length``."""
 
     def __init__(self, pattern, shape: DecodeShape, capacity: int | None = None):
         """``capacity``: the ring's rows (None: the whole past)."""
@@ -193,8 +180,7 @@ class LayerDecoder:
         return out
 
     def prefill(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-        """The prompt (or its first chunk): the training path, and its keys and values into
-        the cache."""
+        """The prompt (or its first chunk) by the training path, its keys and values cached."""
         self.cache.write(0, k, v)
         return self.pattern(q, k, v)
 
@@ -203,9 +189,7 @@ class LayerDecoder:
         raise NotImplementedError
 
     def extend(self, q: Tensor, k: Tensor, v: Tensor, start: int) -> Tensor:
-        """n > 1 new positions start .. start + n - 1 after the first chunk (chunked
-        prefill). By default one :meth:`step` per position, exact for every decoder; the
-        slot and dense decoders read their cache once per chunk instead."""
+        """n > 1 new positions from ``start`` (chunked prefill); default: a :meth:`step` each."""
         outs = [
             self.step(q[:, :, i : i + 1], k[:, :, i : i + 1], v[:, :, i : i + 1], start + i)
             for i in range(q.shape[-2])
@@ -224,15 +208,14 @@ class LayerDecoder:
         return self.cache.nbytes
 
     def fill_random(self, length: int, generator: torch.Generator) -> None:
-        """Pretend ``length`` positions were decoded, with random keys and values (for
-        timing a step after a long context)."""
+        """Pretend ``length`` positions were decoded, with random keys and values."""
         self.cache.fill_random(length, generator)
         self.position = length
 
 
 class SlotDecoder(LayerDecoder):
-    """The generic step of a slot pattern: the rows its slots name, from a ring of the
-    largest distance + 1 rows (the whole past when it has absolute keys)."""
+    """A slot pattern's step: the rows its slots name, from a ring of the largest distance + 1
+    rows (the whole past with absolute keys)."""
 
     def __init__(self, pattern, shape: DecodeShape, slots: KeySlots):
         exact = slots.distances
@@ -290,8 +273,7 @@ class SlotDecoder(LayerDecoder):
         keys = self.cache.k.index_select(2, index).to(acc)  # (B, KV, S, D)
         values = self.cache.v.index_select(2, index).to(acc)
         qg = q.to(acc).view(shape.batch, shape.kv_heads, shape.groups, 1, shape.head_dim)
-        # products and sums, not matmul: a few dozen rows, where a BLAS call hands the work
-        # to the thread pool and stalls for milliseconds when another process holds a core
+        # products and sums, not matmul: BLAS would stall in the thread pool (small_softmax)
         scores = (qg * keys[:, :, None]).sum(-1) * shape.head_dim**-0.5  # (B, KV, G, S)
         m, r = self.n_exact, self.n_rungs
         if r:
@@ -309,11 +291,8 @@ class SlotDecoder(LayerDecoder):
         return out.view(shape.batch, shape.heads, 1, shape.head_dim).to(q.dtype)
 
     def extend(self, q: Tensor, k: Tensor, v: Tensor, start: int) -> Tensor:
-        """A chunk of n positions through the training path over the rows it reads: the
-        cached positions from ``start - reach`` on (from 0 with absolute keys), then the
-        chunk's own. The earlier positions run as zero queries whose outputs are dropped;
-        a slot pattern is prefix-consistent, so the chunk's outputs equal the whole
-        prompt's."""
+        """A chunk by the training path over the cached rows from ``start - reach`` (0 with
+        absolute keys) and its own; earlier positions run as dropped zero queries."""
         first = 0 if self.absolute else max(0, start - self.reach)
         past_k, past_v = self.cache.past(first, start)
         k_rows = torch.cat([past_k, k.to(past_k.dtype)], dim=2)  # (B, KV, start - first + n, D)
@@ -328,8 +307,7 @@ class DenseDecoder(LayerDecoder):
     """Every earlier key: the whole past, one SDPA call per token."""
 
     MASK_ELEMENTS = 1 << 22
-    """A chunk's queries go to SDPA in groups whose causal mask has at most this many
-    elements (16 MB as float32)."""
+    """Most elements of one chunk group's causal mask (16 MB as float32)."""
 
     def step(self, q: Tensor, k: Tensor, v: Tensor, position: int) -> Tensor:
         self.cache.write(position, k, v)
@@ -338,8 +316,7 @@ class DenseDecoder(LayerDecoder):
         return F.scaled_dot_product_attention(q, keys, values, enable_gqa=self.shape.groups > 1)
 
     def extend(self, q: Tensor, k: Tensor, v: Tensor, start: int) -> Tensor:
-        """A chunk's queries against the whole past and the chunk's earlier positions, in
-        groups of queries (each with its own causal mask), so memory stays bounded."""
+        """A chunk against the whole past, in groups of queries so the mask memory is bounded."""
         self.cache.write(start, k, v)
         n, groups = q.shape[-2], self.shape.groups
         outs = []
@@ -360,10 +337,8 @@ _announce = functools.cache(log.info)  # each message once per process
 
 
 class RecomputeDecoder(LayerDecoder):
-    """The fallback for a pattern with neither slots nor a decoder of its own: keeps every
-    query, key and value and reruns the pattern's forward over them for each new token (its
-    last row). Exact for a causal, prefix-consistent pattern; O(T) memory, and each token
-    costs a forward over the whole sequence."""
+    """Fallback: keeps every query, key and value and reruns forward per token (its last row).
+    Exact for a prefix-consistent pattern; each token costs a forward over the sequence."""
 
     def __init__(self, pattern, shape: DecodeShape):
         super().__init__(pattern, shape)

@@ -49,9 +49,8 @@ def flash_attention(q: Tensor, k: Tensor, v: Tensor, window: int | None = None) 
 
 
 def sdpa_takes_gqa(q: Tensor) -> bool:
-    """Whether SDPA's fused kernels broadcast K/V over a GQA group for q: on the CPU, and on
-    CUDA in flash attention only (fp16/bf16, head dim <= 256, sm80+); elsewhere
-    ``enable_gqa`` falls back to the math kernel, which builds the [T, T] scores."""
+    """Whether SDPA's fused kernels broadcast K/V over a GQA group: on the CPU, and on CUDA
+    in fp16/bf16 with head dim <= 256 on sm80+; elsewhere ``enable_gqa`` builds [T, T] scores."""
     if not q.is_cuda:
         return True
     half = q.dtype in (torch.float16, torch.bfloat16)
@@ -59,8 +58,8 @@ def sdpa_takes_gqa(q: Tensor) -> bool:
 
 
 def causal_sdpa(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    """Causal SDPA of q (B, H, T, D) over k, v (B, KV, T, D); K/V are repeated per group
-    first only where the fused kernels cannot broadcast them (see ``sdpa_takes_gqa``)."""
+    """Causal SDPA of q (B, H, T, D) over k, v (B, KV, T, D), repeating K/V per group only
+    where the fused kernels cannot broadcast them."""
     groups = q.shape[1] // k.shape[1]
     if groups > 1 and not sdpa_takes_gqa(q):
         k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
@@ -101,8 +100,8 @@ class DenseAttention(AttentionPlugin):
     def __init__(self, backend: Literal["auto", "sdpa", "flash"] = "auto"):
         """
         Args:
-            backend: "auto" uses flash-attn for CUDA fp16/bf16 tensors when it is installed
-                and SDPA otherwise; "sdpa" and "flash" force one.
+            backend: "auto": flash-attn for CUDA fp16/bf16 when installed, else SDPA; "sdpa"
+                and "flash" force one.
         """
         self.backend = backend
         check_choices(self)

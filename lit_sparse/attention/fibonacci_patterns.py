@@ -23,8 +23,8 @@ RungRead = Literal["interpolate", "gaussian"]
 
 @dataclass(frozen=True)
 class RungLayout:
-    """What a Fibonacci layer's distances are built from besides alpha: the window 0..W and
-    ``n_rungs`` rungs of the ``rungs`` base at ``training_length`` (beyond it: ``new_offsets``)."""
+    """A Fibonacci layer's distances besides alpha: window 0..W, ``n_rungs`` of the ``rungs``
+    base at ``training_length`` (beyond it: ``new_offsets``)."""
 
     training_length: int
     window: int
@@ -51,19 +51,14 @@ class FibonacciPattern(SlotPattern):
         return self.initial_alpha
 
     def effective_length(self, length: int) -> int:
-        """The length whose rungs and reach apply at running ``length``.
-
-        With new_offsets "drop", a longer sequence keeps the training length's pattern.
-        """
+        """The length whose rungs apply at ``length`` (capped at training with "drop")."""
         return min(length, self.training_length) if self.new_offsets == "drop" else length
 
     def rung_values(
         self, length: int, alpha_low: float | None = None
     ) -> tuple[list[int], list[int]]:
-        """The rungs at running ``length``: the base (from the training length) and those
-        that exist only beyond it (pow2 with new_offsets "use") and fit in ``length`` at
-        ``alpha_low``: the layer's alpha, or the smallest one a learned layer can have (so
-        the list holds every rung its current alpha can reach at that length)."""
+        """(base rungs, rungs only beyond the training length that fit in ``length`` at
+        ``alpha_low``: the layer's alpha, or a learned layer's smallest)."""
         base = offsets.rung_base(self.rungs, self.training_length, self.n_rungs)
         later = offsets.new_rungs(
             self.rungs,
@@ -94,14 +89,9 @@ class FibonacciPattern(SlotPattern):
 class LearnedFibonacciPattern(FibonacciPattern):
     """alpha = alpha_min + (alpha_max - alpha_min) * sigmoid(theta), learned from ``alpha``.
 
-    Window distances are exact; each rung reads a virtual key and value interpolated
-    between distances floor(alpha * f) and floor(alpha * f) + 1, so the gradient reaches
-    theta through the interpolation weight even where alpha * f is an integer. At the
-    rung's first row (query i = floor(alpha * f)) the upper tap's row i - lo - 1 does not
-    exist and the nearest row, 0, is read instead, as the paper's code does: that row then
-    adds no gradient to theta. Which rungs are used is :func:`offsets.kept_rungs` (the
-    paper's rule), evaluated on the device: no host sync in forward.
-    """
+    Each rung reads a key and value interpolated between distances floor(alpha * f) and the
+    next, so the gradient reaches theta; at the rung's first row the missing upper tap reads
+    row 0 (as the paper's code). Rungs kept by :func:`offsets.kept_rungs`, on the device."""
 
     def __init__(self, layout: RungLayout, alpha: float, alpha_min: float, alpha_max: float):
         super().__init__(layout, alpha)
@@ -110,8 +100,7 @@ class LearnedFibonacciPattern(FibonacciPattern):
         self._rung_cache: LengthCache[tuple[Tensor, Tensor]] = LengthCache()
 
     def _theta_of(self, alpha: float) -> float:
-        """theta with alpha_min + (alpha_max - alpha_min) * sigmoid(theta) = ``alpha`` (an
-        alpha at a bound is taken just inside it)."""
+        """theta giving ``alpha`` (a bound is taken just inside it)."""
         share = (alpha - self.alpha_min) / (self.alpha_max - self.alpha_min)
         share = min(max(share, 1e-12), 1 - 1e-12)
         return math.log(share / (1 - share))

@@ -1,10 +1,7 @@
-"""The Gaussian ("blur") rung read: the retrieval probe's dense O(T^2) path.
+"""The Gaussian ("blur") rung read: the retrieval probe's dense O(T^2) path (paper table 2).
 
-``FibonacciAttention(schedule="learned", rung_read="gaussian")`` builds these layers; the
-probe (``lit_sparse.evaluation.probe``, paper table 2) trains them and anneals their width
-each step with :meth:`GaussianFibonacciPattern.set_progress`. Every other fibonacci layer
-runs the linear kernels; this one builds (T, T) bands, so it is for short sequences only.
-"""
+A learned schedule with ``read: Gaussian`` builds these layers; the probe anneals their width
+with :meth:`GaussianFibonacciPattern.set_progress`. (T, T) bands: short sequences only."""
 
 from __future__ import annotations
 
@@ -19,8 +16,8 @@ __all__ = ["GaussianDecoder", "GaussianFibonacciPattern", "rung_width_at"]
 
 
 def rung_width_at(progress: float, start: float, end: float, anneal: float) -> float:
-    """Width (sigma, in positions) of the Gaussian rung read at training ``progress`` in [0, 1]:
-    linear from ``start`` to ``end`` over the first ``anneal`` of training, ``end`` after."""
+    """Width (sigma, positions) at training ``progress`` in [0, 1]: linear from ``start`` to
+    ``end`` over the first ``anneal`` of training."""
     share = min(1.0, max(0.0, progress) / anneal)
     return start + (end - start) * share
 
@@ -28,20 +25,11 @@ def rung_width_at(progress: float, start: float, end: float, anneal: float) -> f
 class GaussianFibonacciPattern(LearnedFibonacciPattern):
     """Learned alpha whose rungs read a Gaussian band of rows ("blur"; the paper's probe).
 
-    Rung r, with target t = alpha * f, reads for query i a virtual key and value
-    sum_j m_r(i, j) * row[j] with m_r(i, j) proportional to exp(-(i - j - t)^2 / (2 sigma^2))
-    over the rows j <= i that exist, normalised per query (so a band that reaches past the
-    first position is renormalised over the rows there are). Window distances 0..W are
-    exact, and a rung is used under the learned rules (skipped when round(t) <= W, when
-    floor(t) > T - 1 or when an earlier rung has the same floor(t); valid for i >= floor(t)).
-    Its score is q . k_r / sqrt(D) and it competes with the window keys in one softmax.
-    theta's gradient flows through the band's centre t.
-
-    The width sigma is the buffer ``rung_width`` (saved in checkpoints); the trainer anneals it
-    with :meth:`set_progress` (:func:`rung_width_at`). This path is dense, O(T^2) in time and
-    memory: the score matrix and one (T, T) band per rung. Meant for short sequences such as
-    the retrieval probe (T = 512); ``forward`` and ``reference`` are the same computation.
-    """
+    Rung r (target t = alpha * f) reads for query i the key and value sum_j m_r(i, j) row[j],
+    m_r proportional to exp(-(i - j - t)^2 / (2 sigma^2)) over rows j <= i, normalised per
+    query; rungs are kept by the learned rules and compete with the exact window in one
+    softmax; theta's gradient flows through t. sigma is the checkpointed buffer ``rung_width``,
+    annealed by :meth:`set_progress`. Dense O(T^2); ``forward`` is ``reference``."""
 
     def __init__(
         self,
@@ -63,8 +51,7 @@ class GaussianFibonacciPattern(LearnedFibonacciPattern):
         self.rung_width.fill_(width)
 
     def bands(self, slots: KeySlots, length: int, device: torch.device) -> tuple[Tensor, Tensor]:
-        """The per-query normalised bands (R, T, T) of ``slots`` (this layer's at ``length``)
-        and where each rung is valid (T, R)."""
+        """The per-query normalised bands (R, T, T) of ``slots`` and rung validity (T, R)."""
         centre = slots.rung_lo.to(slots.rung_frac.dtype) + slots.rung_frac  # (R,) = alpha * f
         i = torch.arange(length, device=device)
         rel = (i[:, None] - i[None, :]).to(centre.dtype)  # (T, T) distance i - j
@@ -98,8 +85,7 @@ class GaussianFibonacciPattern(LearnedFibonacciPattern):
         return self.forward(q, k, v)
 
     def decoder(self, shape: DecodeShape) -> LayerDecoder:
-        """Each token's row of :meth:`forward` over the whole past (a band reaches every
-        earlier row): O(T) memory and O(T * rungs) time per token."""
+        """Each token's row of :meth:`forward` over the whole past: O(T * rungs) per token."""
         return GaussianDecoder(self, shape)
 
     def extra_repr(self) -> str:
@@ -107,8 +93,7 @@ class GaussianFibonacciPattern(LearnedFibonacciPattern):
 
 
 class GaussianDecoder(LayerDecoder):
-    """One query row of :meth:`GaussianFibonacciPattern.forward`: window scores, each rung's
-    band over the rows j <= t, one softmax; keys and values of the whole past."""
+    """One query row of :meth:`GaussianFibonacciPattern.forward` over the whole past."""
 
     def __init__(self, pattern: GaussianFibonacciPattern, shape: DecodeShape):
         super().__init__(pattern, shape)

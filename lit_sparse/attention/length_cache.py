@@ -1,8 +1,5 @@
-"""A small least-recently-used cache of what a pattern builds per (length, device).
-
-Training at one length keeps one entry and an evaluation at a few lengths a few; a stream of
-new lengths (an evaluation sweep, many prompt lengths) evicts the oldest instead of growing.
-"""
+"""A small LRU cache of what a pattern builds per (length, device): a stream of new lengths
+(an evaluation sweep, many prompts) evicts the oldest instead of growing."""
 
 from __future__ import annotations
 
@@ -25,8 +22,7 @@ class LengthCache(Generic[V]):
         self._values: OrderedDict[Hashable, V] = OrderedDict()
 
     def get(self, key: Hashable, build: Callable[[], V]) -> V:
-        """The value for ``key``, built (outside inference mode, so it stays usable in
-        training) when it is not cached."""
+        """The value for ``key``, built outside inference mode (usable in training) if missing."""
         if key in self._values:
             self._values.move_to_end(key)
             return self._values[key]

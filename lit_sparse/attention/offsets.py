@@ -1,10 +1,6 @@
 """Pure functions for Fibonacci-offset attention: rung bases, alpha schedules, distance sets,
-and the learned layer's rung rule.
-
-Everything here is tested against hand-written values; the attention modules turn the results
-into tensors once per (layer, length). Every rule is prefix-consistent: the keys a position
-attends to never depend on how long the sequence is (decoding relies on it).
-"""
+and the learned layer's rung rule. Every rule is prefix-consistent: a position's keys never
+depend on the sequence length (decoding relies on it)."""
 
 from __future__ import annotations
 
@@ -18,12 +14,10 @@ from torch import Tensor
 from lit_sparse.errors import ConfigError
 
 RUNG_BASES = ("fibonacci", "pow2")
-SCHEDULES = ("fixed", "learned", "linear", "coprime", "custom")
 
 
 MAX_DISTANCE = 2**53
-"""The longest rung distance alpha * f computed: an exact integer in float64 and an int64, and
-finite in float32 (the learned alpha's dtype); no sequence reaches it."""
+"""The longest rung distance alpha * f: exact in float64 and int64, finite in float32."""
 MAX_RUNGS = 77
 """The most Fibonacci rungs: the 77th, 8,944,394,323,791,464, is the last below MAX_DISTANCE."""
 
@@ -46,8 +40,8 @@ def fibonacci_rungs(n_rungs: int = 15) -> list[int]:
 
 
 def check_alpha_reach(rungs: Sequence[int], **alphas: float) -> None:
-    """One ConfigError line naming the first of ``alphas`` (name=value) whose largest rung
-    distance, alpha x max(rungs), passes :data:`MAX_DISTANCE` (no rungs: alpha itself)."""
+    """ConfigError naming the first of ``alphas`` (name=value) with alpha x max(rungs) past
+    :data:`MAX_DISTANCE`."""
     largest = max(rungs, default=1)
     limit = MAX_DISTANCE / largest
     for name, alpha in alphas.items():
@@ -65,8 +59,8 @@ def pow2_rungs(length: int) -> list[int]:
 
 
 def rung_base(base: str, training_length: int, n_rungs: int = 15) -> list[int]:
-    """A layer's rungs: the first ``n_rungs`` Fibonacci numbers, or the powers of two of the
-    length the model is built at (every power <= training_length - 1, as the paper)."""
+    """A layer's rungs: the first ``n_rungs`` Fibonacci numbers, or the powers of two
+    <= training_length - 1."""
     if base == "fibonacci":
         return fibonacci_rungs(n_rungs)
     if base == "pow2":
@@ -75,11 +69,8 @@ def rung_base(base: str, training_length: int, n_rungs: int = 15) -> list[int]:
 
 
 def new_rungs(base: str, training_length: int, length: int, alpha: float) -> list[int]:
-    """Rungs that exist only beyond the training length: for pow2, the powers of two past
-    the training base whose distance at ``alpha`` can still fit in ``length`` (a learned
-    layer passes its smallest alpha, alpha_min; the Fibonacci base is fixed: none). Their
-    distances count only from the training length on (see :func:`layer_distances`), so a
-    position's keys never depend on how long the sequence is."""
+    """Rungs only beyond the training length: pow2's larger powers whose distance at ``alpha``
+    fits in ``length`` (Fibonacci: none). They count only from the training length on."""
     if base != "pow2" or length <= training_length:
         return []
     extra, p = [], 1 << max(0, training_length - 1).bit_length()  # first power >= T_train
@@ -109,30 +100,6 @@ def coprime_alphas(n_layers: int, alpha_min: float = 0.5, alpha_max: float = 1.5
     return [ramp[(stride * layer) % n_layers] for layer in range(n_layers)]
 
 
-def schedule_alphas(
-    schedule: str,
-    n_layers: int,
-    alpha_min: float = 0.5,
-    alpha_max: float = 1.5,
-    custom: Sequence[float] | None = None,
-) -> list[float]:
-    """Initial alpha of every layer under ``schedule`` (learned starts at the range's middle)."""
-    if schedule in ("fixed", "learned"):
-        return [1.0] * n_layers if schedule == "fixed" else [(alpha_min + alpha_max) / 2] * n_layers
-    if schedule == "linear":
-        return linear_alphas(n_layers, alpha_min, alpha_max)
-    if schedule == "coprime":
-        return coprime_alphas(n_layers, alpha_min, alpha_max)
-    if schedule == "custom":
-        if custom is None or len(custom) != n_layers:
-            got = None if custom is None else len(custom)
-            raise ConfigError(
-                f"alphas: the custom schedule needs one alpha per layer ({n_layers}), got {got}"
-            )
-        return [float(a) for a in custom]
-    raise ConfigError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-
-
 def layer_distances(
     alpha: float,
     rungs: Sequence[int],
@@ -141,14 +108,9 @@ def layer_distances(
     later_rungs: Sequence[int] = (),
     later_from: int = 0,
 ) -> list[int]:
-    """Attended distances of one layer with a static alpha, sorted.
-
-    {0..W} union {round(alpha * f) : W < round(alpha * f) <= length - 1}; Python's round
-    (half to even); a set, so a distance reached twice counts once. Each of ``later_rungs``
-    (rungs that exist only beyond the training length, :func:`new_rungs`) adds its distance
-    only when that is >= ``later_from`` (the training length): a distance shorter than the
-    training length that training never used is never added.
-    """
+    """Sorted attended distances of a static-alpha layer: {0..W} union
+    {round(alpha * f) : W < round(alpha * f) <= length - 1} (round half to even); a distance of
+    ``later_rungs`` (:func:`new_rungs`) counts only when >= ``later_from``."""
     near = set(range(min(window, length - 1) + 1))
     far = {round(alpha * f) for f in rungs}
     far |= {d for d in (round(alpha * f) for f in later_rungs) if d >= later_from}
@@ -158,14 +120,9 @@ def layer_distances(
 def kept_rungs(
     lo: Tensor, window: int, length: int, later: Tensor | None = None, later_from: int = 0
 ) -> Tensor:
-    """Which interpolated rungs of a learned layer are used (bool, one per rung), from each
-    rung's lower tap lo = floor(alpha * f), in rung order (non-decreasing): the paper's rule.
-
-    A rung is dropped when its lo is already used: the window's distances 0..W count as
-    used, and so does an earlier rung's lo. It is also dropped when lo > length - 1, and a
-    rung that exists only beyond the training length (``later``) when lo < ``later_from``.
-    Every path (the model, the kernels' references, decoding) uses this one rule.
-    """
+    """Which learned rungs are used (bool per rung) from lo = floor(alpha * f), non-decreasing:
+    the paper's rule, for every path. Dropped: lo <= W or an earlier rung's lo, lo > length - 1,
+    and a ``later`` rung with lo < ``later_from``."""
     keep = (lo > window) & (lo <= length - 1)
     repeat = torch.zeros_like(keep)
     repeat[1:] = lo[1:] == lo[:-1]
@@ -178,8 +135,7 @@ def kept_rungs(
 def interpolated_rungs(
     alpha: float, rungs: Sequence[int], window: int, length: int
 ) -> list[tuple[int, float]]:
-    """(lo, frac) of each rung a learned layer keeps at a fixed ``alpha``, in rung order:
-    target t = alpha * f, lo = floor(t), frac = t - lo, kept by :func:`kept_rungs`."""
+    """(lo, frac) of each kept rung at a fixed ``alpha``: lo = floor(alpha * f), frac the rest."""
     targets = [alpha * f for f in rungs]
     lows = [math.floor(t) for t in targets]
     keep = kept_rungs(torch.tensor(lows, dtype=torch.long), window, length).tolist()
@@ -192,14 +148,9 @@ def union_distances(per_layer: Sequence[Sequence[int]]) -> list[int]:
 
 
 def composed_reach(per_layer: Sequence[Sequence[int]], length: int) -> np.ndarray:
-    """(length,) booleans: which distances 0..length - 1 a stack of layers reaches by
-    composing one distance of each layer, in order (a sum d_1 + ... + d_L; distance 0 is in
-    every pattern's set, so fewer hops are included). Information from position t - d can
-    reach position t through the stack only if ``reach[d]``.
-
-    Each layer's set is taken as runs of consecutive distances (the window is one run), so a
-    layer costs O(length) per run: dense layers at long lengths are cheap too.
-    """
+    """(length,) booleans: the distances d_1 + ... + d_L a stack reaches, one per layer (0 is
+    in every set); position t - d informs t only if ``reach[d]``. O(length) per run of
+    consecutive distances, so dense layers are cheap too."""
     if length < 1:
         raise ConfigError(f"length={length}: expected >= 1")
     reach = np.zeros(length, dtype=bool)

@@ -1,13 +1,6 @@
-"""Checks of a plugin's options, shared by every plugin: each raises ConfigError in one line,
-``<option> must be <what is allowed>, got <value>``.
-
-A plugin calls them at the top of its constructor, so a bad value fails the same way from a
-config file, the command line or Python (LightningCLI reports the message as is)::
-
-    at_least(0, window=window, n_global=n_global)
-    positive(alpha=alpha)
-    check_choices(self)  # every Literal[...] argument, from the constructor's annotations
-"""
+"""Plugin option checks, called at the top of a constructor so a bad value fails the same way
+from a config, the command line or Python: one-line ConfigError ``<option> must be <allowed>,
+got <value>``."""
 
 from __future__ import annotations
 
@@ -53,8 +46,7 @@ def choices_of(cls: type) -> dict[str, tuple[Any, ...]]:
 
 
 def check_choices(plugin: Any) -> None:
-    """Every ``Literal[...]`` argument of ``type(plugin).__init__``, read back from the
-    attribute of the same name, is one of its choices:
+    """Every ``Literal[...]`` constructor argument's attribute is one of its choices:
     ``schedule must be one of 'fixed', 'learned', got 'cosine'``."""
     for name, allowed in choices_of(type(plugin)).items():
         value = getattr(plugin, name)

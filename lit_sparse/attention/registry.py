@@ -1,9 +1,6 @@
-"""The attention registry (:class:`lit_sparse.registry.Registry`): short name -> plugin class.
-
-Built-ins are this package's modules with ``@register_attention("name")``; other packages
-add theirs through the entry point group ``lit_sparse.attention``
-(``dilated = "my_pkg.dilated:DilatedAttention"``), loaded on the first lookup.
-"""
+"""The attention registry: short name -> plugin class. Built-ins use
+``@register_attention("name")``; packages add entry points in group ``lit_sparse.attention``
+(``dilated = "my_pkg.dilated:DilatedAttention"``), loaded on the first lookup."""
 
 from __future__ import annotations
 
@@ -28,14 +25,9 @@ register_attention = ATTENTION.register
 builtin_names = ATTENTION.builtin_names
 
 
-def _registry() -> dict[str, type[AttentionPlugin]]:
-    """The registry with built-ins and entry points loaded."""
-    return ATTENTION.load()
-
-
 def list_attention() -> list[str]:
     """Registered attention names (built-in and from entry points), sorted."""
-    return sorted(_registry())
+    return ATTENTION.names()
 
 
 def all_conformance_cases(window: int, n_layers: int) -> dict[str, AttentionPlugin]:
@@ -71,15 +63,15 @@ def unknown_attention(value: str, field: str = "attention") -> ConfigError:
 def get_attention(name: str) -> type[AttentionPlugin]:
     """The plugin class registered under ``name``; an unknown name lists the valid ones."""
     try:
-        return _registry()[name]
+        return ATTENTION.load()[name]
     except KeyError:
         raise unknown_attention(name) from None
 
 
 def resolve_attention(value: str, field: str = "attention") -> type[AttentionPlugin]:
-    """The plugin class a registry name, a class name of a registered plugin or an import
-    path names; anything else raises ConfigError naming ``field`` and the registered names."""
-    registry = _registry()
+    """The plugin class of a registry name, registered class name or import path; else
+    ConfigError naming ``field`` and the registered names."""
+    registry = ATTENTION.load()
     if value in registry:
         return registry[value]
     by_class_name = {cls.__name__: cls for cls in registry.values()}
@@ -99,26 +91,49 @@ def resolve_attention(value: str, field: str = "attention") -> type[AttentionPlu
 
 
 def build_attention(spec: str | Mapping[str, Any] | AttentionPlugin | None = None, **overrides):
-    """An attention plugin from a registry name, a class path, a ``{class_path, init_args}``
-    dict (as saved in checkpoints and configs) or an instance; None means dense."""
+    """A plugin from a name, class path, ``{class_path, init_args}`` (any version's form) or
+    instance; None means dense."""
     if isinstance(spec, AttentionPlugin):
-        return type(spec)(**{**spec.init_args(), **overrides}) if overrides else spec
+        if not overrides:
+            return spec
+        spec = spec.to_config()
     if spec is None or isinstance(spec, str):
-        return resolve_attention("dense" if spec is None else spec)(**overrides)
-    if "class_path" not in spec:
+        cls, init_args = resolve_attention("dense" if spec is None else spec), {}
+    elif "class_path" in spec:
+        cls, init_args = resolve_attention(spec["class_path"]), dict(spec.get("init_args") or {})
+    else:
         raise ConfigError(f"attention: a dict needs 'class_path' and 'init_args', got {dict(spec)}")
-    init_args = {**dict(spec.get("init_args") or {}), **overrides}
-    return resolve_attention(spec["class_path"])(**init_args)
+    return cls(**cls.upgrade_init_args({**init_args, **overrides}))
+
+
+def upgrade_attention_specs(data: Any) -> Any:
+    """Loaded YAML/JSON ``data`` with every registered plugin's ``init_args`` upgraded to
+    today's form, so older configs and records still parse."""
+    if isinstance(data, list):
+        return [upgrade_attention_specs(value) for value in data]
+    if not isinstance(data, dict):
+        return data
+    data = {key: upgrade_attention_specs(value) for key, value in data.items()}
+    class_path, init_args = data.get("class_path"), data.get("init_args")
+    if isinstance(class_path, str) and isinstance(init_args, dict):
+        cls = _registered_class(class_path)
+        if cls is not None:
+            data["init_args"] = cls.upgrade_init_args(init_args)
+    return data
+
+
+def _registered_class(class_path: str) -> type[AttentionPlugin] | None:
+    """The registered plugin ``class_path`` names (name, class name or path), else None."""
+    registry = ATTENTION.load()
+    if class_path in registry:
+        return registry[class_path]
+    name = class_path.rpartition(".")[2]
+    return next((cls for cls in registry.values() if cls.__name__ == name), None)
 
 
 def expand_attention_names(args: Sequence[str]) -> list[str]:
-    """Let ``--model.attention fibonacci`` (and ``--model.attention.help fibonacci``) name a
-    plugin by its registry name.
-
-    jsonargparse resolves class names and import paths; a registry name is rewritten to its
-    class path, and a bare name that is neither raises ConfigError listing the registered
-    names. Dotted paths and config files are left for jsonargparse.
-    """
+    """Rewrite a registry name after ``--model.attention`` (or ``.help``) to its class path;
+    a bare unknown name raises ConfigError. Dotted paths and files are left to jsonargparse."""
     out = list(args)
     for i, arg in enumerate(out):
         for flag in ("--model.attention", "--model.attention.help"):

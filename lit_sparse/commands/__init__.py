@@ -1,12 +1,7 @@
-"""The project's own commands, one module each, dispatched by ``python -m lit_sparse``
-(``OWN_COMMANDS`` in ``lit_sparse/__main__.py`` lists them). Each module's ``main(argv) -> int``,
-wrapped in :func:`reports_errors`, parses its options and calls the library, which computes.
-
-:func:`command_parser` gives a command ``--config FILE`` (its options from YAML) and
-``--print_config``; commands that read a model out of config files (the studies' ``coverage``
-and ``flops``) take :func:`config_parser`'s options (their ``--config`` is the model's) and call
-:func:`lit_sparse.parsing.config_files.read_model_config`.
-"""
+"""The project's own commands (``OWN_COMMANDS`` in ``lit_sparse/__main__.py``), one module each:
+``main(argv) -> int`` parses its options and calls the library. :func:`command_parser` adds
+``--config FILE`` and ``--print_config``; :func:`config_parser` gives the options of commands
+that read a model out of config files."""
 
 from __future__ import annotations
 
@@ -24,9 +19,8 @@ from lit_sparse.parsing.help_text import HelpFormatter
 
 
 def reports_errors(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
-    """A command's ``main``, with a :class:`LitSparseError` (bad input, a missing run) shown
-    as one ``error: ...`` line on stderr and exit status 2 instead of a traceback, and Ctrl-C
-    as one ``interrupted`` line and exit status 130 (:func:`interrupted`)."""
+    """A command's ``main`` that shows a :class:`LitSparseError` as one ``error: ...`` line (exit 2)
+    and Ctrl-C as one ``interrupted`` line (exit 130) instead of a traceback."""
 
     @functools.wraps(main)
     def run(argv: list[str] | None = None) -> int:
@@ -50,10 +44,8 @@ def print_report(report: Any, json_path: str | None = None) -> int:
 
 
 def command_parser(command: str, description: str, **kwargs: Any) -> argparse.ArgumentParser:
-    """The option parser of ``python -m lit_sparse <command>`` (jsonargparse's, an argparse
-    parser), its help in the project's format: ``--config`` reads the command's options from
-    a YAML file and ``--print_config`` prints them as one; ``kwargs`` go to the parser (e.g.
-    ``epilog``)."""
+    """The jsonargparse parser of ``python -m lit_sparse <command>``, with ``--config`` (options
+    from YAML) and ``--print_config``; ``kwargs`` go to the parser (e.g. ``epilog``)."""
     kwargs.setdefault("formatter_class", HelpFormatter)
     parser = ArgumentParser(
         prog=f"python -m lit_sparse {command}", description=description, **kwargs
@@ -67,9 +59,8 @@ def command_parser(command: str, description: str, **kwargs: Any) -> argparse.Ar
 
 
 def argparse_parser(command: str, description: str, **kwargs: Any) -> argparse.ArgumentParser:
-    """A plain argparse parser, for the commands jsonargparse cannot parse yet: subcommands
-    parsed as argparse does (``bench``) and unknown ``--model.*`` overrides (``config_parser``).
-    It takes ``--print_config`` too (:func:`parse_options` prints the options and exits)."""
+    """A plain argparse parser (with ``--print_config``) for what jsonargparse cannot parse yet:
+    argparse subcommands (``bench``) and unknown ``--model.*`` overrides."""
     parser = argparse.ArgumentParser(
         formatter_class=HelpFormatter,
         prog=f"python -m lit_sparse {command}",
@@ -81,8 +72,7 @@ def argparse_parser(command: str, description: str, **kwargs: Any) -> argparse.A
 
 
 def add_print_config(parser: argparse.ArgumentParser) -> None:
-    """``--print_config``: print the parsed options as YAML and exit (a subcommand's parser
-    takes it too, after the subcommand)."""
+    """``--print_config``: print the parsed options as YAML and exit."""
     parser.add_argument(
         "--print_config", action="store_true", help="print the options as YAML and exit"
     )
@@ -91,9 +81,8 @@ def add_print_config(parser: argparse.ArgumentParser) -> None:
 def parse_options(
     parser: argparse.ArgumentParser, argv: list[str] | None, known: bool = False
 ) -> Any:
-    """``parser.parse_args(argv)`` (with ``known``: ``parse_known_args``, the rest passed
-    on); with ``--print_config`` the options (and the passed-on rest, as ``passed_on``) are
-    printed as YAML and the command exits 0."""
+    """``parser.parse_args(argv)`` (``known``: ``parse_known_args``); with ``--print_config`` the
+    options (and the rest, as ``passed_on``) are printed as YAML and the command exits 0."""
     args, rest = parser.parse_known_args(argv) if known else (parser.parse_args(argv), [])
     printing = vars(args).pop("print_config", False)  # the command sees only its own options
     if printing:
@@ -106,8 +95,8 @@ def parse_options(
 
 
 def config_parser(command: str, description: str) -> argparse.ArgumentParser:
-    """The options of a command on the model of config files: ``--config`` (repeatable),
-    ``--length``, ``--json``; further ``--model.*`` / ``--data.*`` options are overrides."""
+    """Options of a command reading a model from config files; ``--model.*`` / ``--data.*``
+    override."""
     parser = argparse_parser(
         command,
         description,

@@ -95,8 +95,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _checked_prompt(prompt: str) -> str:
-    """``prompt`` if it is UTF-8 text; bytes that are not (Python keeps them in argv as
-    surrogates) are one ConfigError line naming the first."""
+    """``prompt`` if UTF-8 text, else one ConfigError line naming the first bad byte."""
     try:
         prompt.encode("utf-8")
     except UnicodeEncodeError as err:

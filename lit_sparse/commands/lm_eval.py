@@ -55,8 +55,8 @@ class _RunOptions(argparse.ArgumentParser):
 
 
 def _check_run_options(argv: list[str]) -> None:
-    """One line, before lm-eval loads anything, for a ``--limit`` that leaves no documents
-    and a chat template the lit_sparse model does not have."""
+    """One line, before lm-eval loads anything, for a ``--limit`` of 0 documents or a chat
+    template."""
     if argv and argv[0] in ("ls", "validate"):
         return
     try:

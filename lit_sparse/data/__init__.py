@@ -1,12 +1,8 @@
 """Data: the weighted text mixture, tokenizer, token cache and embedded corpus.
 
-``TextDataModule`` is the LightningDataModule of text; ``MQARDataModule``,
-``DistanceDataModule`` and ``PasskeyDataModule`` are the synthetic tasks' (they live in
-:mod:`lit_sparse.tasks`; configs name them here too); ``SourceConfig`` describes one source of
-the mixture; ``DataSourceUnavailable`` is raised when a source or tokenizer needs the Hugging
-Face hub and it cannot be reached. The names import on first use: the data modules import
-Lightning, which loading an export never needs.
-"""
+``MQARDataModule``, ``DistanceDataModule`` and ``PasskeyDataModule`` live in
+:mod:`lit_sparse.tasks` and are named here for configs. Names import on first use (the data
+modules import Lightning, which loading an export never needs)."""
 
 from __future__ import annotations
 

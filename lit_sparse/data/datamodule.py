@@ -1,13 +1,9 @@
 """``TextDataModule``: the weighted text mixture, its token cache, and the data loaders.
 
-``__init__`` loads the tokenizer, so ``vocab_size`` and ``seq_len`` are known before the model
-is built (the CLI links them). ``prepare_data`` (local rank 0) tokenizes each source whose cache
-files are missing or inconsistent, hub sources failing fast when offline; ``setup`` validates and
-maps the files, rebuilding only in a single process (under DDP a bad cache is an error). Training
-is one endless seeded stream per rank (:mod:`~lit_sparse.data.mixture`), its consumed-sample
-count checkpointed; validation and test read fixed non-overlapping windows of each held-out set
-(:mod:`~lit_sparse.data.windows`).
-"""
+``__init__`` loads the tokenizer so ``vocab_size`` is known before the model is built;
+``prepare_data`` (local rank 0) tokenizes what the cache lacks; ``setup`` validates and maps
+the files. Training is one endless seeded stream per rank (:mod:`~lit_sparse.data.mixture`);
+validation reads fixed windows of each held-out set (:mod:`~lit_sparse.data.windows`)."""
 
 from __future__ import annotations
 
@@ -44,10 +40,9 @@ def default_cache_dir() -> Path:
 
 
 def _training_tokens_known(plan: CachePlan) -> tuple[int, str] | None:
-    """The training tokens of a plan's source known without reading it, and "" (exact) or
-    "at most " (a bound): its cached count, else its budget, else for an embedded corpus its
-    UTF-8 bytes plus one end-of-text per document (a token holds at least one byte); None
-    when nothing is known before it is tokenized."""
+    """A source's training tokens known before tokenizing, with "" (exact) or "at most " (a bound):
+    its cached count, its budget, or an embedded corpus's UTF-8 bytes plus one per document;
+    None when unknown."""
     if "train" not in plan.parts:
         return None
     cached = check_part(plan, "train", verify_checksum=False)
@@ -65,9 +60,8 @@ def _training_tokens_known(plan: CachePlan) -> tuple[int, str] | None:
 
 
 def embedded_sources() -> list[SourceConfig]:
-    """The embedded default mixture: Shakespeare 65 %, synthetic math 35 % of tokens (about
-    their proportions in the corpus); held-out sets ``shakespeare`` (four whole plays) and
-    ``math`` (problems whose question never occurs in training)."""
+    """The embedded default mixture: Shakespeare 65 %, synthetic math 35 % of tokens; held-out sets
+    ``shakespeare`` (four whole plays) and ``math`` (questions never seen in training)."""
     return [
         SourceConfig(name="shakespeare", path="embedded:shakespeare", weight=0.65),
         SourceConfig(name="math", path="embedded:math", weight=0.35),
@@ -89,8 +83,7 @@ def _check_unique(field: str, names: list[str], message: str) -> None:
 
 
 class _TrainLoader(DataLoader):
-    """The training DataLoader: restarts the stream at the DataModule's consumed-sample count
-    on every ``iter()`` and, outside a Trainer, counts the batches it yields."""
+    """The training DataLoader, restarting at the consumed-sample count on every ``iter()``."""
 
     def __init__(self, dataset: MixtureWindows, datamodule: TextDataModule, **kwargs: Any) -> None:
         super().__init__(dataset, batch_size=None, **kwargs)
@@ -109,22 +102,20 @@ class TextDataModule(pl.LightningDataModule):
     """A weighted mixture of text sources, tokenized into a memory-mapped token cache.
 
     Args:
-        sources: the mixture (see :class:`SourceConfig`); None is the embedded default,
+        sources: the mixture (see :class:`SourceConfig`); None: the embedded default,
             Shakespeare + synthetic math, which works offline.
         tokenizer: ``embedded`` (our byte-level BPE, 8192 ids), a ``tokenizer.json`` path (or
-            a folder holding one), or a hub repo name (downloaded once, only if not cached).
-        seq_len: positions per training window (windows hold ``seq_len + 1`` tokens); the
-            model's context.
+            a folder holding one), or a hub repo name (downloaded once).
+        seq_len: positions per training window (the model's context).
         batch_size: windows per micro-batch and process.
-        vocab_size: the model's vocabulary size; None rounds the tokenizer's size up to a
-            multiple of 64; a number must be >= the tokenizer's size (padding).
-        val_windows: at most this many validation windows per held-out set (the first
-            ones); None = all.
+        vocab_size: the model's vocabulary size, >= the tokenizer's; None: the tokenizer's
+            rounded up to a multiple of 64.
+        val_windows: at most this many validation windows per held-out set; None = all.
         cache_dir: token cache folder; None = ``$LIT_SPARSE_CACHE`` or ``~/.cache/lit_sparse``.
         num_workers: DataLoader worker processes per loader.
         seed: seed of the training sample stream.
-        token_budget: total training tokens to prepare; each source without ``max_tokens``
-            gets its weight's share (e.g. the paper's 425,984,000). None = no budget.
+        token_budget: total training tokens to prepare, shared by weight among sources
+            without ``max_tokens``; None = no budget.
     """
 
     def __init__(
@@ -198,13 +189,10 @@ class TextDataModule(pl.LightningDataModule):
     def model_vocab_size(
         cls, tokenizer: str = "embedded", vocab_size: int | None = None, **init_args: Any
     ) -> int:
-        """The model vocabulary these init args imply, without building the data module
-        (for parse-time links in the CLI): ``vocab_size``, or the tokenizer's size rounded up
-        to a multiple of 64. An explicit ``vocab_size`` needs no tokenizer here (``__init__``
-        checks it against the tokenizer), so a config parses offline. Other init args are
-        ignored. Raises like ``__init__`` does (ValueError for a bad value,
-        DataSourceUnavailable for an unreachable hub tokenizer).
-        """
+        """The model vocabulary these init args imply, without building the data module (for the
+        CLI's parse-time links): ``vocab_size`` (no tokenizer needed, so a config parses
+        offline), or the tokenizer's size rounded up to a multiple of 64. Raises as ``__init__``
+        does."""
         if vocab_size is not None:
             check_int("vocab_size", vocab_size)
             return vocab_size
@@ -348,13 +336,9 @@ class TextDataModule(pl.LightningDataModule):
     def val_windows_at(
         self, length: int, set_name: str, batch_size: int | None = None
     ) -> DataLoader:
-        """Non-overlapping windows of ``length`` over the same held-out tokens as the
-        validation windows (e.g. 1x, 2x, 4x ``seq_len`` give 488/244/122 windows when
-        ``val_windows=488``), this rank's share. The held-out stream starts with the
-        end-of-text token, so its first document is predicted from its first token, after an
-        EOS as every later one (and as lm-eval reads documents); the EOS between documents
-        are predicted too. ``batch_size`` defaults to about the same tokens per batch as
-        validation."""
+        """This rank's non-overlapping windows of ``length`` over the validation windows' held-out
+        tokens (the stream starts with end-of-text, so every token is predicted); ``batch_size``
+        defaults to about the validation batch's tokens."""
         check_int("length", length)
         check_int("batch_size", batch_size, allow_none=True)
         tf = self._held_out(set_name)
@@ -375,15 +359,13 @@ class TextDataModule(pl.LightningDataModule):
         return [self.val_windows_at(self.seq_len, name) for name in self.val_set_names]
 
     def test_dataloader(self) -> list[DataLoader]:
-        """The held-out sets' windows, as ``val_dataloader`` (the corpus keeps one held-out
-        split per source; ``test`` reports it as ``test/*``)."""
+        """The held-out sets' windows, as ``val_dataloader`` (reported as ``test/*``)."""
         return self.val_dataloader()
 
     # ------------------------------------------------------------------- resume support
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """Counts consumed training samples (called once per batch the training loop uses;
-        Lightning's one-batch prefetch is not counted). Defers to the LightningModule's own
-        hook if it defines one."""
+        """Counts consumed training samples (Lightning's prefetched batch is not counted), then
+        defers to the LightningModule's own hook if it defines one."""
         trainer = self.trainer
         if trainer is not None and trainer.training:
             self._samples_consumed += int(batch[0].shape[0])
@@ -402,8 +384,7 @@ class TextDataModule(pl.LightningDataModule):
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Continue the training stream where ``state_dict`` left it (refused when the
-        checkpoint was trained with another tokenizer)."""
+        """Continue the training stream where ``state_dict`` left it (same tokenizer only)."""
         trained = state_dict.get("tokenizer_sha256")
         if trained is not None and trained != self._tok.sha256:
             raise CheckpointError(

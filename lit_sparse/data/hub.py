@@ -1,10 +1,7 @@
-"""Access to the Hugging Face hub: a fast reachability probe and one clear error.
+"""Hugging Face hub access: a fast reachability probe and one clear error.
 
-``datasets`` retries for about 24 s when the hub is unreachable; with ``HF_HUB_OFFLINE=1``
-it fails at once but with a message about its cache. We check before any hub access
-(dataset or tokenizer) and raise :class:`DataSourceUnavailable`, a one-line message that
-names the source and the offline alternative. The CLI prints it without a traceback.
-"""
+``datasets`` retries for about 24 s when the hub is unreachable, so we probe first and raise
+:class:`DataSourceUnavailable`, one line naming the source and the offline alternative."""
 
 from __future__ import annotations
 
@@ -38,15 +35,11 @@ _TRUE = {"1", "ON", "YES", "TRUE"}
 
 
 class DataSourceUnavailable(LitSparseError, RuntimeError):
-    """A data source or tokenizer needs the Hugging Face hub and the hub cannot be reached.
-
-    The message is a single line naming the source and the offline alternative.
-    """
+    """A data source or tokenizer needs the Hugging Face hub and the hub cannot be reached."""
 
 
 def find_unavailable(err: BaseException | None) -> DataSourceUnavailable | None:
-    """The :class:`DataSourceUnavailable` in ``err``'s cause/context chain, else None
-    (jsonargparse re-raises errors from ``__init__`` wrapped in a ValueError)."""
+    """The :class:`DataSourceUnavailable` in ``err``'s cause/context chain, else None."""
     return find_error(err, DataSourceUnavailable)
 
 
@@ -63,8 +56,7 @@ def _offline_flag() -> str | None:
 
 
 def is_network_error(err: BaseException) -> bool:
-    """True for connection-level failures (refused, unresolvable, timed out, TLS), whichever
-    HTTP client raised them (httpx and its forks, requests, the standard library)."""
+    """True for connection-level failures (refused, unresolvable, timeout, TLS), any client."""
     if isinstance(err, ConnectionError | TimeoutError | socket.gaierror):
         return True
     names = {c.__name__ for c in type(err).__mro__}
@@ -91,12 +83,9 @@ def _head(url: str, timeout: float) -> None:
 
 
 def hub_unreachable_reason(timeout: float = 3.0) -> str | None:
-    """Why the hub cannot be reached, or None if it answers an HTTP request within ``timeout``.
-
-    Honours ``HF_HUB_OFFLINE``/``HF_DATASETS_OFFLINE`` (no request at all), ``HF_ENDPOINT``
-    and the proxy settings of the hub client. Any HTTP status counts as reachable. The
-    request runs in a daemon thread, so a hanging resolver or server cannot stretch the bound.
-    """
+    """Why the hub cannot be reached, or None if it answers any HTTP request within ``timeout``.
+    Honours ``HF_HUB_OFFLINE``/``HF_DATASETS_OFFLINE``, ``HF_ENDPOINT`` and the hub client's
+    proxies; the request runs in a daemon thread so a hanging resolver cannot stretch the bound."""
     flag = _offline_flag()
     if flag:
         return f"{flag}={os.environ[flag].strip()} is set"
@@ -123,13 +112,7 @@ def hub_unreachable_reason(timeout: float = 3.0) -> str | None:
 
 
 def require_hub(what: str, timeout: float = 3.0) -> None:
-    """Raise :class:`DataSourceUnavailable` unless the hub answers within ``timeout`` seconds.
-
-    Args:
-        what: the thing that needs the hub, e.g. ``"data source 'wikipedia' (hub dataset
-            wikimedia/wikipedia)"``; it starts the message.
-        timeout: seconds to wait for the TCP connection.
-    """
+    """:class:`DataSourceUnavailable` (message starting with ``what``) unless the hub answers."""
     reason = hub_unreachable_reason(timeout)
     if reason is not None:
         raise DataSourceUnavailable(

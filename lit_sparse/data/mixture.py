@@ -1,12 +1,9 @@
 """Training windows: an endless, seeded stream of (x, y) batches drawn from the sources.
 
-Sample ``n`` of rank ``r`` is a pure function of ``(seed, r, n)``: one hash picks the source by
-its normalised weight, another a uniform start ``s`` in its token file; x is ``tokens[s : s + T]``
-and y the same shifted by one. Every window has T tokens, so each source's share of *tokens*
-equals its weight whatever its document lengths. DataLoader worker ``w`` of ``W`` makes batches
-``w, w + W, ...``, taken round robin, so the batch sequence is the same for any number of
-workers and resuming after ``c`` samples continues exactly.
-"""
+Sample ``n`` of rank ``r`` is a pure function of ``(seed, r, n)``: a hash picks the source by
+weight, another a uniform start in its token file. Windows are all T tokens, so each source's
+share of tokens equals its weight. Worker ``w`` of ``W`` makes batches ``w, w + W, ...``, so
+the stream is the same for any number of workers and a resume continues exactly."""
 
 from __future__ import annotations
 
@@ -47,12 +44,11 @@ class MixtureWindows(IterableDataset):
     Args:
         files: the training token file of each source.
         weights: each source's token share (normalised here; all must be > 0).
-        seq_len: T, the number of positions per window (windows hold T + 1 tokens).
+        seq_len: T, positions per window (windows hold T + 1 tokens).
         batch_size: B, windows per batch.
         seed: base seed of the stream.
         rank: this process's rank; each rank draws its own stream.
-        start_sample: samples already consumed; the stream continues from here. The
-            training DataLoader sets it from the DataModule before each iteration.
+        start_sample: samples already consumed (set by the DataModule before each iteration).
     """
 
     def __init__(

@@ -1,11 +1,8 @@
 """Text sources of the mixture: their configuration and how their documents are read.
 
-A source is one stream of documents (the embedded corpus, a hub dataset, or local files read
-by a ``datasets`` builder), a weight (its share of training *tokens*), an optional token
-budget, and which part of it is held out for validation. Hub and local sources are read
-through ``datasets`` in streaming mode (nothing is downloaded beyond what the token budget
-consumes), the embedded corpus from the package.
-"""
+A source is a stream of documents (the embedded corpus, a hub dataset, or local files), a
+weight (its share of training tokens), an optional token budget and a held-out part. Hub and
+local sources stream through ``datasets``: nothing beyond the budget is downloaded."""
 
 from __future__ import annotations
 
@@ -66,20 +63,17 @@ class SourceConfig:
     """One text source of the data mixture."""
 
     name: str
-    """Short identifier (letters, digits, ``_ - .``). Also the held-out set's name unless
-    ``val_name`` is set; the metrics of that set are logged under it."""
+    """Short identifier (letters, digits, ``_ - .``); the held-out set's name unless
+    ``val_name`` is set."""
 
     path: str
-    """Where the text comes from: ``embedded:shakespeare`` or ``embedded:math`` (shipped
-    with the package, offline); a ``datasets`` builder for local files, one of ``text``,
-    ``json``, ``parquet``, ``csv``, ``arrow`` (then ``data_files`` is required); a local
-    dataset folder; or a Hugging Face hub dataset id such as ``HuggingFaceFW/fineweb-edu``
-    (streamed; needs the hub unless the tokens are already cached)."""
+    """Where the text comes from: ``embedded:shakespeare`` or ``embedded:math`` (offline); a
+    ``datasets`` builder for local files (``text``, ``json``, ``parquet``, ``csv``, ``arrow``,
+    with ``data_files``); a local dataset folder; or a hub dataset id (streamed)."""
 
     weight: float = 1.0
-    """Share of training tokens, relative to the other sources' weights (weights are
-    normalised; a source's share of sampled tokens matches it whatever its document
-    lengths). ``0`` makes a held-out-only source."""
+    """Share of training tokens, relative to the other sources' weights; ``0`` makes a
+    held-out-only source."""
 
     config_name: str | None = None
     """Dataset configuration (``name=`` of ``datasets.load_dataset``), e.g. ``sample-10BT``
@@ -104,11 +98,9 @@ class SourceConfig:
     tokens. None: the data module's ``token_budget`` share of this source, or all of it."""
 
     val_tokens: int | None = None
-    """Size of the held-out set in tokens. With ``val_split``/``val_data_files``, or for an
-    embedded source (whose held-out part is fixed: whole plays / separate problems), None
-    takes all of it and a number caps it. Otherwise a number holds out the first documents
-    of the training stream up to that many tokens (training skips those documents) and None
-    means no held-out set. ``0`` always means no held-out set."""
+    """Size of the held-out set in tokens (``0``: none). With ``val_split``/``val_data_files``
+    or an embedded source, None takes all of it and a number caps it; otherwise a number holds
+    out the training stream's first documents and None means no held-out set."""
 
     val_split: str | None = None
     """Split read for the held-out set (e.g. ``validation``); disjoint from ``split``."""
@@ -196,8 +188,7 @@ class SourceConfig:
                 raise self._refuse(field, value, "expected None or a non-empty string")
 
     def _check_files_and_splits(self) -> None:
-        """Files are given where a builder needs them, and held-out text cannot overlap the
-        training text (another split, or files disjoint from the training files)."""
+        """Files given where needed, and held-out text disjoint from the training text."""
         _check_files("data_files", self.data_files)
         _check_files("val_data_files", self.val_data_files)
         if self.path in LOCAL_BUILDERS and self.data_files is None:
@@ -282,9 +273,8 @@ class SourceConfig:
 
     @property
     def val_mode(self) -> str | None:
-        """How the held-out set is made: ``embedded`` (the corpus' own held-out part),
-        ``split`` (another split or files), ``head`` (first documents of the training
-        stream) or None (no held-out set)."""
+        """How the held-out set is made: ``embedded`` (the corpus's own), ``split`` (another split
+        or files), ``head`` (the training stream's first documents) or None (none)."""
         if self.val_tokens == 0:
             return None
         if self.kind == "embedded":
@@ -314,9 +304,9 @@ class SourceConfig:
         return f"{what} {self.path}{cfg}"
 
     def content_spec(self, max_tokens: int | None) -> dict[str, Any]:
-        """Everything that determines this source's tokens (not its name or weight): the
-        token-cache key hashes it together with the tokenizer. ``max_tokens`` is the
-        effective training budget. Local files contribute their size and mtime."""
+        """Everything that determines this source's tokens (not its name or weight; local files'
+        size and mtime included), hashed into the token-cache key. ``max_tokens``: the training
+        budget."""
         spec: dict[str, Any] = {
             "path": self.path,
             "config_name": self.config_name,
@@ -424,15 +414,8 @@ def _batch_texts(src: SourceConfig, batch: dict[str, list]) -> list[str]:
 
 
 def iter_text_batches(src: SourceConfig, part: str, batch_docs: int = 256) -> Iterator[list[str]]:
-    """Batches of document texts of ``src``.
-
-    Args:
-        src: the source.
-        part: ``"train"`` (the training split/files; for a ``head`` held-out set this stream
-            also carries the held-out documents first), or ``"val"`` (the held-out split,
-            files or embedded part; not for ``head``).
-        batch_docs: documents per batch.
-    """
+    """Batches of ``batch_docs`` document texts of ``src``'s ``part``: ``"train"`` (for a ``head``
+    held-out set, the held-out documents come first) or ``"val"`` (not for ``head``)."""
     if part not in ("train", "val"):
         raise ConfigError(f"part={part!r}: expected 'train' or 'val'")
     if src.kind == "embedded":

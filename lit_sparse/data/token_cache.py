@@ -1,13 +1,9 @@
 """The token cache: each source's training and held-out parts as flat token files.
 
-``<cache_dir>/tokens/<slug>-<key16>.<part>.bin`` holds the tokens (uint16, uint32 past 65536
-ids), documents joined by the end-of-text token; the ``.json`` beside it, the metadata (key,
-source spec, tokenizer hash, dtype, counts, size, SHA-256). The key hashes all that decides the
-tokens (the source's content spec with local files' sizes and mtimes, the tokenizer, the EOS id,
-the dtype; not the name or weight), so any change means a rebuild. Files are written atomically,
-the old metadata removed first, so a crash never leaves stale metadata; files that do not match
-their metadata (size, token count; checksum in ``prepare_data``) are rebuilt.
-"""
+``<cache_dir>/tokens/<slug>-<key16>.<part>.bin`` holds the tokens (uint16, or uint32 past 65536
+ids), documents joined by end-of-text, with a ``.json`` of metadata beside it. The key hashes
+all that decides the tokens, so any change rebuilds. Files are written atomically, the old
+metadata removed first; files that do not match their metadata are rebuilt."""
 
 from __future__ import annotations
 
@@ -122,8 +118,7 @@ def make_plan(
 
 
 def check_part(plan: CachePlan, part: str, verify_checksum: bool) -> TokenFile | str:
-    """The part's :class:`TokenFile` if its files are present and consistent, else the reason
-    (a string) why it must be rebuilt."""
+    """The part's :class:`TokenFile` if present and consistent, else why it must be rebuilt."""
     meta_path, bin_path = plan.meta_path(part), plan.bin_path(part)
     try:
         meta = json.loads(meta_path.read_text())
@@ -205,9 +200,8 @@ def _fill(
     tok: LoadedTokenizer,
     progress,
 ) -> None:
-    """Tokenize documents into the targets in order: each target takes whole documents until
-    its budget (tokens; None = unlimited) is reached, cut exactly at the budget; the next
-    target starts with the next document. A None writer ends reading."""
+    """Tokenize documents into the targets in order, each taking whole documents up to its token
+    budget (None = unlimited), cut exactly there; a None writer ends reading."""
     targets = list(targets)
     if not targets or targets[0][0] is None:
         return
@@ -233,10 +227,7 @@ def _fill(
 
 
 def build_source(plan: CachePlan, tok: LoadedTokenizer) -> dict[str, TokenFile]:
-    """Read, tokenize and write every part of ``plan``'s source; returns the token files.
-
-    A one-time step of a source's first run: it says so on stderr when it starts and when it
-    is done (the embedded corpus takes about a minute on a CPU, with no progress bar)."""
+    """Tokenize and write every part of ``plan``'s source (once, announced on stderr)."""
     from tqdm.auto import tqdm
 
     src = plan.source

@@ -1,13 +1,7 @@
-"""The tokenizer (embedded, a tokenizer.json path, a saved folder, or a hub name) and what
-derives from it.
-
-The model's vocabulary size comes from here: the tokenizer's size (largest id + 1, added
-tokens included) rounded up to a multiple of 64, unless a config asks for a larger number.
-
-Documents are tokenized for training as ``doc EOS doc EOS ...`` (no BOS, nothing else added),
-so every document but the very first follows an end-of-text token: a scorer conditions a
-document on ``tokenizer.document_prefix`` (``[eos_id]``) to score it from its first token.
-"""
+"""The tokenizer (embedded, a tokenizer.json path, a saved folder, or a hub name) and what derives
+from it: the model's vocabulary size (largest id + 1 rounded up to a multiple of 64, unless a
+config asks for more). Training text is ``doc EOS doc EOS ...``, so a scorer conditions a
+document on ``tokenizer.document_prefix`` (``[eos_id]``)."""
 
 from __future__ import annotations
 
@@ -50,8 +44,7 @@ class Tokenizer:
 
     tokenizer = lit_sparse.Tokenizer.from_pretrained("exported/")  # or "embedded"
     ids = tokenizer.document_prefix + tokenizer.encode("ROMEO: ...")  # a whole document
-    text = tokenizer.decode(ids)
-    """
+    text = tokenizer.decode(ids)"""
 
     tokenizer: tokenizers.Tokenizer
     """The ``tokenizers.Tokenizer`` (truncation and padding disabled)."""
@@ -67,9 +60,8 @@ class Tokenizer:
 
     @classmethod
     def from_pretrained(cls, path: str | Path = "embedded") -> Tokenizer:
-        """``"embedded"``, a ``tokenizer.json`` file, a folder holding one (an export, or
-        ``save_pretrained``'s folder) or a hub repo name. A folder whose config.json names an
-        ``eos_token_id`` uses that id as the end-of-text token."""
+        """``"embedded"``, a ``tokenizer.json`` file, a folder holding one, or a hub repo name. A
+        folder's config.json ``eos_token_id`` is the end-of-text token."""
         loaded = load_tokenizer(str(path))
         config = Path(str(path)).expanduser() / CONFIG_FILE
         eos_id = _config_eos_id(config) if config.is_file() else None
@@ -84,10 +76,8 @@ class Tokenizer:
         return dataclasses.replace(loaded, eos_token=token, eos_id=eos_id)
 
     def save_pretrained(self, folder: str | Path) -> Path:
-        """Write ``tokenizer.json`` into ``folder`` (created if needed; written atomically),
-        and the configs transformers' ``AutoTokenizer`` and ``generate`` read for the
-        end-of-text token (as ``export`` does); ``from_pretrained(folder)`` reads it back.
-        Returns the tokenizer.json path."""
+        """Write ``tokenizer.json`` (atomically) and the configs ``AutoTokenizer`` and ``generate``
+        read into ``folder``; returns the tokenizer.json path."""
         from lit_sparse.formats.transformers_files import transformers_files
 
         folder = Path(folder).expanduser()
@@ -97,8 +87,7 @@ class Tokenizer:
         return write_text(folder / TOKENIZER_FILE, self.tokenizer.to_str(pretty=True))
 
     def encode(self, text: str) -> list[int]:
-        """The ids of ``text``, as training tokenized a document (nothing added: no BOS, no
-        EOS; an end-of-text token written out in the text becomes its id)."""
+        """The ids of ``text`` as training tokenized a document (no BOS or EOS added)."""
         try:
             return self.tokenizer.encode(text, add_special_tokens=False).ids
         except TypeError:
@@ -117,16 +106,14 @@ class Tokenizer:
         return [e.ids for e in encoded]
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
-        """The text of ``ids`` (special tokens such as the end-of-text left out by default);
-        an id the tokenizer does not have, or one that is not an integer, is a ConfigError."""
+        """The text of ``ids`` (special tokens skipped by default); a bad id is a ConfigError."""
         return self.tokenizer.decode(
             _checked_ids(ids, self.size), skip_special_tokens=skip_special_tokens
         )
 
     @property
     def document_prefix(self) -> list[int]:
-        """What precedes a document, ``[eos_id]``: training joins documents as
-        ``doc EOS doc EOS ...``, so a document's first token is predicted after an EOS."""
+        """What precedes a document, ``[eos_id]`` (training joins ``doc EOS doc EOS ...``)."""
         return [self.eos_id]
 
     def __len__(self) -> int:
@@ -137,8 +124,7 @@ LoadedTokenizer = Tokenizer  # the name of earlier versions
 
 
 def _check_text(text, name: str) -> None:
-    """One ConfigError line for a ``text`` the tokenizer cannot take: not a string, or a
-    string that is not valid Unicode (a lone surrogate, e.g. from ``errors="surrogateescape"``)."""
+    """One ConfigError line unless ``text`` is a string of valid Unicode."""
     if not isinstance(text, str):
         raise ConfigError(f"{name}: expected a string, got {type(text).__name__} {text!r:.60}")
     try:
@@ -214,8 +200,7 @@ def _hub_tokenizer_file(name: str) -> str:
 
 
 def load_tokenizer(spec: str) -> Tokenizer:
-    """Load ``spec``: ``"embedded"``, a ``tokenizer.json`` file or a folder holding one, or a
-    hub repo name (downloaded only if not already in the local Hugging Face cache)."""
+    """``"embedded"``, a ``tokenizer.json`` (or its folder), or a hub repo name (cached once)."""
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigError(
             f"tokenizer={spec!r}: expected 'embedded', a tokenizer.json path or a hub repo name"
@@ -253,8 +238,7 @@ def load_tokenizer(spec: str) -> Tokenizer:
 
 
 def run_tokenizer(config: dict) -> str:
-    """The tokenizer a run's config.yaml names (``data.init_args.tokenizer``; ``embedded``
-    when it names none)."""
+    """The tokenizer a run's config.yaml names (``embedded`` when none)."""
     data = config.get("data")
     init_args = (data.get("init_args") or {}) if isinstance(data, dict) else {}
     return str(init_args.get("tokenizer") or "embedded")

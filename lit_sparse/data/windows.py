@@ -1,12 +1,8 @@
 """Held-out windows: fixed, non-overlapping (x, y) windows over a held-out token file.
 
-The stream is the file (``doc EOS doc EOS ...``) after one end-of-text token, so the first
-document is read after an EOS as every later one is (and as lm-eval's rolling windows read each
-document). Window ``i`` of length L covers stream tokens ``[i*L, i*L + L]``: consecutive windows
-share one boundary token, so every held-out token is predicted exactly once. Rank ``r`` of ``R``
-takes windows ``r, r + R, ...`` and worker ``w`` of ``W`` batches ``w, w + W, ...``; being an
-IterableDataset, it gets no padding DistributedSampler from Lightning.
-"""
+The stream is one end-of-text token, then the file. Window ``i`` of length L covers tokens
+``[i*L, i*L + L]`` (neighbours share one boundary token), so every held-out token is predicted
+exactly once. Rank ``r`` of ``R`` takes windows ``r, r + R, ...``."""
 
 from __future__ import annotations
 
@@ -45,10 +41,9 @@ class HeldOutWindows(IterableDataset):
         file: the held-out token file.
         length: L, predictions per window.
         count: number of windows (the first ``count`` of the stream).
-        batch_size: windows per batch (the last batch of a rank may be smaller).
-        rank, world_size: this process's share is windows ``rank::world_size``.
-        prefix: the token before the file's first one (the end-of-text id); None: the
-            stream is the file alone.
+        batch_size: windows per batch (a rank's last batch may be smaller).
+        rank, world_size: this process takes windows ``rank::world_size``.
+        prefix: the token before the file's first (the end-of-text id); None: the file alone.
     """
 
     def __init__(

@@ -1,9 +1,7 @@
-"""Evaluations of trained models: length extrapolation, loss by position, FLOPs counts.
+"""Evaluations of trained models: length extrapolation, loss by position, recall, FLOPs counts.
 
-Imported by the callbacks and the CLI; nothing here imports either. The names import on
-first use: the position-binned loss imports torchmetrics (seconds, with transformers and
-scipy behind it), which the lm-eval tasks' datasets (:mod:`.held_out_tasks`) never need.
-"""
+Imported by the callbacks and the CLI, never the reverse. Names import on first use (the
+position-binned loss imports torchmetrics, which the lm-eval tasks' datasets never need)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """Length extrapolation: the trained weights scored at multiples of the training length.
 
-For each evaluation length T and held-out set the model (eval and inference mode) scores the
-non-overlapping windows of T predictions over the same held-out tokens; perplexity is exp of the
-token-weighted mean NLL. RoPE tables are rebuilt for any T and sparse patterns recompute their
-distances, so the same weights run at every length; ``new_offsets`` ("use" or "drop") reruns a
-plugin that has that option under the other policy. Under several processes each rank scores its
-share and one ``reduce`` call (on every rank) adds the NLL sums and token counts.
-"""
+For each length T and held-out set the model scores the non-overlapping windows of T
+predictions over the same tokens; perplexity is exp of the token-weighted mean NLL. RoPE and
+the sparse patterns' distances follow T, so the same weights run at every length. Ranks add
+their NLL sums and token counts in one ``reduce`` call."""
 
 from __future__ import annotations
 
@@ -41,8 +38,7 @@ def extrapolation_lengths(
     multiples: Iterable[float] = (1, 2, 4),
     lengths: Iterable[int] | None = None,
 ) -> list[int]:
-    """Sorted, distinct evaluation lengths: ``lengths`` if given, else multiples of the
-    training length (rounded to integers)."""
+    """Sorted distinct lengths: ``lengths``, else rounded multiples of the training length."""
     values = (
         list(lengths)
         if lengths is not None
@@ -57,12 +53,9 @@ def extrapolation_lengths(
 
 
 def with_new_offsets(model: LanguageModel, new_offsets: str | None) -> LanguageModel:
-    """``model`` under another policy for distances that appear only beyond the training
-    length: the same weights in a LanguageModel rebuilt with ``new_offsets``.
-
-    None, or the policy the model already has, returns ``model`` itself. A plugin without
-    the option accepts "use" (it has no new offsets to drop) and refuses "drop".
-    """
+    """``model``'s weights in a LanguageModel rebuilt with ``new_offsets`` (the policy for distances
+    seen only beyond the training length); None or the model's own policy returns ``model``. A
+    plugin without the option accepts "use" and refuses "drop"."""
     if new_offsets is None:
         return model
     if new_offsets not in ("use", "drop"):
@@ -105,11 +98,9 @@ class ExtrapolationResult:
     windows: dict[str, dict[int, int]]
     """set -> length -> windows scored (all processes)."""
     unseen_distances: dict[int, dict[int, list[int]]] = field(default_factory=dict)
-    """length -> layer -> distances attended at that length that training never used
-    (lengths above the training length only)."""
+    """length -> layer -> distances attended there that training never used."""
     new_offsets: str | None = None
-    """The policy the evaluation ran with, the option's value: "use" or "drop" (None: the
-    attention has no such option)."""
+    """The policy evaluated, "use" or "drop" (None: the attention has no such option)."""
     step: int | None = None
     checkpoint: str | None = None
 
@@ -119,8 +110,8 @@ class ExtrapolationResult:
 
     @property
     def reference_length(self) -> int:
-        """The length changes are measured against: the training length if evaluated, else
-        the shortest."""
+        """The length changes are measured against: the training length if evaluated, else the
+        shortest."""
         return self.training_length if self.training_length in self.lengths else self.lengths[0]
 
     def ppl(self, set_name: str, length: int) -> float:
@@ -133,8 +124,8 @@ class ExtrapolationResult:
         return 100.0 * (self.ppl(set_name, length) / ref - 1.0)
 
     def metrics(self, prefix: str = "extrap") -> dict[str, float]:
-        """``<prefix>/ppl/<set>/<T>`` and ``<prefix>/ppl_change_pct/<set>/<T>`` (T other than
-        the reference length), finite values only."""
+        """``<prefix>/ppl/<set>/<T>`` and ``<prefix>/ppl_change_pct/<set>/<T>``, finite values
+        only."""
         out: dict[str, float] = {}
         for name in self.sets:
             for length in self.lengths:
@@ -201,8 +192,7 @@ class ExtrapolationResult:
         )
 
     def to_markdown(self) -> str:
-        """Two tables: perplexity per set and length (with the change against the reference
-        length), and per layer the distances the longer lengths add."""
+        """Perplexity per set and length (with the change), and per layer the distances added."""
         ref, train = self.reference_length, self.training_length
         others = [t for t in self.lengths if t != ref]
         header = [
@@ -276,20 +266,17 @@ def evaluate_lengths(
 
     Args:
         model: a ``LanguageModel`` or a module holding one as ``.model`` (LitLanguageModel).
-        datamodule: gives ``val_set_names``, ``val_windows_at(length, set, batch_size)`` and
-            ``seq_len``; set up, and attached to the trainer under several processes (its
-            loaders then give this rank's share).
+        datamodule: set up, with ``val_set_names``, ``val_windows_at(length, set, batch_size)``
+            and ``seq_len`` (under several processes, attached to the trainer).
         lengths: evaluation lengths (predictions per window).
         sets: held-out sets to score (default all).
-        new_offsets: "use" or "drop" to rebuild the model under that policy; None: as is (the
-            result records the model's own value).
-        batch_size: windows per batch (default the datamodule's, about the same tokens per
-            batch as validation).
+        new_offsets: "use" or "drop" to rebuild the model under that policy; None: as is.
+        batch_size: windows per batch (default the datamodule's).
         reduce: sums a tensor over processes (e.g. ``lambda t: strategy.reduce(t, "sum")``);
             called exactly once, on every rank. None: a single process.
-        context: a context manager factory for the forward (e.g. the trainer's precision
-            plugin ``forward_context``), so the numerics match validation.
-        progress: show a progress bar over the sets, lengths and windows (on stderr).
+        context: a context manager factory for the forward (e.g. the precision plugin's
+            ``forward_context``), so the numerics match validation.
+        progress: show a progress bar on stderr.
     """
     inner: LanguageModel = getattr(model, "model", model)
     lengths = extrapolation_lengths(inner.config.context_length, lengths=lengths)
@@ -321,9 +308,7 @@ def _score_sets(
     context: Callable[[], contextlib.AbstractContextManager] | None,
     progress: bool = False,
 ) -> Tensor:
-    """(2, sets, lengths) float64 (exact counts to 2^53): this process's NLL sums and
-    window counts, in eval and inference mode as Lightning's validation loop. ``progress``:
-    a bar on stderr over every set's windows at every length."""
+    """This process's NLL sums and window counts, (2, sets, lengths) float64."""
     from tqdm.auto import tqdm
 
     device = next(model.parameters()).device
@@ -360,8 +345,8 @@ def _score_sets(
 
 
 def _per_set_and_length(total: Tensor, names: list[str], lengths: list[int]) -> dict[str, Any]:
-    """ExtrapolationResult's nll, tokens and windows (set -> length -> value) from the
-    summed (2, sets, lengths) scores of every process."""
+    """nll, tokens and windows (set -> length -> value) from the summed (2, sets, lengths)
+    scores."""
     nll: dict[str, dict[int, float]] = {}
     tokens: dict[str, dict[int, int]] = {}
     windows: dict[str, dict[int, int]] = {}

@@ -1,13 +1,10 @@
 """Forward and training FLOPs of the language model, sparse attention included.
 
-A multiply-add is 2 FLOPs, counted per predicted token as torch's FlopCounterMode (and so
-Lightning's ``measure_flops``) counts matrix products: projections, SwiGLU, the tied LM head, and
-attention's scores and weighted sum over every key slot a query computes; element-wise work and
-the embedding lookup are not counted, and a training step is 3 x forward. Dense computes all T
-slots per query (flash kernels skip about half); a sparse layer one per attended distance
-(nominal for learned alpha) plus BigBird's global and random keys, the masked slots of the first
-positions included, as a kernel computes them.
-"""
+A multiply-add is 2 FLOPs, counted per predicted token as torch's FlopCounterMode counts
+matrix products (projections, SwiGLU, the tied head, attention's scores and weighted sum over
+every key slot a query computes); element-wise work is not counted; training is 3 x forward.
+Dense computes all T slots per query; a sparse layer one per attended distance plus BigBird's
+global and random keys."""
 
 from __future__ import annotations
 
@@ -62,8 +59,8 @@ class FlopsBreakdown:
 
 
 def forward_flops_per_token(config: ModelConfig, keys: Sequence[float]) -> FlopsBreakdown:
-    """Forward FLOPs per token of a model of shape ``config`` whose layer l computes
-    ``keys[l]`` key slots per query."""
+    """Forward FLOPs per token of shape ``config`` with ``keys[l]`` key slots per query in layer
+    l."""
     if len(keys) != config.n_layers:
         raise ValueError(f"keys: expected one count per layer ({config.n_layers}), got {len(keys)}")
     d, h, kv, hd = config.d_model, config.n_heads, config.n_kv_heads, config.head_dim
@@ -88,8 +85,7 @@ def pattern_keys(pattern: AttentionPattern, length: int) -> int:
 
 
 def keys_per_query(model: nn.Module, length: int | None = None) -> list[int]:
-    """Key slots per query of every layer of a ``LanguageModel`` (or a module holding one
-    as ``.model``) at ``length`` (default: its training length)."""
+    """Key slots per query of every layer at ``length`` (default: the training length)."""
     model = getattr(model, "model", model)
     length = length or model.config.context_length
     with torch.no_grad():

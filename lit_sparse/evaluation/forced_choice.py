@@ -1,13 +1,8 @@
 """Forced-choice scoring of text tasks (LEGO, RULER variable tracking) on a language model.
 
-An item is a prompt, its candidate answers and the index of the right one. The model's
-answer is the candidate with the highest total log-probability of its tokens after the
-prompt (prompt and candidate tokenized separately, then concatenated). Reported per task
-and per group (chain length, hops): accuracy; the chance rate (the mean of 1 / candidates);
-and the "same answer" share: the fraction of items answered with the most common answer
-(1.0 means the model gives the same answer whatever the prompt; with the generators'
-balanced right answers such a model scores exactly chance).
-"""
+The model's answer is the candidate with the highest total log-probability after the prompt.
+Reported per task and group: accuracy, the chance rate (mean of 1 / candidates) and the "same
+answer" share (1.0: the same answer whatever the prompt, which scores exactly chance)."""
 
 from __future__ import annotations
 
@@ -48,8 +43,7 @@ def _device(model: nn.Module) -> torch.device:
 def choose(
     model: nn.Module, encode: Encode, items: Sequence[ChoiceItem], batch_size: int = 64
 ) -> list[int]:
-    """The index of the candidate ``model`` (token ids (B, T) -> logits (B, T, V)) rates most
-    likely, per item; ties go to the first candidate."""
+    """Per item, the index of the candidate ``model`` rates most likely (ties: the first)."""
     sequences: list[tuple[int, int, list[int], int]] = []  # (item, choice, ids, prompt length)
     for index, item in enumerate(items):
         prompt = encode(item.prompt)

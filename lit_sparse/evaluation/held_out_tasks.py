@@ -1,12 +1,6 @@
-"""Evaluation items built from the embedded corpus' held-out split (never its training text),
-for the lm-eval tasks lit_sparse ships (``python -m lit_sparse lm-eval-tasks``).
-
-- :func:`held_out_documents`: whole held-out documents (the four held-out plays; the held-out
-  math problems), for rolling perplexity.
-- :func:`math_items`: the held-out problems whose final answer is one integer: the prompt, the
-  answer, and a multiple choice that cuts the worked solution just before the answer's last
-  appearance (``... 629 - 69 =``) and offers the answer against three numbers near it.
-"""
+"""Evaluation items from the embedded corpus's held-out split, for lit_sparse's lm-eval tasks:
+whole held-out documents (:func:`held_out_documents`) and integer-answer math problems with a
+multiple choice (:func:`math_items`)."""
 
 from __future__ import annotations
 
@@ -29,8 +23,7 @@ _FINAL = re.compile(r" (The answer is|So the answer is|Answer:|Therefore the res
 
 
 def held_out_documents(name: str) -> list[dict[str, Any]]:
-    """The held-out documents of embedded corpus ``name`` (``shakespeare`` or ``math``), in
-    the order the held-out token stream holds them: ``text`` and, for the plays, ``title``."""
+    """Corpus ``name``'s held-out documents in stream order: ``text`` (and the plays' ``title``)."""
     if name not in EMBEDDED_SOURCES:
         raise ConfigError(f"name={name!r}: allowed: {', '.join(EMBEDDED_SOURCES)}")
     keep = ("title", "text") if name == "shakespeare" else ("kind", "text")
@@ -46,8 +39,7 @@ def _integer_answer(answer: str) -> int | None:
 
 
 def _choices(value: int, key: str) -> tuple[list[str], int]:
-    """The answer and three nearby numbers in a shuffled order fixed by ``key``, and the
-    answer's index."""
+    """The answer and three nearby numbers, shuffled by ``key``, and the answer's index."""
     rng = random.Random(hashlib.sha256(key.encode("utf-8")).digest())
     numbers = [value] + [value + d for d in rng.sample(CHOICE_OFFSETS, 3)]
     rng.shuffle(numbers)
@@ -65,11 +57,10 @@ def _split(text: str) -> tuple[str, str, str] | None:
 
 
 def math_items() -> list[dict[str, Any]]:
-    """The held-out math problems with a one-integer answer, in corpus order; each has
-    ``prompt`` (``Q: ...\\nA:``), ``answer`` (the integer as text), ``kind``, and the multiple
-    choice ``choice_context``, ``choices`` (answer and three nearby numbers) and ``label``
-    (the answer's index); a problem whose worked solution never writes the answer gets no
-    multiple choice (``choice_context`` None)."""
+    r"""The held-out math problems with a one-integer answer, in corpus order: ``prompt``
+    (``Q: ...\nA:``), ``answer``, ``kind``, and a multiple choice cut just before the answer in
+    the worked solution, ``choice_context``, ``choices`` (the answer and three nearby numbers)
+    and ``label`` (``choice_context`` None when the solution never writes the answer)."""
     items = []
     for record in read_records("math", split="val"):
         value = _integer_answer(record["answer"])

@@ -1,10 +1,6 @@
-"""Loss by position within the window: per-position NLL sums and counts, binned.
-
-A bin's value is the mean over its positions of the per-position mean NLL (docs/paper.md
-section 5); bin edges are ``int(linspace(0, P, B + 1))`` over the P predictions of a window.
-:class:`PositionBinnedNLL` is a torchmetrics Metric whose states are sums, so they reduce
-across processes; the ``PositionLoss`` callback (callbacks/) feeds it during validation.
-"""
+"""Loss by position within the window, binned: a bin's value is the mean of its positions' mean
+NLL (docs/paper.md section 5), edges ``int(linspace(0, P, B + 1))`` over P predictions. The
+states are sums, so they reduce across processes."""
 
 from __future__ import annotations
 
@@ -22,18 +18,16 @@ __all__ = ["PositionBinnedNLL", "bin_edges"]
 
 
 def bin_edges(n_positions: int, n_bins: int = 8) -> list[int]:
-    """Edges ``int(linspace(0, n_positions, n_bins + 1))``: bin k holds positions
-    ``edges[k] <= p < edges[k + 1]`` (1023 positions, 8 bins: 0, 127, 255, ..., 895, 1023)."""
+    """Edges ``int(linspace(0, n_positions, n_bins + 1))``; bin k is ``edges[k] <= p < edges[k +
+    1]``."""
     if n_bins < 1 or n_positions < n_bins:
         raise ConfigError(f"n_bins={n_bins}: expected 1 <= n_bins <= positions ({n_positions})")
     return [int(e) for e in np.linspace(0, n_positions, n_bins + 1)]
 
 
 class PositionBinnedNLL(Metric):
-    """Per-position NLL sums and counts over windows of ``length`` predictions, binned.
-
-    ``compute()`` returns the ``n_bins`` bin values (nan for a bin no window reached).
-    """
+    """Per-position NLL sums and counts over windows of ``length`` predictions; ``compute()``
+    returns the ``n_bins`` bin values (nan for a bin no window reached)."""
 
     full_state_update = False
     higher_is_better = False

@@ -1,12 +1,8 @@
 """Scoring and training of the retrieval probe (paper section 4.4, table 2).
 
-Accuracy at distance d (``acc@d``): over the held-out positions t whose marker selects d
-(``D[x[t] // P] == d``) and that have a source (``t >= d``), pooled over sequences, the share
-whose argmax logit is the source token ``x[t - d]`` (payload and marker). ``ProbeAccuracy`` keeps
-per-distance counts that add across processes. ``ProbeModule`` trains on the probe: mean
-cross-entropy over the positions with a source, a constant LR by default, weight decay on
-matrices only (never alpha's theta), and a Gaussian rung read's width annealed each step.
-"""
+``acc@d``: over held-out positions whose marker selects d and that have a source, the share
+whose argmax is the source token ``x[t - d]``. ``ProbeModule`` trains on the probe: mean
+cross-entropy at positions with a source, weight decay on matrices only."""
 
 from __future__ import annotations
 
@@ -42,9 +38,9 @@ PROBE_MODEL = ModelConfig(
 def probe_counts(
     pred: Tensor, x: Tensor, y: Tensor, distances: Sequence[int], payload: int
 ) -> tuple[Tensor, Tensor]:
-    """(correct, scored) per distance, each (len(distances),): predictions ``pred`` (B, T)
-    against targets ``y`` (B, T) at the positions whose marker (``x // payload``) selects
-    each distance and that have a source (``y != -100``)."""
+    """(correct, scored) per distance, each (len(distances),), of ``pred`` (B, T) against ``y``
+    (B, T) at positions whose marker (``x // payload``) selects it and with a source
+    (``y != -100``)."""
     marker = x // payload
     scored = y != IGNORE_INDEX
     hit = (pred == y) & scored
@@ -116,12 +112,9 @@ class ProbeScores:
 
 
 class ProbeModule(LitLanguageModel):
-    """The probe's LightningModule (the paper's recipe as defaults; see the module doc).
-
-    Needs a datamodule with ``distances`` and ``payload`` (:class:`ProbeDataModule`). After
-    each validation, ``scores`` holds the :class:`ProbeScores` (also logged as
-    ``probe/acc@<d>``, ``probe/sequences``, ``val/loss``).
-    """
+    """The probe's LightningModule (the paper's recipe as defaults). Needs a datamodule with
+    ``distances`` and ``payload``; after each validation ``scores`` holds the
+    :class:`ProbeScores` (also logged as ``probe/acc@<d>``)."""
 
     def __init__(
         self,
@@ -137,14 +130,13 @@ class ProbeModule(LitLanguageModel):
     ):
         """
         Args:
-            arch: the transformer's shape (the probe's d_model 256, 4 heads, 2 KV heads;
-                vocab_size and context_length come from the data).
+            arch: the transformer's shape (vocab_size and context_length come from the data).
             attention: the attention plugin (default: learned Fibonacci alpha, W=8, K=15).
-            lr: learning rate (constant with the defaults: no warmup, min_lr_ratio 1).
+            lr: learning rate (constant with the defaults).
             min_lr_ratio: the cosine ends at lr * min_lr_ratio (1: constant).
             warmup_steps: linear warmup length in optimizer steps.
-            max_steps: training length in optimizer steps (the Gaussian width's anneal and
-                the cosine are measured against it).
+            max_steps: training length in optimizer steps (the cosine and the Gaussian width's
+                anneal end there).
             weight_decay: AdamW decay on tensors with >= 2 dims (never alpha's theta).
             betas: AdamW betas.
             eps: AdamW epsilon.

@@ -1,13 +1,9 @@
 """Recall accuracy at several evaluation lengths and ``new_offsets`` policies.
 
-For each policy (``use`` or ``drop`` the distances that appear only beyond the training length;
-:func:`lit_sparse.evaluation.extrapolation.with_new_offsets`) and each length, every held-out set
-the data has there (``datamodule.loaders_at(length)``) is scored by
-:class:`lit_sparse.metrics.RecallAccuracy` at its labelled positions only, a batch cut after its
-last asked position (the model is causal). Each score keeps what the pattern offers there: keys
-per query, cache rows and, per distance bucket, the share of its distances the layers reach
-by composition (:func:`lit_sparse.attention.offsets.composed_reach`); ranks add in one ``reduce``.
-"""
+Each held-out set the data has at a length is scored by
+:class:`lit_sparse.metrics.RecallAccuracy` at its labelled positions, with what the pattern
+offers there (keys per query, cache rows, the share of each distance bucket reached by
+composition); ranks add in one ``reduce``."""
 
 from __future__ import annotations
 
@@ -48,8 +44,7 @@ class RecallResult:
     policies: list[str]
     """The ``new_offsets`` policies evaluated (``use``, ``drop``)."""
     has_new_offsets: bool
-    """Whether the attention has the option; without it both policies are the same model,
-    scored once."""
+    """Whether the attention has the option (without it, one policy is scored)."""
     scores: dict[str, dict[int, dict[str, dict[str, float | int | None]]]]
     """policy -> length -> set -> {accuracy, exact, examples, coverage}."""
     distances: dict[str, list[int] | None] = field(default_factory=dict)
@@ -161,8 +156,7 @@ class RecallResult:
 
 
 def pattern_offer(model: LanguageModel, length: int) -> dict[str, list[int]]:
-    """Per layer at ``length``: keys per query (slots; dense: the length) and the rows its
-    decoding cache keeps for sequences of that length (:meth:`LanguageModel.new_cache`)."""
+    """Per layer at ``length``: keys per query and the rows its decoding cache keeps."""
     device = next(model.parameters()).device
     keys = []
     for pattern in model.patterns:
@@ -174,8 +168,7 @@ def pattern_offer(model: LanguageModel, length: int) -> dict[str, list[int]]:
 
 
 def _coverage(reach: np.ndarray, bucket: Sequence[int] | None) -> float | None:
-    """The share of a bucket's distances d (up to length - 2, the longest a task asks at
-    that length) with d - 1 (the value) in ``reach`` (length,)."""
+    """The share of a bucket's distances d (up to length - 2) with d - 1 in ``reach``."""
     if bucket is None:
         return None
     low, high = int(bucket[0]), min(int(bucket[1]), reach.shape[0] - 2)
@@ -209,8 +202,7 @@ def _score(
 
 
 def available_memory() -> int | None:
-    """Bytes the kernel says new allocations can still take (``MemAvailable``; None where
-    /proc/meminfo is not there)."""
+    """``MemAvailable`` in bytes (None without /proc/meminfo)."""
     try:
         with open("/proc/meminfo") as handle:
             for line in handle:
@@ -224,9 +216,8 @@ def available_memory() -> int | None:
 def scoring_bytes(
     model: nn.Module, datamodule: Any, length: int, batch_tokens: int | None = None
 ) -> int:
-    """At least the memory scoring at ``length`` takes: its held-out examples (inputs and
-    labels, int64, kept for the run) and one batch's forward (float32: the residual stream
-    twice, q, k, v and the MLP's two hidden rows of a layer), all live at once."""
+    """A lower bound on the memory scoring at ``length`` takes: the held-out examples (int64) plus
+    one batch's float32 forward activations."""
     config = getattr(model, "model", model).config
     examples = len(datamodule.set_names_at(length)) * datamodule.examples_at(length)
     tokens = batch_tokens or datamodule.val_batch_size * datamodule.seq_len
@@ -239,8 +230,7 @@ def scoring_bytes(
 def _check_lengths(
     model: nn.Module, datamodule: Any, lengths: Sequence[int], batch_tokens: int | None
 ) -> None:
-    """Every length the task can make examples of, and whose scoring fits in the memory
-    available now: one ConfigError line each, before anything is allocated."""
+    """One ConfigError line for a length the task cannot make or whose scoring will not fit."""
     check = getattr(datamodule, "check_length", None)
     for length in lengths:
         if callable(check):
@@ -270,12 +260,11 @@ def evaluate_recall(
 
     Args:
         model: a ``LanguageModel`` or a module holding one as ``.model``.
-        datamodule: a :class:`lit_sparse.tasks.RecallDataModule` (its
-            ``loaders_at(length, batch_size)`` give this rank's share of each set).
+        datamodule: a :class:`lit_sparse.tasks.RecallDataModule` (``loaders_at(length,
+            batch_size)``: this rank's share of each set).
         lengths: evaluation lengths.
         policies: ``new_offsets`` policies, among ``use`` and ``drop``.
-        batch_tokens: tokens per batch (default: the validation batch's), so a batch at
-            64x the training length holds 1/64 of the examples.
+        batch_tokens: tokens per batch (default: the validation batch's).
         reduce: sums a tensor over processes; called exactly once, on every rank.
         context: a context manager factory for the forward (the trainer's precision).
         progress: called with a line per (policy, length) scored.

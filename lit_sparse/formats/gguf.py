@@ -1,13 +1,10 @@
-"""A dense model as one GGUF file that llama.cpp runs (its ``llama`` architecture), written
-with the ``gguf`` package (the ``gguf`` extra).
+"""A dense model as one GGUF file that llama.cpp runs (its ``llama`` architecture; the ``gguf``
+extra).
 
-The network is a Llama (pre-norm RMSNorm, SwiGLU, GQA, no biases, tied head), so the file holds
-what llama.cpp's own converter writes for one: the shape under ``llama.*``, the tensors under
-llama.cpp's names with no ``output.weight`` (the tied head), q and k rows interleaved per head
-(our RoPE rotates halves, llama.cpp's adjacent pairs), the matrices in one of :data:`GGUF_TYPES`
-and the byte-level BPE tokenizer (:class:`GGUFVocab`). Only a dense model with an MLP has a GGUF
-form: llama.cpp has no other attention pattern (details: docs/generation.md, "llama.cpp").
-"""
+The file holds what llama.cpp's converter writes for a Llama: the shape under ``llama.*``,
+llama.cpp's tensor names (no ``output.weight``: the head is tied), q and k rows interleaved per
+head (our RoPE rotates halves, llama.cpp's adjacent pairs) and the byte-level BPE tokenizer.
+Only a dense model with an MLP fits (docs/generation.md, "llama.cpp")."""
 
 from __future__ import annotations
 
@@ -40,8 +37,7 @@ __all__ = [
 
 GGUF_TYPES = ("f32", "f16", "q8_0")
 DEFAULT_GGUF_TYPE = "f16"
-"""Half the bytes of f32, logits within about 1e-3 of the model's: llama.cpp's converter's
-default too."""
+"""Half f32's bytes, logits within about 1e-3 (llama.cpp's converter's default too)."""
 
 _BLOCK_TENSORS = {  # our name in a block -> gguf's MODEL_TENSOR member
     "attn_norm.weight": "ATTN_NORM",
@@ -59,9 +55,8 @@ _GPT2_PRE = "gpt-2"  # llama.cpp's name of GPT-2's pre-tokenizer regex
 
 @dataclass(frozen=True)
 class GGUFVocab:
-    """A byte-level BPE vocabulary as llama.cpp reads it: tokens in id order (byte-level
-    strings, ``Ġthe``; None for an id the tokenizer does not use), merges (``"Ġ t"``), the
-    ids of its added tokens and the end-of-text id."""
+    """A byte-level BPE vocabulary as llama.cpp reads it: tokens in id order (None for an unused
+    id), merges (``"Ġ t"``), the added tokens' ids and the end-of-text id."""
 
     tokens: list[str | None]
     merges: list[str]
@@ -72,8 +67,7 @@ class GGUFVocab:
     eos_id: int | None = None
 
     def padded(self, size: int) -> tuple[list[str], list[int]]:
-        """The tokens and their types for a model of ``size`` embedding rows: unused
-        ``[PADn]`` tokens fill the ids the tokenizer does not use."""
+        """Tokens and types for ``size`` embedding rows, unused ids filled with ``[PADn]``."""
         import gguf
 
         if len(self.tokens) > size:
@@ -97,10 +91,8 @@ class GGUFVocab:
 
 
 def tokenizer_vocab(tokenizer_json: str, eos_id: int) -> GGUFVocab:
-    """The vocabulary of a ``tokenizers`` byte-level BPE (its tokenizer.json text) whose
-    end-of-text id is ``eos_id``. Another kind (WordPiece, a SentencePiece BPE, a byte-level
-    pre-tokenizer with another regex) is one ConfigError line: llama.cpp would split text
-    differently."""
+    """The vocabulary of a byte-level BPE tokenizer.json whose end-of-text id is ``eos_id``; any
+    other kind is one ConfigError line (llama.cpp would split text differently)."""
     spec = json.loads(tokenizer_json)
     model, pre = spec.get("model") or {}, spec.get("pre_tokenizer") or {}
     byte_level = (
@@ -129,8 +121,8 @@ def tokenizer_vocab(tokenizer_json: str, eos_id: int) -> GGUFVocab:
 
 
 def byte_vocab() -> GGUFVocab:
-    """The 256 byte-level symbols, one merge and ``<|endoftext|>`` (id 257): the vocabulary a
-    GGUF of random weights needs to load (the decoding bench's)."""
+    """The 256 byte symbols, one merge and ``<|endoftext|>``: a vocabulary for random-weight
+    GGUFs."""
     from tokenizers import pre_tokenizers
 
     symbols = sorted(pre_tokenizers.ByteLevel.alphabet())
@@ -144,9 +136,7 @@ def check_gguf_type(gguf_type: str) -> str:
 
 
 def check_gguf_model(attention, has_mlp: bool) -> None:
-    """One ConfigError line unless the model (its attention plugin, whether its blocks have an
-    MLP) is dense with an MLP: llama.cpp has no other attention pattern, and every block of
-    its ``llama`` architecture has an MLP."""
+    """One ConfigError line unless the model is dense with an MLP (all llama.cpp runs)."""
     if stock_layout_of(attention.to_config()) != "llama":
         name = type(attention).name or type(attention).__name__
         raise ConfigError(
@@ -161,9 +151,7 @@ def check_gguf_model(attention, has_mlp: bool) -> None:
 
 
 def check_trained_dense(model) -> None:
-    """One ConfigError line when the weights were trained with other attention than dense
-    (the ``trained_attention`` record a loaded folder carries): a folder whose config.json
-    was edited to dense would run in llama.cpp with attention its weights never learned."""
+    """One ConfigError line when the weights were trained with attention other than dense."""
     record = getattr(model, "trained_attention", None)
     trained = record.get("attention") if isinstance(record, dict) else None
     if isinstance(trained, dict) and stock_layout_of(trained) != "llama":
@@ -179,16 +167,15 @@ def check_trained_dense(model) -> None:
 
 
 def _interleave_rope(weight: torch.Tensor, heads: int) -> torch.Tensor:
-    """Rows of a q or k projection (heads * D, d_model) reordered per head from rotate-half
-    pairs (i, i + D/2) to adjacent pairs (2i, 2i + 1)."""
+    """q or k rows (heads * D, d_model) from rotate-half pairs (i, i + D/2) to (2i, 2i + 1) per
+    head."""
     rows, cols = weight.shape
     half = rows // heads // 2
     return weight.reshape(heads, 2, half, cols).transpose(1, 2).reshape(rows, cols)
 
 
 def gguf_tensors(model) -> dict[str, torch.Tensor]:
-    """gguf tensor name -> float32 tensor of the model (q and k rows interleaved for
-    llama.cpp's RoPE; no output matrix: the head is the embedding)."""
+    """gguf name -> float32 tensor (q, k rows interleaved; no output matrix: the head is tied)."""
     import gguf
 
     config = model.config
@@ -249,8 +236,8 @@ def write_gguf(
     gguf_type: str = DEFAULT_GGUF_TYPE,
     name: str | None = None,
 ) -> int:
-    """Write ``model`` (dense) with ``vocab`` as one GGUF file at ``path``, atomically (a
-    temporary file beside it, renamed over it when whole); returns the tensors' bytes."""
+    """Write dense ``model`` and ``vocab`` as one GGUF file, atomically; returns the tensors'
+    bytes."""
     import gguf
 
     check_gguf_type(gguf_type)

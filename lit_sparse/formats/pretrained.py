@@ -1,13 +1,10 @@
 """The weights-only form of a model: what ``LanguageModel.save_pretrained`` writes and
-``LanguageModel.from_pretrained`` reads (huggingface_hub's mixin calls these).
+``from_pretrained`` reads (huggingface_hub's mixin calls these).
 
-A folder (or hub repository) holds ``model.safetensors`` (nothing pickled), ``config.json`` (the
-model and attention configs, the keys transformers reads and the digests that guard the folder;
-docs/transformers.md), the remote-code files ``auto_map`` names and a model card; a dense or
-sliding-window model may be saved in a stock layout instead (:mod:`~lit_sparse.formats.stock`),
-which :func:`load` reads back too. A damaged folder is one line naming the file. Each check is a
-function of its own because transformers' loader of the remote-code model runs the same ones.
-"""
+A folder holds ``model.safetensors``, ``config.json`` (model and attention configs, the keys
+transformers reads, digests that guard the folder), the remote-code files and a model card,
+or a stock layout (:mod:`~lit_sparse.formats.stock`). A damaged folder is one line naming the
+file. The checks are separate functions because transformers' remote-code loader runs them too."""
 
 from __future__ import annotations
 
@@ -62,11 +59,9 @@ WEIGHTS_SHA256 = "weights_sha256"
 """config.json key: the sha256 of model.safetensors (hex)."""
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_SHA256 = "tokenizer_sha256"
-"""config.json key: the digest of the tokenizer shipped beside the weights (``Tokenizer.sha256``,
-of its canonical JSON: the digest a checkpoint records for the tokenizer it was trained with)."""
+"""config.json key: the shipped tokenizer's ``Tokenizer.sha256`` (as a checkpoint records it)."""
 TRAINED_ATTENTION = "trained_attention"
-"""config.json key: ``{"attention", "context_length", "sha256"}``, what the weights were
-trained with (:func:`trained_attention`)."""
+"""config.json key: what the weights were trained with (:func:`trained_attention`)."""
 FREE_AT_LOAD = ("new_offsets",)
 """Attention options a user may choose at load (the policy beyond the training length)."""
 
@@ -87,9 +82,7 @@ def _record_digest(attention: dict[str, Any], context_length: Any) -> str:
 
 
 def trained_attention(model) -> dict[str, Any]:
-    """What ``model``'s weights were trained with: the record it was loaded with, if any
-    (so saving a model loaded with another ``new_offsets`` keeps the original), else its
-    own attention config and training length."""
+    """What ``model``'s weights were trained with: its loaded record, else its own attention."""
     record = getattr(model, "trained_attention", None)
     if isinstance(record, dict):
         return record
@@ -102,10 +95,9 @@ def trained_attention(model) -> dict[str, Any]:
 
 
 def attention_changes(config: dict[str, Any], attention: dict[str, Any]) -> list[str]:
-    """How the attention a folder builds (``attention``: its ``to_config()``) and its training
-    length differ from the ``trained_attention`` record in ``config``: ``window=4 (trained
-    with 8)`` per changed field, ``new_offsets`` exempt; one entry when the record itself was
-    edited (its digest no longer matches). Empty without a record (an older folder)."""
+    """How ``attention`` (a ``to_config()``) and its training length differ from ``config``'s
+    ``trained_attention`` record, e.g. ``window=4 (trained with 8)`` (``new_offsets`` exempt);
+    one entry when the record was edited. Empty without a record."""
     record = config.get(TRAINED_ATTENTION)
     if not isinstance(record, dict):
         return []
@@ -129,8 +121,7 @@ def attention_changes(config: dict[str, Any], attention: dict[str, Any]) -> list
 def warn_attention_changes(
     model_id: str, config: dict[str, Any], attention: dict[str, Any]
 ) -> None:
-    """One warning line when the attention ``model_id`` builds (``attention``: its
-    ``to_config()``) differs from what its weights were trained with (:func:`attention_changes`)."""
+    """One warning line when ``attention`` differs from what the weights were trained with."""
     changes = attention_changes(config, attention)
     if changes:
         log.warning(
@@ -141,10 +132,7 @@ def warn_attention_changes(
 
 
 def check_model_keys(config: dict[str, Any], model_id: str | None = None) -> None:
-    """ConfigError unless ``config`` (a folder's lit_sparse keys; ``model_id`` names the
-    folder) names the model's shape (``arch``) and its attention plugin (``attention``): a
-    missing one is never a default (the paper's 60M shape, dense attention), which the
-    weights would not fit."""
+    """ConfigError unless ``config`` names the shape (``arch``) and plugin (``attention``)."""
     wanted = {"arch": "the model's shape", "attention": "the attention plugin"}
     missing = [
         f"{key!r} ({what})"
@@ -160,8 +148,7 @@ def check_model_keys(config: dict[str, Any], model_id: str | None = None) -> Non
 
 
 def check_weights_digest(weights: str | os.PathLike, config: dict[str, Any]) -> None:
-    """DamagedFileError unless ``weights`` has the sha256 ``config`` records (no record, as in
-    folders written before it existed: nothing to check)."""
+    """DamagedFileError unless ``weights`` has the sha256 ``config`` records (if any)."""
     recorded = config.get(WEIGHTS_SHA256)
     if isinstance(recorded, str) and file_sha256(weights) != recorded:
         raise DamagedFileError(
@@ -179,9 +166,8 @@ def check_tokenizer_digest(
     sha256: str,
     option: str = "tokenizer=...",
 ) -> None:
-    """DamagedFileError unless the tokenizer file ``tokenizer`` beside a folder's weights, whose
-    digest is ``sha256`` (``Tokenizer.sha256``), is the one ``config`` records (no record:
-    nothing to check). ``option`` names how the caller chooses another tokenizer on purpose."""
+    """DamagedFileError unless ``tokenizer`` (of digest ``sha256``) is the one ``config`` records
+    (no record: passes); ``option`` names how to choose another on purpose."""
     recorded = config.get(TOKENIZER_SHA256)
     if isinstance(recorded, str) and recorded != sha256:
         raise DamagedFileError(
@@ -193,8 +179,8 @@ def check_tokenizer_digest(
 
 
 def weight_shapes(weights: str | os.PathLike) -> dict[str, tuple[int, ...]]:
-    """name -> shape of every tensor in a safetensors file, from its header alone; one
-    DamagedFileError line naming the file when it is not one (truncated, a damaged header)."""
+    """name -> shape of a safetensors file's tensors, from its header; DamagedFileError if not
+    one."""
     from safetensors import safe_open
 
     try:
@@ -207,9 +193,8 @@ def weight_shapes(weights: str | os.PathLike) -> dict[str, tuple[int, ...]]:
 def check_fit(
     expected: dict[str, Any], found: dict[str, Any], model_id: str, strict: bool = True
 ) -> None:
-    """The weights (``found``: name -> shape) have the tensors and shapes the config builds
-    (``expected``: name -> shape); else one ConfigError line naming them. ``strict``: a
-    missing or extra tensor is an error too."""
+    """One ConfigError line unless the weights ``found`` have the shapes the config builds
+    (``expected``; both name -> shape); ``strict``: missing or extra tensors fail too."""
     problems = [f"missing {k}" for k in expected if k not in found] if strict else []
     problems += [f"unexpected {k}" for k in found if k not in expected] if strict else []
     problems += [
@@ -225,8 +210,7 @@ def check_fit(
 
 
 def read_config(folder: str | os.PathLike) -> dict[str, Any] | None:
-    """A local folder's config.json as a dict (None: the folder has none); one
-    DamagedFileError line naming it when it is not a JSON object."""
+    """A local folder's config.json (None: absent); DamagedFileError if not a JSON object."""
     path = Path(folder) / CONFIG_FILE
     if not path.is_file():
         return None
@@ -246,9 +230,8 @@ def read_config(folder: str | os.PathLike) -> dict[str, Any] | None:
 
 
 def check_savable(model) -> None:
-    """One ConfigError line, before anything is written, when ``model`` holds int8 weights
-    (``quantize_int8``): a folder holds the float weights every loader reads, and int8 values
-    and scales written over them would leave the folder unreadable, its floats gone."""
+    """One ConfigError line, before writing, when ``model`` holds int8 weights
+    (``quantize_int8``)."""
     int8 = [name for name, t in model.state_dict().items() if t.dtype == torch.int8]
     if int8:
         raise ConfigError(
@@ -267,11 +250,9 @@ def save(
     extra: dict[str, Any] | None = None,
     tokenizer_sha256: str | None = None,
 ) -> list[str]:
-    """``model.safetensors`` and ``config.json`` of ``model`` into ``folder`` (each written
-    atomically), with the remote-code files in the ``lit_sparse`` layout; ``extra`` adds
-    config.json keys (the export's EOS id); ``tokenizer_sha256`` is the digest of the
-    tokenizer shipped beside (default: of the one ``LanguageModel.save_pretrained(tokenizer=
-    ...)`` writes, if any). Returns the names of the files written."""
+    """Write ``model.safetensors`` and ``config.json`` (atomically, plus the remote-code files in
+    the ``lit_sparse`` layout) into ``folder``; ``extra``: more config.json keys;
+    ``tokenizer_sha256``: the shipped tokenizer's digest. Returns the file names written."""
     from safetensors.torch import save as safetensors_bytes
 
     if layout not in LAYOUTS:
@@ -316,9 +297,8 @@ def save(
 
 
 def lit_sparse_keys(config: Any) -> tuple[dict[str, Any], str | None] | None:
-    """The lit_sparse keys of a config.json (format, arch, attention, the records) and its
-    stock layout (None: lit_sparse's own), or None when lit_sparse did not write it: its own
-    format key is neither at the top level nor under a stock format's ``lit_sparse`` key."""
+    """A config.json's lit_sparse keys and stock layout, or None when lit_sparse did not write
+    it."""
     if not isinstance(config, dict):
         return None
     if config.get("format") == FORMAT:
@@ -364,13 +344,9 @@ def load(
     local_files_only: bool = False,
     token: str | bool | None = None,
 ):
-    """The model of folder or hub repository ``model_id`` whose config.json is ``config``,
-    its weights loaded (strictly: a missing or extra tensor is an error), in eval mode.
-
-    ``verify_weights``: check model.safetensors against the sha256 config.json records
-    (False: load weights changed on purpose). A mismatch, a file that is not safetensors
-    or weights that do not fit config.json are one line naming the file; an attention
-    config edited since training loads with a one-line warning naming the fields."""
+    """The model of folder or hub repository ``model_id`` (config.json ``config``), weights loaded
+    strictly, in eval mode. ``verify_weights``: check their recorded sha256 (False: changed on
+    purpose). A bad file is one line naming it; an attention edited since training warns once."""
     config, layout = _lit_sparse_keys(model_id, config)
     check_model_keys(config, model_id)
     try:
@@ -422,8 +398,7 @@ def _unreadable(weights: str | os.PathLike, err: Exception) -> DamagedFileError:
 
 
 def _read_weights(weights: str, map_location: str) -> dict[str, torch.Tensor]:
-    """The tensors of a safetensors file; one line naming it when it is not one (truncated,
-    a damaged header)."""
+    """The tensors of a safetensors file; one line naming it when it is not one."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
@@ -444,10 +419,8 @@ def describe_attention(attention) -> str:
 def model_card(
     model, title: str | None = None, sections: str = "", layout: str = "lit_sparse"
 ) -> str:
-    """A short model card in Markdown with huggingface_hub's metadata header: the model's
-    shape and attention, how to load it (lit_sparse and transformers, per ``layout``) and
-    generate from it, and ``sections`` (the run's results, from ``python -m lit_sparse
-    export``)."""
+    """A short Markdown model card with huggingface_hub's metadata header: shape, attention, how to
+    load and generate (per ``layout``), and ``sections`` (the run's results)."""
     config = model.config
     title = title or f"lit_sparse {type(model.attention).name or 'custom'} language model"
     shape = (

@@ -1,13 +1,9 @@
-"""The config.json keys and weight names of a model folder that transformers reads; pure
-functions of plain values, no transformers import.
+"""The config.json keys and weight names transformers reads; pure functions, no transformers.
 
-Two layouts of the same network (pre-norm RMSNorm, rotate-half RoPE, GQA, SwiGLU, no biases,
-tied head): ``lit_sparse``, our own names and keys plus ``model_type`` ``lit_sparse``, the
-standard shape keys and an ``auto_map`` to the remote-code files, so transformers loads any
-attention; and ``llama`` / ``mistral``, transformers' own names and config for the two patterns
-it has (dense, sliding window), loaded with no remote code. The lit_sparse keys ride along under
-``lit_sparse``, so ``LanguageModel.from_pretrained`` reads those folders back too.
-"""
+Two layouts of one network: ``lit_sparse`` (our names, ``model_type`` ``lit_sparse``, the
+standard shape keys and an ``auto_map`` to remote code, for any attention) and ``llama`` /
+``mistral`` (transformers' own, for dense and sliding window, no remote code, our keys under
+``lit_sparse``)."""
 
 from __future__ import annotations
 
@@ -44,10 +40,8 @@ _BLOCK_NAMES = {
 
 
 def shape_fields(config) -> dict[str, Any]:
-    """The standard config.json keys of a ``ModelConfig`` (what transformers, lm-eval and the
-    hub's model pages read), the one place its fields get transformers' names (every layout
-    and ``LitSparseConfig`` take them from here): ``training_length`` and
-    ``max_position_embeddings`` are both the training length (the model runs at any length)."""
+    """The standard config.json keys of a ``ModelConfig`` (the one place its fields get
+    transformers' names); ``max_position_embeddings`` is the training length."""
     return {
         "vocab_size": config.vocab_size,
         "hidden_size": config.d_model,
@@ -68,17 +62,14 @@ def shape_fields(config) -> dict[str, Any]:
 
 
 def stock_layout_of(attention_config: dict[str, Any]) -> str | None:
-    """``llama`` for a dense plugin's ``{class_path, init_args}``, ``mistral`` for a sliding
-    window, else None (no transformers class has the pattern)."""
+    """``llama`` for a dense plugin config, ``mistral`` for a sliding window, else None."""
     name = str(attention_config.get("class_path", "")).rpartition(".")[2]
     return next((layout for layout, cls in _STOCK_PLUGINS.items() if cls == name), None)
 
 
 def stock_config(layout: str, config, lit_sparse_keys: dict[str, Any]) -> dict[str, Any]:
-    """config.json of the stock ``layout`` (``llama`` or ``mistral``) for a ``ModelConfig``;
-    ``lit_sparse_keys`` (format, arch, attention) are kept under ``lit_sparse``. Mistral's
-    ``sliding_window`` counts the query itself: lit_sparse's window W (distances 0..W) is
-    ``sliding_window = W + 1``."""
+    """config.json of the stock ``layout`` (``llama`` or ``mistral``), ``lit_sparse_keys`` kept
+    under ``lit_sparse``. Mistral's ``sliding_window`` counts the query: our window W is W + 1."""
     attention = lit_sparse_keys["attention"]
     if stock_layout_of(attention) != layout:
         raise ConfigError(
@@ -111,8 +102,7 @@ def describe_stock_layouts() -> str:
 
 
 def to_stock_names(state: dict[str, Any], n_layers: int) -> dict[str, Any]:
-    """lit_sparse's state dict renamed to transformers' Llama/Mistral names (the tied head
-    has no tensor of its own in either)."""
+    """lit_sparse's state dict under transformers' Llama/Mistral names."""
     names = _names(n_layers)
     extra = sorted(set(state) - set(names))
     if extra:
@@ -124,8 +114,7 @@ def to_stock_names(state: dict[str, Any], n_layers: int) -> dict[str, Any]:
 
 
 def from_stock_names(state: dict[str, Any], n_layers: int) -> dict[str, Any]:
-    """The inverse of :func:`to_stock_names`; a tensor with another name keeps it (the
-    strict load then names it)."""
+    """The inverse of :func:`to_stock_names` (other names kept, for the strict load to name)."""
     back = {stock: ours for ours, stock in _names(n_layers).items()}
     return {back.get(key, key): tensor for key, tensor in state.items()}
 

@@ -1,7 +1,5 @@
-"""The files beside an exported model that transformers' ``AutoTokenizer`` and ``generate``
-read: ``tokenizer_config.json`` and ``special_tokens_map.json`` (the end-of-text token as
-EOS, BOS and padding, so batched prompts pad with it) and ``generation_config.json`` (the
-same ids). Plain JSON: writing them needs no transformers."""
+"""The files transformers' ``AutoTokenizer`` and ``generate`` read beside an exported model,
+with the end-of-text token as EOS, BOS and padding; plain JSON."""
 
 from __future__ import annotations
 
@@ -15,9 +13,8 @@ GENERATION_CONFIG_FILE = "generation_config.json"
 
 
 def transformers_files(eos_token: str, eos_id: int) -> dict[str, str]:
-    """File name -> text of the tokenizer and generation configs for a tokenizer whose
-    document separator is ``eos_token`` (id ``eos_id``). lit_sparse's corpora separate
-    documents with it, so a new document starts after it: it is the BOS too."""
+    """File name -> text of the tokenizer and generation configs for the document separator
+    ``eos_token`` (id ``eos_id``), also the BOS (a new document starts after it)."""
     special = {"bos_token": eos_token, "eos_token": eos_token, "pad_token": eos_token}
     tokenizer_config = {
         "tokenizer_class": "PreTrainedTokenizerFast",

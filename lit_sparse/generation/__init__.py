@@ -1,13 +1,6 @@
-"""Generating text from a trained model: prefill, then incremental decoding over the caches
-each attention pattern states (``LanguageModel.new_cache``).
-
-- ``generate``: tokens as they are made (``prefill``: a prompt in chunks; ``sampling``: greedy,
-  temperature, top-k, top-p, seeds); ``text``: token ids to text as characters complete.
-- ``text_generation``: ``generate_text``, prompts to text up to stop strings; ``scoring``:
-  ``score``, log-likelihoods of continuations in right-padded batches (exact for every plugin).
-- ``quantize``, ``weights``: int8 and bfloat16 weights for decoding on a CPU.
-- A model and tokenizer from a run or an export: :mod:`lit_sparse.interop.loading`.
-"""
+"""Generating text from a trained model: prefill, then incremental decoding over each attention
+pattern's cache; ``generate_text`` (text to text, stop strings), ``score`` (continuations'
+log-likelihoods), int8 and bfloat16 weights for CPU decoding."""
 
 from lit_sparse.generation.generate import Generation, GenerationStats, generate
 from lit_sparse.generation.sampling import Sampler

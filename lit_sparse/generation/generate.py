@@ -1,10 +1,8 @@
-"""Generation: the prompt through the training path in chunks (prefill: memory bounded by the
-chunk and the cache), then one token at a time through each layer's decoder
-(``LanguageModel.new_cache``), yielding tokens as they are made.
+"""Generation: the prompt in chunks through the training path (prefill), then one token at a time
+through each layer's decoder, yielding tokens as they are made.
 
     for tokens in lit_sparse.generate(model, prompt_ids, 50, temperature=0.8, seed=0):
-        ...  # tokens: (B,) the next id of every prompt
-"""
+        ...  # tokens: (B,) the next id of every prompt"""
 
 from __future__ import annotations
 
@@ -64,8 +62,7 @@ class GenerationStats:
 
 
 def _check_integers(rows, where: str) -> None:
-    """One ConfigError line naming the first id among nested lists that is not an integer (a
-    float, a bool, a tensor of either): converting them would truncate 1.5 to 1."""
+    """One ConfigError line naming the first non-integer id in nested lists (1.5 would truncate)."""
     for i, item in enumerate(rows):
         at = f"{where}[{i}]"
         if isinstance(item, Tensor):
@@ -119,12 +116,10 @@ def _prompt_tensor(prompt_ids, vocab_size: int, device: torch.device) -> Tensor:
 
 
 class Generation:
-    """Iterating yields the next token of every prompt, (B,) int64, once per step, up to
-    ``max_new_tokens`` steps. With ``eos_id`` a prompt that produced it yields ``eos_id`` from
-    then on, and the iteration stops once every prompt has. Arguments are checked when the
-    object is made (one ``ConfigError`` line each), before any model work; then the model's
-    float32 CPU matrices are laid out for decoding (:func:`decoding_layout`: the same values,
-    stored column-major)."""
+    """Iterating yields the next token of every prompt, (B,) int64, for up to ``max_new_tokens``
+    steps; with ``eos_id`` a finished prompt yields ``eos_id`` and iteration stops when all have.
+    Arguments are checked when made (one ConfigError line each); float32 CPU matrices are laid
+    out for decoding (:func:`decoding_layout`)."""
 
     def __init__(
         self,
@@ -214,29 +209,22 @@ class Generation:
 
 
 def generate(model, prompt_ids, max_new_tokens: int, **options: Any) -> Generation:
-    """Continue ``prompt_ids`` with ``model`` (a ``LanguageModel``): an iterator that yields
-    the next token of every prompt, (B,), as soon as it is made (a :class:`Generation`; the
-    options are its keyword arguments).
+    """Continue ``prompt_ids`` with ``model``: a :class:`Generation` yielding the next token of
+    every prompt, (B,), as soon as it is made. Memory and per-token cost are bounded by each
+    pattern's cache.
 
     Args:
-        model: the language model (its device and dtype are used as they are).
-        prompt_ids: (B, T) token ids (a tensor, a list of ids, or a list of equal-length
-            lists): a batch of prompts of equal length.
+        model: the language model (on its own device and dtype).
+        prompt_ids: (B, T) token ids (a tensor, a list of ids, or equal-length lists).
         max_new_tokens: tokens to generate per prompt (>= 1).
-        temperature: 0 is greedy (deterministic); > 0 samples from softmax(logits / T)
-            (default 1).
+        temperature: 0 is greedy; > 0 samples from softmax(logits / T) (default 1).
         top_k: sample among the k most likely tokens only.
-        top_p: nucleus sampling: the most likely tokens whose probabilities sum to top_p,
-            in (0, 1].
+        top_p: nucleus sampling: the most likely tokens whose probabilities sum to top_p.
         seed: makes sampling reproducible.
         eos_id: a prompt stops at this token; the iteration ends when every prompt has.
-        prefill_chunk: the prompt goes through the model in chunks of this many tokens
-            (default 2048; None: at once); the first token's logits are the same either way,
-            and memory is bounded by the chunk and the cache instead of the prompt.
-        vocab_limit: only ids below it are produced (a tokenizer's size, when the model's
-            vocabulary is padded past it: ``generate_text`` passes ``len(tokenizer)``).
-
-    Each layer keeps the cache its attention pattern needs (``LanguageModel.new_cache``):
-    a token costs the same at any context for the Fibonacci and sliding-window patterns.
+        prefill_chunk: prompt tokens per prefill chunk (default 2048; None: at once); the
+            logits are the same either way.
+        vocab_limit: only ids below it are produced (the tokenizer's size when the model's
+            vocabulary is padded).
     """
     return Generation(model, prompt_ids, max_new_tokens, **options)

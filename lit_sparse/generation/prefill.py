@@ -1,10 +1,6 @@
-"""Prefill: a prompt into a decoding cache, whole or in fixed-size chunks.
-
-A chunk runs through every layer at once (the first through each pattern's training path,
-later ones through its decoder's :meth:`~lit_sparse.attention.decoding.LayerDecoder.extend`),
-and only the last position gets logits, so a prompt's memory is bounded by the chunk and the
-cache (a ring of the largest distance + 1 rows for Fibonacci layers), not by its length.
-"""
+"""Prefill: a prompt into a decoding cache, whole or in fixed-size chunks (the first through each
+pattern's training path, later ones through its decoder's ``extend``), logits at the last
+position only: memory is bounded by the chunk and the cache, not the prompt."""
 
 from __future__ import annotations
 
@@ -16,8 +12,7 @@ from lit_sparse.errors import ConfigError
 __all__ = ["DEFAULT_CHUNK", "prefill"]
 
 DEFAULT_CHUNK = 2048
-"""Prompt tokens per chunk by default: large enough for efficient matrix products, small
-enough that a chunk's activations are a few tens of MB at the paper's shape."""
+"""Prompt tokens per chunk: efficient products, activations of tens of MB at the paper's shape."""
 
 
 def check_chunk(chunk: int | None) -> None:
@@ -27,8 +22,8 @@ def check_chunk(chunk: int | None) -> None:
 
 
 def prefill(model, ids: Tensor, cache, chunk: int | None = DEFAULT_CHUNK) -> Tensor:
-    """Run ``ids`` (B, T) into ``cache`` (``model.new_cache``, empty or continuing) in chunks of
-    ``chunk`` tokens (None: all at once) and return the last position's logits (B, vocab)."""
+    """Run ``ids`` (B, T) into ``cache`` in chunks of ``chunk`` tokens; the last logits (B,
+    vocab)."""
     check_chunk(chunk)
     step = chunk or ids.shape[1]
     logits = None

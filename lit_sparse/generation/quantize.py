@@ -1,13 +1,9 @@
 """Int8 weights for decoding on a CPU: a step streams about a quarter of float32's bytes.
 
-:func:`quantize_int8` stores every matrix a decoding step reads (the attention and MLP
-projections, the tied embedding) as int8 with one float32 scale per output channel (symmetric,
-``max|w| / 127`` per row); norms, caches and the residual stream stay float32. A decoding step's
-few rows run through lit_sparse's compiled kernel (``kernels.compiled.int8_linear``), a prefill
-through ``torch._weight_int8pack_mm``, which is fast on a CPU only for bfloat16 inputs and reads
-16 columns at a time: its inputs are rounded to bfloat16 and the matrices zero-padded to a
-multiple of 16 columns (docs/performance.md, "int8 weights").
-"""
+:func:`quantize_int8` stores every matrix a decoding step reads as int8 with a float32 scale per
+output row (``max|w| / 127``); the rest stays float32. Decoding's few rows run through the
+compiled ``int8_linear`` kernel, a prefill through ``torch._weight_int8pack_mm`` (bfloat16
+inputs, columns padded to a multiple of 16; docs/performance.md, "int8 weights")."""
 
 from __future__ import annotations
 
@@ -38,8 +34,7 @@ ALIGN = 16
 
 
 class Int8Weight(nn.Module):
-    """An int8 matrix (out_features, in_features padded to ``ALIGN``) with float32 scales per
-    output channel, and its product with float32 inputs."""
+    """An int8 matrix (out, in padded to ``ALIGN``) with a float32 scale per output row."""
 
     def __init__(self, weight: Tensor):
         super().__init__()
@@ -55,9 +50,8 @@ class Int8Weight(nn.Module):
         self.register_buffer("_unit", ones, persistent=False)  # the kernel's own scales
 
     def product(self, x: Tensor) -> Tensor:
-        """``x @ W.T`` (..., out_features) in float32 for x (..., in_features): up to
-        ``SMALL_ROWS`` rows (decoding) through the compiled kernel, float32 throughout;
-        more rows (a prefill) through torch's kernel, with bfloat16 inputs."""
+        """``x @ W.T`` (..., out_features) for x (..., in_features): up to ``SMALL_ROWS`` rows
+        through the compiled kernel in float32, more through torch's kernel with bfloat16 inputs."""
         count = x.numel() // self.in_features
         if count <= SMALL_ROWS and x.device.type == "cpu" and compiled.available():
             flat = x.reshape(count, self.in_features).float().contiguous()
@@ -94,8 +88,7 @@ class Int8Linear(Int8Weight):
 
 
 class Int8Embedding(Int8Weight):
-    """The tied embedding in int8: a token's row is its int8 values times its scale, and
-    :meth:`project` is the output layer (``LanguageModel.head`` calls it)."""
+    """The tied embedding in int8; :meth:`project` is the output layer."""
 
     def forward(self, idx: Tensor) -> Tensor:
         rows = F.embedding(idx, self.weight[:, : self.in_features]).float()
@@ -105,8 +98,7 @@ class Int8Embedding(Int8Weight):
 
 
 def quantize_int8(model: LanguageModel) -> LanguageModel:
-    """``model`` with its matrices in int8, in place (see the module doc); returns it. The
-    model must be on the CPU and in eval mode; its weights may be float32 or bfloat16."""
+    """``model`` (CPU, eval mode) with its matrices in int8, in place; returns it."""
     if not isinstance(model, LanguageModel):
         raise ConfigError(
             f"quantize='int8': expected a lit_sparse LanguageModel, got {type(model).__name__}"

@@ -1,12 +1,7 @@
-"""Scoring continuations: the log-likelihood of each (context, continuation) pair of token ids
-and whether greedy decoding would produce the continuation, in padded batches.
-
-Right padding is exact for every attention plugin: a causal, prefix-consistent model's output at
-position t depends only on the tokens up to t, so the pads after a row change none of its scored
-logits. Pairs are sorted by length, so a batch holds rows of similar length, and the output layer
-runs at the continuation positions only, so memory grows with the continuations' tokens times
-the vocabulary, not the whole batch's.
-"""
+"""Scoring continuations: each (context, continuation) pair's log-likelihood and whether greedy
+decoding produces it, in right-padded batches (exact for every causal plugin: pads after a row
+change none of its logits). Pairs are sorted by length and the head runs at continuation
+positions only."""
 
 from __future__ import annotations
 
@@ -22,13 +17,11 @@ from lit_sparse.errors import ConfigError
 __all__ = ["TRUNCATION", "Score", "check_length_options", "length_limit", "score"]
 
 TRUNCATION = ("error", "left")
-"""What happens to an input longer than ``max_length``: one ConfigError, or its context
-clipped from the left (the oldest tokens dropped) with a warning."""
+"""An input over ``max_length``: one ConfigError, or its oldest tokens dropped with a warning."""
 
 PAD_ID = 0  # right padding: any id serves, no real position reads it
 HEAD_ROWS = 1024
-"""Positions per output-layer call: the (positions, vocab) logits stay a few tens of MB (the
-(B, width, vocab) logits of 16 contexts of 16k tokens at a 32k vocabulary would be 34 GB)."""
+"""Positions per output-layer call, so the (positions, vocab) logits stay tens of MB."""
 
 
 class Score(NamedTuple):
@@ -51,8 +44,8 @@ def check_length_options(max_length: int | None, truncation: str) -> None:
 
 
 def length_limit(model, max_length: int | None) -> int | None:
-    """The tokens a model's input may hold: ``max_length`` (checked against the longest
-    sequence the model's patterns support), else that limit (None: any length)."""
+    """The most input tokens: ``max_length`` (checked against the model's limit), else that
+    limit."""
     supported = model.max_length
     if max_length is not None and supported is not None and max_length > supported:
         raise ConfigError(
@@ -78,8 +71,7 @@ def _checked_ids(ids, what: str, vocab_size: int) -> list[int]:
 def _fitted(
     pairs, vocab_size: int, limit: int | None, truncation: str
 ) -> list[tuple[list[int], int]]:
-    """Per pair: its tokens (context + continuation, clipped from the left where allowed;
-    the model reads all but the last) and the continuation's length."""
+    """Per pair: its tokens (clipped from the left where allowed) and the continuation's length."""
     rows, clipped = [], 0
     for n, pair in enumerate(pairs):
         try:
@@ -134,15 +126,14 @@ def score(
     """The log-likelihood of each continuation given its context, and whether it is greedy.
 
     Args:
-        model: a ``LanguageModel`` (used on its device and dtype, in inference mode).
-        pairs: (context ids, continuation ids) of any lengths; a context holds at least one
-            token (a whole document is scored after ``tokenizer.document_prefix``).
-        batch_size: pairs per forward; rows are right-padded, which is exact for every
-            plugin (a row's scores do not depend on the batch).
+        model: a ``LanguageModel`` (on its device and dtype, in inference mode).
+        pairs: (context ids, continuation ids); a context holds at least one token (score a
+            whole document after ``tokenizer.document_prefix``).
+        batch_size: pairs per forward (a row's scores do not depend on the batch).
         max_length: the most input tokens (context + continuation - 1) per pair (default: the
-            longest the model supports; None for patterns that take any length).
-        truncation: ``"error"`` refuses a longer pair in one line; ``"left"`` drops its
-            oldest context tokens (with one warning per call).
+            longest the model supports; None: any length).
+        truncation: ``"error"`` refuses a longer pair in one line; ``"left"`` drops its oldest
+            context tokens (one warning per call).
         progress: show a progress bar over the batches.
 
     Returns:
@@ -169,8 +160,8 @@ def score(
 
 
 def _score_batch(model, rows: list[tuple[list[int], int]], device: torch.device) -> list[Score]:
-    """One right-padded forward over ``rows`` (tokens, continuation length); the output layer
-    runs at the continuation positions only, ``HEAD_ROWS`` at a time."""
+    """One right-padded forward over ``rows``; the head runs at continuations, ``HEAD_ROWS`` at a
+    time."""
     width = max(len(tokens) - 1 for tokens, _ in rows)
     inputs = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
     row_of, position, targets = [], [], []

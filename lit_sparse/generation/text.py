@@ -11,8 +11,8 @@ REPLACEMENT = "\ufffd"
 
 
 class TextStream:
-    """``push(id)`` returns the text that became complete (often empty), ``flush()`` the
-    rest. Special tokens (the end-of-text separator) are not shown."""
+    """``push(id)`` returns the text that became complete, ``flush()`` the rest; no special
+    tokens."""
 
     def __init__(self, tokenizer: Tokenizer, hold_limit: int = 8):
         self.tokenizer, self.hold_limit = tokenizer, hold_limit

@@ -1,11 +1,6 @@
-"""Text in, text out: continue prompts of any lengths until a stop string, the end-of-text
-token or ``max_new_tokens``, and return each continuation without its stop string.
-
-Prompts of equal token length run together as one batch through ``lit_sparse.generate``, so no
-row is padded and a prompt's continuation does not depend on the others: greedy results equal
-generating each prompt alone. A batch stops as soon as each of its rows has met a stop string or
-the end of text.
-"""
+"""Text in, text out: continue prompts until a stop string, end-of-text or ``max_new_tokens``,
+returning each continuation without its stop string. Prompts of equal token length run as one
+unpadded batch, so greedy results equal generating each prompt alone."""
 
 from __future__ import annotations
 
@@ -55,8 +50,8 @@ def _checked_stop(stop) -> list[str]:
 def _fitted_prompt(
     ids: list[int], n: int, max_new_tokens: int, limit: int | None, truncation: str
 ) -> tuple[list[int], bool]:
-    """The prompt's ids within ``limit`` together with ``max_new_tokens`` (clipped from the
-    left where allowed), and whether they were clipped."""
+    """The prompt's ids within ``limit`` with ``max_new_tokens`` (left-clipped where allowed) and
+    whether clipped."""
     if limit is None or len(ids) + max_new_tokens <= limit:
         return ids, False
     room = limit - max_new_tokens
@@ -93,20 +88,18 @@ def generate_text(
     """Continue each prompt and return the new text, without the stop string that ended it.
 
     Args:
-        model: a ``LanguageModel`` (its device and dtype as they are).
-        tokenizer: its ``lit_sparse.Tokenizer`` (``encode``, ``decode``, ``eos_id``).
-        prompts: texts of any lengths, encoded as they are (an empty one starts a new
-            document; begin a prompt with ``tokenizer.eos_token`` to mark it as a
-            document's start, as training saw every document but the first).
+        model: a ``LanguageModel`` (on its device and dtype).
+        tokenizer: its ``lit_sparse.Tokenizer``.
+        prompts: texts of any lengths (an empty one starts a new document; begin with
+            ``tokenizer.eos_token`` to mark a document's start).
         max_new_tokens: the most tokens generated per prompt.
-        stop: strings that end a continuation; it is returned up to the first one.
+        stop: strings that end a continuation.
         stop_at_eos: also end at the end-of-text token.
         temperature: 0 (the default) is greedy; > 0 samples (with ``top_k``, ``top_p`` and
-            ``seed`` as ``lit_sparse.generate`` takes them). Sampled tokens depend on how
-            prompts are batched; greedy ones do not.
+            ``seed`` as ``lit_sparse.generate`` takes them; samples depend on batching).
         batch_size: prompts of equal token length generated together.
-        max_length: the most tokens a prompt and its continuation may hold (default: the
-            longest the model supports; None for patterns that take any length).
+        max_length: the most tokens of a prompt plus continuation (default: the longest the
+            model supports; None: any length).
         truncation: ``"error"`` refuses a prompt that does not fit in one line; ``"left"``
             drops its oldest tokens (one warning per call).
     """
@@ -154,11 +147,9 @@ def generate_text(
 
 
 class _IncrementalText:
-    """One row's continuation as text, decoded as tokens arrive: each step decodes the new
-    token with a few tokens before it (a decoder may read its neighbours: a leading space
-    stripped, a character split across byte tokens), so a step costs the same at any
-    length; a character's first bytes wait for the rest (up to ``HOLD`` tokens), as in
-    vLLM's and text-generation-inference's detokenizers."""
+    """One row's continuation decoded as tokens arrive: each new token with a few before it (a
+    decoder reads neighbours), so a step costs the same at any length; a split character waits
+    for its bytes (up to ``HOLD`` tokens)."""
 
     HOLD = 8
 
@@ -180,9 +171,8 @@ class _IncrementalText:
 
 
 def _continue(generation: Generation, tokenizer, stop: list[str], eos_id: int | None):
-    """Each row's text, ending at its first stop string or end-of-text token; stops the
-    generation once every row has ended. A stop string is looked for only where the new
-    text could complete one (the new text and the longest stop string's length before)."""
+    """Each row's text up to its first stop string or end-of-text; ends the generation once every
+    row has. Stop strings are searched only where new text could complete one."""
     rows = generation.prompt.shape[0]
     streams = [_IncrementalText(tokenizer) for _ in range(rows)]
     ended, tails = [False] * rows, [""] * rows  # tails: the last reach characters

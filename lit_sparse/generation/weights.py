@@ -1,13 +1,9 @@
 """Weights for decoding in a narrower dtype or layout, the same float32 arithmetic.
 
-A decoding step at batch 1 reads every weight once, so its time is about the weights' bytes over
-the memory bandwidth. :func:`bfloat16_weights` stores the matrices in bfloat16 (half the bytes)
-and keeps norms, activations, caches and every sum in float32, each weight widened as it is read.
-:func:`decoding_layout` changes no value: q, k and v become one product (as do the MLP's gate and
-up) and every other float32 matrix is stored column-major, which a product of a few rows streams
-at the memory's speed where torch's CPU BLAS reads a row-major weight at about 60 % of it
-(docs/performance.md, "Decoding at the weight-streaming floor").
-"""
+A batch-1 decoding step is bound by streaming the weights. :func:`bfloat16_weights` stores
+matrices in bfloat16, widened as read; :func:`decoding_layout` fuses q/k/v and gate/up and
+stores matrices column-major, which a few-row product streams at memory speed
+(docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -31,11 +27,9 @@ def bfloat16_weights(model: nn.Module) -> nn.Module:
 
 
 def decoding_layout(model: nn.Module) -> nn.Module:
-    """Lay ``model``'s float32 CPU matrices out for decoding, in place (the same values, the
-    same parameters); returns it: q, k and v become one product, and the MLP's gate and up
-    another (:class:`~lit_sparse.model.FusedProjection`), and every other matrix is stored
-    column-major. Generation applies it; training and saving are unaffected (a saved weight
-    is written contiguous); replacing a weight (``.to()``, another dtype) undoes it."""
+    """Lay ``model``'s float32 CPU matrices out for decoding, in place, the same values (q/k/v and
+    gate/up fused, the rest column-major); returns it. Saving is unaffected; replacing a weight
+    undoes it."""
     for module in list(model.modules()):
         if isinstance(module, Attention) and not (module.qkv and module.qkv.active()):
             module.qkv = FusedProjection.fuse([module.q_proj, module.k_proj, module.v_proj])

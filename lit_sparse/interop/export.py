@@ -1,13 +1,9 @@
-"""A trained model leaves its run folder: weights only (safetensors), config.json, the
-tokenizer and a model card with the run's results (``python -m lit_sparse export``).
+"""``python -m lit_sparse export``: a run's model as a folder (safetensors weights, config.json,
+tokenizer, a model card with the run's results) or one GGUF file (:func:`export_gguf`).
 
-The folder loads back with ``LanguageModel.from_pretrained`` and ``generate``, and in
-transformers through the remote-code files it carries or, for a dense or sliding-window model
-by default, as a stock Llama / Mistral folder with no remote code (docs/transformers.md). An
-export is all or nothing (:class:`~lit_sparse.io.atomic.AtomicFolder`): a failure at any step
-leaves the earlier export as it was. A run that is training exports its newest whole
-checkpoint. ``format="gguf"`` writes one GGUF file for llama.cpp instead (:func:`export_gguf`).
-"""
+The folder loads with ``LanguageModel.from_pretrained`` and in transformers (remote code, or
+a stock Llama / Mistral folder for dense and sliding-window models). An export is all or
+nothing (:class:`~lit_sparse.io.atomic.AtomicFolder`)."""
 
 from __future__ import annotations
 
@@ -105,8 +101,7 @@ class ExportResult:
 
 
 def file_size(size: int) -> str:
-    """A file's size for the listing: MB from 1 MB, else KB (a config's "0.00 MB" said
-    nothing), bytes below 1 KB."""
+    """A file's size for the listing: MB from 1 MB, KB from 1 KB, else bytes."""
     if size >= 2**20:
         return f"{size / 2**20:.2f} MB"
     if size >= 2**10:
@@ -115,10 +110,7 @@ def file_size(size: int) -> str:
 
 
 def _check_out(out: Path) -> None:
-    """Refuse to write into anything but a new or empty folder or an earlier export: a folder
-    whose config.json lit_sparse wrote (its format key at the top level, or under a stock
-    format's ``lit_sparse`` key). Another model's folder (a transformers one holds only
-    names an export writes) is refused, not replaced."""
+    """Refuse any ``out`` but a new or empty folder or an earlier export (not another model's)."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"out={str(out)!r}: exists and is not a folder")
     if not out.is_dir() or not any(out.iterdir()):
@@ -136,10 +128,9 @@ def _check_out(out: Path) -> None:
 
 
 def choose_format(attention, requested: str | None, has_mlp: bool = True) -> str:
-    """The export format of a model with plugin ``attention``: ``requested``, or the stock
-    one where transformers has the pattern (dense: llama, sliding window: mistral) and the
-    blocks have an MLP as every stock block does, else lit_sparse's own. A stock format the
-    pattern does not have is one ConfigError line."""
+    """The export format for plugin ``attention``: ``requested``, else the stock one transformers
+    has (dense: llama, sliding window: mistral) when the blocks have an MLP, else lit_sparse's.
+    A stock format that does not fit is one ConfigError line."""
     if requested is not None and requested not in FORMATS:
         raise ConfigError(f"format={requested!r}: must be one of {', '.join(FORMATS)}")
     if requested == GGUF:
@@ -157,8 +148,7 @@ def choose_format(attention, requested: str | None, has_mlp: bool = True) -> str
 
 
 def run_card(run, model, format: str = "lit_sparse") -> str:
-    """The model card of a run: the model, the run (variant, steps), its held-out
-    perplexities and its length-extrapolation table (from extrapolation.json)."""
+    """A run's model card: the model, the run, its held-out perplexities and extrapolation table."""
     variant = run.path.parent.name
     lines = [
         "## Training",
@@ -190,8 +180,7 @@ def run_card(run, model, format: str = "lit_sparse") -> str:
 
 
 def _files_in_order(folder: Path) -> dict[str, int]:
-    """name -> bytes of every file in ``folder``: the weights, config.json, the tokenizer and
-    the card first, then any others."""
+    """name -> bytes of every file in ``folder``: weights, config, tokenizer and card first."""
     first = [WEIGHTS_FILE, CONFIG_FILE, TOKENIZER_FILE, CARD_FILE]
     names = sorted(p.name for p in folder.iterdir())
     ordered = [n for n in first if n in names] + [n for n in names if n not in first]
@@ -199,9 +188,7 @@ def _files_in_order(folder: Path) -> dict[str, int]:
 
 
 def _check_replaced(out: Path, build: Path) -> None:
-    """Refuse to replace an earlier export that holds files no export writes (a user's
-    notes, a hub clone's .git): the swap would delete them. (An export in another format
-    drops the other format's files: the remote code.)"""
+    """Refuse to replace an earlier export holding files no export writes (notes, a ``.git``)."""
     if not out.is_dir():
         return
     written = {p.name for p in build.iterdir()} | set(REMOTE_CODE)
@@ -222,23 +209,18 @@ def export_run(
     format: str | None = None,
     option: str = "tokenizer=...",
 ) -> ExportResult:
-    """Export a run folder's newest checkpoint (or a ``.ckpt`` file of a run) to ``out``:
-    model.safetensors, config.json (with the EOS id and the training length), the
-    tokenizer (tokenizer.json and its transformers configs), generation_config.json,
-    README.md and, in lit_sparse's format, the remote-code files; all or nothing (built
-    beside ``out`` and swapped in as a whole).
+    """Export a run's newest checkpoint to the folder ``out``, all or nothing: model.safetensors,
+    config.json (EOS id, training length), the tokenizer files, generation_config.json, README.md
+    and, in lit_sparse's format, the remote-code files.
 
     Args:
         path: a run folder, an experiment folder (its newest run) or a checkpoint file.
         out: a new or empty folder, or an earlier export (replaced as a whole).
-        tokenizer: the tokenizer to ship (default: the one the run's config.yaml names,
-            refused when it is not the one the checkpoint was trained with); config.json
-            records its digest, checked whenever the folder loads.
-        format: ``lit_sparse``, ``llama`` (dense) or ``mistral`` (sliding window);
-            default: the stock format where one fits the model's attention, else lit_sparse.
-            ``gguf``: one file for llama.cpp instead (:func:`export_gguf`, f16).
-        option: how the caller names another tokenizer, for the messages (the command:
-            ``--tokenizer``).
+        tokenizer: the tokenizer to ship (default: the run's, refused when it is not the one
+            the checkpoint was trained with); config.json records its digest.
+        format: ``lit_sparse``, ``llama`` (dense) or ``mistral`` (sliding window); default:
+            the stock format where one fits, else lit_sparse. ``gguf``: :func:`export_gguf`.
+        option: how the caller names another tokenizer, for the messages.
     """
     source, out = Path(path).expanduser(), Path(out).expanduser()
     if format is not None and format not in FORMATS:
@@ -274,8 +256,8 @@ def export_run(
 
 
 def _run_model(source: Path, path, format: str | None, tokenizer: str | None, option: str):
-    """The run at ``source`` (``path`` as given), its model, the model's export format
-    (:func:`choose_format`) and its tokenizer, checked against the checkpoint."""
+    """The run at ``source``, its model, export format and tokenizer (checked against the
+    weights)."""
     from lit_sparse.runs.analysis import load_run
 
     run = load_run(source)
@@ -308,15 +290,13 @@ def export_gguf(
     gguf_type: str = DEFAULT_GGUF_TYPE,
     option: str = "tokenizer=...",
 ) -> ExportResult:
-    """Write a dense model as one GGUF file for llama.cpp at ``out`` (``llama`` architecture,
-    the matrices in ``gguf_type``: f32, f16 or q8_0, and the tokenizer), atomically.
+    """Write a dense model as one GGUF file (``llama`` architecture) for llama.cpp, atomically.
 
     Args:
         path: a run folder, an experiment folder, a checkpoint file or an exported folder.
         out: the file to write (new, or an earlier GGUF export, replaced).
-        tokenizer: the tokenizer to write (default: the run's or the folder's own, checked
-            against the weights); a byte-level BPE.
-        gguf_type: ``f32``, ``f16`` or ``q8_0`` (norms stay f32).
+        tokenizer: a byte-level BPE to write (default: the run's or folder's own, checked).
+        gguf_type: the matrices' type, ``f32``, ``f16`` or ``q8_0`` (norms stay f32).
         option: how the caller names another tokenizer, for the messages.
     """
     require_gguf()

@@ -1,6 +1,5 @@
-"""Optional extras: whether one is installed, and new enough, before it is imported (the
-``hf`` extra: transformers; ``gguf``: the GGUF writer; ``llama-cpp``: llama-cpp-python and
-the writer). Each check raises one line saying what to install."""
+"""Optional extras (``hf``, ``gguf``, ``llama-cpp``): checked installed and new enough before
+import, with one line saying what to install."""
 
 from __future__ import annotations
 
@@ -19,20 +18,16 @@ __all__ = [
 ]
 
 MIN_TRANSFORMERS = "4.56"
-"""The oldest transformers the integration is tested with (.ci/minimum-versions): the first
-whose ``Cache`` is a list of per-layer ``CacheLayerMixin`` objects and whose
-``DynamicCache`` takes the model config."""
+"""The oldest transformers tested (.ci/minimum-versions): per-layer ``CacheLayerMixin`` caches."""
 
 MIN_GGUF = "0.19"
 """The gguf package the GGUF export is tested with (``export --format gguf``)."""
 MIN_LLAMA_CPP = "0.3.36"
-"""The llama-cpp-python ``bench decode --llama-cpp`` is tested with (it builds llama.cpp from
-source: many minutes on one core)."""
+"""The llama-cpp-python ``bench decode --llama-cpp`` is tested with."""
 
 
 def require_transformers(installed: str | None = None) -> str:
-    """The installed transformers version; raises :class:`MissingExtraError` when it is
-    missing or older than :data:`MIN_TRANSFORMERS` (``installed`` overrides the lookup)."""
+    """The installed transformers version, else MissingExtraError (missing or too old)."""
     purpose = "the Hugging Face transformers integration"
     upgrade = f"transformers>={MIN_TRANSFORMERS}"
     return _require("transformers", MIN_TRANSFORMERS, "hf", purpose, installed, upgrade)
@@ -46,9 +41,8 @@ def _require(
     installed: str | None = None,
     upgrade: str | None = None,
 ) -> str:
-    """The installed version of ``distribution``; one MissingExtraError line naming ``extra``
-    when it is missing, or what to upgrade (``upgrade``, default: the extra) when it is older
-    than ``minimum``."""
+    """The installed version of ``distribution``, else one MissingExtraError line (missing, too
+    old)."""
     from packaging.version import Version
 
     if installed is None:
@@ -68,14 +62,13 @@ def _require(
 
 
 def require_gguf(installed: str | None = None) -> str:
-    """The installed gguf version (the GGUF writer); raises :class:`MissingExtraError` when
-    it is missing or older than :data:`MIN_GGUF`."""
+    """The installed gguf version, else MissingExtraError (missing or older than
+    :data:`MIN_GGUF`)."""
     return _require("gguf", MIN_GGUF, "gguf", "GGUF export (--format gguf)", installed)
 
 
 def require_llama_cpp(installed: str | None = None) -> str:
-    """The installed llama-cpp-python version (and the gguf writer it is given files by);
-    raises :class:`MissingExtraError` when either is missing or too old."""
+    """The installed llama-cpp-python version (and gguf's), else MissingExtraError."""
     purpose = "timing llama.cpp (--llama-cpp)"
     version = _require("llama-cpp-python", MIN_LLAMA_CPP, "llama-cpp", purpose, installed)
     _require("gguf", MIN_GGUF, "llama-cpp", purpose)

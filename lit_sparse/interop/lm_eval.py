@@ -1,13 +1,8 @@
 """The ``lit_sparse`` model of lm-evaluation-harness (``pip install -e ".[eval]"``).
 
-Importing this module registers it; ``python -m lit_sparse lm-eval`` imports it and then runs
-lm-eval's own command line, so every lm-eval option works. The model is lm-eval's
-``TemplateLM`` built on the public API: ``lit_sparse.load_pretrained``, ``lit_sparse.score``
-(right-padded batches, exact for every plugin) and ``lit_sparse.generate_text`` (stop strings).
-``loglikelihood_rolling`` uses lm-eval's own rolling windows (one token of context, as its
-``hf`` model does), the first after the end-of-text id, since training joins documents as
-``doc EOS doc EOS ...`` (docs/evaluation.md, "The document prefix").
-"""
+Importing this module registers it; ``python -m lit_sparse lm-eval`` then runs lm-eval's own
+command line. Built on ``load_pretrained``, ``score`` and ``generate_text``; rolling windows
+are lm-eval's own, the first after the end-of-text id (docs/evaluation.md)."""
 
 from __future__ import annotations
 
@@ -50,10 +45,7 @@ _cli_device_given = True  # False while run_cli runs a command line without --de
 
 
 class _QuietAboutOurTasks(logging.Filter):
-    """lm-eval's warnings that are noise for lit_sparse's shipped tasks: the ``--metadata``
-    hint it prints for every task with a ``custom_dataset`` (meant for its RULER tasks; ours
-    take no options), and the clash of the ``lit_sparse`` tag with the package's folder of
-    that name when run from the repository root (the registered tag is the one meant)."""
+    """Hides lm-eval's ``--metadata`` hint and ``lit_sparse`` tag clash for our shipped tasks."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -69,8 +61,7 @@ for _name in ("lm_eval.api.task", "lm_eval.config.evaluate_config"):
 
 
 def run_cli(argv: Sequence[str], prog: str = "lm-eval") -> None:
-    """lm-eval's own command line on ``argv``, with the ``lit_sparse`` model registered
-    (argparse's exits raise SystemExit as usual)."""
+    """lm-eval's own command line on ``argv``, with the ``lit_sparse`` model registered."""
     from lm_eval.__main__ import cli_evaluate
 
     global _cli_device_given
@@ -95,28 +86,20 @@ class LitSparseLM(TemplateLM):
     """A lit_sparse model for lm-eval: ``--model lit_sparse --model_args pretrained=PATH,...``.
 
     Args:
-        pretrained: an exported folder, a run folder (its newest checkpoint), an experiment
-            folder (its newest run) or a ``.ckpt`` file of a run.
-        device: ``cpu``, ``cuda``, ``cuda:1``, ... (default: CUDA when there is one; a CUDA
-            device without CUDA falls back to the CPU with a warning, as lm-eval's ``hf`` does).
+        pretrained: an exported folder, a run folder, an experiment folder or a ``.ckpt`` file.
+        device: ``cpu``, ``cuda``, ``cuda:1``, ... (default: CUDA when there is one; without
+            CUDA, the CPU with a warning, as lm-eval's ``hf`` does).
         dtype: ``float32`` (as saved), ``bfloat16`` or ``float16``.
-        batch_size: pairs or prompts per forward (lm-eval's ``--batch_size``); ``auto`` picks
-            about 16k input tokens per forward.
-        max_length: the tokens per input: rolling windows, the longest context plus
-            continuation, prompt plus generation (default: the training length, from
-            config.json; any length for Fibonacci and sliding window, up to their limit for
-            the others).
+        batch_size: pairs or prompts per forward; ``auto``: about 16k input tokens.
+        max_length: tokens per input (default: the training length from config.json).
         truncation: ``error`` (default: an input above ``max_length`` is one clear error) or
-            ``left`` (its oldest tokens are dropped, with a warning).
-        max_gen_toks: new tokens of ``generate_until`` when a task does not say (256); a
-            task's own wins (lit_sparse_math_answer: 96): lm-eval's ``--gen_kwargs
-            max_gen_toks=N`` overrides it.
-        tokenizer: another tokenizer than the one the folder or run names (used as asked,
-            with a note when the weights were trained with another).
-        verify_weights: check an exported folder's model.safetensors against the sha256 its
-            config.json records (``false``: weights changed on purpose, e.g. a fine-tune).
-        trust_remote_code: accepted for lm-eval's ``--trust_remote_code``; the model runs
-            lit_sparse's own code.
+            ``left`` (its oldest tokens dropped, with a warning).
+        max_gen_toks: new tokens of ``generate_until`` when a task does not say (256);
+            lm-eval's ``--gen_kwargs max_gen_toks=N`` overrides a task's own.
+        tokenizer: another tokenizer (with a note when the weights were trained with another).
+        verify_weights: check an exported folder's weights against the sha256 config.json
+            records (``false``: changed on purpose).
+        trust_remote_code: accepted for lm-eval's flag; the model runs lit_sparse's own code.
     """
 
     def __init__(
@@ -239,8 +222,7 @@ class LitSparseLM(TemplateLM):
     def tok_encode(
         self, string: str, add_special_tokens: bool | None = None, **kwargs
     ) -> list[int]:
-        """As training tokenized documents: nothing added (the document prefix is lm-eval's
-        ``prefix_token_id``)."""
+        """As training tokenized documents: nothing added (the prefix is ``prefix_token_id``)."""
         return self.tokenizer.encode(string)
 
     def tok_decode(self, tokens: list[int], **kwargs) -> str:
@@ -264,8 +246,8 @@ class LitSparseLM(TemplateLM):
         return [tuple(result) for result in results]
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
-        """Each document's log-likelihood over lm-eval's rolling windows of ``max_length``
-        tokens (one token of context; the first window after the end-of-text id)."""
+        """Each document's log-likelihood over lm-eval's rolling windows, the first after
+        end-of-text."""
         windows, owners = [], []
         for n, (text,) in enumerate(request.args for request in requests):
             for window in lm_eval_utils.get_rolling_token_windows(
@@ -286,8 +268,8 @@ class LitSparseLM(TemplateLM):
         return totals
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        """Greedy (or sampled, with ``do_sample``) continuations up to the first ``until``
-        string or the end-of-text token, without the stop string."""
+        """Continuations up to the first ``until`` string or end-of-text, without the stop
+        string."""
         from tqdm.auto import tqdm
 
         from lit_sparse.generation.text_generation import generate_text
@@ -321,9 +303,8 @@ class LitSparseLM(TemplateLM):
         return texts
 
     def _check_fits(self, requests, prompt_tokens: list[int], new_tokens: int) -> None:
-        """One line naming the task and what to change when a prompt and its generation do
-        not fit in max_length: a task's own max_gen_toks wins over the model argument's, so
-        ``--gen_kwargs max_gen_toks=N`` is what lowers it."""
+        """One line naming the task and the fix when a prompt plus its generation exceed
+        max_length."""
         limit = self._max_length
         if new_tokens >= limit:  # no prompt fits, whatever the truncation
             room = limit - (max(prompt_tokens) if self.truncation == "error" else 1)

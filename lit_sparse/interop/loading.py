@@ -1,12 +1,7 @@
-"""A model and its tokenizer from a run folder, a checkpoint (with the run's config.yaml) or
-an exported folder (``python -m lit_sparse export``): what ``generate``, the evaluators and
-``lit_sparse.load_pretrained`` run.
+"""A model and its tokenizer from a run folder, a checkpoint or an exported folder.
 
-Every route checks the tokenizer against the weights: a run's against the digest its
-checkpoint records, an exported folder's tokenizer.json against the one config.json records
-(``tokenizer_sha256``). A tokenizer the caller names on purpose is used as asked, with a
-note when it is not the one the weights were trained with.
-"""
+Every route checks the tokenizer against the digest the weights record; one the caller names
+on purpose is used as asked, with a note when it differs."""
 
 from __future__ import annotations
 
@@ -80,10 +75,9 @@ def _note_other_tokenizer(named: str, loaded: Tokenizer, trained: Any, weights: 
 
 
 def run_tokenizer_checked(run, tokenizer: str | None = None, option: str = PYTHON_OPTION):
-    """The tokenizer of a loaded run (``lit_sparse.load_run``): the one its config.yaml names,
-    refused in one line when it is not the one its checkpoint was trained with (the file
-    changed since); ``tokenizer`` names another on purpose (used, with a note when it
-    differs). ``option``: how the caller names another tokenizer, for the message."""
+    """The tokenizer of a loaded run: its config.yaml's, refused in one line when the checkpoint was
+    trained with another; ``tokenizer`` names another on purpose (with a note when it differs).
+    ``option``: how the caller names another tokenizer, for the message."""
     from lit_sparse.runs.checkpoints import check_tokenizer  # lightning: runs only
 
     spec = tokenizer or run_tokenizer(run.config)
@@ -105,8 +99,7 @@ def run_tokenizer_checked(run, tokenizer: str | None = None, option: str = PYTHO
 
 
 def _folder_tokenizer(folder: Path, tokenizer: str | None, option: str) -> Tokenizer:
-    """The tokenizer of an exported folder, checked against the digest its config.json
-    records; ``tokenizer`` names another on purpose."""
+    """An exported folder's tokenizer, checked against config.json; ``tokenizer``: another."""
     config = read_config(folder)
     records = (lit_sparse_keys(config) or ({}, None))[0]
     if tokenizer is not None:
@@ -130,14 +123,9 @@ def load_source(
     verify_weights: bool = True,
     option: str = PYTHON_OPTION,
 ) -> ModelSource:
-    """The model and tokenizer of a run folder (its newest checkpoint), an experiment folder
-    (its newest run), a ``.ckpt`` file or an exported folder; ``tokenizer`` overrides the
-    one the run or the folder names. A path that is none of these is one ConfigError line.
-
-    ``verify_weights``: check an exported folder's model.safetensors against its recorded
-    sha256 (False: weights changed on purpose; a checkpoint's records are always checked).
-    ``option``: how the caller names another tokenizer, for the messages (a command passes
-    its flag)."""
+    """The model and tokenizer of a run, experiment, ``.ckpt`` or exported folder (else one
+    ConfigError line). ``tokenizer``, ``verify_weights`` and ``option``: as
+    :func:`load_pretrained`."""
     from lit_sparse.model import LanguageModel
 
     if not isinstance(path, (str, os.PathLike)):
@@ -168,8 +156,7 @@ def load_source(
 
 
 def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
-    """A torch dtype from a dtype or its name (``float32``, ``bfloat16``, ``float16`` and
-    their short forms; ``auto`` or None: as saved); anything else is one ConfigError line."""
+    """A torch dtype from a dtype or its name (``auto`` or None: as saved), else ConfigError."""
     allowed = f"allowed: auto, {', '.join(DTYPES)}"
     if dtype is None:
         return None
@@ -186,9 +173,7 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    """A torch device that is here (default: the CPU); a malformed name, or a device whose
-    kind or index this machine lacks (``cuda``, ``mps``, ``xpu``, ...), is one ConfigError
-    line."""
+    """A torch device this machine has (default: the CPU), else one ConfigError line."""
     try:
         target = torch.device("cpu" if device is None else device)
     except (RuntimeError, TypeError) as err:
@@ -217,31 +202,20 @@ def load_pretrained(
     *,
     option: str = PYTHON_OPTION,
 ) -> tuple[Any, Tokenizer]:
-    """The model (eval mode) and tokenizer of an exported folder, a run folder (its newest
-    checkpoint), an experiment folder (its newest run) or a ``.ckpt`` file of a run.
+    """The model (eval mode) and tokenizer of an exported folder, a run folder, an experiment folder
+    or a ``.ckpt`` file of a run; the tokenizer is checked against the weights' recorded digest.
 
         model, tokenizer = lit_sparse.load_pretrained("exported/", device="cuda")
         ids = tokenizer.document_prefix + tokenizer.encode(document)
-
-    A document is scored from its first token by conditioning it on
-    ``tokenizer.document_prefix`` (the end-of-text id): training joins documents as
-    ``doc EOS doc EOS ...``. The training length is ``model.config.context_length``
-    (config.json's ``arch.context_length``).
-
-    The tokenizer is checked against the weights (the digest the checkpoint or config.json
-    records): a changed tokenizer.json is one line, as a changed model.safetensors is.
 
     Args:
         path: the folder or checkpoint.
         device: where to put the model (default: the CPU).
         dtype: e.g. ``"bfloat16"`` or ``torch.float16`` (default: as saved, float32).
-        tokenizer: another tokenizer than the one the folder or the run names (used as
-            asked, with a note when it is not the one the weights were trained with).
-        verify_weights: check an exported folder's model.safetensors against the sha256 its
-            config.json records; False loads weights changed on purpose (a fine-tune saved
-            by another tool).
-        option: how the caller names another tokenizer, in the messages (a tool built on
-            this function passes its own, e.g. lm-eval's ``model_args tokenizer=...``).
+        tokenizer: another tokenizer (with a note when the weights were trained with another).
+        verify_weights: check an exported folder's weights against the sha256 config.json
+            records; False loads weights changed on purpose.
+        option: how the caller names another tokenizer, in the messages.
     """
     torch_dtype = resolve_dtype(dtype)
     target = resolve_device(device)

@@ -1,7 +1,5 @@
-"""The lm-eval tasks lit_sparse ships: YAML files in ``lm_eval_tasks/`` beside this module
-(package data), passed to lm-eval with ``--include_path`` (``python -m lit_sparse
-lm-eval-tasks`` prints the folder). Their datasets are built from the installed package's
-held-out split when a task loads (:mod:`lit_sparse.evaluation.held_out_tasks`)."""
+"""The lm-eval tasks lit_sparse ships: YAML files in ``lm_eval_tasks/`` (package data), passed
+to lm-eval with ``--include_path`` (``python -m lit_sparse lm-eval-tasks`` prints the folder)."""
 
 from __future__ import annotations
 

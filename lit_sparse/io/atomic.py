@@ -1,13 +1,8 @@
-"""Atomic file writes, the one way the project writes a file a reader may see half-written:
-checkpoints, the token cache, result tables.
+"""Atomic file writes: the one way the project writes a file a reader may see half-written.
 
-A file is written to a temporary name beside its target, flushed, fsynced and renamed over it,
-and the folder is fsynced so the rename survives a crash: a reader sees the old file or the new
-one, never a part. On an error the temporary is removed and the old file kept; a storage error is
-one :class:`~lit_sparse.errors.StorageError` line naming the path. Temporaries are named
-``.<name>.tmp-<pid>-<random>`` so :func:`remove_stale_temporaries` can delete a dead process's.
-:class:`AtomicFolder` writes a folder of files that belong together (an export) the same way.
-"""
+A file is written beside its target as ``.<name>.tmp-<pid>-<random>``, fsynced, renamed over
+it and the folder fsynced: a reader sees the old file or the new one. On an error the old file
+is kept; a storage error is one :class:`~lit_sparse.errors.StorageError` line naming the path."""
 
 from __future__ import annotations
 
@@ -61,9 +56,7 @@ _ZIP_WRITER_STOPPED = re.compile(r"inline_container\.cc.*unexpected pos")
 
 
 def stopped_short(err: BaseException) -> bool:
-    """A write that stopped short with no errno: numpy's ``tofile`` ("N requested and M
-    written") or torch's zip writer ("unexpected pos"). On a full disk that is all that is
-    left of the ENOSPC (lost in C)."""
+    """A write that stopped short with no errno (numpy, torch's zip writer): a lost ENOSPC."""
     text = str(err)
     if isinstance(err, OSError):
         return err.errno is None and " requested and " in text and text.endswith("written")
@@ -73,10 +66,8 @@ def stopped_short(err: BaseException) -> bool:
 def storage_failure(
     err: BaseException | None, path: str | os.PathLike | None = None
 ) -> StorageError | None:
-    """The full disk, read-only file system or missing permission behind ``err`` (a write
-    of Lightning's, TensorBoard's, numpy's, torch's or the YAML writer's, wrapped or not), as
-    one :class:`StorageError` line naming ``path`` (default: the failed file); None if there
-    is none."""
+    """The full disk, read-only file system or missing permission behind ``err`` (wrapped or not)
+    as one :class:`StorageError` line naming ``path`` (default: the failed file); None if none."""
     for cause in error_chain(err):
         if isinstance(cause, StorageError):
             return cause
@@ -103,11 +94,8 @@ def temporary_name(path: Path) -> Path:
 
 
 class AtomicFile:
-    """A file that appears at ``path`` whole on :meth:`commit`, or not at all.
-
-    Use as a context manager (commit on success, abort on an exception) or call
-    :meth:`commit` / :meth:`abort` yourself (e.g. when streaming a large file).
-    """
+    """A file that appears at ``path`` whole on :meth:`commit`, or not at all; a context manager
+    (commit on success, abort on an exception), or call :meth:`commit` / :meth:`abort`."""
 
     def __init__(self, path: str | os.PathLike, text: bool = False):
         self.path = Path(path)
@@ -186,12 +174,8 @@ def _alive(pid: int) -> bool:
 
 
 def remove_stale_temporaries(folder: str | os.PathLike, idle_s: float = 60.0) -> list[Path]:
-    """Delete the temporary files in ``folder`` left by a killed writer (a run's half-written
-    checkpoint, an interrupted token cache build); returns what was removed.
-
-    A temporary file is stale when no process here has its writer's pid and nothing wrote to
-    it for ``idle_s`` seconds (on a shared file system another machine may be writing it).
-    """
+    """Delete the temporaries in ``folder`` a killed writer left (no process here has its pid and
+    nothing wrote to it for ``idle_s`` seconds); returns what was removed."""
     removed: list[Path] = []
     folder = Path(folder)
     if not folder.is_dir():
@@ -215,8 +199,7 @@ _AT_FDCWD = -100
 
 
 def _exchange(a: Path, b: Path) -> bool:
-    """Swap ``a`` and ``b`` in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``); False
-    where the system or the file system cannot (the caller then renames twice)."""
+    """Swap ``a`` and ``b`` atomically (Linux ``renameat2``); False where that is not possible."""
     try:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
     except (AttributeError, OSError):
@@ -242,20 +225,11 @@ def _fsync_tree(folder: Path) -> None:
 
 
 class AtomicFolder:
-    """A folder that appears at ``path`` whole on :meth:`commit`, replacing the folder there
-    (its files all gone at once), or not at all.
+    """A folder that replaces ``path`` whole on :meth:`commit`, or not at all; a context manager.
 
-    Files are written into :attr:`temporary` (``.<name>.build-<pid>-<random>`` beside
-    ``path``); :meth:`commit` fsyncs them and swaps the folder in: one atomic exchange on
-    Linux, else two renames (the old folder to ``.<name>.old-<pid>-<random>``, the new one
-    to ``path``; a rename needs no free space, and a failure of the second puts the old one
-    back). Any failure before the swap removes the temporary folder and leaves ``path`` as
-    it was; a full disk or a read-only folder is one :class:`StorageError` line. Use as a
-    context manager (commit on success, abort on an exception).
-
-    Leftovers of a killed writer (no process has its pid) are cleared when the next one
-    starts: an old folder whose swap was cut between the two renames is put back first.
-    """
+    Files go into :attr:`temporary` beside ``path``; :meth:`commit` fsyncs them and swaps the
+    folder in (an atomic exchange on Linux, else two renames, the old folder put back if the
+    second fails). A killed writer's leftovers are cleared (or put back) when the next starts."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)

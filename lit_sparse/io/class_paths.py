@@ -9,8 +9,7 @@ __all__ = ["import_class", "names_subclass"]
 
 
 def import_class(class_path: Any) -> Any:
-    """The object ``class_path`` names, or None when it is no dotted path or cannot be
-    imported (a caller names the field in its own message)."""
+    """The object ``class_path`` names, or None when it is no dotted path or does not import."""
     if not isinstance(class_path, str) or "." not in class_path:
         return None
     module, _, name = class_path.rpartition(".")
@@ -21,8 +20,7 @@ def import_class(class_path: Any) -> Any:
 
 
 def names_subclass(value: Any, base: type) -> bool:
-    """Whether a config value (an instance, or a ``{class_path, init_args}`` group) is a
-    ``base`` or names a subclass of it."""
+    """Whether a config value (an instance or a ``{class_path, ...}`` group) is a ``base``."""
     if isinstance(value, base):
         return True
     cls = import_class(value.get("class_path") if hasattr(value, "get") else None)

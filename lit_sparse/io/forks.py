@@ -1,6 +1,5 @@
-"""A function's JSON-able result computed in a fork of this process (Linux): what a fresh
-process would compute, without its start-up. The peak-memory measurements of ``bench`` and
-of the conformance kit use it (a fork's VmHWM starts at the parent's current resident set)."""
+"""A function's JSON-able result computed in a fork of this process (Linux): a fresh process's
+result without its start-up (peak-memory measurements: a fork's VmHWM starts at the parent's)."""
 
 from __future__ import annotations
 
@@ -15,11 +14,8 @@ __all__ = ["call_in_fork"]
 
 
 def call_in_fork(function: Callable[..., Any], *args: Any) -> Any:
-    """``function(*args)`` in a fork of this process, its result passed back as JSON.
-
-    Raises:
-        ChildProcessError: the child failed (its traceback is on stderr), naming its exit code.
-    """
+    """``function(*args)`` in a fork, its result passed back as JSON; ChildProcessError (naming the
+    exit code, the traceback on stderr) when the child fails."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: the call, then out without the parent's exit work

@@ -37,8 +37,7 @@ def load_yaml(path: str | Path, what: str = "--config") -> dict[str, Any]:
 
 
 def check_config_files(args: Sequence[str]) -> None:
-    """Every ``--config`` file of a command line exists and is valid YAML; else one line
-    naming the file (before jsonargparse would report it inside its usage text)."""
+    """One line naming the first ``--config`` file that is missing or invalid YAML."""
     for i, arg in enumerate(args):
         if arg in ("-c", "--config") and i + 1 < len(args):
             load_yaml(args[i + 1])

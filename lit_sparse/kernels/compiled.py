@@ -58,9 +58,11 @@ def _readers(block_keys: Tensor, length: int) -> tuple[Tensor, Tensor, Tensor]:
     return ptr, blocks.contiguous(), slot.contiguous()
 
 
-def _position_major(x: Tensor, dtype: torch.dtype) -> Tensor:
-    """x (B, heads, T, D) as a contiguous (B, T, heads, D) tensor (a view when it is one)."""
-    return x.transpose(1, 2).to(dtype).contiguous()
+def _rows(x: Tensor, dtype: torch.dtype) -> Tensor:
+    """x (B, heads, T, D) in ``dtype`` with contiguous channels: x itself when it is (the
+    extension reads any other strides, the model's (B, T, heads, D) views among them)."""
+    x = x.to(dtype)
+    return x if x.stride(-1) == 1 else x.contiguous()
 
 
 class _CompiledAttention(torch.autograd.Function):
@@ -70,35 +72,31 @@ class _CompiledAttention(torch.autograd.Function):
         length = q.shape[2]
         exact, keep, lo, frac, block_keys, readers = _resolve(slots, length)
         with torch.autocast("cpu", enabled=False):
-            q_pm, k_pm, v_pm = (_position_major(x, dtype) for x in (q, k, v))
-            threads = usable_threads()
-            out, probs = extension().forward(
-                q_pm, k_pm, v_pm, exact, lo, frac, block_keys, slots.block_size,
-                slots.min_abs_distance, threads,
+            q_rows, k_rows, v_rows = (_rows(x, dtype) for x in (q, k, v))
+            # out comes laid out as q; k and v channel-major, which the backward reads instead
+            out, probs, k_channels, v_channels = extension().forward(
+                q_rows, k_rows, v_rows, exact, lo, frac, block_keys, slots.block_size,
+                slots.min_abs_distance, usable_threads(),
             )  # fmt: skip
-        ctx.save_for_backward(q_pm, k_pm, v_pm, out, probs)
+        ctx.save_for_backward(q_rows, k_channels, v_channels, out, probs)
         ctx.slots = (exact, lo, frac, block_keys, slots.block_size, slots.min_abs_distance)
         ctx.readers, ctx.keep, ctx.n_rungs = readers, keep, slots.n_rungs
+        ctx.contiguous = (k_rows.is_contiguous(), v_rows.is_contiguous())  # dk's, dv's layout
         ctx.dtypes, ctx.frac_dtype = (q.dtype, k.dtype, v.dtype), frac_in.dtype
-        return out.transpose(1, 2).to(q.dtype)
+        return out.to(q.dtype)
 
     @staticmethod
     def backward(ctx, grad_out):
-        q_pm, k_pm, v_pm, out, probs = ctx.saved_tensors
+        q_rows, k_channels, v_channels, out, probs = ctx.saved_tensors
         with torch.autocast("cpu", enabled=False):
-            dout = _position_major(grad_out, q_pm.dtype)
+            dout = _rows(grad_out, q_rows.dtype)
             dq, dk, dv, dfrac = extension().backward(
-                q_pm, k_pm, v_pm, out, dout, probs, *ctx.slots, *ctx.readers, usable_threads()
-            )
+                q_rows, k_channels, v_channels, out, dout, probs, *ctx.slots, *ctx.readers,
+                *ctx.contiguous, usable_threads(),
+            )  # fmt: skip
         d_frac = rung_grad(dfrac, ctx.keep, ctx.n_rungs, ctx.frac_dtype)
         q_dtype, k_dtype, v_dtype = ctx.dtypes
-        return (
-            dq.transpose(1, 2).to(q_dtype),
-            dk.transpose(1, 2).to(k_dtype),
-            dv.transpose(1, 2).to(v_dtype),
-            d_frac,
-            None,
-        )
+        return dq.to(q_dtype), dk.to(k_dtype), dv.to(v_dtype), d_frac, None
 
 
 def compiled_attention(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:

@@ -1,7 +1,9 @@
 // The sparse op on the CPU as compiled loops: attention of every query over its key slots.
 //
-// Layout: q, out, dout (B, T, H, D) and k, v (B, T, KV, D), contiguous, one accumulation type
-// (float or double). Slots of query t (the Python side resolves them against T):
+// Layout: q, out, dout (B, H, T, D) and k, v (B, KV, T, D), one accumulation type (float or
+// double), each with the strides it comes with (channels contiguous): the model's (B, T, h, D)
+// views are read as they are, and out and dq come back laid out as q (dense) or
+// position-major. Slots of query t (the Python side resolves them against T):
 //   absolute keys  block_keys[t / block_size][a] (BigBird), valid when key >= 0 and
 //                  t - key >= min_abs;
 //   exact          distances d, valid when t >= d;
@@ -22,8 +24,11 @@
 // and a tile of the group's heads at once: the keys a vector reads at one distance are
 // consecutive, so with k and v copied channel-major each slot's keys are one load per
 // channel, shared by the tile's heads, and scores, softmax and outputs are lane-wise
-// multiply-adds in registers (small dense products, no horizontal sum per dot product). The
-// key pass keeps each key row's dK and dV in registers over all the queries that read it.
+// multiply-adds in registers (small dense products, no horizontal sum per dot product); the
+// forward hands its channel-major k and v to the backward. The key pass takes a block of key
+// rows at once: over a band of consecutive distances (the window) the queries that read the
+// block are one run of rows, each loaded once for every key row it reaches (a band product,
+// the block's dK or dV sums in registers).
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
 #define CPU_CAPABILITY AVX512
 #define CPU_CAPABILITY_AVX512
@@ -51,7 +56,7 @@
 namespace {
 
 constexpr int64_t kItem = 64;  // queries per work item of the forward and the query pass
-constexpr int64_t kKeys = 16;  // key rows per work item of the key pass
+constexpr int64_t kKeys = 16;  // key rows per work item of the key pass (a multiple of 4)
 
 template <typename F>
 void parallel_items(int64_t n, int64_t threads, const F& fn) {
@@ -130,10 +135,10 @@ Shape shape_of(const torch::Tensor& q, const torch::Tensor& k, const torch::Tens
                int64_t min_abs) {
   Shape s;
   s.B = q.size(0);
-  s.T = q.size(1);
-  s.H = q.size(2);
+  s.H = q.size(1);
+  s.T = q.size(2);
   s.D = q.size(3);
-  s.KV = k.size(2);
+  s.KV = k.size(1);
   s.G = s.H / s.KV;
   s.M = exact.numel();
   s.R = lo.numel();
@@ -150,6 +155,19 @@ Slots slots_of(const torch::Tensor& exact, const torch::Tensor& lo, const torch:
                const torch::Tensor& block_keys) {
   return {exact.data_ptr<int64_t>(), lo.data_ptr<int64_t>(), frac.data_ptr<double>(),
           block_keys.numel() ? block_keys.data_ptr<int64_t>() : nullptr};
+}
+
+// Rows of a (B, heads, T, D) tensor with any strides, channels contiguous.
+template <typename T>
+struct Rows {
+  T* base;
+  int64_t sb, sh, st;
+  T* at(int64_t b, int64_t t, int64_t h) const { return base + b * sb + t * st + h * sh; }
+};
+
+template <typename T>
+Rows<T> rows_of(const torch::Tensor& x) {
+  return {x.data_ptr<std::remove_const_t<T>>(), x.stride(0), x.stride(1), x.stride(2)};
 }
 
 // P and dS are (B, H, S, Tq): one slot's row of consecutive queries, a vector of queries at once.
@@ -175,34 +193,34 @@ int64_t channel_stride(int64_t length) {
 }
 
 template <typename T>
-void to_channels(const Shape& s, const T* x, T* xt, int64_t P, int64_t threads) {
+void to_channels(const Shape& s, const Rows<const T>& x, T* xt, int64_t P, int64_t threads) {
   constexpr int64_t L = Vec<T>::size();
   parallel_items(s.B * s.KV, threads, [&](int64_t item) {
     const int64_t b = item / s.KV, h = item % s.KV;
     T* base = xt + item * s.D * P;
-    at::vec::transpose_mxn<T>(x + (b * s.T * s.KV + h) * s.D, s.KV * s.D, base + L, P, s.T, s.D);
+    at::vec::transpose_mxn<T>(x.at(b, 0, h), x.st, base + L, P, s.T, s.D);
     for (int64_t i = 0; i < s.D; ++i) {
       T* row = base + i * P;
       std::fill(row, row + L - 1, T(0));
-      row[L - 1] = row[L];
       std::fill(row + L + s.T, row + P, T(0));
+      row[L - 1] = row[L];
     }
   });
 }
 
-// n rows (stride ld) of `heads` heads of D channels -> lanes: out[(g * D + i) * L + lane],
+// n positions from row x of `heads` heads of D channels -> lanes: out[(g * D + i) * L + lane],
 // lanes past n zero; and back.
 template <typename T>
-void to_lanes(const T* x, int64_t ld, int64_t n, int64_t heads, int64_t D, T* out) {
+void to_lanes(const Rows<const T>& x, const T* first, int64_t n, int64_t heads, int64_t D, T* out) {
   constexpr int64_t L = Vec<T>::size();
   if (n < L) std::fill(out, out + heads * D * L, T(0));
-  for (int64_t g = 0; g < heads; ++g) at::vec::transpose_mxn<T>(x + g * D, ld, out + g * D * L, L, n, D);
+  for (int64_t g = 0; g < heads; ++g) at::vec::transpose_mxn<T>(first + g * x.sh, x.st, out + g * D * L, L, n, D);
 }
 
 template <typename T>
-void from_lanes(const T* x, int64_t heads, int64_t D, int64_t n, T* out, int64_t ld) {
+void from_lanes(const T* x, int64_t heads, int64_t D, int64_t n, const Rows<T>& out, T* first) {
   constexpr int64_t L = Vec<T>::size();
-  for (int64_t g = 0; g < heads; ++g) at::vec::transpose_mxn<T>(x + g * D * L, L, out + g * D, ld, D, n);
+  for (int64_t g = 0; g < heads; ++g) at::vec::transpose_mxn<T>(x + g * D * L, L, first + g * out.sh, out.st, D, n);
 }
 
 // ------------------------------------------------------------------------------ slot sources
@@ -260,11 +278,11 @@ struct Entry {
 
 template <typename T>
 struct Broadcast {
-  const T* rows;  // row-major rows of one head (stride row_stride)
+  const T* rows;  // one head's keys or values: position t, channel i at t * row_stride + i * channel_stride
   const Entry* entries;
-  int64_t row_stride;
+  int64_t row_stride, channel_stride;
   Vec<T> operator()(int64_t j, int64_t i) const {
-    return Vec<T>(rows[entries[j].key * row_stride + i]);
+    return Vec<T>(rows[entries[j].key * row_stride + i * channel_stride]);
   }
   void ahead(int64_t, int64_t) const {}
 };
@@ -362,13 +380,74 @@ struct Scratch {
   }
 };
 
+// ------------------------------------------------------------------------------ a block of slots
+// What the forward and the backward's query pass share, per vector of L queries and tile of kG
+// heads. slot_products: the tile's products with each slot's rows, lane-wise, into
+// out[(g * S + j) * L]: the absolute slots' from their entries (`none` in lanes no entry
+// covers; each entry's own products also in pe[(g * n_entries + e) * L]) and the first
+// n_relative relative slots' from channel-major rows.
+template <typename T, int kG>
+void slot_products(const Shape& s, const Scratch<T>& w, const T* a, const Broadcast<T>& absolute,
+                   const Shifted<T>& relative, int64_t n_relative, const Vec<T>& pos, const Vec<T>& none,
+                   T* out, T* pe) {
+  constexpr int64_t L = Vec<T>::size();
+  const int64_t n_entries = w.entries.size(), S = s.S;
+  dots<T, kG>(a, s.D, absolute, n_entries, pe, n_entries * L);
+  dots<T, kG>(a, s.D, relative, n_relative, out + s.A * L, S * L);
+  for (int g = 0; g < kG; ++g) {
+    T* og = out + g * S * L;
+    for (int64_t slot = 0; slot < s.A; ++slot) none.store(og + slot * L);
+    for (int64_t e = 0; e < n_entries; ++e) {  // a vector over two blocks: one entry each
+      const Entry& x = w.entries[e];
+      Vec<T>::blendv(Vec<T>::loadu(og + x.slot * L), Vec<T>::loadu(pe + (g * n_entries + e) * L),
+                     lanes_in(pos, x.first, x.end))
+          .store(og + x.slot * L);
+    }
+  }
+}
+
+// Weights of head g's slots at wg (g's row of S vectors) -> each absolute entry's share of its
+// slot's lanes, into pe_g[e * L].
+template <typename T>
+void entry_shares(const Scratch<T>& w, const Vec<T>& pos, const T* wg, T* pe_g) {
+  constexpr int64_t L = Vec<T>::size();
+  for (size_t e = 0; e < w.entries.size(); ++e) {
+    const Entry& x = w.entries[e];
+    Vec<T>::blendv(Vec<T>(T(0)), Vec<T>::loadu(wg + x.slot * L), lanes_in(pos, x.first, x.end))
+        .store(pe_g + e * L);
+  }
+}
+
+// out lanes [(g * D + i) * L] = factor * the sum over the slots of their weights times their rows,
+// in slot order [absolute (weights pe, per entry) | exact | rungs (weights at wts + A * L, rows
+// channel-major at xt_h, a rung's the blend of its taps)].
+template <typename T, int kG>
+void mix_slots(const Shape& s, const Scratch<T>& w, const T* pe, const T* wts, const Broadcast<T>& absolute,
+               const T* xt_h, int64_t P, T factor, T* out) {
+  constexpr int64_t L = Vec<T>::size();
+  const int64_t n_entries = w.entries.size(), S = s.S, A = s.A, M = s.M, D = s.D;
+  channel_tiles<kG>(D, [&](auto tile, int64_t i0) {
+    constexpr int I = decltype(tile)::value;
+    Vec<T> acc[kG][I];
+    for (int g = 0; g < kG; ++g)
+      for (int ii = 0; ii < I; ++ii) acc[g][ii] = Vec<T>(T(0));
+    mix<T, kG, I>(pe, n_entries * L, L, n_entries, absolute, i0, acc);
+    mix<T, kG, I>(wts + A * L, S * L, L, M, Shifted<T>{xt_h, w.col.data(), P}, i0, acc);
+    mix<T, kG, I>(wts + (A + M) * L, S * L, L, s.R, Blended<T>{xt_h, w.col.data() + M, w.frac.data(), P},
+                  i0, acc);
+    for (int g = 0; g < kG; ++g)
+      for (int ii = 0; ii < I; ++ii) (acc[g][ii] * Vec<T>(factor)).store(out + (g * D + i0 + ii) * L);
+  });
+}
+
 // ------------------------------------------------------------------------------ forward
 // Per vector of L queries and tile of kG heads: the scores of every slot as lane vectors (each
 // key vector loaded once for the tile), the softmax across slots lane-wise (written to probs),
 // and the output, accumulated channel-major and turned back to rows.
 template <typename T, int kG>
-void forward_impl(const Shape& s, const Slots& slots, const T* q, const T* k, const T* v,
-                  const T* kt, const T* vt, int64_t P, T* out, T* probs, int64_t threads) {
+void forward_impl(const Shape& s, const Slots& slots, const Rows<const T>& q, const Rows<const T>& k,
+                  const Rows<const T>& v, const T* kt, const T* vt, int64_t P, const Rows<T>& out,
+                  T* probs, int64_t threads) {
   constexpr int64_t L = Vec<T>::size();
   const T scale = T(1) / std::sqrt(T(s.D));
   const Vec<T> neg_inf(-std::numeric_limits<T>::infinity()), zero(T(0));
@@ -383,9 +462,8 @@ void forward_impl(const Shape& s, const Slots& slots, const T* q, const T* k, co
     qt.resize(kG * D * L);
     p.resize(kG * S * L);
     ot.resize(kG * D * L);
-    const int64_t row_stride = s.KV * D;
-    const T* k_rows = k + (b * s.T * s.KV + kv) * D;
-    const T* v_rows = v + (b * s.T * s.KV + kv) * D;
+    const T* k_rows = k.at(b, 0, kv);
+    const T* v_rows = v.at(b, 0, kv);
     const T* kt_h = kt + (b * s.KV + kv) * D * P + L;
     const T* vt_h = vt + (b * s.KV + kv) * D * P + L;
     for (int64_t t0 = ti * kItem; t0 < std::min(s.T, (ti + 1) * kItem); t0 += L) {
@@ -396,26 +474,21 @@ void forward_impl(const Shape& s, const Slots& slots, const T* q, const T* k, co
       const Vec<T> pos = Vec<T>::arange(T(t0), T(1));
       for (int64_t g0 = 0; g0 < s.G; g0 += kG) {
         const int64_t h0 = kv * s.G + g0;
-        to_lanes(q + ((b * s.T + t0) * s.H + h0) * D, s.H * D, n, kG, D, qt.data());
+        to_lanes(q, q.at(b, t0, h0), n, kG, D, qt.data());
         // scores
-        for (int g = 0; g < kG; ++g)
-          for (int64_t a = 0; a < A; ++a) neg_inf.store(&p[(g * S + a) * L]);
-        dots<T, kG>(qt.data(), D, Broadcast<T>{k_rows, w.entries.data(), row_stride}, n_entries,
-                    pe.data(), n_entries * L);
-        dots<T, kG>(qt.data(), D, Shifted<T>{kt_h, w.col.data(), P}, M, &p[A * L], S * L);
+        slot_products<T, kG>(s, w, qt.data(), Broadcast<T>{k_rows, w.entries.data(), k.st, 1},
+                             Shifted<T>{kt_h, w.col.data(), P}, M, pos, neg_inf, p.data(), pe.data());
         dots<T, kG>(qt.data(), D, Blended<T>{kt_h, w.col.data() + M, w.frac.data(), P}, s.R,
                     &p[(A + M) * L], S * L);
         for (int g = 0; g < kG; ++g) {
           T* pg = &p[g * S * L];
-          for (int64_t e = 0; e < n_entries; ++e) {
-            const Entry& x = w.entries[e];
-            const Vec<T> sc = Vec<T>::loadu(&pe[(g * n_entries + e) * L]) * Vec<T>(scale);
-            Vec<T>::blendv(Vec<T>::loadu(pg + x.slot * L), sc, lanes_in(pos, x.first, x.end))
-                .store(pg + x.slot * L);
-          }
-          for (int64_t j = A; j < S; ++j) {  // relative slots: valid from t = d (or lo) on
-            const int64_t d = j < A + M ? slots.exact[j - A] : slots.lo[j - A - M];
+          for (int64_t j = 0; j < S; ++j) {  // relative slots: valid from t = d (or lo) on
             const Vec<T> sc = Vec<T>::loadu(pg + j * L) * Vec<T>(scale);
+            if (j < A) {
+              sc.store(pg + j * L);
+              continue;
+            }
+            const int64_t d = j < A + M ? slots.exact[j - A] : slots.lo[j - A - M];
             Vec<T>::blendv(neg_inf, sc, pos >= Vec<T>(T(d))).store(pg + j * L);
           }
           // softmax across the slots, lane-wise; a lane without a valid slot gets zeros
@@ -434,27 +507,12 @@ void forward_impl(const Shape& s, const Slots& slots, const T* q, const T* k, co
             x.store(pg + j * L);
             x.store(probs + prob_index(s, b, h0 + g, j, t0));
           }
-          for (int64_t e = 0; e < n_entries; ++e) {  // an entry's share of its slot's lanes
-            const Entry& x = w.entries[e];
-            Vec<T>::blendv(zero, Vec<T>::loadu(pg + x.slot * L), lanes_in(pos, x.first, x.end))
-                .store(&pe[(g * n_entries + e) * L]);
-          }
+          entry_shares(w, pos, pg, &pe[g * n_entries * L]);
         }
         // outputs: [absolute | exact | rungs], each sum in slot order
-        channel_tiles<kG>(D, [&](auto tile, int64_t i0) {
-          constexpr int I = decltype(tile)::value;
-          Vec<T> acc[kG][I];
-          for (int g = 0; g < kG; ++g)
-            for (int ii = 0; ii < I; ++ii) acc[g][ii] = zero;
-          mix<T, kG, I>(pe.data(), n_entries * L, L, n_entries,
-                        Broadcast<T>{v_rows, w.entries.data(), row_stride}, i0, acc);
-          mix<T, kG, I>(&p[A * L], S * L, L, M, Shifted<T>{vt_h, w.col.data(), P}, i0, acc);
-          mix<T, kG, I>(&p[(A + M) * L], S * L, L, s.R,
-                        Blended<T>{vt_h, w.col.data() + M, w.frac.data(), P}, i0, acc);
-          for (int g = 0; g < kG; ++g)
-            for (int ii = 0; ii < I; ++ii) acc[g][ii].store(&ot[(g * D + i0 + ii) * L]);
-        });
-        from_lanes(ot.data(), kG, D, n, out + ((b * s.T + t0) * s.H + h0) * D, s.H * D);
+        mix_slots<T, kG>(s, w, pe.data(), p.data(), Broadcast<T>{v_rows, w.entries.data(), v.st, 1}, vt_h, P,
+                         T(1), ot.data());
+        from_lanes(ot.data(), kG, D, n, out, out.at(b, t0, h0));
       }
     }
   });
@@ -464,11 +522,12 @@ void forward_impl(const Shape& s, const Slots& slots, const T* q, const T* k, co
 // Pass 1, per vector of queries and tile of heads, lane-wise as the forward: dP (a rung's from
 // its two taps: dout . v_lo and dout . v_hi), dS = P (dP - delta), dQ = scale dS K, and each
 // item's share of d(frac): a rung's score moves by scale q . (k_hi - k_lo), its value by
-// v_hi - v_lo.
+// v_hi - v_lo. k and v are read channel-major, absolute keys too (position t, channel i at
+// i * P + t).
 template <typename T, int kG>
-void query_pass(const Shape& s, const Slots& slots, const T* q, const T* k, const T* v,
-                const T* kt, const T* vt, int64_t P, const T* out, const T* dout, const T* probs,
-                T* ds_all, T* dq, T* dfrac_items, int64_t threads) {
+void query_pass(const Shape& s, const Slots& slots, const Rows<const T>& q, const T* kt, const T* vt,
+                int64_t P, const Rows<const T>& out, const Rows<const T>& dout, const T* probs,
+                T* ds_all, const Rows<T>& dq, T* dfrac_items, int64_t threads) {
   constexpr int64_t L = Vec<T>::size();
   const T scale = T(1) / std::sqrt(T(s.D));
   const Vec<T> zero(T(0));
@@ -488,9 +547,6 @@ void query_pass(const Shape& s, const Slots& slots, const T* q, const T* k, cons
     taps.resize(std::max<int64_t>(1, 2 * kG * R * L));
     dqt.resize(kG * D * L);
     std::vector<Vec<T>> dfrac(R, zero);  // lane-wise partial sums, in a fixed order
-    const int64_t row_stride = s.KV * D;
-    const T* k_rows = k + (b * s.T * s.KV + kv) * D;
-    const T* v_rows = v + (b * s.T * s.KV + kv) * D;
     const T* kt_h = kt + (b * s.KV + kv) * D * P + L;
     const T* vt_h = vt + (b * s.KV + kv) * D * P + L;
     for (int64_t t0 = ti * kItem; t0 < std::min(s.T, (ti + 1) * kItem); t0 += L) {
@@ -502,27 +558,18 @@ void query_pass(const Shape& s, const Slots& slots, const T* q, const T* k, cons
       const Vec<T> pos = Vec<T>::arange(T(t0), T(1));
       for (int64_t g0 = 0; g0 < s.G; g0 += kG) {
         const int64_t h0 = kv * s.G + g0;
-        const int64_t row = (b * s.T + t0) * s.H + h0;  // the tile's first query row
-        to_lanes(q + row * D, s.H * D, n, kG, D, qt.data());
-        to_lanes(dout + row * D, s.H * D, n, kG, D, dt.data());
+        to_lanes(q, q.at(b, t0, h0), n, kG, D, qt.data());
+        to_lanes(dout, dout.at(b, t0, h0), n, kG, D, dt.data());
         T* v_hi = taps.data();
         T* k_slope = taps.data() + kG * R * L;
-        for (int g = 0; g < kG; ++g)
-          for (int64_t a = 0; a < A; ++a) zero.store(&ds[(g * S + a) * L]);
-        dots<T, kG>(dt.data(), D, Broadcast<T>{v_rows, w.entries.data(), row_stride}, n_entries,
-                    pe.data(), n_entries * L);
-        dots<T, kG>(dt.data(), D, Shifted<T>{vt_h, w.col.data(), P}, M + R, &ds[A * L], S * L);
+        // dP: exact slots and the rungs' lower taps, then their upper taps and d(score)/d(frac)
+        slot_products<T, kG>(s, w, dt.data(), Broadcast<T>{vt_h, w.entries.data(), 1, P},
+                             Shifted<T>{vt_h, w.col.data(), P}, M + R, pos, zero, ds.data(), pe.data());
         dots<T, kG>(dt.data(), D, Shifted<T>{vt_h, w.col_hi.data(), P}, R, v_hi, R * L);
         dots<T, kG>(qt.data(), D, TapDiff<T>{kt_h, w.col.data() + M, P}, R, k_slope, R * L);
         for (int g = 0; g < kG; ++g) {
           T* dsg = &ds[g * S * L];
           const T* pg = probs + prob_index(s, b, h0 + g, 0, t0);
-          for (int64_t e = 0; e < n_entries; ++e) {
-            const Entry& x = w.entries[e];
-            Vec<T>::blendv(Vec<T>::loadu(dsg + x.slot * L), Vec<T>::loadu(&pe[(g * n_entries + e) * L]),
-                           lanes_in(pos, x.first, x.end))
-                .store(dsg + x.slot * L);
-          }
           for (int64_t r = 0; r < R; ++r) {  // a rung's dP from its taps; d(frac)
             const Vec<T> lo = Vec<T>::loadu(dsg + (A + M + r) * L);
             const Vec<T> slope = Vec<T>::loadu(&v_hi[(g * R + r) * L]) - lo;
@@ -530,13 +577,11 @@ void query_pass(const Shape& s, const Slots& slots, const T* q, const T* k, cons
             slope.store(&v_hi[(g * R + r) * L]);
           }
           T delta[L] = {};  // sum_j P_j dP_j = dout . out, per query
-          for (int64_t l = 0; l < n; ++l) {
-            const int64_t at = (row + l * s.H + g) * D;
-            delta[l] = dot(dout + at, out + at, D);
-          }
+          for (int64_t l = 0; l < n; ++l) delta[l] = dot(dout.at(b, t0 + l, h0 + g), out.at(b, t0 + l, h0 + g), D);
           const Vec<T> dl = Vec<T>::loadu(delta);
           for (int64_t j = 0; j < S; ++j) {
             const Vec<T> pj = Vec<T>::loadu(pg + j * s.Tq);
+            __builtin_prefetch(pg + j * s.Tq + 2 * L, 0, 3);  // as prefetch_weights: S x G streams
             const Vec<T> x = pj * (Vec<T>::loadu(dsg + j * L) - dl);
             x.store(dsg + j * L);
             x.store(ds_all + prob_index(s, b, h0 + g, j, t0));
@@ -546,116 +591,234 @@ void query_pass(const Shape& s, const Slots& slots, const T* q, const T* k, cons
             const Vec<T> score = Vec<T>::loadu(dsg + j * L) * Vec<T>(scale) * Vec<T>::loadu(&k_slope[(g * R + r) * L]);
             dfrac[r] = dfrac[r] + at::vec::fmadd(Vec<T>::loadu(pg + j * s.Tq), Vec<T>::loadu(&v_hi[(g * R + r) * L]), score);
           }
-          for (int64_t e = 0; e < n_entries; ++e) {
-            const Entry& x = w.entries[e];
-            Vec<T>::blendv(zero, Vec<T>::loadu(dsg + x.slot * L), lanes_in(pos, x.first, x.end))
-                .store(&pe[(g * n_entries + e) * L]);
-          }
+          entry_shares(w, pos, dsg, &pe[g * n_entries * L]);
         }
-        channel_tiles<kG>(D, [&](auto tile, int64_t i0) {
-          constexpr int I = decltype(tile)::value;
-          Vec<T> acc[kG][I];
-          for (int g = 0; g < kG; ++g)
-            for (int ii = 0; ii < I; ++ii) acc[g][ii] = zero;
-          mix<T, kG, I>(pe.data(), n_entries * L, L, n_entries,
-                        Broadcast<T>{k_rows, w.entries.data(), row_stride}, i0, acc);
-          mix<T, kG, I>(&ds[A * L], S * L, L, M, Shifted<T>{kt_h, w.col.data(), P}, i0, acc);
-          mix<T, kG, I>(&ds[(A + M) * L], S * L, L, R,
-                        Blended<T>{kt_h, w.col.data() + M, w.frac.data(), P}, i0, acc);
-          for (int g = 0; g < kG; ++g)
-            for (int ii = 0; ii < I; ++ii) (acc[g][ii] * Vec<T>(scale)).store(&dqt[(g * D + i0 + ii) * L]);
-        });
-        from_lanes(dqt.data(), kG, D, n, dq + row * D, s.H * D);
+        mix_slots<T, kG>(s, w, pe.data(), ds.data(), Broadcast<T>{kt_h, w.entries.data(), 1, P}, kt_h, P,
+                         scale, dqt.data());
+        from_lanes(dqt.data(), kG, D, n, dq, dq.at(b, t0, h0));
       }
     }
     for (int64_t r = 0; r < R; ++r) dfrac_items[item * R + r] = lane_sum(dfrac[r]);
   });
 }
 
-// Pass 2, per key row j: the queries that read it are j + d for each relative slot (a rung's
-// lower tap at j + lo, its upper tap at j + lo + 1, and at j = 0 also query lo's upper tap,
-// whose row -1 is replaced by row 0), and for absolute keys the queries of the blocks that
-// drew it (reader_ptr / reader_block / reader_slot: the blocks and slots reading each key).
-// Each reader's G heads add dS q to dK and P dout to dV; a key row's sums stay in registers
-// (up to kChunk vectors of channels at a time) over all its readers, which it takes in a fixed
-// order (absolute readers, exact slots, rungs), whatever the thread.
-constexpr int kChunk = 4;
+// Pass 2, per block of kKeyRows key rows j: the queries that read row j at a relative tap of
+// distance d are j + d (a rung's lower tap at d = lo, weight 1 - frac, its upper tap at lo + 1,
+// weight frac; row 0 also takes query lo's upper tap, whose row -1 is row 0), so over a band
+// of consecutive distances (the window) a block's readers are one run of query rows, each
+// loaded once for every row of the block it reaches: a small band product, dK += dS q and
+// dV += P dout, its kKeyRows x C vectors of sums in registers. Absolute keys are added first,
+// row by row over the queries of the blocks that drew them (reader_ptr / reader_block /
+// reader_slot). Each row's sums run in a fixed order (absolute readers, bands by distance,
+// row 0's upper taps), whatever the thread.
+constexpr int kKeyRows = 4;
+static_assert(kKeys % kKeyRows == 0, "a work item of the key pass holds whole blocks");
+constexpr int64_t kBandMin = 3;  // shorter bands go tap by tap (a band wastes its corners)
 
-template <typename T, int NV>
-void key_rows(const Shape& s, const Slots& slots, const T* q, const T* dout, const T* probs,
-              const T* ds_all, const int64_t* reader_ptr, const int64_t* reader_block,
-              const int64_t* reader_slot, int64_t b, int64_t kv, int64_t j, int64_t i0, T* dk, T* dv) {
+// Relative taps of consecutive distances d0, d0 + 1, ..., one each: tap i reads the rows of P
+// or dS at offset[i] (its slot times Tq) with weight weight[i].
+template <typename T>
+struct Band {
+  int64_t d0, span;
+  std::vector<int64_t> offset;
+  std::vector<T> weight;
+};
+
+template <typename T>
+std::vector<Band<T>> bands_of(const Shape& s, const Slots& slots) {
+  struct Tap {
+    int64_t d, slot;
+    T weight;
+  };
+  std::vector<Tap> taps;
+  for (int64_t m = 0; m < s.M; ++m) taps.push_back({slots.exact[m], s.A + m, T(1)});
+  for (int64_t r = 0; r < s.R; ++r) {
+    const T f = T(slots.frac[r]);
+    taps.push_back({slots.lo[r], s.A + s.M + r, T(1) - f});
+    taps.push_back({slots.lo[r] + 1, s.A + s.M + r, f});
+  }
+  std::stable_sort(taps.begin(), taps.end(), [](const Tap& a, const Tap& b) { return a.d < b.d; });
+  std::vector<Band<T>> bands;
+  for (const Tap& tap : taps) {
+    if (tap.d >= s.T) continue;  // no query reads it
+    if (bands.empty() || tap.d != bands.back().d0 + bands.back().span) bands.push_back({tap.d, 0, {}, {}});
+    bands.back().span += 1;
+    bands.back().offset.push_back(tap.slot * s.Tq);
+    bands.back().weight.push_back(tap.weight);
+  }
+  return bands;
+}
+
+// A hint for the weight a slot's row of P or dS holds kKeys queries on, which the next work
+// item reads: the rows of all the slots and heads are more streams than the hardware follows,
+// and they come from L3 (measured: those loads were a sixth of the key pass).
+template <typename T>
+inline void prefetch_weights(const T* w) {
+  __builtin_prefetch(w + kKeys, 0, 3);  // a hint: never faults
+}
+
+// Rows j0 .. j0 + kKeyRows - 1 of dK (src = dS, x = q, times scale) or dV (src = P, x = dout),
+// C vectors of channels from i0 (kFull: all C whole). `init`: the absolute readers' sums, or null.
+template <typename T, int C, bool kFull>
+void key_block(const Shape& s, const Slots& slots, const std::vector<Band<T>>& bands, const T* src_all,
+               const Rows<const T>& x, int64_t b, int64_t kv, int64_t j0, int64_t i0, T scale,
+               const T* init, T* weights, const Rows<T>& grad) {
   constexpr int64_t L = Vec<T>::size();
-  const int64_t n = s.D - i0;  // channels left from i0
-  Vec<T> acc_k[NV], acc_v[NV];
-  for (int c = 0; c < NV; ++c) acc_k[c] = acc_v[c] = Vec<T>(T(0));
-  // query t's G heads at `slot`, times weight
-  auto take = [&](int64_t t, int64_t slot, T weight) {
-    Vec<T> tk[NV], tv[NV];
-    for (int c = 0; c < NV; ++c) tk[c] = tv[c] = Vec<T>(T(0));
-    for (int64_t g = 0; g < s.G; ++g) {
-      const int64_t h = kv * s.G + g;
-      const int64_t at = prob_index(s, b, h, slot, t);
-      const Vec<T> a(ds_all[at]), c_(probs[at]);
-      const T* qr = q + ((b * s.T + t) * s.H + h) * s.D + i0;
-      const T* dr = dout + ((b * s.T + t) * s.H + h) * s.D + i0;
-      for (int c = 0; c < NV; ++c) {
-        tk[c] = at::vec::fmadd(a, load(qr + c * L, n - c * L), tk[c]);
-        tv[c] = at::vec::fmadd(c_, load(dr + c * L, n - c * L), tv[c]);
-      }
-    }
-    const Vec<T> wv(weight);
-    for (int c = 0; c < NV; ++c) {
-      acc_k[c] = at::vec::fmadd(wv, tk[c], acc_k[c]);
-      acc_v[c] = at::vec::fmadd(wv, tv[c], acc_v[c]);
+  constexpr int J = kKeyRows;
+  const int64_t n = s.D - i0, G = s.G, h0 = kv * G, g_stride = s.S * s.Tq;
+  const T* src = src_all + prob_index(s, b, h0, 0, 0);  // head g's slot rows at src + g * g_stride
+  // row t of head g; and a hint for the row kKeys on, which the next work item reads in its
+  // place (rows come from L3 at far taps, and a page of the model's layout holds two of them:
+  // too short a stream for the hardware's prefetcher)
+  auto load_x = [&](int64_t t, int64_t g, Vec<T>(&xv)[C]) {
+    const T* row = x.at(b, t, h0 + g) + i0;
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      xv[c] = kFull ? Vec<T>::loadu(row + c * L) : load(row + c * L, n - c * L);
+      __builtin_prefetch(row + kKeys * x.st + c * L, 0, 3);  // a hint: never faults
     }
   };
-  if (reader_ptr) {
-    for (int64_t e = reader_ptr[j]; e < reader_ptr[j + 1]; ++e) {
-      const int64_t first = reader_block[e] * s.block_size;
-      const int64_t last = std::min(s.T, first + s.block_size);
-      for (int64_t t = std::max(first, j + s.min_abs); t < last; ++t) take(t, reader_slot[e], 1);
+  Vec<T> acc[J][C];
+#pragma GCC unroll 8
+  for (int jj = 0; jj < J; ++jj)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[jj][c] = init ? Vec<T>::loadu(init + (jj * C + c) * L) : Vec<T>(T(0));
+  for (const Band<T>& band : bands) {
+    const int64_t span = band.span, d0 = band.d0;
+    const int64_t* offset = band.offset.data();
+    const T* weight = band.weight.data();
+    if (span >= kBandMin) {
+      // query rows t = first + r: row jj takes tap r - jj where 0 <= r - jj < span
+      const int64_t first = j0 + d0, end = std::min(s.T, first + J + span - 1);
+      for (int64_t t = first; t < end; ++t) {
+        const int64_t r = t - first;
+        for (int jj = 0; jj < J; ++jj) {  // weights[g * J + jj], 0 outside the band
+          const int64_t tap = std::min(std::max<int64_t>(r - jj, 0), span - 1);
+          const T w = r - jj >= 0 && r - jj < span ? weight[tap] : T(0);
+          for (int64_t g = 0; g < G; ++g) weights[g * J + jj] = src[g * g_stride + offset[tap] + t] * w;
+        }
+        for (int64_t g = 0; g < G; ++g) prefetch_weights(src + g * g_stride + offset[std::min(r, span - 1)] + t);
+        for (int64_t g = 0; g < G; ++g) {
+          Vec<T> xv[C];
+          load_x(t, g, xv);
+#pragma GCC unroll 8
+          for (int jj = 0; jj < J; ++jj) {
+            const Vec<T> wv(weights[g * J + jj]);
+#pragma GCC unroll 8
+            for (int c = 0; c < C; ++c) acc[jj][c] = at::vec::fmadd(wv, xv[c], acc[jj][c]);
+          }
+        }
+      }
+      continue;
+    }
+    for (int64_t i = 0; i < span; ++i) {  // tap by tap: row jj reads query j0 + jj + d
+      const int64_t d = d0 + i;
+      for (int64_t g = 0; g < G; ++g) prefetch_weights(src + g * g_stride + offset[i] + j0 + d);
+#pragma GCC unroll 8
+      for (int jj = 0; jj < J; ++jj) {
+        const int64_t t = std::min(j0 + jj + d, s.T - 1);  // past T: weight 0
+        const T w = j0 + jj + d < s.T ? weight[i] : T(0);
+        for (int64_t g = 0; g < G; ++g) {
+          Vec<T> xv[C];
+          load_x(t, g, xv);
+          const Vec<T> wv(src[g * g_stride + offset[i] + t] * w);
+#pragma GCC unroll 8
+          for (int c = 0; c < C; ++c) acc[jj][c] = at::vec::fmadd(wv, xv[c], acc[jj][c]);
+        }
+      }
     }
   }
-  for (int64_t m = 0; m < s.M; ++m) {
-    if (j + slots.exact[m] < s.T) take(j + slots.exact[m], s.A + m, 1);
+  if (j0 == 0) {  // row 0: each rung's upper tap of query lo (its row -1)
+    for (int64_t r = 0; r < s.R; ++r) {
+      const int64_t t = slots.lo[r], offset = (s.A + s.M + r) * s.Tq;
+      if (t >= s.T) continue;
+      for (int64_t g = 0; g < G; ++g) {
+        Vec<T> xv[C];
+        load_x(t, g, xv);
+        const Vec<T> wv(src[g * g_stride + offset + t] * T(slots.frac[r]));
+#pragma GCC unroll 8
+        for (int c = 0; c < C; ++c) acc[0][c] = at::vec::fmadd(wv, xv[c], acc[0][c]);
+      }
+    }
   }
-  for (int64_t r = 0; r < s.R; ++r) {
-    const int64_t lo = slots.lo[r], slot = s.A + s.M + r;
-    const T f = T(slots.frac[r]);
-    if (j + lo < s.T) take(j + lo, slot, j == 0 ? T(1) : T(1) - f);
-    if (j + lo + 1 < s.T) take(j + lo + 1, slot, f);
+#pragma GCC unroll 8
+  for (int jj = 0; jj < J; ++jj) {
+    if (j0 + jj >= s.T) break;
+    T* out = grad.at(b, j0 + jj, kv) + i0;
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const Vec<T> sum = acc[jj][c] * Vec<T>(scale);
+      if (kFull) {
+        sum.store(out + c * L);
+      } else {
+        sum.store(out + c * L, std::min<int64_t>(L, n - c * L));
+      }
+    }
   }
-  const T scale = T(1) / std::sqrt(T(s.D));
-  T* dk_row = dk + ((b * s.T + j) * s.KV + kv) * s.D + i0;
-  T* dv_row = dv + ((b * s.T + j) * s.KV + kv) * s.D + i0;
-  for (int c = 0; c < NV; ++c) {
-    const int64_t m = std::min<int64_t>(L, n - c * L);
-    (acc_k[c] * Vec<T>(scale)).store(dk_row + c * L, m);
-    acc_v[c].store(dv_row + c * L, m);
+}
+
+// The absolute readers' sums of rows j0 .. j0 + kKeyRows - 1, C vectors of channels from i0,
+// into init[(jj * C + c) * L].
+template <typename T, int C>
+void reader_sums(const Shape& s, const T* src_all, const Rows<const T>& x, const int64_t* reader_ptr,
+                 const int64_t* reader_block, const int64_t* reader_slot, int64_t b, int64_t kv,
+                 int64_t j0, int64_t i0, T* init) {
+  constexpr int64_t L = Vec<T>::size();
+  const int64_t n = s.D - i0, G = s.G, h0 = kv * G, g_stride = s.S * s.Tq;
+  const T* src = src_all + prob_index(s, b, h0, 0, 0);
+  for (int64_t jj = 0; jj < kKeyRows; ++jj) {
+    const int64_t j = std::min(j0 + jj, s.T - 1);  // a row past T: its sums are dropped
+    Vec<T> sum[C];
+    for (int c = 0; c < C; ++c) sum[c] = Vec<T>(T(0));
+    for (int64_t e = reader_ptr[j]; e < reader_ptr[j + 1]; ++e) {
+      const int64_t first = reader_block[e] * s.block_size, last = std::min(s.T, first + s.block_size);
+      const int64_t offset = reader_slot[e] * s.Tq;
+      for (int64_t t = std::max(first, j + s.min_abs); t < last; ++t) {
+        for (int64_t g = 0; g < G; ++g) {
+          const T* row = x.at(b, t, h0 + g) + i0;
+          const Vec<T> wv(src[g * g_stride + offset + t]);
+          for (int c = 0; c < C; ++c) sum[c] = at::vec::fmadd(wv, load(row + c * L, n - c * L), sum[c]);
+        }
+      }
+    }
+    for (int c = 0; c < C; ++c) sum[c].store(init + (jj * C + c) * L);
   }
 }
 
 template <typename T>
-void key_pass(const Shape& s, const Slots& slots, const T* q, const T* dout, const T* probs,
-              const T* ds_all, const int64_t* reader_ptr, const int64_t* reader_block,
-              const int64_t* reader_slot, T* dk, T* dv, int64_t threads) {
+void key_pass(const Shape& s, const Slots& slots, const Rows<const T>& q, const Rows<const T>& dout,
+              const T* probs, const T* ds_all, const int64_t* reader_ptr, const int64_t* reader_block,
+              const int64_t* reader_slot, const Rows<T>& dk, const Rows<T>& dv, int64_t threads) {
   constexpr int64_t L = Vec<T>::size();
+  constexpr int kChunk = 4;  // vectors of channels a block's sums hold
+  const std::vector<Band<T>> bands = bands_of<T>(s, slots);
+  const T scale = T(1) / std::sqrt(T(s.D));
   const int64_t j_blocks = (s.T + kKeys - 1) / kKeys;
   parallel_items(s.B * s.KV * j_blocks, threads, [&](int64_t item) {
     const int64_t jb = item % j_blocks, kv = (item / j_blocks) % s.KV, b = item / j_blocks / s.KV;
-    for (int64_t j = jb * kKeys; j < std::min(s.T, (jb + 1) * kKeys); ++j) {
+    T init[kKeyRows * kChunk * L];
+    std::vector<T> weights(s.G * kKeyRows);
+    for (int64_t j0 = jb * kKeys; j0 < std::min(s.T, (jb + 1) * kKeys); j0 += kKeyRows) {
       for (int64_t i0 = 0; i0 < s.D; i0 += kChunk * L) {
-        const int64_t nv = std::min<int64_t>(kChunk, (s.D - i0 + L - 1) / L);
-        auto rows = [&](auto chunk) {
-          key_rows<T, decltype(chunk)::value>(s, slots, q, dout, probs, ds_all, reader_ptr,
-                                                  reader_block, reader_slot, b, kv, j, i0, dk, dv);
+        auto both = [&](auto chunk, auto full) {
+          constexpr int C = decltype(chunk)::value;
+          constexpr bool kFull = decltype(full)::value;
+          const T* sums = reader_ptr ? init : nullptr;
+          if (reader_ptr) reader_sums<T, C>(s, ds_all, q, reader_ptr, reader_block, reader_slot, b, kv, j0, i0, init);
+          key_block<T, C, kFull>(s, slots, bands, ds_all, q, b, kv, j0, i0, scale, sums, weights.data(), dk);
+          if (reader_ptr) reader_sums<T, C>(s, probs, dout, reader_ptr, reader_block, reader_slot, b, kv, j0, i0, init);
+          key_block<T, C, kFull>(s, slots, bands, probs, dout, b, kv, j0, i0, T(1), sums, weights.data(), dv);
         };
-        switch (nv) {
-          case 4: rows(std::integral_constant<int, 4>()); break;
-          case 3: rows(std::integral_constant<int, 3>()); break;
-          case 2: rows(std::integral_constant<int, 2>()); break;
-          default: rows(std::integral_constant<int, 1>()); break;
+        const int64_t left = s.D - i0;
+        if (left >= kChunk * L) {
+          both(std::integral_constant<int, kChunk>(), std::true_type());
+        } else {
+          switch ((left + L - 1) / L) {
+            case 4: both(std::integral_constant<int, 4>(), std::false_type()); break;
+            case 3: both(std::integral_constant<int, 3>(), std::false_type()); break;
+            case 2: both(std::integral_constant<int, 2>(), std::false_type()); break;
+            default: both(std::integral_constant<int, 1>(), std::false_type()); break;
+          }
         }
       }
     }
@@ -679,6 +842,18 @@ void with_tile(int64_t G, const F& fn) {
 void check(const torch::Tensor& x, const torch::Tensor& like, const char* name) {
   TORCH_CHECK(x.is_contiguous() && x.device().is_cpu(), name, ": expected a contiguous CPU tensor");
   TORCH_CHECK(x.scalar_type() == like.scalar_type(), name, ": expected ", like.scalar_type());
+}
+
+// q, k, v, out, dout: (B, heads, T, D) CPU tensors of q's dtype, channels contiguous, k and v
+// (B, KV, T, D) with H a multiple of KV.
+void check_rows(const torch::Tensor& x, const torch::Tensor& q, const char* name, bool keys = false) {
+  TORCH_CHECK(x.dim() == 4 && x.device().is_cpu() && (x.stride(3) == 1 || x.size(3) <= 1), name,
+              ": expected a (B, heads, T, D) CPU tensor with contiguous channels");
+  TORCH_CHECK(x.scalar_type() == q.scalar_type(), name, ": expected ", q.scalar_type());
+  TORCH_CHECK(x.size(0) == q.size(0) && x.size(2) == q.size(2) && x.size(3) == q.size(3), name,
+              ": expected q's B, T and D");
+  TORCH_CHECK(keys ? x.size(1) > 0 && q.size(1) % x.size(1) == 0 : x.size(1) == q.size(1), name,
+              keys ? ": heads must divide q's" : ": expected q's heads");
 }
 
 // Every row the loops read is inside k and v: a negative distance or lo would read past the
@@ -711,82 +886,103 @@ torch::Tensor empty_huge(at::IntArrayRef sizes, const torch::TensorOptions& opti
   return x;
 }
 
-// k and v channel-major (see `channel_stride`), and that layout's row stride.
+// A fresh (B, heads, T, D) tensor laid out as x is where x is dense, else position-major
+// ((B, T, heads, D) in memory, the model's layout): outputs and gradients come back in the
+// layout their inputs had, and the caller's transposes are views.
+torch::Tensor empty_huge_like(const torch::Tensor& x) {
+  if (x.is_non_overlapping_and_dense()) return empty_huge({x.numel()}, x.options()).as_strided(x.sizes(), x.strides());
+  return empty_huge({x.size(0), x.size(2), x.size(1), x.size(3)}, x.options()).transpose(1, 2);
+}
+
+// k and v channel-major (see `channel_stride`), as (B, KV, D, P) tensors.
 template <typename T>
 std::pair<torch::Tensor, torch::Tensor> channels(const Shape& s, const torch::Tensor& k,
-                                                 const torch::Tensor& v, int64_t threads, int64_t& P) {
-  P = channel_stride<T>(s.T);
+                                                 const torch::Tensor& v, int64_t threads) {
+  const int64_t P = channel_stride<T>(s.T);
   auto kt = empty_huge({s.B, s.KV, s.D, P}, k.options());
   auto vt = empty_huge({s.B, s.KV, s.D, P}, v.options());
-  to_channels(s, k.data_ptr<T>(), kt.data_ptr<T>(), P, threads);
-  to_channels(s, v.data_ptr<T>(), vt.data_ptr<T>(), P, threads);
+  to_channels(s, rows_of<const T>(k), kt.data_ptr<T>(), P, threads);
+  to_channels(s, rows_of<const T>(v), vt.data_ptr<T>(), P, threads);
   return {kt, vt};
 }
 
 }  // namespace
 
+// Returns out (laid out as q), P (B, H, S, Tq) and k, v channel-major (B, KV, D, P), which the
+// backward reads in their place.
 std::vector<torch::Tensor> forward(torch::Tensor q, torch::Tensor k, torch::Tensor v,
                                    torch::Tensor exact, torch::Tensor lo, torch::Tensor frac,
                                    torch::Tensor block_keys, int64_t block_size, int64_t min_abs,
                                    int64_t threads) {
-  check(q, q, "q");
-  check(k, q, "k");
-  check(v, q, "v");
+  check_rows(q, q, "q");
+  check_rows(k, q, "k", true);
+  check_rows(v, k, "v", true);
   const Shape s = shape_of(q, k, exact, lo, block_keys, block_size, min_abs);
   const Slots slots = slots_of(exact, lo, frac, block_keys);
   check_slots(s, slots);
-  auto out = empty_huge(q.sizes(), q.options());
+  auto out = empty_huge_like(q);
   auto probs = empty_huge({s.B, s.H, s.S, s.Tq}, q.options());
-  if (s.T == 0) return {out, probs};
+  torch::Tensor kt, vt;
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "lit_sparse_forward", [&] {
-    int64_t P;
-    auto [kt, vt] = channels<scalar_t>(s, k, v, threads, P);
+    std::tie(kt, vt) = channels<scalar_t>(s, k, v, threads);
+    if (s.T == 0) return;
     with_tile(s.G, [&](auto tile) {
       forward_impl<scalar_t, decltype(tile)::value>(
-          s, slots, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
-          kt.data_ptr<scalar_t>(), vt.data_ptr<scalar_t>(), P, out.data_ptr<scalar_t>(),
+          s, slots, rows_of<const scalar_t>(q), rows_of<const scalar_t>(k), rows_of<const scalar_t>(v),
+          kt.data_ptr<scalar_t>(), vt.data_ptr<scalar_t>(), kt.size(3), rows_of<scalar_t>(out),
           probs.data_ptr<scalar_t>(), threads);
     });
   });
-  return {out, probs};
+  return {out, probs, kt, vt};
 }
 
-std::vector<torch::Tensor> backward(torch::Tensor q, torch::Tensor k, torch::Tensor v,
+// kt, vt: the forward's channel-major k and v; k_contiguous, v_contiguous: whether k and v were
+// contiguous (B, KV, T, D) tensors. Returns dq (laid out as q), dk and dv (contiguous where k
+// and v were, else position-major) and d(frac) (R,).
+std::vector<torch::Tensor> backward(torch::Tensor q, torch::Tensor kt, torch::Tensor vt,
                                     torch::Tensor out, torch::Tensor dout, torch::Tensor probs,
                                     torch::Tensor exact, torch::Tensor lo, torch::Tensor frac,
                                     torch::Tensor block_keys, int64_t block_size, int64_t min_abs,
                                     torch::Tensor reader_ptr, torch::Tensor reader_block,
-                                    torch::Tensor reader_slot, int64_t threads) {
-  for (auto* x : {&k, &v, &out, &dout, &probs}) check(*x, q, "input");
-  const Shape s = shape_of(q, k, exact, lo, block_keys, block_size, min_abs);
+                                    torch::Tensor reader_slot, bool k_contiguous, bool v_contiguous,
+                                    int64_t threads) {
+  check_rows(q, q, "q");
+  check_rows(out, q, "out");
+  check_rows(dout, q, "dout");
+  for (auto* x : {&kt, &vt, &probs}) check(*x, q, "input");
+  TORCH_CHECK(kt.dim() == 4 && kt.sizes() == vt.sizes() && kt.size(0) == q.size(0) && kt.size(2) == q.size(3),
+              "kt, vt: expected the forward's (B, KV, D, P)");
+  auto key_grad = [&](bool contiguous) {
+    const int64_t B = q.size(0), KV = kt.size(1), T = q.size(2), D = q.size(3);
+    return contiguous ? empty_huge({B, KV, T, D}, q.options())
+                      : empty_huge({B, T, KV, D}, q.options()).transpose(1, 2);
+  };
+  auto dk = key_grad(k_contiguous), dv = key_grad(v_contiguous);
+  const Shape s = shape_of(q, dk, exact, lo, block_keys, block_size, min_abs);
   const Slots slots = slots_of(exact, lo, frac, block_keys);
   check_slots(s, slots);
   TORCH_CHECK(probs.numel() == s.B * s.H * s.S * s.Tq, "probs: expected the forward's (B, H, S, Tq)");
   const int64_t items = s.B * s.KV * ((s.T + kItem - 1) / kItem);
   auto ds = empty_huge(probs.sizes(), q.options());
-  auto dq = empty_huge(q.sizes(), q.options());
-  auto dk = empty_huge(k.sizes(), q.options());
-  auto dv = empty_huge(v.sizes(), q.options());
-  auto dfrac_items = torch::zeros({items, s.R}, q.options());
+  auto dq = empty_huge_like(q);
+  auto dfrac_items = torch::empty({items, s.R}, q.options());  // every item writes its row
   const bool readers = reader_ptr.numel() > 0;
   if (s.T > 0) {
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "lit_sparse_backward", [&] {
-      int64_t P;
-      auto [kt, vt] = channels<scalar_t>(s, k, v, threads, P);
+      TORCH_CHECK(kt.size(3) == channel_stride<scalar_t>(s.T), "kt, vt: expected the forward's (B, KV, D, P)");
+      const auto q_rows = rows_of<const scalar_t>(q);
+      const auto dout_rows = rows_of<const scalar_t>(dout);
       with_tile(s.G, [&](auto tile) {
         query_pass<scalar_t, decltype(tile)::value>(
-            s, slots, q.data_ptr<scalar_t>(), k.data_ptr<scalar_t>(), v.data_ptr<scalar_t>(),
-            kt.data_ptr<scalar_t>(), vt.data_ptr<scalar_t>(), P, out.data_ptr<scalar_t>(),
-            dout.data_ptr<scalar_t>(), probs.data_ptr<scalar_t>(), ds.data_ptr<scalar_t>(),
-            dq.data_ptr<scalar_t>(), dfrac_items.data_ptr<scalar_t>(), threads);
+            s, slots, q_rows, kt.data_ptr<scalar_t>(), vt.data_ptr<scalar_t>(), kt.size(3),
+            rows_of<const scalar_t>(out), dout_rows, probs.data_ptr<scalar_t>(), ds.data_ptr<scalar_t>(),
+            rows_of<scalar_t>(dq), dfrac_items.data_ptr<scalar_t>(), threads);
       });
-      kt = vt = torch::Tensor();  // freed before the key pass
-      key_pass<scalar_t>(s, slots, q.data_ptr<scalar_t>(), dout.data_ptr<scalar_t>(),
-                         probs.data_ptr<scalar_t>(), ds.data_ptr<scalar_t>(),
+      key_pass<scalar_t>(s, slots, q_rows, dout_rows, probs.data_ptr<scalar_t>(), ds.data_ptr<scalar_t>(),
                          readers ? reader_ptr.data_ptr<int64_t>() : nullptr,
                          readers ? reader_block.data_ptr<int64_t>() : nullptr,
                          readers ? reader_slot.data_ptr<int64_t>() : nullptr,
-                         dk.data_ptr<scalar_t>(), dv.data_ptr<scalar_t>(), threads);
+                         rows_of<scalar_t>(dk), rows_of<scalar_t>(dv), threads);
     });
   }
   // items summed in a fixed order: the same result whatever thread computed each item

@@ -1,6 +1,5 @@
-"""The Lightning commands' argument parser: a failed parse in one line, list options as
-space-separated values, a short ``--help`` (the options a user sets; ``--help=full`` for
-LightningCLI's every option), and LightningCLI's own optimizer options refused."""
+"""The Lightning commands' argument parser: one-line parse errors, space-separated list values,
+a short ``--help`` (``--help=full``: every option), LightningCLI's optimizer options refused."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ __all__ = [
 
 
 def full_help_requested(args: Sequence[str]) -> tuple[list[str], bool]:
-    """``args`` with ``--help=full`` turned into LightningCLI's ``--help``, and whether it
-    was there."""
+    """``args`` with ``--help=full`` as ``--help``, and whether it was there."""
     full = FULL_HELP in args
     return ["--help" if arg == FULL_HELP else arg for arg in args], full
 
@@ -55,8 +53,7 @@ class LitSparseArgumentParser(LightningArgumentParser):
     """Print LightningCLI's help of every option (``--help=full``) instead of the short one."""
 
     def format_help(self, *args, **kwargs) -> str:
-        """A Lightning command's short help (:func:`~lit_sparse.parsing.short_help`); with
-        ``full_help``, or for any other parser, every option as jsonargparse writes them."""
+        """A Lightning command's short help; else (``full_help``, other parsers) jsonargparse's."""
         if self.full_help or "trainer" not in (self.groups or {}):
             return plain(super().format_help(*args, **kwargs))
         return short_help(self)
@@ -74,8 +71,8 @@ OPTIMIZER_OPTIONS = ("optimizer", "lr_scheduler")
 
 
 def refuse_optimizer_option(where: str) -> None:
-    """LightningCLI's ``--optimizer`` / ``--lr_scheduler`` would replace the module's AdamW
-    and its warmup + cosine schedule: ConfigError pointing at the module's options."""
+    """ConfigError for LightningCLI's ``--optimizer`` / ``--lr_scheduler`` (they would replace
+    the module's AdamW and schedule), pointing at the module's options."""
     raise ConfigError(
         f"{where}: not supported; lit_sparse trains with its own AdamW and warmup + cosine "
         "schedule, set by --model.lr, --model.min_lr_ratio, --model.warmup_steps, "
@@ -93,8 +90,7 @@ def check_optimizer_args(args: Sequence[str]) -> None:
 
 
 def check_optimizer_values(config: Namespace) -> None:
-    """A config file's ``optimizer`` / ``lr_scheduler`` value is refused (the keys stay
-    accepted: saved configs carry ``optimizer: null``)."""
+    """Refuse a config's ``optimizer`` / ``lr_scheduler`` value (saved configs carry null)."""
     for key in OPTIMIZER_OPTIONS:
         value = config.get(key)
         if value is not None:

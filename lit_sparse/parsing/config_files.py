@@ -1,9 +1,6 @@
-"""Config files read as ``fit`` reads them: layered ``--config`` files parsed by one
-jsonargparse parser (the model with the LitLanguageModel signature, the data as any
-LightningDataModule, parsed but never built, so ``coverage`` and ``flops`` work offline on
-configs whose data names a hub tokenizer), and the model's context length and vocabulary
-taken from the data as the CLI links them.
-"""
+"""The model of layered ``--config`` files, parsed as ``fit`` parses them, with context length
+and vocabulary from the data; the data is never built, so ``coverage`` and ``flops`` work
+offline."""
 
 from __future__ import annotations
 
@@ -17,6 +14,7 @@ from lit_sparse.attention.registry import expand_attention_names
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.yaml_files import load_yaml
+from lit_sparse.parsing.config_loader import MODE
 from lit_sparse.parsing.list_options import split_option_values
 from lit_sparse.parsing.parse_errors import condense_parse_error
 
@@ -51,27 +49,33 @@ class ModelSpec:
         args = self.attention.init_args()
         name = type(self.attention).name or type(self.attention).__name__
         if name == "fibonacci":
-            return f"{args['rungs']} {args['schedule']} W={args['window']}"
+            return f"{args['rungs']} {self.attention.schedule.name} W={args['window']}"
         shown = " ".join(
             f"{key}={args[key]}" for key in ("window", "n_global", "n_random") if key in args
         )
         return f"{name} {shown}".strip()
 
 
-FIT_SECTIONS = ("trainer", "seed_everything", "ckpt_path", "optimizer", "lr_scheduler")
+FIT_SECTIONS = (
+    "trainer",
+    "seed_everything",
+    "ckpt_path",
+    "weights_only",
+    "optimizer",
+    "lr_scheduler",
+)
 """The other top-level keys of a fit config: read past, not checked here."""
 
 
 def model_parser():
-    """A jsonargparse parser of fit's configs as the CLI layers them (``--config`` repeated):
-    the ``model`` section with the LitLanguageModel signature, ``data`` as any
-    LightningDataModule (parsed, never built), the other sections read past."""
+    """A parser of fit's layered configs: ``model`` as LitLanguageModel, ``data`` as any
+    LightningDataModule (never built), the other sections read past."""
     import lightning.pytorch as pl
     from jsonargparse import ActionConfigFile, ArgumentParser
 
     from lit_sparse.module import LitLanguageModel
 
-    parser = ArgumentParser(exit_on_error=False, default_env=False)
+    parser = ArgumentParser(exit_on_error=False, default_env=False, parser_mode=MODE)
     parser.add_argument("--config", action=ActionConfigFile)
     parser.add_class_arguments(LitLanguageModel, "model")
     parser.add_subclass_arguments(pl.LightningDataModule, "data", required=False)
@@ -85,9 +89,8 @@ def read_model_config(configs: Sequence[str | Path], overrides: Sequence[str] = 
 
     Args:
         configs: config files, later ones layered over earlier ones.
-        overrides: CLI-style options: ``--model.<key> value`` (e.g.
-            ``--model.attention.init_args.window 12``; registry names work for
-            ``--model.attention``) and ``--data.<key> value`` (e.g. ``--data.seq_len 2048``).
+        overrides: ``--model.<key> value`` (registry names work for ``--model.attention``)
+            and ``--data.<key> value``, e.g. ``--data.seq_len 2048``.
     """
     if not configs:
         raise ConfigError("--config: expected at least one config file")

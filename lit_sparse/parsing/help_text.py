@@ -1,8 +1,4 @@
-"""``--help`` text as a terminal shows it: docstrings' reST markup removed, defaults shown.
-
-The commands' descriptions and option help come from docstrings written for the API docs
-(``literal``, :func:`lit_sparse.load_run`); printed raw, the backquotes and roles are noise.
-"""
+"""``--help`` text as a terminal shows it: docstrings' reST markup removed, defaults shown."""
 
 from __future__ import annotations
 
@@ -25,8 +21,8 @@ def plain(text: str) -> str:
 
 
 class HelpFormatter(argparse.HelpFormatter):
-    """argparse's formatter with plain text (:func:`plain`) and each option's default shown
-    when it has one worth showing (not None or False, and not already in the help)."""
+    """argparse's formatter with plain text and each default worth showing (not None or
+    False, not already in the help)."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         return super()._fill_text(plain(text), width, indent)

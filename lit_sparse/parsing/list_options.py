@@ -1,13 +1,7 @@
 """One list style on every command line: ``--lengths 1024 2048 4096``.
 
-The project's own commands take lists as argparse does (``probe --depths 2 4 8``). The
-Lightning commands' options come from type hints through jsonargparse, which reads a list
-option as one value (``--lengths "[1024, 2048]"``, or ``--lengths+ 1024`` to append) and has
-no space-separated form for them. :func:`join_list_values` rewrites a command line so that
-the values after a list option become that one value: ``--lengths 1024 2048`` becomes
-``--lengths [1024, 2048]`` and a lone ``--lengths 1024`` becomes ``--lengths [1024]``. The
-bracketed and appending forms pass through unchanged.
-"""
+jsonargparse reads a list option as one value, so :func:`join_list_values` rewrites
+``--lengths 1024 2048`` to ``--lengths [1024, 2048]`` (bracketed and ``+`` forms unchanged)."""
 
 from __future__ import annotations
 
@@ -49,8 +43,7 @@ def list_kind(hint: Any) -> Literal["list", "either"] | None:
 
 
 def list_options(parser: Any) -> dict[str, str]:
-    """Option string -> :func:`list_kind` of every list option of a jsonargparse parser and
-    its subcommands' parsers."""
+    """Option string -> :func:`list_kind` of every list option of a parser and its subcommands."""
     found: dict[str, str] = {}
     parsers = [parser]
     while parsers:
@@ -111,8 +104,7 @@ def _whole(value: str) -> bool:
 
 
 def split_option_values(args: Sequence[str]) -> list[tuple[str, str]]:
-    """``--key v``, ``--key=v`` and ``--key v1 v2 ...`` pairs of an argparse-free command line
-    (the values of one key joined as ``[v1, v2]``), in order."""
+    """(key, value) pairs of ``--key v``, ``--key=v`` and ``--key v1 v2`` (as ``[v1, v2]``)."""
     pairs, i = [], 0
     while i < len(args):
         key, eq, value = args[i].partition("=")

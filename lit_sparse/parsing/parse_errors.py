@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import re
 
+from lit_sparse.attention.schedules import FLAT_OPTIONS
+
 __all__ = ["condense_parse_error"]
 
 
 def condense_parse_error(message: str) -> str:
-    """One line from jsonargparse's report: the key and the reasons our code gave.
+    """One line from jsonargparse's report, saying where a moved fibonacci option went."""
+    line = _condensed(message)
+    moved = re.search(r"Option '(\w+)' is not accepted", line)
+    if moved and moved.group(1) in FLAT_OPTIONS:
+        line += (
+            f" ({moved.group(1)} is an option of the schedule now: --model.attention.schedule "
+            "Linear|Coprime|Custom|Learned --model.attention.schedule.<option> VALUE)"
+        )
+    return line
 
-    A failing subclass or Optional value produces a nested report (usage, "Does not
-    validate against any of the Union subtypes", the NoneType alternative, the given
-    value); the reasons are the indented "- ..." lines.
-    """
+
+def _condensed(message: str) -> str:
+    """The key and the reasons (the indented "- ..." lines of a nested report)."""
     link = re.search(r"Call to compute_fn of link .* failed: (.*)", message, re.DOTALL)
     if link:  # an argument link (seq_len, vocabulary) rejected its source value
         return " ".join(link.group(1).split())

@@ -1,12 +1,5 @@
-"""The short ``--help`` of ``fit``, ``validate``, ``test`` and ``extrapolate``.
-
-LightningCLI's help lists all of the Trainer's options with their full docstrings and every
-known subclass (about 580 lines). The short help shows the options a user sets, one short
-entry each: the model (its attention plugin, optimizer and schedule), the network's shape,
-the data, the command's own options and the trainer's common ones, whose Lightning
-docstrings are replaced by a line written for this project. ``--help=full`` prints
-LightningCLI's help of every option.
-"""
+"""The short ``--help`` of ``fit``, ``validate``, ``test`` and ``extrapolate``: the options a
+user sets, one short entry each (LightningCLI's is ~580 lines; ``--help=full`` prints it)."""
 
 from __future__ import annotations
 
@@ -86,15 +79,13 @@ SECTIONS = (
 
 
 def _shown(action: argparse.Action, text: str | None = None) -> argparse.Action:
-    """A copy of ``action`` to print: its help ``text`` (default its own), a metavar named
-    after its last key (``--model.lr LR``) where jsonargparse's formatter would add one."""
+    """A copy of ``action`` to print, with help ``text`` and a metavar from its last key."""
     shown = copy.copy(action)
     if text is not None:
         shown.help = text
     name = action.dest.rpartition(".")[2].upper()
     if list_kind(getattr(action, "_typehint", None)) == "list":
-        # as the command line takes a list: space-separated (parsing.list_options), not
-        # jsonargparse's "[ITEM,...]"; its appending "--<option>+" form left out
+        # space-separated, as the command line takes it; the "--<option>+" form left out
         shown.metavar = f"{name} [{name} ...]"
         shown.option_strings = [o for o in action.option_strings if not o.endswith("+")]
     elif shown.metavar is None and shown.nargs != 0:
@@ -114,8 +105,7 @@ def _group_actions(parser, key: str) -> list[argparse.Action]:
 
 
 def short_help(parser) -> str:
-    """The short help of a Lightning command's parser (jsonargparse's, with the trainer,
-    model, data and command groups LightningCLI adds)."""
+    """The short help of a Lightning command's parser."""
     command = parser.prog.split()[-1]
     by_dest = {action.dest: action for action in parser._actions}
     width = min(shutil.get_terminal_size((100, 24)).columns, 100)

@@ -1,11 +1,7 @@
 """Load a finished (or running) run for analysis: ``lit_sparse.load_run(path)``.
 
-A run is the folder a fit writes (``trainer.log_dir``, e.g. ``runs/coprime/version_0``):
-``config.yaml`` (the CLI's), ``checkpoints/*.ckpt``, TensorBoard events and the callbacks'
-files ``alpha_trajectory.json``, ``position_loss.json``, ``extrapolation.json``. Nothing here
-imports the CLI, jsonargparse or TensorBoard: the model is rebuilt from the checkpoint's
-plain hyperparameters and the callback state the checkpoint carries.
-"""
+The model is rebuilt from the checkpoint's plain hyperparameters and callback state; nothing
+here imports the CLI, jsonargparse or TensorBoard."""
 
 from __future__ import annotations
 
@@ -68,9 +64,8 @@ class Run:
 
     @property
     def name(self) -> str:
-        """The run as TensorBoard names it: its path under the folder of runs (``$LIT_SPARSE_RUNS``
-        when it is there, else the nearest folder called ``runs``), e.g.
-        ``quickstart/coprime/version_0``; elsewhere ``<experiment>/<version>``."""
+        """The run as TensorBoard names it: its path under ``$LIT_SPARSE_RUNS`` (else the nearest
+        ``runs`` folder), e.g. ``quickstart/coprime/version_0``; else ``<experiment>/<version>``."""
         return run_name(self.path)
 
     @property
@@ -98,8 +93,7 @@ def run_name(path: Path) -> str:
 
 
 def resolve_run_dir(path: Path) -> Path:
-    """A run directory, or under an experiment folder its newest ``version_N`` that has a
-    checkpoint (the newest one when none has)."""
+    """A run directory, or an experiment's newest ``version_N`` with a checkpoint (else newest)."""
     markers = ("checkpoints", "config.yaml", "hparams.yaml")
     if any((path / m).exists() for m in markers) or any(path.glob("*.json")):
         return path
@@ -113,8 +107,7 @@ find_checkpoint = run_checkpoint
 
 
 def read_result_json(path: str | Path) -> dict[str, Any] | None:
-    """A run's result file (``extrapolation.json``, ``position_loss.json``...) as a dict, None
-    if it does not exist; a truncated or invalid one is DamagedFileError naming the file."""
+    """A run's result file as a dict (None if missing; DamagedFileError naming it if invalid)."""
     path = Path(path)
     if not path.is_file():
         return None
@@ -135,8 +128,7 @@ def read_result_json(path: str | Path) -> dict[str, Any] | None:
 
 
 def read_extrapolation(path: str | Path) -> ExtrapolationResult | None:
-    """An ``extrapolation.json`` (None if it does not exist; DamagedFileError naming it if
-    it is not one)."""
+    """An ``extrapolation.json`` (None if missing; DamagedFileError naming it if invalid)."""
     saved = read_result_json(path)
     if saved is None:
         return None
@@ -165,8 +157,7 @@ def _alpha_history(state: dict[str, Any] | None) -> AlphaHistory | None:
 
 
 def build_module(checkpoint: dict[str, Any]):
-    """The LitLanguageModel of a checkpoint dict: rebuilt from its plain hyperparameters,
-    weights loaded, eval mode."""
+    """The LitLanguageModel of a checkpoint dict, from its plain hyperparameters, in eval mode."""
     from lit_sparse.module import LitLanguageModel
 
     hparams = dict(checkpoint.get("hyper_parameters") or {})
@@ -181,8 +172,8 @@ RUNS_VARIABLE = "LIT_SPARSE_RUNS"
 
 
 def resolve_run_path(path: str | Path) -> Path:
-    """``path`` if it exists (or is absolute); else, when ``$LIT_SPARSE_RUNS`` names a folder
-    of runs holding it, the path there; else ``path`` unchanged."""
+    """``path`` if it exists or is absolute; else under ``$LIT_SPARSE_RUNS`` if there; else
+    ``path``."""
     path = Path(path).expanduser()
     under = os.environ.get(RUNS_VARIABLE)
     if path.exists() or path.is_absolute() or not under:
@@ -192,8 +183,7 @@ def resolve_run_path(path: str | Path) -> Path:
 
 
 def runs_near(path: Path, limit: int = 5) -> list[str]:
-    """The newest run folders (``.../version_N`` with checkpoints, up to four levels down)
-    under the nearest existing folder above a missing ``path``, as paths to give instead."""
+    """The newest run folders under the nearest existing folder above a missing ``path``."""
     base = next((p for p in path.parents if p.is_dir()), Path("."))
     found = [
         folder
@@ -206,14 +196,12 @@ def runs_near(path: Path, limit: int = 5) -> list[str]:
 
 
 def load_run(path: str | Path, load_model: bool = True) -> Run:
-    """Load a run directory (or an experiment folder: its newest version; or a checkpoint
-    file: the run around it) for analysis.
+    """Load a run for analysis.
 
     Args:
-        path: ``runs/<name>/version_N``, ``runs/<name>``, or a ``.ckpt`` file; a relative
-            path is looked up in the current folder, then under ``$LIT_SPARSE_RUNS`` (a
-            folder of runs, e.g. ``LIT_SPARSE_RUNS=~/lit_sparse/runs`` and
-            ``load_run("coprime/version_0")``).
+        path: ``runs/<name>/version_N``, ``runs/<name>`` (its newest version) or a ``.ckpt``
+            file (the run around it); a relative path is looked up in the current folder,
+            then under ``$LIT_SPARSE_RUNS``.
         load_model: rebuild the model from the checkpoint (False: state and files only).
     """
     path = resolve_run_path(path)

@@ -1,12 +1,8 @@
 """Sharded checkpoints: the folder a run trained with FSDP2 saves instead of a file.
 
-Lightning's ModelParallelStrategy writes ``last.ckpt`` as a folder: each process's shard of the
-weights and optimizer states (``__<rank>_0.distcp``), the shards' index (``.metadata``) and the
-rest of a checkpoint (``meta.pt``). lit_sparse's strategy (:mod:`lit_sparse.runs.strategy`) adds
-``crc32.json``, every file's size and CRC-32, so a folder is verified as a checkpoint file is,
-and writes the folder atomically. :func:`read_folder` gives what ``torch.load`` gives for a file:
-the metadata and, with ``weights``, the consolidated weights as ``state_dict``, on one process.
-"""
+Lightning writes each process's shard (``__<rank>_0.distcp``), the index (``.metadata``) and
+``meta.pt``; lit_sparse's strategy adds ``crc32.json`` (every file's size and CRC-32) so a
+folder is verified as a file is. :func:`read_folder` reads one whole on one process."""
 
 from __future__ import annotations
 
@@ -35,8 +31,7 @@ __all__ = [
 ]
 
 METADATA = "meta.pt"
-"""Lightning's file of everything but the weights and optimizer states (its
-``_METADATA_FILENAME``)."""
+"""Lightning's file of everything but the weights and optimizer states."""
 
 CHECKSUMS = "crc32.json"
 """lit_sparse's record of every file's size and CRC-32."""
@@ -49,9 +44,7 @@ _INDEX = ".metadata"
 
 
 def is_sharded_checkpoint(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a sharded checkpoint folder: it holds ``meta.pt``, the shards'
-    index, lit_sparse's record or a shard. One that lacks some of them is still a checkpoint
-    (a damaged or incomplete one, refused in one line when read), never "no checkpoint"."""
+    """Whether ``path`` is a sharded checkpoint folder (any of its files, incomplete or not)."""
     path = Path(path)
     if not path.is_dir():
         return False
@@ -87,11 +80,11 @@ def file_checksums(folder: Path, names: list[str]) -> dict[str, list[int]]:
 
 
 def folder_problem(path: Path, read_files: bool = True) -> str | None:
-    """Why the folder ``path`` is not a whole sharded checkpoint (None: it is). With
-    ``crc32.json``, every file it lists must have its size and CRC-32 (``read_files=False``:
-    its size only, without reading it); without it (a folder Lightning's own strategy
-    wrote), every shard the index names must exist and hold the bytes the index gives it,
-    and (``read_files``) each tensor record of a shard must pass its own CRC-32 check."""
+    """Why the folder ``path`` is not a whole sharded checkpoint (None: it is).
+
+    With ``crc32.json`` every listed file must match its size and (``read_files``) CRC-32;
+    without it, every shard the index names must exist with its bytes, and (``read_files``)
+    each tensor record must pass its own CRC-32."""
     if not (path / METADATA).is_file():
         return (
             f"its {METADATA} is missing (the step, hyperparameters and loop states: the shards "
@@ -124,9 +117,7 @@ def folder_problem(path: Path, read_files: bool = True) -> str | None:
 
 
 def _damaged_record(path: Path, index: Any) -> str | None:
-    """Why a shard of a folder without ``crc32.json`` is damaged (None: none is): each tensor
-    record of a shard is a zip of its own (torch.save), whose entries' CRC-32s are checked;
-    ``torch.load`` does not check them, so a changed bit would load silently."""
+    """Why a shard without ``crc32.json`` is damaged (a tensor record's zip CRC-32), or None."""
     by_file: dict[str, list[tuple[Any, Any]]] = {}
     for key, item in index.storage_data.items():
         by_file.setdefault(item.relative_path, []).append((item.offset, item.length, key))
@@ -152,9 +143,8 @@ def _damaged_record(path: Path, index: Any) -> str | None:
 
 
 def read_folder(path: str | os.PathLike, weights: bool = True) -> dict[str, Any]:
-    """A sharded checkpoint as one dict on the CPU (the folder verified first by the
-    caller): ``meta.pt``'s values and, with ``weights``, ``state_dict``: every weight whole
-    (never the optimizer states), read in this process alone."""
+    """A sharded checkpoint as one CPU dict: ``meta.pt``'s values and (``weights``) the whole
+    weights."""
     path = Path(path)
     checkpoint = torch.load(path / METADATA, map_location="cpu", weights_only=True)
     if weights:

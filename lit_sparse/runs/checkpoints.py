@@ -1,13 +1,8 @@
-"""Checkpoint files: atomic writes, readable-or-refused loads, finding a run's last one, and
-what a run's checkpoints hold beyond Lightning's (the generators' states, the final step).
+"""Checkpoint files: atomic saves, verified loads, a run's last checkpoint, and the generators'
+states and final step a run's checkpoints add.
 
-Lightning moves a checkpoint in from the system temp folder (a copy, not atomic, across file
-systems) and never fsyncs; ``AtomicCheckpointIO`` writes beside the target, fsyncs and renames.
-``torch.load`` does not check the zip records' CRC-32, so every read first verifies each record
-(:func:`verify_checkpoint`, cached per inode, size and mtime) and refuses a damaged file in one
-line naming the file and record. An FSDP2 run's checkpoint is a folder of shards
-(:mod:`lit_sparse.runs.checkpoint_folders`), verified file by file and read whole on one process.
-"""
+``torch.load`` does not check a zip record's CRC-32, so every read verifies each record first
+(cached per inode, size and mtime) and refuses a damaged file in one line."""
 
 from __future__ import annotations
 
@@ -50,9 +45,7 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> None:
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """Lightning checkpoint IO whose saves are atomic on local file systems and whose loads
-    refuse a damaged file (:func:`verify_checkpoint`); a sharded checkpoint's folder loads
-    as its whole weights (``validate``, ``test``, ``extrapolate`` of an FSDP2 run)."""
+    """Checkpoint IO: atomic saves, verified loads, a sharded folder loaded as its whole weights."""
 
     def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
         if storage_options is not None or "://" in str(path):
@@ -68,9 +61,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 _VERIFIED: dict[tuple, None] = {}
-"""Checkpoints already verified, by (path, device, inode, size, mtime; a folder: each of its
-files' name, inode, size and mtime): an atomic rewrite is a new inode, so a changed file is
-verified again."""
+"""Checkpoints already verified, by path, device, inode, size and mtime (per file of a folder):
+an atomic rewrite is a new inode, so a changed file is verified again."""
 
 
 def _others(path: Path) -> str:
@@ -91,9 +83,7 @@ def _version_key(path: Path, stat: os.stat_result) -> tuple:
 
 
 def _verify_folder(path: Path) -> Path:
-    """A sharded checkpoint's folder: its ``meta.pt`` a whole zip, every shard whole. The
-    first process of a job reads every shard; the others check their sizes (the whole
-    checkpoint is read once, and the strategy's load acts on process 0's verdict)."""
+    """Verify a sharded checkpoint's folder: rank 0 reads every shard, other ranks check sizes."""
     files = sorted((p.name, p.stat()) for p in path.iterdir() if p.is_file())
     key = (str(path.resolve()), *((n, s.st_ino, s.st_size, s.st_mtime_ns) for n, s in files))
     if key in _VERIFIED:  # every file as it was (a shard rewritten since: verified again)
@@ -111,9 +101,7 @@ def _verify_folder(path: Path) -> Path:
 
 
 def verify_checkpoint(path: str | os.PathLike) -> Path:
-    """Check that ``path`` is a whole checkpoint: a readable zip whose every record matches
-    its CRC-32 (a sharded checkpoint's folder: every file its size and CRC-32). Raises
-    :class:`CheckpointError` naming the file and the damaged record."""
+    """CheckpointError naming the file and record unless every CRC-32 of ``path`` matches."""
     path = Path(path)
     try:
         stat = path.stat()
@@ -147,8 +135,7 @@ def verify_checkpoint(path: str | os.PathLike) -> Path:
 
 
 def _load_failure(err: Exception) -> str:
-    """Why torch.load refused a file, in one line and without its weights_only=False advice
-    (a checkpoint of ours never needs it: it holds plain values only)."""
+    """Why torch.load refused a file, in one line, without its weights_only=False advice."""
     text = str(err)
     unsupported = re.search(r"Unsupported (?:global|operand)\S*(?: GLOBAL)? \S+", text)
     if isinstance(err, pickle.UnpicklingError) or unsupported:
@@ -161,10 +148,8 @@ def _load_failure(err: Exception) -> str:
 
 
 def read_checkpoint(path: str | os.PathLike, weights: bool = True) -> dict[str, Any]:
-    """Load a checkpoint's dict on the CPU (memory-mapped) after verifying every record, or
-    say clearly why not (one line naming the file). A sharded checkpoint's folder is read
-    whole in this process, its weights (``state_dict``) only with ``weights`` (False: the
-    step, hyperparameters and states, without reading the shards)."""
+    """A verified checkpoint's dict on the CPU (memory-mapped); a sharded folder's weights with
+    ``weights``."""
     path = Path(path)
     if not is_checkpoint(path):
         raise CheckpointError(f"ckpt_path={str(path)!r}: no such file")
@@ -178,13 +163,29 @@ def read_checkpoint(path: str | os.PathLike, weights: bool = True) -> dict[str, 
 
 
 def differences(expected: Any, found: Any, prefix: str) -> list[str]:
-    """'key: a != b' lines for nested dicts (``expected`` from the config)."""
-    if isinstance(expected, dict) and isinstance(found, dict):
+    """'key: config a, checkpoint b' lines for nested dicts (``expected`` from the config); a
+    ``{class_path, init_args}`` value of another class is one line, ``Linear(alpha_min=0.5)``."""
+    if _is_spec(expected) and _is_spec(found) and expected["class_path"] == found["class_path"]:
+        return differences(expected.get("init_args") or {}, found.get("init_args") or {}, prefix)
+    if isinstance(expected, dict) and isinstance(found, dict) and not _is_spec(expected):
         lines = []
         for key in sorted(set(expected) | set(found)):
             lines += differences(expected.get(key), found.get(key), f"{prefix}.{key}")
         return lines
-    return [] if expected == found else [f"{prefix}: config {expected!r}, checkpoint {found!r}"]
+    if expected == found:
+        return []
+    return [f"{prefix}: config {_shown(expected)}, checkpoint {_shown(found)}"]
+
+
+def _is_spec(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("class_path"), str)
+
+
+def _shown(value: Any) -> str:
+    if not _is_spec(value):
+        return repr(value)
+    args = ", ".join(f"{k}={_shown(v)}" for k, v in (value.get("init_args") or {}).items())
+    return f"{value['class_path'].rpartition('.')[2]}({args})"
 
 
 def checkpoint_tokenizer(checkpoint: dict[str, Any]) -> str | None:
@@ -202,10 +203,8 @@ def check_tokenizer(
     path: Any,
     hint: str = "use the run's own tokenizer",
 ) -> None:
-    """CheckpointError unless the checkpoint at ``path``, trained with the tokenizer of digest
-    ``trained`` (:func:`checkpoint_tokenizer`; None: not recorded, passes), matches the
-    tokenizer of digest ``sha256`` (``spec`` names it in the message, ``hint`` says what
-    to do)."""
+    """CheckpointError unless the recorded tokenizer digest ``trained`` (None: passes) is
+    ``sha256``."""
     if trained is not None and trained != sha256:
         raise CheckpointError(
             f"ckpt_path={str(path)!r} was trained with another tokenizer than "
@@ -215,9 +214,7 @@ def check_tokenizer(
 
 
 class RandomStates(Callback):
-    """Every checkpoint holds the Python, numpy and torch generators' states (``rng_states``,
-    tensors and ints: weights_only-safe), and a resumed fit restores them: it draws what the
-    uninterrupted run would have drawn."""
+    """Saves the generators' states in every checkpoint and restores them on resume."""
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
         version, internal, gauss = random.getstate()
@@ -244,20 +241,12 @@ class RandomStates(Callback):
 
 
 class FinalCheckpoint(Callback):
-    """ModelCheckpoint's saves at a run's two edges: the step it resumes at and the step it ends.
+    """ModelCheckpoint's saves at a run's two edges.
 
-    - A resumed run does not save its first step again. ModelCheckpoint does not restore the
-      step it last saved, so after resuming at a step its interval divides, the end of the
-      first micro-batch looked like a step to save: last.ckpt was rewritten in the middle of
-      a gradient accumulation, and a second kill then resumed past that micro-batch without
-      its gradient.
-    - It saves ``last.ckpt`` at the step training ends when no save fell on it. ModelCheckpoint
-      writes last.ckpt at the end only if it wrote none during the run, so with a checkpoint
-      every 100 steps and ``max_steps`` 150 the last 50 steps were never saved. This runs first
-      among ``on_train_end`` hooks (the CLI puts it first), so the final step is on disk before
-      the end-of-fit evaluation starts. A run resumed at its final step (to finish its
-      end-of-fit work) is not saved again.
-    """
+    - A resumed run does not save its first step again (ModelCheckpoint would rewrite
+      last.ckpt mid-accumulation, losing that micro-batch's gradient on a second kill).
+    - ``last.ckpt`` is saved at the final step when no periodic save fell on it, first among
+      ``on_train_end`` hooks, so it is on disk before the end-of-fit evaluation."""
 
     def __init__(self) -> None:
         self._loaded_step: int | None = None

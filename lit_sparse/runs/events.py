@@ -12,15 +12,9 @@ EVENT_FILES = "events.out.tfevents.*"
 
 
 def wait_for_a_later_event_file(run_dir: str | Path) -> float:
-    """Sleep (under a second) until an event file created now sorts after every one under
-    ``run_dir``; returns the seconds slept.
-
-    An event file is named ``events.out.tfevents.<unix second>.<host>.<pid>...`` and
-    TensorBoard reads a folder's files in name order, dropping the steps of earlier-read
-    files that a later-read file's lower steps follow (its purge of orphaned data). A resume
-    that starts within the second its killed run wrote a file, from a process whose pid
-    sorts lower, would be read first and then hidden by the killed run's file.
-    """
+    """Sleep (under a second) until a new event file would sort after every one in ``run_dir``;
+    returns the seconds slept. TensorBoard reads files in name order (second, host, pid), so a
+    resume's file sorting first would be hidden by the killed run's."""
     seconds = [
         int(stamp)
         for path in Path(run_dir).rglob(EVENT_FILES)
@@ -34,9 +28,7 @@ def wait_for_a_later_event_file(run_dir: str | Path) -> float:
 
 
 def read_scalars(run_dir: str | Path, prefix: str = "") -> dict[str, dict[int, float]]:
-    """tag -> step -> value of every scalar tag under ``prefix`` in the run folder's events,
-    steps in order; of several values at one step the last written wins (a resume rewrites
-    it). Empty without event files."""
+    """tag -> step -> value of the scalars under ``prefix`` (the last value at a step wins)."""
     if not any(Path(run_dir).glob(EVENT_FILES)):
         return {}
     from tensorboard.backend.event_processing.event_accumulator import (

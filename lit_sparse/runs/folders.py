@@ -1,13 +1,5 @@
-"""Run folders: allocated atomically, read back, and a failed start's folder cleared.
-
-A run is ``<save_dir>/<name>/version_N`` (the TensorBoard logger's folder). A new run's
-``version_N`` is created with ``mkdir``, which fails if another process created it first, so
-two runs started together never share a number (while a fit writes a run it holds the run's
-lock: :mod:`lit_sparse.runs.locks`). Evaluations of a run write under ``<run>/evals/``
-(never a ``version_N`` of their own). A start that died before its first checkpoint leaves a
-folder with nothing to resume (:func:`remove_failed_start` clears it, so the next start
-takes its number instead of leaving an orphan).
-"""
+"""Run folders ``<save_dir>/<name>/version_N``: allocated atomically (``mkdir``), read back, and
+a failed start's folder cleared. Evaluations of a run write under ``<run>/evals/``."""
 
 from __future__ import annotations
 
@@ -43,14 +35,12 @@ _STARTED_FILES = re.compile(
     r"^(config(\.resume-\d+(-\d+)?)?\.yaml|hparams\.yaml|events\.out\.tfevents\..+|\.lock"
     r"|\..+\.tmp-\d+-[0-9a-f]+|\..+\.(build|old)-\d+-[0-9a-f]+)$"
 )
-"""What a fit writes in its run folder before its first checkpoint: its config, hparams,
-TensorBoard events, its lock (and a killed save's temporary file, or a sharded checkpoint's
-temporary folder)."""
+"""What a fit writes in its run folder before its first checkpoint (config, hparams, events,
+lock, a killed save's temporaries)."""
 
 
 def allocate_folder(parent: Path, names) -> Path:
-    """Create the first folder of ``names`` (an iterable of names) that does not exist yet
-    under ``parent``; ``mkdir`` is atomic, so two processes never get the same one."""
+    """Create the first of ``names`` that does not exist under ``parent`` (``mkdir`` is atomic)."""
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -98,8 +88,7 @@ def new_eval_folder(parent: str | os.PathLike, command: str, step: int | None) -
 
 
 def run_checkpoint(run_dir: str | os.PathLike) -> Path | None:
-    """``checkpoints/last.ckpt`` of a run, else its newest checkpoint, else None (a file, or
-    a sharded checkpoint's folder)."""
+    """A run's ``checkpoints/last.ckpt``, else its newest checkpoint, else None."""
     folder = Path(run_dir) / "checkpoints"
     if is_checkpoint(folder / "last.ckpt"):
         return folder / "last.ckpt"
@@ -115,8 +104,7 @@ def _resume_key(path: Path) -> tuple[int, int]:
 
 
 def run_config(run_dir: str | os.PathLike) -> dict[str, Any] | None:
-    """The config a run was last started with: its newest ``config.resume-<step>.yaml``,
-    else ``config.yaml`` (None: neither is readable)."""
+    """A run's newest ``config.resume-<step>.yaml``, else ``config.yaml`` (None: unreadable)."""
     run_dir = Path(run_dir)
     resumes = sorted(
         (p for p in run_dir.glob("config.resume-*.yaml") if RESUME_CONFIG.match(p.name)),
@@ -130,9 +118,7 @@ def run_config(run_dir: str | os.PathLike) -> dict[str, Any] | None:
 
 
 def resume_config_name(run_dir: str | os.PathLike, step: int) -> str:
-    """A free name for the config of a resume at ``step``: ``config.resume-<step>.yaml``, or
-    ``config.resume-<step>-<n>.yaml`` when the run was resumed from that step before (a
-    second crash before the next checkpoint)."""
+    """A free name for a resume's config: ``config.resume-<step>.yaml``, else with ``-<n>``."""
     run_dir = Path(run_dir)
     name, n = f"config.resume-{step}.yaml", 2
     while (run_dir / name).exists():
@@ -146,10 +132,9 @@ def has_checkpoint(run_dir: str | os.PathLike) -> bool:
 
 
 def remove_failed_start(run_dir: str | os.PathLike) -> bool:
-    """Remove a run folder that a start which died before its first checkpoint left: True
-    when it held only what a fit writes before then (:data:`_STARTED_FILES`, an empty or
-    temporary-only ``checkpoints/``), False (nothing removed) when it holds anything more.
-    The folder is locked while it is cleared (RunInUseError when a process writes it)."""
+    """Remove a run folder left by a start that died before its first checkpoint: True when it held
+    only what a fit writes before then, False (nothing removed) otherwise. RunInUseError when
+    another process holds its lock."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir() or has_checkpoint(run_dir):
         return False

@@ -1,12 +1,7 @@
-"""The run folder a Lightning command writes, chosen before anything is built.
-
-- ``fit --ckpt_path last|RUN_DIR|PATH`` resumes in the checkpoint's own run
-  (:func:`continue_run`); a new fit gets a new ``version_N`` (:func:`claim_log_dir`).
-- ``validate``/``test``/``extrapolate`` log under ``<run>/evals/<command>-step<k>``
-  (:func:`evaluation_log_dir`), never in a ``version_N`` that would look like a training run.
-- The first process of a DDP job hands its choice to the processes it launches (they run the
-  command again) through :data:`RUN_HANDOFF`, so they do not choose again.
-"""
+"""The run folder a Lightning command writes, chosen before anything is built: a resume's own run
+(:func:`continue_run`), a new ``version_N`` (:func:`claim_log_dir`), or an evaluation's
+``<run>/evals/<command>-step<k>``. DDP's launched processes take the first process's choice
+(:data:`RUN_HANDOFF`)."""
 
 from __future__ import annotations
 
@@ -48,21 +43,14 @@ __all__ = [
 ]
 
 RUN_HANDOFF = "LIT_SPARSE_RUN"
-"""Environment variable through which the first process of a DDP job tells the processes
-it launches which checkpoint, log folder and config name it chose."""
+"""Environment variable handing a DDP job's launched processes rank 0's run choices."""
 
 _NAMED_CHECKPOINTS = ("last", "best", "hpc", "registry")
 
 
 class RunConfigCallback(SaveConfigCallback):
-    """Saves the command's config in its log folder (rank 0) with the atomic writer: a full
-    disk or a read-only folder is one line, and an existing config file is never replaced
-    (a resume's name is chosen free by :func:`continue_run`).
-
-    A resume that fails before it trained a step leaves the run as it was: the config it
-    saved (``config.resume-<step>.yaml``) and this process's TensorBoard event file (whose
-    purge marker would hide the run's steps after the checkpoint) are removed. One that
-    trained, or reached the end of training, keeps them (they record what it did)."""
+    """Saves the command's config in its log folder (rank 0, atomically, never replacing a file).
+    A resume that fails before training a step removes the config and event file it added."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -131,8 +119,7 @@ def tensorboard_logger(config: Namespace) -> Namespace | None:
 
 
 def without_hp_metric(config: Namespace) -> None:
-    """No ``hp_metric`` chart: TensorBoardLogger's placeholder (-1 at step 0, never updated)
-    is turned off in the command's TensorBoard logger."""
+    """Turn off TensorBoardLogger's ``hp_metric`` placeholder chart (-1, never updated)."""
     logger = tensorboard_logger(config)
     if logger is not None:
         logger.init_args.default_hp_metric = False
@@ -148,15 +135,10 @@ def continue_run(
 ) -> None:
     """``fit --ckpt_path last|RUN_DIR|PATH``: resume in the checkpoint's own run.
 
-    "last" is the run this command started (:func:`lit_sparse.runs.resume.choose_run`, given
-    ``dump()``, the command's config as a saved config.yaml holds it); a run folder means its
-    checkpoints/last.ckpt. The run is locked (a second process gets one line naming the
-    holder), stale temporary files of a killed save are removed, the logger's version is
-    pinned to the run and its events after the checkpoint's step are purged (nothing at the
-    final step of a finished run, which is completed, not retrained), and the config of the
-    resumed part is saved beside the original as ``config.resume-<step>.yaml`` (``-2``,
-    ``-3``... after further crashes): ``save_config_kwargs["config_filename"]``.
-    """
+    "last" is the run this config started (:func:`~lit_sparse.runs.resume.choose_run` on
+    ``dump()``). The run is locked, a killed save's temporary files removed, the logger pinned
+    to the run with its events after the checkpoint's step purged, and the resume's config
+    named in ``save_config_kwargs["config_filename"]`` (``config.resume-<step>.yaml``)."""
     handoff = os.environ.get(RUN_HANDOFF)
     first = is_global_rank_zero()
     logger = tensorboard_logger(config)
@@ -206,9 +188,8 @@ def continue_run(
 
 
 def evaluation_log_dir(config: Namespace, subcommand: str) -> str | None:
-    """Point a validate/test/extrapolate command's logger at ``<run>/evals`` (the evaluated
-    run's folder; the experiment's when the checkpoint is not in a run); returns the stem of
-    its folder name, ``<command>-step<k>`` (None: not a TensorBoard logger)."""
+    """Point an evaluation's logger at ``<run>/evals``; returns its stem ``<command>-step<k>`` or
+    None."""
     logger = tensorboard_logger(config)
     if logger is None:
         return None
@@ -232,9 +213,8 @@ def claim_log_dir(
     stem: str | None,
     config_filename: str,
 ) -> None:
-    """Create the command's log folder atomically (a new ``version_N`` for a new run, the
-    evaluation's folder ``<stem>[-N]`` under ``evals/``) and lock a run's, on the first
-    process; the processes it launches take the same folder (:data:`RUN_HANDOFF`)."""
+    """Create the command's log folder atomically (a new ``version_N``, or ``evals/<stem>[-N]``)
+    and lock a run's, on the first process; launched processes take the same folder."""
     logger = trainer.logger
     if not isinstance(logger, TensorBoardLogger):
         return

@@ -1,6 +1,5 @@
-"""Run locks: a fit holds an exclusive ``flock`` on its run's ``.lock`` file for as long as it
-lives (the kernel drops it when the process ends, SIGKILL included, so a lock never outlives
-its holder), and the file names the holder for the one-line refusal a second process gets."""
+"""Run locks: a fit holds an exclusive ``flock`` on its run's ``.lock`` file (the kernel drops it
+when the process ends), and the file names the holder for a second process's refusal."""
 
 from __future__ import annotations
 
@@ -37,8 +36,7 @@ _HELD: dict[str, RunLock] = {}
 
 
 def is_global_rank_zero() -> bool:
-    """Whether this process is the first of its job (also before any process group exists):
-    no launcher or scheduler has given it another rank."""
+    """Whether this process is its job's first (no launcher or scheduler gave it another rank)."""
     ranks = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
     rank = next((os.environ[key] for key in ranks if key in os.environ), "0")  # the first set
     nodes = (os.environ.get(key, "0") for key in ("NODE_RANK", "GROUP_RANK"))
@@ -99,9 +97,8 @@ class RunLock:
         return lock
 
     def release(self, everyone: bool = False) -> None:
-        """Drop this holder's claim; the lock goes when its last holder releases it (or at
-        once with ``everyone``). A released lock's descriptor is closed exactly once: closing
-        its number again would close whatever file the process opened under it since."""
+        """Drop this holder's claim (``everyone``: all claims); the lock goes with the last one. Its
+        descriptor is closed exactly once (its number may be reused)."""
         self._holders = 0 if everyone else self._holders - 1
         if self._holders > 0 or self._fd is None:
             return
@@ -114,16 +111,13 @@ class RunLock:
 
 
 def release_all() -> None:
-    """Release every run lock this process holds (a command's end, when the process goes
-    on: a notebook, a test)."""
+    """Release every run lock this process holds (when it goes on: a notebook, a test)."""
     for lock in list(_HELD.values()):
         lock.release(everyone=True)
 
 
 def _read_holder(fd: int, wait_s: float = 0.5) -> dict[str, Any]:
-    """The holder's note. A holder writes it just after taking the lock (truncate, then
-    write), so an empty or partial note is read again for up to ``wait_s`` seconds before
-    the holder is reported unknown."""
+    """The holder's note, re-read for up to ``wait_s`` seconds while empty or partial."""
     deadline = time.monotonic() + wait_s
     while True:
         try:

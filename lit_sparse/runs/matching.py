@@ -1,10 +1,6 @@
-"""A checkpoint checked against the command that would use it, before anything is built.
-
-Lightning's own step would replace the command's model values with the checkpoint's
-(silently ignoring, say, a lower ``--model.lr`` on resume); here the command's values hold,
-a different model or tokenizer is refused in one line naming what differs, and a resume
-prints the optimizer and schedule values it changes.
-"""
+"""A checkpoint checked against the command that would use it, before anything is built: the
+command's values hold (Lightning would take the checkpoint's), a different model or tokenizer
+is refused naming what differs, and a resume prints the values it changes."""
 
 from __future__ import annotations
 
@@ -62,11 +58,9 @@ def _model_differences(wanted: Namespace, found: dict[str, Any], subcommand: str
 
 
 def check_checkpoint(config: Namespace, subcommand: str, config_filename: str | None) -> None:
-    """The command's checkpoint (``config.ckpt_path``, a file or a sharded checkpoint's
-    folder) is whole (every record's CRC), of the config's model and of the config's
-    tokenizer; for fit, one its strategy can resume (a folder of shards: FSDP2 only), and
-    print the optimizer and schedule values the resume changes (recorded in
-    ``config_filename``)."""
+    """Check the command's checkpoint (``config.ckpt_path``) is whole and of the config's model and
+    tokenizer; for fit, that its strategy can resume it, printing (and recording in
+    ``config_filename``) the optimizer and schedule values the resume changes."""
     ckpt_path = config.get("ckpt_path")
     if subcommand == "fit":
         check_resume_strategy(ckpt_path, config.trainer.get("strategy"))

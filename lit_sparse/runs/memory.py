@@ -1,11 +1,7 @@
 """Keep freed memory in the process, so a training step does not fault its activations in anew.
 
-glibc hands allocations above its mmap threshold (at most 32 MB) to the kernel and unmaps
-them on free, so every step of a model whose activations exceed it maps, zero-fills and
-faults in those pages again: on a CPU that was half the time of a far-MQAR step (1.2M page
-faults a step). Raising the mmap and trim thresholds keeps freed memory for the next step;
-the process's resident memory then stays at its peak, as a training loop's does anyway.
-"""
+glibc unmaps large freed blocks (above its mmap threshold), so each step re-faults them (half
+a CPU far-MQAR step's time); raising the mmap and trim thresholds keeps them."""
 
 from __future__ import annotations
 
@@ -25,8 +21,7 @@ ENV = "LIT_SPARSE_KEEP_FREED_MEMORY"
 
 @functools.cache
 def keep_freed_memory() -> bool:
-    """Raise glibc's mmap and trim thresholds for this process (once; Linux with glibc only,
-    and not when ``LIT_SPARSE_KEEP_FREED_MEMORY=0``). True when the setting took effect."""
+    """Raise glibc's mmap and trim thresholds once (unless ``LIT_SPARSE_KEEP_FREED_MEMORY=0``)."""
     if os.environ.get(ENV, "1") == "0" or not sys.platform.startswith("linux"):
         return False
     try:

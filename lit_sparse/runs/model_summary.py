@@ -1,11 +1,6 @@
-"""The model summary fit prints, with a true FLOPs column.
-
-Lightning's summary measures FLOPs by running ``example_input_array`` under torch's flop
-counter; the module has none (and the counter would not see the sparse kernels' work), so
-Lightning prints ``FLOPs 0`` for every layer and ``Total FLOPs: 0``. Here the count is
-:func:`lit_sparse.evaluation.flops.flops_per_batch`: the forward of one training sequence
-(``context_length`` tokens), sparse attention counted as the key slots each query computes.
-"""
+"""The model summary fit prints, with a FLOPs column from
+:func:`lit_sparse.evaluation.flops.flops_per_batch` (Lightning's counter sees no sparse
+kernel work and the module has no ``example_input_array``, so it printed 0)."""
 
 from __future__ import annotations
 
@@ -26,8 +21,7 @@ __all__ = [
 
 
 class SparseFlopsSummary(Summary):
-    """Lightning's layer summary of a LitLanguageModel with the forward FLOPs of one
-    training sequence in the ``model`` row and the total (the metrics' rows compute none)."""
+    """Lightning's layer summary with one training sequence's forward FLOPs in the ``model`` row."""
 
     def __init__(self, model: pl.LightningModule, max_depth: int = 1) -> None:
         inner = model.model
@@ -49,8 +43,7 @@ class SparseFlopsSummary(Summary):
 
 
 class _SparseFlops:
-    """The summary callbacks' mixin: their table is a :class:`SparseFlopsSummary` at the
-    default depth (1: the module's children), Lightning's own below it."""
+    """The summary callbacks' mixin: :class:`SparseFlopsSummary` at depth 1, Lightning's below."""
 
     def _summary(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> Summary:
         inner = getattr(pl_module, "model", None)
@@ -71,8 +64,7 @@ _SPARSE = {ModelSummary: SparseModelSummary, RichModelSummary: SparseRichModelSu
 
 
 def use_sparse_flops_summary(trainer: pl.Trainer) -> None:
-    """Replace each model summary callback of exactly Lightning's classes (the default one,
-    or one a config added) by the same with the sparse FLOPs count."""
+    """Give each of Lightning's own model summary callbacks the sparse FLOPs count."""
     for i, callback in enumerate(trainer.callbacks):
         sparse = _SPARSE.get(type(callback))
         if sparse is not None:

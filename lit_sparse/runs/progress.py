@@ -1,9 +1,5 @@
-"""The progress bar of the Lightning commands: Lightning's (Rich when installed, else tqdm),
-told in optimizer steps. Lightning's counts epochs ("Epoch 0/-2" with ``max_epochs: -1``, a
-stream has one epoch), shows the logger's version as a metric ("v_num: 0.000") and draws a
-validation bar per data loader, so two held-out sets gave two sanity-check bars. Here the
-description is ``Step <k>/<max_steps>``, the version is left out (the run's folder is
-printed at the end) and one bar counts every held-out set's batches."""
+"""The Lightning commands' progress bar (Rich or tqdm), counted in optimizer steps: ``Step k/max``,
+no ``v_num``, one validation bar for every held-out set."""
 
 from __future__ import annotations
 
@@ -123,8 +119,7 @@ class StepTQDMProgressBar(_StepBar, TQDMProgressBar):
 
 
 def with_step_bar(callbacks: list[Callback], given: Any) -> None:
-    """Replace the progress bar Lightning added by default (one not among ``given``, the
-    callbacks the Trainer was built with) in ``callbacks`` with its step-told variant."""
+    """Replace Lightning's default progress bar (not in ``given``) with the step-counting one."""
     given = given if isinstance(given, list) else [given] if given is not None else []
     for i, callback in enumerate(callbacks):
         if not isinstance(callback, ProgressBar) or any(callback is c for c in given):

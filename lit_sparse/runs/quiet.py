@@ -1,11 +1,6 @@
-"""What Lightning and torch print on every command that is not the user's business, filtered
-one message at a time (never a blanket filter: every other warning and info line stays).
-
-- Lightning's advertising tips ("💡 Tip: ... litlogger / litmodels").
-- torch's ``LeafSpec`` deprecation, raised inside Lightning's own pytree helper.
-- On ``validate`` / ``test`` / ``extrapolate``: ModelCheckpoint's "dirpath has changed"
-  (the evaluation saves no checkpoint; its folder is the evaluation's, not the run's).
-"""
+"""Filters, one message each, for what Lightning and torch print that is not the user's business:
+Lightning's tips, torch's ``LeafSpec`` deprecation, and on evaluations ModelCheckpoint's
+"dirpath has changed"."""
 
 from __future__ import annotations
 
@@ -45,8 +40,7 @@ def quiet_lightning() -> None:
 
 
 def quiet_evaluation() -> None:
-    """Also filter ModelCheckpoint's "dirpath has changed" (an evaluation command's
-    checkpoint callback saves nothing, so its reloaded state does not matter)."""
+    """Also filter ModelCheckpoint's "dirpath has changed" (an evaluation saves nothing)."""
     warnings.filterwarnings(
         "ignore", message=r"The dirpath has changed from ", category=UserWarning
     )

@@ -1,13 +1,8 @@
-"""Which run ``fit --ckpt_path ...`` continues, and which values a resume may change.
+"""Which run ``fit --ckpt_path last`` continues, and which values a resume may change.
 
-``--ckpt_path last`` means the run this command started: the experiment's run whose config (its
-newest ``config.resume-<step>.yaml``, else ``config.yaml``) has the same model, data, seed and
-``trainer.max_steps``. Ties drop a run another process writes, then a finished one; what is still
-ambiguous, or an experiment with checkpoints but none of this config, is refused naming the runs
-or the differing fields, since only the user knows which run was meant. A resume may change the
-optimizer and schedule values (:data:`RESUMABLE`), recorded in ``config.resume-<step>.yaml``;
-the rules with examples: docs/training.md, "Resuming after a crash".
-"""
+"last" is the experiment's run whose newest config has the same model, data, seed and
+``trainer.max_steps``; ties drop a locked run, then a finished one; what stays ambiguous is
+refused naming the runs. A resume may change :data:`RESUMABLE` (docs/training.md)."""
 
 from __future__ import annotations
 
@@ -32,9 +27,8 @@ _NOT_RUN_DATA = ("cache_dir", "num_workers")
 
 
 def signature(config: dict[str, Any], exact: bool = True) -> dict[str, Any]:
-    """What identifies a run in a config (a saved config.yaml or the command's, both as
-    jsonargparse dumps them): the model, the data, the seed and the number of steps; with
-    ``exact=False`` without the values a resume may change."""
+    """What identifies a run in a config dump: model, data, seed and steps (``exact=False``: without
+    the values a resume may change)."""
     model = copy.deepcopy(dict(config.get("model") or {}))
     model.pop("max_steps", None)  # linked from trainer.max_steps (absent from saved configs)
     if isinstance(model.get("arch"), dict):
@@ -123,12 +117,9 @@ def _narrow(candidates: list[_Candidate], use_locks: bool) -> list[_Candidate]:
 def choose_run(
     experiment: str | Path, command: dict[str, Any], use_locks: bool = True
 ) -> Path | None:
-    """The checkpoint ``--ckpt_path last`` means for ``command`` (a config dump) in
-    ``experiment``; None to start a new run (the experiment has no checkpoint yet);
-    ConfigError naming the candidates when the choice is the user's (several runs of this
-    config) and naming the nearest run and what differs when none was started with it.
-    ``use_locks=False`` (a process its job's first process launched) does not leave out the
-    run the first process has locked."""
+    """The checkpoint ``--ckpt_path last`` means for ``command`` (a config dump) in ``experiment``;
+    None when it has no checkpoint yet; ConfigError naming the candidates, or the nearest run and
+    what differs. ``use_locks=False`` (a launched process): keep the run rank 0 has locked."""
     experiment = Path(experiment)
     if command.get("seed_everything") is True:  # a random seed: the run's saved one counts
         command = {**command, "seed_everything": None}
@@ -188,8 +179,7 @@ def choose_run(
 def changed_values(
     command_model: dict[str, Any], checkpoint_hparams: dict[str, Any]
 ) -> list[tuple[str, Any, Any]]:
-    """(``model.<name>``, checkpoint's value, command's value) for each resumable value the
-    command changes."""
+    """(``model.<name>``, checkpoint's value, command's value) per resumable value changed."""
     return [
         (f"model.{name}", checkpoint_hparams[name], command_model[name])
         for name in RESUMABLE

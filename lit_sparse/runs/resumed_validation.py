@@ -1,12 +1,5 @@
-"""Keep the validation a resume in place does not run again.
-
-A periodic checkpoint is saved at the end of its optimizer step, before the validation due at
-that step. A run resumed from it goes on from the next batch: that validation is not run
-again, yet TensorBoard's ``purge_step`` (the checkpoint's step) hides what the killed run
-logged for it, since Lightning's ``val/*`` tags land on the step of the weights they
-score. :class:`ResumedValidation` writes those scalars again from the run's earlier event
-files. (PositionLoss rewrites its own tags from position_loss.json.)
-"""
+"""Keep the validation a resume in place does not run again: the checkpoint's step's ``val/*``
+scalars, hidden by TensorBoard's ``purge_step``, are written again from the earlier events."""
 
 from __future__ import annotations
 
@@ -40,9 +33,8 @@ def logged_scalars(files: list[Path], step: int) -> dict[str, float]:
 
 
 class ResumedValidation(Callback):
-    """On a resume in place (a TensorBoard logger with a ``purge_step``), the ``val/*``
-    scalars the killed run logged at the checkpoint's step are logged again at that step,
-    except the tags another callback rewrites itself (its ``prefix``, e.g. PositionLoss)."""
+    """On a resume in place (a TensorBoard ``purge_step``), logs again the ``val/*`` scalars of the
+    checkpoint's step, except tags another callback rewrites (its ``prefix``)."""
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         logger = next((lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)), None)

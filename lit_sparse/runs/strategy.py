@@ -1,13 +1,6 @@
-"""FSDP2 training: Lightning's ModelParallelStrategy over every process, with checkpoint
-folders that are written atomically and verified when read.
-
-``configs/strategy/fsdp2.yaml`` selects it; ``configure_model`` shards the network
-(:mod:`lit_sparse.sharding`). Lightning writes a checkpoint folder in place, so a kill mid-save
-would leave two steps' shards mixed; here it is written beside it, fsynced, recorded in
-``crc32.json`` and swapped in whole (:mod:`~lit_sparse.runs.checkpoint_folders`). An FSDP2
-folder resumes under FSDP2 only (:func:`check_resume_strategy`), and a single-file checkpoint
-under FSDP2 too, its optimizer states matched to the parameters by the optimizer's own groups.
-"""
+"""FSDP2 training (``configs/strategy/fsdp2.yaml``): Lightning's ModelParallelStrategy with
+checkpoint folders written beside the target, recorded in ``crc32.json`` and swapped in whole.
+An FSDP2 folder resumes under FSDP2 only; a single file resumes under FSDP2 too."""
 
 from __future__ import annotations
 
@@ -39,17 +32,13 @@ STRATEGY_CONFIG = "configs/strategy/fsdp2.yaml"
 
 
 def _resumes_shards(strategy: Any) -> bool:
-    """Whether the trainer.strategy value (a name, a class_path group or a Strategy) is
-    Lightning's ModelParallelStrategy or a subclass: the strategy that resumes a folder of
-    shards."""
+    """Whether a trainer.strategy value is a ModelParallelStrategy (resumes a folder of shards)."""
     return names_subclass(strategy, ModelParallelStrategy)
 
 
 def check_resume_strategy(ckpt_path: Any, strategy: Any) -> None:
-    """CheckpointError when fit would resume the sharded checkpoint ``ckpt_path`` (FSDP2's
-    folder) under ``strategy`` (trainer.strategy), which is not FSDP2: DDP or one process
-    would restore the weights and then fail on the optimizer states, which only FSDP2
-    reads back."""
+    """CheckpointError when the sharded ``ckpt_path`` would resume under a strategy other than
+    FSDP2."""
     if not is_sharded_checkpoint(ckpt_path) or _resumes_shards(strategy):
         return
     shown = strategy.get("class_path") if hasattr(strategy, "get") else strategy
@@ -64,9 +53,8 @@ def check_resume_strategy(ckpt_path: Any, strategy: Any) -> None:
 
 
 def _storage_failure(err: BaseException, path: Path) -> StorageError | None:
-    """The full disk (or read-only folder...) behind a failed save of the folder ``path``, as
-    the single-file path reports it: in the error's chain, in a process's failure that
-    torch.distributed.checkpoint gathered, or torch's zip writer stopping short."""
+    """The storage error (full disk, read-only folder...) behind a failed save of ``path``, found in
+    the error's chain, a gathered process failure, or torch's short zip write."""
     found = storage_failure(err, path)
     if found is not None:
         return found
@@ -83,9 +71,7 @@ def _storage_failure(err: BaseException, path: Path) -> StorageError | None:
 def _optimizer_state_by_name(
     state: dict[str, Any], optimizer: torch.optim.Optimizer, module: torch.nn.Module, path: Any
 ) -> dict[str, Any]:
-    """A plain optimizer state dict (parameters numbered in the saved optimizer's groups) keyed
-    by parameter names instead, numbered by this optimizer's own groups (the same
-    ``configure_optimizers``, so the same order), as torch's full state dicts are."""
+    """A plain optimizer state dict keyed by parameter names, in this optimizer's groups."""
     names = {param: name for name, param in module.named_parameters()}
     saved, groups = state.get("param_groups") or [], optimizer.param_groups
     if [len(g["params"]) for g in saved] != [len(g["params"]) for g in groups]:
@@ -106,15 +92,13 @@ def _optimizer_state_by_name(
 
 
 class FSDP2Strategy(ModelParallelStrategy):
-    """FSDP2 over every process (Lightning's ModelParallelStrategy with data-parallel size
-    the number of processes and tensor-parallel size 1), checkpoints saved atomically.
+    """FSDP2 over every process (tensor-parallel size 1), checkpoints saved atomically.
 
     Args:
         data_parallel_size: processes that shard the model ("auto": all of them).
         tensor_parallel_size: must be 1 (the network has no tensor-parallel plan).
-        save_distributed_checkpoint: True: each checkpoint a folder of every process's shard;
-            False: the whole weights and optimizer states gathered to one file by process 0
-            (its memory must hold them).
+        save_distributed_checkpoint: True: a folder of every process's shard; False: one file
+            gathered by process 0 (its memory must hold it).
         process_group_backend: "nccl", "gloo"... (default: the device's).
         timeout: how long a collective waits.
     """
@@ -223,8 +207,7 @@ class FSDP2Strategy(ModelParallelStrategy):
         return self._load_full_checkpoint(Path(checkpoint_path), weights_only)
 
     def _load_full_checkpoint(self, path: Path, weights_only: bool | None) -> dict[str, Any]:
-        """A single-file checkpoint (DDP's, one process's) into the sharded model and its
-        optimizer: each process takes its shard of the whole tensors."""
+        """A single-file checkpoint into the sharded model and optimizer, each rank its shard."""
         checkpoint = torch.load(path, mmap=True, map_location="cpu", weights_only=weights_only)
         module = self.lightning_module
         options = StateDictOptions(

@@ -1,7 +1,5 @@
-"""What the Lightning commands print: the held-out sets' metrics as one table (a row per
-metric, a column per set; ``validate``, ``test`` and the end of ``fit``), and at the end of a
-fit the length-extrapolation table, where the logs went (for the logger in use) and where the
-checkpoints are."""
+"""What the Lightning commands print: the held-out metrics as one table, and at the end of fit
+the extrapolation table, where the logs and checkpoints went."""
 
 from __future__ import annotations
 
@@ -32,15 +30,9 @@ def _number(value: Any) -> float | None:
 def held_out_table(
     metrics: Mapping[str, Any] | Iterable[Mapping[str, Any]], prefix: str, sets: list[str]
 ) -> str | None:
-    """The held-out metrics ``<prefix>/<metric>/<set>`` as one Markdown table, a row per
-    metric and a column per set, with the mean over sets (``<prefix>/<metric>``, what the
-    progress bar shows) last; None when there is none. The perplexity's last cell is
-    exp of the mean loss, not the mean of the sets' perplexities: a line under the table
-    says so.
-
-    ``metrics``: one mapping (``trainer.callback_metrics``) or the list ``trainer.validate``
-    returns, one per held-out set's loader (each holds every set's values: they are logged
-    once, after the last loader)."""
+    """The metrics ``<prefix>/<metric>/<set>`` as a Markdown table (a row per metric, a column per
+    set, the mean last; the perplexity's mean is exp of the mean loss); None when there is none.
+    ``metrics``: ``trainer.callback_metrics`` or the list ``trainer.validate`` returns."""
     loaders = [metrics] if isinstance(metrics, Mapping) else metrics
     merged = {tag: value for loader in loaders for tag, value in loader.items()}
     values: dict[str, dict[str, float]] = {}

@@ -1,7 +1,6 @@
-"""The Trainer the Lightning commands build: one more command (``extrapolate``), ``validate``
-and ``test`` printing one table of the held-out sets, a fit loop that completes a resumed
-run's end-of-fit work, the trainer options refused before any run folder exists, and fit's
-run handling for a command that trains outside the CLI (:func:`run_trainer`)."""
+"""The Trainer of the Lightning commands: ``extrapolate``, one held-out table from ``validate`` and
+``test``, a fit loop that completes a resumed run's end-of-fit work, early trainer checks, and
+:func:`run_trainer` for commands that train outside the CLI."""
 
 from __future__ import annotations
 
@@ -38,9 +37,8 @@ __all__ = [
 
 
 def check_trainer_options(trainer: Any, subcommand: str) -> None:
-    """Trainer values Lightning would fail on late (after the run folder exists) or with a
-    message about another field; ConfigError naming the field, the value and what is
-    allowed. ``trainer`` is the parsed ``trainer`` group (a Namespace or dict)."""
+    """ConfigError for trainer values Lightning would refuse late or confusingly, naming the field,
+    value and what is allowed. ``trainer``: the parsed group (Namespace or dict)."""
     get = trainer.get
     accumulate = get("accumulate_grad_batches")
     if accumulate is not None and (
@@ -81,9 +79,7 @@ FORCE_DEVICES = "LIT_SPARSE_FORCE_DEVICES"
 
 
 def _check_cpu_devices(devices: Any, accelerator: Any) -> None:
-    """On the CPU each device is a training process with its own model, data and threads:
-    more of them than the usable cores is refused (it starts them all, and memory runs out
-    first), unless ``LIT_SPARSE_FORCE_DEVICES=1``."""
+    """Refuse more CPU devices than usable cores, unless ``LIT_SPARSE_FORCE_DEVICES=1``."""
     if isinstance(devices, str) and devices.strip().isdigit():
         devices = int(devices)
     if isinstance(devices, bool) or not isinstance(devices, int) or devices <= 1:
@@ -104,10 +100,8 @@ def _check_cpu_devices(devices: Any, accelerator: Any) -> None:
 
 
 def drop_checkpoint_callbacks(trainer: Any) -> int:
-    """``trainer.enable_checkpointing: false`` with a config that lists a ModelCheckpoint
-    (every shipped config does): Lightning refuses the pair, so the checkpoint callbacks are
-    removed from ``trainer.callbacks`` (the parsed group); returns how many. Such a run
-    saves no checkpoint: it cannot be resumed, and the end-of-fit evaluation still runs."""
+    """With ``trainer.enable_checkpointing: false``, remove the ModelCheckpoint callbacks from the
+    parsed group (Lightning refuses the pair); returns how many."""
     if trainer.get("enable_checkpointing") is not False:
         return 0
     callbacks = trainer.get("callbacks") or []
@@ -117,9 +111,8 @@ def drop_checkpoint_callbacks(trainer: Any) -> int:
 
 
 class _CompletingFitLoop(_FitLoop):
-    """Lightning's fit loop, except that a run resumed at its final step runs the end-of-fit
-    hooks (``on_train_end``: the final checkpoint, the length extrapolation...) instead of
-    returning at once, so work a kill or a full disk interrupted there is completed."""
+    """Lightning's fit loop, except that a run resumed at its final step runs the end-of-fit hooks
+    (final checkpoint, extrapolation...) a kill or full disk interrupted."""
 
     def run(self) -> None:
         self.setup_data()
@@ -175,10 +168,8 @@ def _scoring_held_out(name: str, prefix: str, summary: str):
 class LitSparseTrainer(Trainer):
     """The training loop, devices, precision, logging and callbacks (Lightning's Trainer).
 
-    lit_sparse adds one command, ``extrapolate``; ``validate`` and ``test`` print one table
-    of the held-out sets and their log folder; a fit loop finishes a resumed run's end-of-fit
-    work; the model summary's FLOPs count the sparse attention; the default progress bar
-    counts optimizer steps (``runs.progress``)."""
+    Adds ``extrapolate``; ``validate`` and ``test`` print one held-out table; the summary's FLOPs
+    count the sparse attention; the progress bar counts optimizer steps."""
 
     def __init__(self, *args, **kwargs):
         given = kwargs.get("callbacks")  # Lightning appends its default bar to this list
@@ -198,8 +189,7 @@ class LitSparseTrainer(Trainer):
     )
 
     def _print_held_out(self, results: list[Mapping[str, float]], prefix: str) -> None:
-        """Lightning prints a column per loader, here one per held-out set with the same
-        values in each: one table instead, its columns named by set (rank 0)."""
+        """Print one table of the held-out sets (rank 0), not Lightning's column per loader."""
         table = held_out_table(results, prefix, self.lightning_module.val_set_names())
         log_dir = self.log_dir  # a collective under DDP: every process asks
         if table is not None and self.is_global_zero:
@@ -220,28 +210,19 @@ class LitSparseTrainer(Trainer):
     ) -> ExtrapolationResult | None:
         """Perplexity of a checkpoint at several evaluation lengths on every held-out set.
 
-        Runs ``validate`` on the checkpoint's weights (every process its share of the
-        windows), then scores each held-out set at each length, prints the table and writes
-        it as extrapolation.json / extrapolation.md in the run directory.
-
-        Every held-out token is predicted once, the end-of-text tokens between documents
-        included (they lower math perplexity by a few percent against lm-eval's per-document
-        scoring, which leaves them out); the stream starts after one end-of-text token, so
-        the first document's first token counts too (docs/evaluation.md).
+        Prints the table and writes extrapolation.json / .md in the run directory; every held-out
+        token is predicted once, end-of-text tokens included (docs/evaluation.md).
 
         Args:
-            model: the LightningModule (from the config; the checkpoint's hyperparameters
-                override it).
-            datamodule: the data (its held-out sets and windows).
+            model: the LightningModule (the checkpoint's hyperparameters override it).
+            datamodule: the data (its held-out sets).
             ckpt_path: the checkpoint whose weights are evaluated.
-            lengths: evaluation lengths (default: multiples of the training length); the
-                training length is always added, the baseline of every change.
+            lengths: evaluation lengths (default: multiples of the training length, always added).
             multiples: multiples of the training length (default 1, 2, 4).
-            new_offsets: "use" or "drop" distances that appear only beyond the training
-                length (FibonacciAttention); default: the model's own value.
+            new_offsets: "use" or "drop" distances seen only beyond the training length
+                (FibonacciAttention); default: the model's own value.
             batch_size: windows per batch (default: about the validation batch's tokens).
-            weights_only: how the checkpoint is loaded (as ``validate``; a run's saved
-                config.yaml carries fit's value).
+            weights_only: how the checkpoint is loaded (torch.load's; as ``validate``).
         """
         callback = LengthExtrapolation(
             multiples=multiples,
@@ -266,10 +247,7 @@ class LitSparseTrainer(Trainer):
 
 
 def with_run_callbacks(callbacks: list[Callback]) -> list[Callback]:
-    """fit's own callbacks around a run's (``callbacks``, changed in place and returned):
-    FinalCheckpoint first (its ``on_train_end`` saves the final step before any end-of-fit
-    evaluation), then ResumedValidation and RandomStates (the generators in every
-    checkpoint, restored on resume)."""
+    """``callbacks`` with FinalCheckpoint first, ResumedValidation and RandomStates last."""
     callbacks.insert(0, FinalCheckpoint())
     callbacks.extend([ResumedValidation(), RandomStates()])
     return callbacks
@@ -283,11 +261,9 @@ def run_trainer(
     callbacks: list[Callback] | None = None,
     **trainer_args: Any,
 ) -> Iterator[LitSparseTrainer]:
-    """The Trainer of a run that a command trains outside the CLI, handled as fit's: its
-    folder (``logger.log_dir``) locked for ``command`` while the block runs (a second
-    process gets one line naming the holder), checkpoints written atomically and verified
-    when read (AtomicCheckpointIO), ``checkpoints/last.ckpt`` every ``checkpoint_every``
-    optimizer steps and at the final one (FinalCheckpoint)."""
+    """The Trainer of a run a command trains outside the CLI, handled as fit's: the run locked for
+    ``command``, atomic verified checkpoints, ``last.ckpt`` every ``checkpoint_every`` steps and
+    at the end."""
     lock = RunLock.acquire(logger.log_dir, command)
     try:
         last = ModelCheckpoint(save_last=True, save_top_k=0, every_n_train_steps=checkpoint_every)

@@ -1,12 +1,9 @@
-"""Tasks: registered as attention patterns are, each in one file of this package.
+"""Tasks, registered as attention patterns are, each in one file of this package.
 
-``synthetic`` tasks (MQAR and far MQAR, distance, passkey, the retrieval probe) are
-LightningDataModules that ``fit`` trains on and ``recall`` and ``RecallEvaluation`` evaluate at
-other lengths; ``choice`` tasks (LEGO, RULER variable tracking) are forced-choice items scored
-on a text model (``tasks``, ``TaskAccuracy``). A new task is a module here with
-``@register_task("name")`` or another package's entry point in the group ``lit_sparse.tasks``;
-:mod:`lit_sparse.testing.tasks` is their kit (docs/tasks.md). Names import on first use.
-"""
+``synthetic`` tasks (MQAR, distance, passkey, the retrieval probe) are LightningDataModules
+trained on and evaluated at other lengths; ``choice`` tasks (LEGO, RULER variable tracking)
+are forced-choice items scored on a text model. A new task registers with
+``@register_task("name")`` or the ``lit_sparse.tasks`` entry point (docs/tasks.md)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Forced-choice tasks: items a text model answers by the likeliest of a few continuations.
-
-A :class:`ChoiceTask` draws its items from ``seed`` (the same items on every call) and
-names its groups (``group_label``: chain length, hops); :meth:`ChoiceTask.score` gives the
-accuracy, the chance rate and the share of the most common answer, per group.
-"""
+"""Forced-choice tasks: items a text model answers by the likeliest of a few continuations, drawn
+from ``seed``, scored per group (accuracy, chance rate, the most common answer's share)."""
 
 from __future__ import annotations
 
@@ -36,8 +32,8 @@ class ChoiceTask(Task):
         self.seed = check_int("seed", seed, low=0)
 
     def check(self) -> None:
-        """Called by a subclass once its options are set: one item a group is drawn, so a
-        bad option is refused before any work."""
+        """Draw one item a group, so a bad option is refused before any work (subclasses call
+        it)."""
         self.draw(1)
 
     def draw(self, per_group: int) -> list[ChoiceItem]:

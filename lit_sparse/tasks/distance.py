@@ -1,7 +1,5 @@
-"""Distance-controlled retrieval: one key-value pair and its query exactly d tokens after the
-key, in random filler; accuracy per d measures how far a pattern reaches through depth.
-:func:`distance_pairs` puts several such pairs in one example (more answers a step).
-"""
+"""Distance-controlled retrieval: a key-value pair and its query exactly d tokens after the key,
+in random filler; accuracy per d measures how far a pattern reaches through depth."""
 
 from __future__ import annotations
 
@@ -43,15 +41,12 @@ def distance_retrieval(
     seed: Seed = 0,
     values_in_filler: bool = True,
 ) -> tuple[Tensor, Tensor]:
-    """One key-value pair and its query exactly d tokens after the key: (inputs, labels).
+    """One key-value pair per example and its query exactly d tokens after the key: (inputs,
+    labels).
 
-    Per example: a key from [1, V/2) at a random position p, its value from [V/2, V) at p + 1,
-    the key again (the query) at p + d, random filler from [0, V) without the key everywhere
-    else (so the query has one answer); the label at the query is the value. ``distances`` is
-    one d for every example or one per example, each in [2, L - 2] (the token after the
-    query is in the sequence, as in MQAR). ``values_in_filler=False`` draws the filler from
-    the key range [0, V/2) only, so the values stand out from it (as MQAR's do at its start).
-    """
+    A key from [1, V/2) at a random p, its value from [V/2, V) at p + 1, the key again at p + d,
+    and filler from [0, V) without the key (``values_in_filler=False``: from [0, V/2)); the label
+    at the query is the value. ``distances``: one d or one per example, each in [2, L - 2]."""
     check_positive(num_examples=num_examples, seq_len=seq_len, vocab_size=vocab_size)
     d = _distances(distances, num_examples)
     bad = d[(d < 2) | (d > seq_len - 2)]
@@ -77,8 +72,7 @@ def distance_retrieval(
 
 
 def check_pairs(pairs: int, seq_len: int, vocab_size: int, field: str = "pairs") -> None:
-    """One ConfigError line naming ``field`` unless ``pairs`` pairs fit an example of
-    ``seq_len`` tokens (4 * pairs <= L) with distinct keys (pairs <= V/2 - 1)."""
+    """ConfigError naming ``field`` unless 4 * ``pairs`` <= ``seq_len`` and pairs <= V/2 - 1."""
     check_positive(**{field: pairs})
     if 4 * pairs > seq_len:
         raise ConfigError(f"{field}={pairs}: needs 4 * pairs <= seq_len ({seq_len})")
@@ -96,16 +90,9 @@ def distance_pairs(
     seed: Seed = 0,
     values_in_filler: bool = True,
 ) -> tuple[Tensor, Tensor]:
-    """``pairs`` key-value pairs per example, each asked for once: (inputs, labels).
-
-    As :func:`distance_retrieval`, with several pairs: distinct keys from [1, V/2), values
-    from [V/2, V), and each pair's query the key again d tokens after it, d uniform in
-    [2, L - 2] and drawn again where the pair does not fit between those placed before it;
-    filler from [0, V) (or [0, V/2) without ``values_in_filler``) without the example's keys,
-    so every query has one answer. An example
-    holds ``pairs`` labels, where :func:`distance_retrieval`'s holds one: a training batch
-    asks ``pairs`` times as many questions for the same tokens.
-    """
+    """``pairs`` key-value pairs per example, each asked once at its own d uniform in [2, L - 2]:
+    (inputs, labels). As :func:`distance_retrieval`, with distinct keys and filler without any of
+    them, so every query has one answer and a batch asks ``pairs`` times as many questions."""
     check_positive(num_examples=num_examples, seq_len=seq_len, vocab_size=vocab_size)
     check_pairs(pairs, seq_len, vocab_size)
     half = vocab_size // 2
@@ -154,8 +141,7 @@ def _distances(distances, num_examples: int) -> np.ndarray:
 
 
 def distance_buckets(low: int, high: int) -> list[tuple[int, int]]:
-    """Inclusive distance ranges covering [low, high]: powers of two, [2, 3], [4, 7], [8, 15],
-    ... (the first and the last cut to ``low`` and ``high``)."""
+    """Inclusive power-of-two ranges [2, 3], [4, 7], ... covering [low, high] (the ends cut)."""
     if not 1 <= low <= high:
         raise ConfigError(f"distances [{low}, {high}]: expected 1 <= low <= high")
     buckets, edge = [], 1 << max(0, low.bit_length() - 1)
@@ -175,26 +161,22 @@ def _bucket_name(low: int, high: int) -> str:
 class DistanceDataModule(RecallDataModule):
     """Distance-controlled retrieval: one key-value pair, its query exactly d tokens later.
 
+    Held-out sets at a length T' are the power-of-two buckets of d in [2, T' - 2] (``d2-3``,
+    ``d4-7``, ...), d uniform within a bucket.
+
     Args:
         seq_len: T, the training length.
         vocab_size: V, keys from [1, V/2), values from [V/2, V), filler from [0, V).
         batch_size: training examples per batch, each with d uniform in [2, T - 2].
-        pairs: key-value pairs per training example, each asked for once at its own
-            distance (``distance_pairs``); 1 is the held-out sets' form. More pairs give
-            more answers a step for the same tokens (each held-out example has one).
-        values_in_filler: whether the filler is drawn from the whole vocabulary (the
-            default) or from the key range [0, V/2) only, so that the values stand out from
-            it as MQAR's do (training and held-out sets alike).
+        pairs: key-value pairs per training example (``distance_pairs``); held-out examples
+            have one.
+        values_in_filler: draw the filler from the whole vocabulary (the default) or from the
+            key range [0, V/2) only, so the values stand out as MQAR's do.
         val_examples: examples per distance bucket at T.
-        min_examples: examples per bucket at the longer lengths, at least (there the
-            buckets hold the same tokens as at T: fewer, longer examples).
+        min_examples: examples per bucket at longer lengths, at least.
         val_batch_size: held-out examples per validation batch.
         seed: seed of the training stream (the preset sets it to the run's seed).
         val_seed: seed of the held-out sets (the same for every run).
-
-    At an evaluation length T' the held-out sets are the power-of-two buckets of [2, T' - 2]
-    (``d2-3``, ``d4-7``, ...; the last one, e.g. ``d128-255`` at T' = 256, holds the
-    distances up to T' - 2), d uniform within a bucket.
     """
 
     summary = "one key-value pair, its query exactly d tokens later; accuracy per distance"
@@ -256,8 +238,7 @@ class DistanceDataModule(RecallDataModule):
 
     @staticmethod
     def buckets_at(length: int) -> list[tuple[int, int]]:
-        """The buckets with a distance at ``length``: [2, 3], [4, 7], ... named by their
-        whole power-of-two range (the last one holds only the distances up to length - 2)."""
+        """The buckets with a distance at ``length``, named by their whole power-of-two range."""
         return [(lo, 2 * lo - 1 if lo > 2 else 3) for lo, _ in distance_buckets(2, length - 2)]
 
     def set_names_at(self, length: int) -> list[str]:

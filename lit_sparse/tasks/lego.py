@@ -1,12 +1,8 @@
 """LEGO (docs/paper.md section 5): follow a chain of sign assignments to its end.
 
-A chain of n variables: ``x0 = v ;`` with v in {+1, -1}, then ``xi = op x(i-1) ;`` with op
-``+`` (identity) or ``-`` (flip); the statements are shuffled, the query is ``x_last =`` and the
-answer a forced choice between `` +1`` and `` -1``: ``w = +q ; k = +1 ; q = -k ; w =`` ->
-`` -1``. Variables are distinct random lowercase letters. Within each chain length the right
-answers alternate before the item order is shuffled, so a model that always gives the same
-answer scores exactly 0.5 (the paper's models: 0.5028).
-"""
+``x0 = v ;`` (v = +1 or -1), then ``xi = op x(i-1) ;`` (op ``+`` or ``-``), shuffled; the query
+``x_last =`` is a forced choice of `` +1`` or `` -1``, e.g. ``w = +q ; k = +1 ; q = -k ; w =``
+-> `` -1``. Right answers alternate within each chain length, so a constant answer scores 0.5."""
 
 from __future__ import annotations
 

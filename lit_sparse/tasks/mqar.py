@@ -1,8 +1,6 @@
-"""Multi-query associative recall (MQAR), as Zoology (Arora et al., 2023) defines it: the
-key-value pairs first, then the keys again as queries at power-law gaps, random tokens
-elsewhere; the label of a query is its value. ``gap`` (far MQAR) puts G filler tokens
-between the pairs and the queries, so every query sits more than G tokens after its value.
-"""
+"""Multi-query associative recall (MQAR) as Zoology (Arora et al., 2023) defines it: key-value
+pairs, then the keys again as queries at power-law gaps, random tokens elsewhere; a query's
+label is its value. ``gap`` (far MQAR) puts G filler tokens between the pairs and the queries."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ __all__ = ["MQARDataModule", "gap_probabilities", "multiquery_ar"]
 
 
 def gap_probabilities(space: int, power_a: float = 0.01) -> np.ndarray:
-    """p(i) ∝ a·i^(a-1) for i = 1..space, normalised: the chance that a query lands at gap
-    index i - 1 (Zoology's power law; a = 0.01 puts most queries near the pairs)."""
+    """p(i) ∝ a·i^(a-1) for i = 1..space, normalised (Zoology's power law of query gaps)."""
     number = isinstance(power_a, (int, float, np.integer, np.floating))
     if isinstance(power_a, bool) or not number or not 0 < power_a < np.inf:
         raise ConfigError(f"power_a={power_a!r}: expected a finite number > 0 (Zoology: 0.01)")
@@ -55,21 +52,15 @@ def multiquery_ar(
     seed: Seed = 0,
     gap: int = 0,
 ) -> tuple[Tensor, Tensor]:
-    """MQAR examples as Zoology defines them: (inputs, labels), each (N, L) int64.
+    """MQAR examples: (inputs, labels), each (N, L) int64.
 
-    - keys: ``num_kv_pairs`` distinct tokens from [1, V/2); values: distinct tokens from
-      [V/2, V); the first 2·kv positions are ``k0 v0 k1 v1 ...``;
-    - ``gap`` G positions of random tokens follow them (far MQAR; 0 is Zoology's task);
-    - the remaining region of L - 2·kv - G positions holds the queries: key i again at
-      offset 2·g_i of the region, the gaps g_i distinct, drawn from p(i) ∝ a·i^(a-1)
-      (:func:`gap_probabilities`, a = ``power_a``), so every query sits more than G tokens
-      after its value;
-    - every other position of the region is a random token from [0, V);
-    - the label at a query's position is its value (the token after the query should be
-      it); -100 everywhere else.
+    - keys: distinct tokens from [1, V/2), values from [V/2, V), first as ``k0 v0 k1 v1 ...``;
+    - then G random tokens (far MQAR; 0 is Zoology's task);
+    - in the remaining region key i comes again at offset 2·g_i, the gaps distinct with
+      p(i) ∝ a·i^(a-1) (:func:`gap_probabilities`), other positions random from [0, V);
+    - the label after a query is its value; -100 elsewhere.
 
-    Constraints: L even, 4·kv + G <= L (Zoology's 4·kv <= L at G = 0), V > L.
-    """
+    Constraints: L even, 4·kv + G <= L, V > L."""
     check_positive(num_examples=num_examples, seq_len=seq_len, num_kv_pairs=num_kv_pairs)
     check_positive(vocab_size=vocab_size)
     check_int("gap", gap, low=0)
@@ -118,13 +109,12 @@ class MQARDataModule(RecallDataModule):
         num_kv_pairs: key-value pairs per example (4 * num_kv_pairs <= L).
         vocab_size: V, keys from [1, V/2), values from [V/2, V) (V > L; Zoology: 8,192).
         power_a: the power law of the query gaps, p(i) ∝ a·i^(a-1) (Zoology: 0.01).
-        gap: G filler tokens between the pairs and the queries (far MQAR: every query more
-            than G tokens after its value; 0 is Zoology's MQAR; 4 * num_kv_pairs + G <= L).
+        gap: G filler tokens between the pairs and the queries (far MQAR; 0 is Zoology's;
+            4 * num_kv_pairs + G <= L).
         batch_size: training examples per batch (fresh every step).
         val_examples: examples per held-out set.
-        val_settings: held-out settings ``[[L, kv], ...]`` besides the training one (each
-            with 4·kv <= L and V > L); validation runs at the training length only, the
-            others are for ``recall_sets(L)``.
+        val_settings: held-out settings ``[[L, kv], ...]`` besides the training one, for
+            ``recall_sets(L)`` (validation runs at the training length only).
         val_batch_size: held-out examples per validation batch.
         seed: seed of the training stream (the preset sets it to the run's seed).
         val_seed: seed of the held-out sets (the same for every run).

@@ -30,9 +30,8 @@ __all__ = ["PasskeyDataModule", "PasskeyTemplate", "corpus_tokens", "embedded_te
 
 @dataclass(frozen=True)
 class PasskeyTemplate:
-    """The token ids of the passkey prompt around the filler text: ``needle_prefix``, the
-    key, ``needle_suffix`` (the needle, hidden at a depth of the filler), then at the end
-    ``question`` and the key again, which is what is asked."""
+    """The passkey prompt's token ids: ``needle_prefix``, the key, ``needle_suffix`` (hidden in the
+    filler), then ``question`` and the key again at the end."""
 
     needle_prefix: tuple[int, ...]
     needle_suffix: tuple[int, ...]
@@ -42,8 +41,8 @@ class PasskeyTemplate:
 
     @classmethod
     def from_tokenizer(cls, tokenizer) -> PasskeyTemplate:
-        """The prompt in English, encoded by a ``tokenizers.Tokenizer``: " The pass key is
-        7 2 9 1 4. Remember it." ... " What is the pass key? The pass key is 7 2 9 1 4"."""
+        """The English prompt (" The pass key is 7 2 9 1 4. Remember it." ...) encoded by
+        ``tokenizer``."""
 
         def ids(text: str) -> tuple[int, ...]:
             return tuple(tokenizer.encode(text).ids)
@@ -74,15 +73,9 @@ def passkey(
     key_length: int = 5,
     seed: Seed = 0,
 ) -> tuple[Tensor, Tensor]:
-    """Passkey retrieval: a key of ``key_length`` random digits hidden in filler text.
-
-    Per example: a random window of ``filler`` (a 1-D array of token ids, e.g. a tokenised
-    corpus) with the needle (``template.needle_prefix``, the key, ``needle_suffix``)
-    inserted at ``depth`` of it (0: before all the filler, 1: after it), then the
-    question and the key again, ending the sequence. The labels ask for the key's digits at
-    the end (at the positions before each of them); -100 elsewhere. ``depths``: one for
-    every example or one per example, each in [0, 1].
-    """
+    """Passkey retrieval: (inputs, labels) with a key of ``key_length`` random digits hidden in
+    ``filler`` (1-D token ids) at ``depths`` (0: before all the filler, 1: after it; one or one
+    per example), asked for at the end; the labels are the key's digits there, -100 elsewhere."""
     check_positive(num_examples=num_examples, seq_len=seq_len, key_length=key_length)
     depth = np.broadcast_to(np.asarray(depths, dtype=np.float64), (num_examples,))
     if ((depth < 0) | (depth > 1) | ~np.isfinite(depth)).any():
@@ -126,8 +119,7 @@ def passkey(
 
 @functools.cache
 def corpus_tokens(part: str) -> np.ndarray:
-    """The embedded Shakespeare, tokenised by the embedded tokenizer: ``train`` (the training
-    plays) or ``val`` (the four held-out plays), through the token cache (built once)."""
+    """The embedded Shakespeare's ``train`` or ``val`` tokens, through the token cache."""
     from lit_sparse.data.datamodule import default_cache_dir
     from lit_sparse.data.sources import SourceConfig
     from lit_sparse.data.token_cache import build_source, check_part, make_plan, open_tokens
@@ -156,8 +148,8 @@ def _depth_name(depth: float) -> str:
 
 @register_task("passkey")
 class PasskeyDataModule(RecallDataModule):
-    """Passkey retrieval in Shakespeare: a key of digits at a depth of the text, asked for
-    at the end (the embedded tokenizer: vocabulary 8,192).
+    """Passkey retrieval in Shakespeare: a key of digits at a depth of the text, asked for at the
+    end (the embedded tokenizer).
 
     Args:
         seq_len: T, the training length.
@@ -165,8 +157,7 @@ class PasskeyDataModule(RecallDataModule):
         batch_size: training examples per batch, each at a depth uniform in [0, 1].
         depths: the held-out depths (0: the needle first, 1: right before the question).
         val_examples: examples per depth at T.
-        min_examples: examples per depth at the longer lengths, at least (the same tokens
-            as at T: fewer, longer examples).
+        min_examples: examples per depth at longer lengths, at least.
         val_batch_size: held-out examples per validation batch.
         seed: seed of the training stream (the preset sets it to the run's seed).
         val_seed: seed of the held-out sets (the same for every run).

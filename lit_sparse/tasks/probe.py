@@ -1,12 +1,8 @@
 """The retrieval probe's data (paper section 4.4, table 2): marked shift-copy sequences.
 
-A token is a payload ``p ~ U[0, P)`` plus a marker ``c ~ U{0, ..., C-1}`` times P; the target at
-t is ``x[t - D[c_t]]`` with ``c_t = x[t] // P``, and positions with ``t < D[c_t]`` have no source
-(label -100); the paper's P, C and D: docs/paper.md section 5. ``ProbeDataModule`` streams fresh
-training sequences (batch n of rank r from (seed, r, n)) and holds a fixed held-out set of
-``val_sequences`` drawn from its own seed, so runs of any training seed are scored on the same
-sequences; as a registered task (``probe``) it is evaluated at other lengths as the others are.
-"""
+A token is a payload ``p ~ U[0, P)`` plus a marker ``c`` times P; the target at t is
+``x[t - D[c_t]]`` with ``c_t = x[t] // P`` (label -100 where ``t < D[c_t]``). The held-out set
+comes from its own seed, so runs of any training seed are scored on the same sequences."""
 
 from __future__ import annotations
 
@@ -26,8 +22,7 @@ __all__ = ["IGNORE_INDEX", "ProbeDataModule", "marked_shift_copy", "shift_copy_t
 
 
 def shift_copy_targets(x: Tensor, distances: Sequence[int], payload: int) -> Tensor:
-    """Targets (B, T) of marked shift-copy sequences x (B, T): ``y[t] = x[t - D[x[t] // P]]``,
-    ``IGNORE_INDEX`` where ``t < D[x[t] // P]``."""
+    """Targets (B, T) of x (B, T): ``y[t] = x[t - D[x[t] // P]]``, ``IGNORE_INDEX`` before it."""
     length = x.shape[-1]
     shifts = torch.as_tensor(list(distances), device=x.device)[x // payload]  # (B, T) D of c_t
     t = torch.arange(length, device=x.device).expand_as(x)
@@ -51,8 +46,7 @@ def marked_shift_copy(
 
 
 def batch_generator(*keys: int) -> torch.Generator:
-    """A generator seeded from ``keys`` (e.g. seed, rank, batch) mixed into 32 bits (torch's
-    CPU generator keeps only the low 32 bits of a seed, so keys cannot just be shifted)."""
+    """A torch generator seeded from ``keys`` mixed into 32 bits (torch keeps a seed's low 32)."""
     state = np.random.SeedSequence([k & 0xFFFFFFFF for k in keys]).generate_state(1)[0]
     return torch.Generator().manual_seed(int(state))
 
@@ -66,8 +60,7 @@ class ProbeDataModule(RecallDataModule):
         distances: D, the copy distance of each marker value (the paper: 200 and 350).
         payload: P, payload values per marker (the paper: 256; vocabulary P x len(D)).
         batch_size: training sequences per batch (the paper: 2).
-        val_sequences: held-out sequences accuracy is measured on (the paper scored one batch
-            of 2; at least 64 here).
+        val_sequences: held-out sequences accuracy is measured on (at least 64).
         val_batch_size: held-out sequences per validation batch.
         seed: seed of the training stream (the probe command sets it to the run's seed).
         val_seed: seed of the held-out set (the same for every run).
@@ -134,8 +127,8 @@ class ProbeDataModule(RecallDataModule):
         return ["probe"] if length > min(self.distances) else []
 
     def make_set(self, length: int, name: str, seed: tuple[int, ...]) -> Examples:
-        """At the training length the set drawn from ``val_seed`` alone (the same sequences
-        as before the task registry); at other lengths from ``seed``."""
+        """At the training length the set from ``val_seed`` alone; at other lengths from
+        ``seed``."""
         generator = (
             torch.Generator().manual_seed(self.val_seed)
             if length == self.seq_len

@@ -1,9 +1,6 @@
-"""The task registry (:class:`lit_sparse.registry.Registry`): short name -> task class.
-
-Built-ins are this package's modules with ``@register_task("name")``; other packages add
-theirs through the entry point group ``lit_sparse.tasks``
-(``copy = "my_pkg.copy:CopyTask"``), loaded on the first lookup.
-"""
+"""The task registry: short name -> task class. Built-ins register with
+``@register_task("name")``; other packages through the ``lit_sparse.tasks`` entry point group
+(``copy = "my_pkg.copy:CopyTask"``), loaded on the first lookup."""
 
 from __future__ import annotations
 
@@ -18,13 +15,8 @@ Kind = Literal["synthetic", "choice"]
 
 
 class Task:
-    """A registered task.
-
-    ``kind`` says how it is used: ``synthetic`` tasks are LightningDataModules that a model
-    trains on and is evaluated on at other lengths (``recall``, ``RecallEvaluation``);
-    ``choice`` tasks are forced-choice items scored on a text model (``tasks``,
-    ``TaskAccuracy``).
-    """
+    """A registered task; ``kind`` is ``synthetic`` (a LightningDataModule trained on and evaluated
+    at other lengths) or ``choice`` (forced-choice items scored on a text model)."""
 
     name: ClassVar[str] = ""
     kind: ClassVar[Kind]

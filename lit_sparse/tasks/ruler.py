@@ -1,12 +1,8 @@
 """RULER variable tracking (docs/paper.md section 5): follow a chain of copies among distractors.
 
-A chain of h hops: ``v0 = VAL ;`` then ``vi = v(i-1) ;`` for i = 1..h, plus 8 distractor
-assignments ``u = VAL' ;``; statements shuffled, query ``v_h =``, and a forced choice among the
-9 values of the prompt (chance 1/9). Variables are distinct random uppercase letters; the values
-are one fixed pool of 2-digit numbers per seed (short, to keep prompts near the paper's 60
-tokens), so every item offers the same 9, and the right value cycles through the pool: a model
-that always gives the same answer scores chance (exactly 1/9 for a multiple of 9 items).
-"""
+``v0 = VAL ;`` then ``vi = v(i-1) ;`` for h hops, plus 8 distractors ``u = VAL' ;``, shuffled;
+the query ``v_h =`` is a forced choice among the prompt's 9 values (2-digit numbers, one pool
+per seed). The right value cycles through the pool, so a constant answer scores chance (1/9)."""
 
 from __future__ import annotations
 

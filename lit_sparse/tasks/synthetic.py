@@ -1,12 +1,9 @@
-"""Synthetic tasks: what every trained-on task shares (:class:`RecallDataModule`), and the
-seeded helpers its generators draw with.
+"""Synthetic tasks: what every trained-on task shares (:class:`RecallDataModule`) and the seeded
+helpers its generators draw with.
 
-A task is a LightningDataModule with an endless seeded training stream and fixed held-out
-sets at any length. Batch n of rank r is drawn from the seed (seed, r, n): fresh every step,
-reproducible, and a resumed run continues at the batch of its step. Held-out sets come from
-``val_seed`` (the same for every run); under several processes each rank validates examples
-r, r + R, ... (no padding). Labels are -100 except where an answer is asked.
-"""
+Batch n of rank r is drawn from (seed, r, n): fresh every step, reproducible, resumable.
+Held-out sets come from ``val_seed``; rank r validates examples r, r + R, ... (no padding).
+Labels are -100 except where an answer is asked."""
 
 from __future__ import annotations
 
@@ -46,8 +43,8 @@ Seed = int | Sequence[int]
 
 
 def seeded_rng(seed: Seed) -> np.random.Generator:
-    """numpy's generator of ``seed``: a whole number, or a sequence of them (seed, rank,
-    batch) mixed by ``SeedSequence``; ConfigError for anything else."""
+    """numpy's generator of an integer ``seed`` or a sequence of them; ConfigError for anything
+    else."""
     keys = [seed] if isinstance(seed, (int, float, np.integer, np.floating)) else seed
     sequence = isinstance(keys, (Sequence, np.ndarray)) and not isinstance(keys, (str, bytes))
     if not sequence or not all(is_whole(k) for k in keys):
@@ -73,10 +70,8 @@ def check_positive(**values: int) -> None:
 def sample_without_replacement(
     rng: np.random.Generator, rows: int, k: int, weights: np.ndarray
 ) -> np.ndarray:
-    """(rows, k) indices into ``weights``, each row k distinct indices drawn one after another
-    with probability proportional to the weights of those not drawn yet (numpy's
-    ``choice(replace=False, p=...)``), all rows at once: the k largest of log(u) / w
-    (Efraimidis and Spirakis), in the order they would have been drawn."""
+    """(rows, k) indices into ``weights``, k distinct per row, as numpy's ``choice(replace=False,
+    p=...)`` draws them, all rows at once: the k largest of log(u) / w (Efraimidis and Spirakis)."""
     scores = np.log(rng.random((rows, weights.shape[-1]))) / weights  # (rows, n), all < 0
     top = np.argpartition(-scores, k - 1, axis=1)[:, :k]  # (rows, k) the k largest, unordered
     order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1)
@@ -96,8 +91,7 @@ class _Stream(IterableDataset):
 
 
 class HeldOutExamples(IterableDataset):
-    """One rank's share (examples ``rank::world_size``) of a fixed set, in batches; an
-    IterableDataset, so Lightning adds no padding DistributedSampler."""
+    """One rank's share (``rank::world_size``) of a fixed set, in batches, unpadded."""
 
     def __init__(self, examples: Examples, batch_size: int, rank: int = 0, world_size: int = 1):
         super().__init__()
@@ -111,11 +105,9 @@ class HeldOutExamples(IterableDataset):
 
 
 class RecallDataModule(Task, pl.LightningDataModule):
-    """What every synthetic task shares: the stream, the held-out sets, the loaders.
-
-    A task defines :meth:`train_batch`, :meth:`set_names_at` and :meth:`make_set`, and
-    may refine :meth:`check_length`, :meth:`distance_range` and :meth:`examples_at`.
-    """
+    """What every synthetic task shares: the stream, the held-out sets, the loaders. A task defines
+    :meth:`train_batch`, :meth:`set_names_at` and :meth:`make_set`, and may refine
+    :meth:`check_length`, :meth:`distance_range` and :meth:`examples_at`."""
 
     kind: ClassVar[str] = "synthetic"
 
@@ -160,13 +152,11 @@ class RecallDataModule(Task, pl.LightningDataModule):
         return None
 
     def check_length(self, length: int) -> None:
-        """One ConfigError line when the task cannot make examples of ``length``, naming
-        the shortest it can (every length: nothing to say)."""
+        """One ConfigError line, naming the shortest allowed, when ``length`` is too short."""
 
     def examples_at(self, length: int) -> int:
-        """Examples per held-out set at an evaluation ``length``: ``val_examples`` at the
-        training length, beyond it the same tokens (fewer examples), but at least
-        ``min_examples``."""
+        """Examples per held-out set at ``length``: ``val_examples`` at the training length, beyond
+        it the same tokens, but at least ``min_examples``."""
         if length <= self.seq_len:
             return self.val_examples
         return max(self.min_examples, self.val_examples * self.seq_len // length)
@@ -178,8 +168,7 @@ class RecallDataModule(Task, pl.LightningDataModule):
         return self.set_names_at(self.seq_len)
 
     def recall_sets(self, length: int | None = None) -> dict[str, Examples]:
-        """Every held-out set at ``length`` (default: the training length): name -> (x, y),
-        each (N, length); the same examples on every call and in every run."""
+        """Every held-out set at ``length`` (default: training): name -> (x, y), fixed examples."""
         length = self.seq_len if length is None else check_int("data.length", length)
         names = self.set_names_at(length)
         for index, name in enumerate(names):
@@ -216,8 +205,7 @@ class RecallDataModule(Task, pl.LightningDataModule):
 
 
 def recall_data_from_config(data: Any, **overrides: Any) -> RecallDataModule:
-    """The synthetic task of a run's config (its ``data`` section: ``class_path``, a class
-    path or a registered name, and ``init_args``), with ``overrides`` of its init args;
+    """The synthetic task of a run config's ``data`` section with ``overrides`` of its init args;
     ConfigError for other data, listing the registered synthetic tasks."""
     from lit_sparse.io.class_paths import import_class
 

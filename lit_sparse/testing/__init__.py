@@ -1,12 +1,8 @@
 """The plugin conformance kit: the checks every attention plugin must pass.
 
-Each check is a plain function of a plugin (an instance, a registry name or a
-``{"class_path", "init_args"}`` dict) and keyword options that returns None or raises
-AssertionError saying what failed; :data:`CHECKS` lists them, for one parametrized test in a
-third-party package (docs/plugins.md, "The conformance kit"). lit_sparse's own suite runs them
-over every registered plugin's ``conformance_cases`` (:func:`plugin_cases`). The checks use
-small shapes in fp32 on the CPU; :func:`check_linear_memory` starts a fresh Python process.
-"""
+Each check is a function of a plugin (an instance, a registry name or a ``{"class_path",
+"init_args"}`` dict) that returns None or raises AssertionError; :data:`CHECKS` lists them for
+a third-party package's parametrized test (docs/plugins.md). Small fp32 shapes on the CPU."""
 
 from __future__ import annotations
 
@@ -68,8 +64,8 @@ def tiny_config(training_length: int = TRAINING_LENGTH, n_layers: int = N_LAYERS
 def layer_patterns(
     plugin: PluginSpec, training_length: int = TRAINING_LENGTH, n_layers: int = N_LAYERS
 ) -> list[AttentionPattern]:
-    """Every layer's pattern, each parameter of layer l shifted by 0.37 - 0.9 l, so a
-    learned parameter (fibonacci's theta) is away from its start value."""
+    """Every layer's pattern, layer l's parameters shifted by 0.37 - 0.9 l (away from their
+    start)."""
     plugin = build_attention(plugin)
     plugin.check(n_layers)
     patterns = [plugin.build(layer, n_layers, training_length) for layer in range(n_layers)]
@@ -102,13 +98,9 @@ def check_reference(
     atol: float = 1e-5,
     parameter_rtol: float = 1e-4,
 ) -> None:
-    """The training path (``pattern(q, k, v)``) equals the dense reference
-    (``pattern.reference``) in its output and in the gradients of q, k, v and the pattern's
-    own parameters, at lengths below, at and beyond the training length.
-
-    ``parameter_rtol``: a parameter's gradient sums every position's contribution, so fp32
-    paths agree to about 1e-4 there (fibonacci's learned theta: 1e-10 in float64).
-    """
+    """The training path equals ``pattern.reference`` in its output and the gradients of q, k, v and
+    the pattern's parameters, below, at and beyond the training length (``parameter_rtol``: a
+    parameter's gradient sums every position, so fp32 agrees to about 1e-4)."""
     plugin = build_attention(plugin)
     for layer, pattern in enumerate(layer_patterns(plugin, training_length)):
         for length in lengths:
@@ -133,12 +125,9 @@ def check_causality(
     training_length: int = 32,
     whole_model: bool = True,
 ) -> None:
-    """Changing q, k, v after position t leaves every output at positions <= t unchanged,
-    in each layer and (``whole_model``) in a model's logits, at lengths up to beyond the
-    training length.
-
-    ``cuts``: the positions t (each taken modulo the length); default three per length.
-    """
+    """Changing q, k, v after position t (``cuts``, modulo the length; default three per length)
+    leaves every output at positions <= t unchanged, per layer and (``whole_model``) in the
+    logits."""
     plugin = build_attention(plugin)
     patterns = layer_patterns(plugin, training_length)
     for length in lengths:
@@ -180,10 +169,8 @@ def check_prefix_consistency(
     rtol: float = 1e-5,
     atol: float = 1e-5,
 ) -> None:
-    """The output at position t does not depend on how long the sequence is: running a
-    prefix of ``t`` tokens gives the first ``t`` rows of the run over ``length`` tokens, in
-    each layer and in a whole model, below and beyond the training length. (Incremental
-    decoding is defined only for such patterns.)"""
+    """Running a prefix of ``t`` tokens gives the first ``t`` rows of the run over ``length``, per
+    layer and in a whole model, below and beyond the training length (decoding needs it)."""
     plugin = build_attention(plugin)
     for layer, pattern in enumerate(layer_patterns(plugin, training_length)):
         q, k, v = (x.detach() for x in qkv(length))
@@ -209,11 +196,9 @@ def check_decoding(
     prompts: Sequence[int] = (5, 250),
     atol: float = 1e-4,
 ) -> None:
-    """Incremental decoding equals the full forward: a tiny model (batch 2) prefills a
-    prompt, then decodes one token at a time to ``total`` tokens (default 4x the training
-    length) through ``LanguageModel.new_cache`` (each layer's ``pattern.decoder``), and every
-    position's logits match the full forward's within ``atol`` (fp32), for a short prompt
-    and a long one. A slot pattern passes without code of its own."""
+    """Incremental decoding equals the full forward: a tiny model (batch 2) prefills a short and a
+    long prompt, then decodes to ``total`` tokens (default 4x the training length) through
+    ``LanguageModel.new_cache``, every position's logits within ``atol`` of the full forward's."""
     plugin = build_attention(plugin)
     total = 4 * training_length if total is None else total
     model = _tiny_model(plugin, training_length)
@@ -240,11 +225,8 @@ def check_slot_bounds(
     lengths: Sequence[int] = (1, 2, 7, 64, 65, 257),
     training_length: int = TRAINING_LENGTH,
 ) -> None:
-    """Every layer's slots stay inside the sequence and before their query at each length
-    (``KeySlots.check``: distances >= 0 ascending from 0, rungs and absolute keys in range),
-    and the CPU kernel refuses a copy of the layer's slots made to read outside its inputs
-    (a negative distance, a negative rung, an absolute key below -1) with a ValueError
-    instead of reading memory it does not own. A pattern without slots passes."""
+    """Every layer's slots pass ``KeySlots.check`` at each length, and the CPU kernel refuses slots
+    made to read outside its inputs with a ValueError. A pattern without slots passes."""
     import dataclasses
 
     from lit_sparse.attention import SlotPattern
@@ -285,20 +267,13 @@ def check_linear_memory(
     budget: float = 10.0,
     training_length: int = 1024,
 ) -> None:
-    """Memory grows linearly in the length: one forward + backward at the paper's head
-    shape (B = 1, 8 query and 2 KV heads of 64) raises the peak memory by at most
-    ``budget`` x the bytes of q, k and v at each length, and from the shorter length to the
-    longer by at most twice their ratio (a [T, T] path grows by the ratio's square).
+    """Memory grows linearly in the length: one forward + backward at the paper's head shape (B = 1,
+    8 query and 2 KV heads of 64) raises the peak by at most ``budget`` x the bytes of q, k and
+    v, and from the shorter length to the longer by at most twice their ratio.
 
-    Each length runs in a process that has run nothing else, a fork of one fresh Python
-    process on Linux (elsewhere a fresh process of its own; the plugin must be importable by
-    its class path, ``sys.path`` is passed on), which warms the pattern up at 64 tokens, then
-    measures how far one call at full size raises the resident set's peak above what the
-    process held just before (on Linux the peak is reset first, so memory from imports
-    does not hide the rise). Measured for fibonacci (W = 12): 16, 48 and 160 MB at 1k, 4k
-    and 16k (5x, 4x and 3x q, k, v); its dense-mask reference: 37 MB at 512 and 525 MB at
-    2k (24x and 85x; 14x the memory for 4x the length).
-    """
+    Each length runs in a process that has run nothing else (:func:`peak_rises_mb`; the plugin
+    must be importable by its class path). Fibonacci (W = 12) measured 3-5x q, k, v; its dense
+    reference 24x and 85x."""
     plugin = build_attention(plugin)
     rises = peak_rises_mb(plugin, sorted(lengths), training_length)
     _check_memory_rises(_name(plugin), rises, budget)
@@ -320,9 +295,8 @@ def _check_memory_rises(name: str, rises: Mapping[int, float], budget: float) ->
 
 
 def check_config_round_trip(plugin: PluginSpec) -> None:
-    """``to_config()`` is plain data (YAML) that builds an equal plugin, both directly and
-    through the CLI's parser (typed constructor arguments), and a registered plugin is
-    found by its name."""
+    """``to_config()`` is plain data that builds an equal plugin, directly and through the CLI's
+    parser, and a registered plugin is found by its name."""
     import yaml
 
     from lit_sparse.parsing.config_files import model_parser
@@ -341,9 +315,8 @@ def check_config_round_trip(plugin: PluginSpec) -> None:
 
 
 def check_checkpoint_round_trip(plugin: PluginSpec, steps: int = 2) -> None:
-    """A model with the plugin trains ``steps`` steps under a real Lightning Trainer; its
-    checkpoint loads with ``LitLanguageModel.load_from_checkpoint`` (no CLI, weights only)
-    into the same plugin, the same weights and buffers, and the same logits."""
+    """A model trained ``steps`` steps under a Lightning Trainer loads back from its checkpoint
+    (weights only, no CLI) with the same plugin, weights, buffers and logits."""
     import lightning.pytorch as pl
 
     from lit_sparse.module import LitLanguageModel
@@ -417,8 +390,8 @@ def _tiny_model(plugin: PluginSpec, training_length: int = 32) -> LanguageModel:
 
 
 def output_and_grads(path, inputs: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
-    """``path(q, k, v)`` for ``inputs = [q, k, v, *parameters]``, and the gradients of every
-    input under a fixed random weighting of the output (zeros where one is unused)."""
+    """``path(q, k, v)`` and the gradients of ``inputs`` (q, k, v, parameters; zeros where
+    unused)."""
     out = path(*inputs[:3])
     weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(7))
     grads = torch.autograd.grad((out * weights).sum(), inputs, allow_unused=True)
@@ -451,19 +424,16 @@ _MEMORY_SCRIPT = (
 )
 
 FORKS_FOR_PEAKS = sys.platform == "linux" and hasattr(os, "fork")
-"""Whether one fresh process can measure every length in a fork of itself (Linux: a fork
-starts from the parent's resident set, its peak is reset before the call, and VmHWM is per
-process): a fresh process's start-up (importing torch, 2 s of CPU) once per check instead of
-once per length."""
+"""Whether one fresh process measures every length in forks of itself (Linux), paying torch's
+import once per check instead of once per length."""
 
 
 def peak_rises_mb(
     plugin: AttentionPlugin, lengths: Sequence[int], training_length: int, path: str = "training"
 ) -> dict[int, float]:
-    """length -> the rise of the peak memory (MB) over one forward + backward of the last
-    layer's pattern (``path`` "reference": its dense reference), each length in a process
-    that has run nothing else: a fork of one fresh process (:data:`FORKS_FOR_PEAKS`), else a
-    fresh process of its own, all at once."""
+    """length -> the peak memory's rise (MB) over one forward + backward of the last layer's pattern
+    (``path`` "reference": its dense reference), each length in a fork of one fresh process
+    (:data:`FORKS_FOR_PEAKS`) or a fresh process of its own."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     spec = {"config": plugin.to_config(), "training_length": training_length, "path": path}
     groups = [list(lengths)] if FORKS_FOR_PEAKS else [[length] for length in lengths]
@@ -487,9 +457,8 @@ def peak_rises_mb(
 
 
 def _memory_child(argument: str) -> None:
-    """In a fresh process: for each length, how far one forward + backward raises the
-    resident set's peak above what the process held just before it; each length but a lone
-    one in a fork of this process, which has imported torch and run nothing."""
+    """In a fresh process: per length, how far one forward + backward raises the resident set's
+    peak; each length but a lone one in a fork."""
     spec = json.loads(argument)
     if len(spec["lengths"]) == 1:
         print(json.dumps({spec["lengths"][0]: _peak_rise_mb(spec, spec["lengths"][0])}))
@@ -527,9 +496,8 @@ def _status_kb(key: str) -> int | None:
 
 
 def _reset_peak_kb() -> int:
-    """Reset the peak to the current resident set (Linux: /proc/self/clear_refs), so pages
-    held at import time, or evicted from it since, do not hide the call's rise; returns
-    the baseline. Elsewhere: the peak so far (``ru_maxrss``)."""
+    """Reset the peak to the current resident set (Linux: /proc/self/clear_refs) and return it;
+    elsewhere the peak so far (``ru_maxrss``)."""
     try:
         Path("/proc/self/clear_refs").write_text("5")
         rss = _status_kb("VmRSS")

@@ -1,11 +1,8 @@
-"""The task conformance kit: the checks every registered task must pass.
+"""The task conformance kit: the checks every registered task must pass (docs/tasks.md).
 
-Each check is a plain function of a task instance (a synthetic task's DataModule or a choice
-task, built as a user would build it) that returns None or raises AssertionError saying what
-failed; :data:`TASK_CHECKS` lists them, for one parametrized test in a third-party package
-(docs/tasks.md, "The task kit"). The checks on a synthetic task draw a few small batches and
-held-out sets at half to four times its training length; they need no model.
-"""
+Each check is a function of a task instance that returns None or raises AssertionError;
+:data:`TASK_CHECKS` lists them. Synthetic tasks' checks draw small batches and held-out sets at
+half to four times the training length; no model needed."""
 
 from __future__ import annotations
 
@@ -95,8 +92,8 @@ def _check_examples(task: RecallDataModule, examples: Any, length: int, what: st
 
 
 def check_task_labels(task: Task) -> None:
-    """Labels only where the task asks: -100 elsewhere, every example asks something, tokens
-    and answers in the vocabulary (synthetic); every item's answer among its choices."""
+    """Labels only where asked (-100 elsewhere), all in the vocabulary; choice answers among
+    choices."""
     if _kind(task) == "choice":
         for item in task.items():
             assert item.prompt and len(item.choices) >= 2, f"{_label(task)}: {item}"
@@ -109,8 +106,8 @@ def check_task_labels(task: Task) -> None:
 
 
 def check_task_lengths(task: Task) -> None:
-    """Held-out sets and loaders at lengths from half to four times the training length; a
-    length the task cannot make is one ConfigError line from ``check_length``."""
+    """Held-out sets and loaders at half to four times the training length (or one ConfigError
+    line)."""
     if _kind(task) == "choice":
         return
     for length in sorted(
@@ -150,8 +147,7 @@ def _accuracy_state(task: RecallDataModule, rank: int, world: int) -> tuple[list
 
 
 def check_task_shares(task: Task) -> None:
-    """Under two processes each held-out example is scored once, and the accuracy's sums
-    over both ranks equal one process's (the metric DDP reduces is correct)."""
+    """Under two processes each held-out example is scored once and the reduced sums are correct."""
     if _kind(task) == "choice":
         return
     whole_rows, whole = _accuracy_state(task, 0, 1)
@@ -168,8 +164,8 @@ def check_task_shares(task: Task) -> None:
 
 
 def check_task_refuses_impossible_settings(task: Task) -> None:
-    """Each of the class's ``impossible_settings`` is refused at construction with one
-    ConfigError line that names the field and the value."""
+    """Each of ``impossible_settings`` is refused with one ConfigError line naming field and
+    value."""
     cls = type(task)
     settings = cls.impossible_settings()
     assert settings, f"{cls.__name__}.impossible_settings() lists none to check"

@@ -13,6 +13,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from lit_sparse.attention import build_attention
+from lit_sparse.attention.schedules import Custom, to_schedule
+
 __all__ = [
     "CONFIG_DIR",
     "PAPER",
@@ -140,17 +143,12 @@ def identify(attention: dict[str, Any] | None) -> tuple[str | None, str]:
     if short not in ("FibonacciAttention", "fibonacci"):
         window = f" W={args['window']}" if "window" in args else ""
         return None, f"{short}{window}"
-    rungs, schedule = args.get("rungs", "fibonacci"), args.get("schedule", "fixed")
-    window = args.get("window", 8)
-    name = f"{'fib' if rungs == 'fibonacci' else rungs}_{schedule}_w{window}"
-    standard = (
-        args.get("n_rungs", 15) == 15
-        and args.get("alpha_min", 0.5) == 0.5
-        and args.get("alpha_max", 1.5) == 1.5
-        and args.get("alpha_init") is None
-        and args.get("rung_read", "interpolate") == "interpolate"
-        and args.get("new_offsets", "use") == "use"
-    )
+    plugin = build_attention({"class_path": class_path, "init_args": args})  # any version's form
+    schedule, rungs = plugin.schedule, "fib" if plugin.rungs == "fibonacci" else plugin.rungs
+    name = f"{rungs}_{schedule.name}_w{plugin.window}"
+    # the paper's options: its schedule's defaults (a custom one is never a matrix run)
+    defaults = schedule if isinstance(schedule, Custom) else to_schedule(schedule.name)
+    standard = plugin.n_rungs == 15 and plugin.new_offsets == "use" and schedule == defaults
     if name in RUNS and standard:
         return name, name
     return None, name + ("" if standard else " (non-standard options)")

@@ -103,8 +103,8 @@ def custom_alphas(*alphas: float) -> tuple[str, ...]:
     """The options of a custom schedule: one alpha per layer."""
     listed = ",".join(f"{a:g}" for a in alphas)  # one shell word
     return (
-        "--model.attention.init_args.schedule", "custom",
-        "--model.attention.init_args.alphas", f"[{listed}]",
+        "--model.attention.init_args.schedule", "Custom",
+        "--model.attention.init_args.schedule.alphas", f"[{listed}]",
     )  # fmt: skip
 
 

@@ -126,7 +126,7 @@ def run_probe(
     parser = probe_parser()
     args = ["--config", str(config_path(Path(config_dir), depth, init))]
     args += ["--seed_everything", str(seed), "--data.seed", str(seed)]
-    args += ["--model.attention.init_args.rung_read", read]
+    args += ["--model.attention.init_args.schedule.read", read]
     if val_sequences is not None:
         args += ["--data.val_sequences", str(val_sequences)]
     args += list(overrides or [])

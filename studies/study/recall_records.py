@@ -184,8 +184,8 @@ def _measured(record: dict[str, Any]) -> str:
 
 
 def _variant_attention(run: PresetRun) -> dict[str, Any] | None:
-    """The attention the variant's config and its options in the task give (None: the config
-    names none)."""
+    """The attention the variant's config and its options in the task give, in today's form
+    (None: the config names none)."""
     config = load_yaml(Path(CONFIG_DIR) / run.variant.config, "variant config")
     attention = lookup(config, "model.attention")
     if not isinstance(attention, dict):
@@ -193,10 +193,30 @@ def _variant_attention(run: PresetRun) -> dict[str, Any] | None:
     init_args = dict(attention.get("init_args") or {})
     options = run.variant.task_options(run.setup)
     for option, value in zip(options[::2], options[1::2], strict=True):
-        init_args[option.removeprefix("--model.attention.init_args.")] = yaml.safe_load(value)
+        key, _, inner = option.removeprefix("--model.attention.init_args.").partition(".")
+        if not inner:
+            init_args[key] = yaml.safe_load(value)
+            continue
+        nested = init_args.get(key)  # --...schedule Custom --...schedule.alphas [...]
+        if not isinstance(nested, dict):
+            nested = {"class_path": nested, "init_args": {}}
+        nested["init_args"] = {**nested.get("init_args", {}), inner: yaml.safe_load(value)}
+        init_args[key] = nested
     if run.variant.seeded_attention:
         init_args["seed"] = run.seed
-    return {"class_path": attention.get("class_path"), "init_args": init_args}
+    return _today(attention.get("class_path"), init_args)
+
+
+def _today(class_path: Any, init_args: dict[str, Any]) -> dict[str, Any]:
+    """An attention spec of any version as today's plugin writes it (its options as plain
+    data); a spec no plugin builds is returned as it is."""
+    from lit_sparse.attention import build_attention
+    from lit_sparse.errors import LitSparseError
+
+    try:
+        return build_attention({"class_path": class_path, "init_args": init_args}).to_config()
+    except (LitSparseError, TypeError):
+        return {"class_path": class_path, "init_args": init_args}
 
 
 def _same_class(a: Any, b: Any) -> bool:
@@ -297,7 +317,8 @@ def _check_place(record: dict[str, Any], path: Path, run: PresetRun) -> list[str
     if isinstance(attention, dict) and all(
         o.startswith("--model.attention.init_args.") for o in model
     ):
-        set_aside = {o.split("=", 1)[0].rsplit(".", 1)[-1] for o in model}
+        prefix = "--model.attention.init_args."
+        set_aside = {o.split("=", 1)[0].removeprefix(prefix).split(".")[0] for o in model}
         _check_attention(attention, run, set_aside, refuse)
     return extra
 
@@ -309,7 +330,8 @@ def _check_attention(attention: dict[str, Any], run: PresetRun, set_aside, refus
         return
     if not _same_class(attention.get("class_path"), expected["class_path"]):
         refuse("attention.class_path", attention.get("class_path"), expected["class_path"])
-    given = attention.get("init_args") or {}
+    given = _today(attention.get("class_path"), dict(attention.get("init_args") or {}))
+    given = given["init_args"]
     for key, value in expected["init_args"].items():
         if key in given and key not in set_aside and given[key] != value:
             refuse(f"attention.init_args.{key}", given[key], value)

@@ -1,6 +1,7 @@
 """Fibonacci plugin: schedules per layer, learned alpha, options, lengths beyond training."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -8,6 +9,7 @@ import torch
 from lit_sparse import FibonacciAttention, LanguageModel, ModelConfig
 from lit_sparse.attention import offsets
 from lit_sparse.attention.fibonacci_patterns import LearnedFibonacciPattern
+from lit_sparse.attention.schedules import Coprime, Custom, Learned, Linear, to_schedule
 
 
 def tiny(n_layers=16, context_length=1024):
@@ -32,7 +34,7 @@ def build(schedule="fixed", rungs="fibonacci", window=8, new_offsets="use", n_la
 @pytest.mark.parametrize("schedule", ["linear", "coprime"])
 def test_model_alphas_follow_the_schedule(schedule):
     model = build(schedule)
-    expected = offsets.schedule_alphas(schedule, 16)
+    expected = to_schedule(schedule).layer_alphas(16)
     torch.testing.assert_close(model.alphas(), torch.tensor(expected))
 
 
@@ -154,13 +156,10 @@ def theta_bound_forward(pattern, q, k, v, theta):
     ("kwargs", "message"),
     [
         ({"window": -1}, "window must be >= 0, got -1"),
-        ({"alpha_min": 1.5, "alpha_max": 0.5}, "0 < alpha_min < alpha_max"),
-        ({"alpha_min": 0.0}, "alpha_min=0.0"),
-        ({"alpha_max": math.inf}, "alpha_max=inf"),
         ({"rungs": "primes"}, "rungs must be one of"),
         ({"schedule": "cosine"}, "schedule must be one of"),
-        ({"schedule": "custom"}, "needs a list"),
-        ({"schedule": "linear", "alphas": [1.0]}, "only read by schedule 'custom'"),
+        ({"schedule": "custom"}, "schedule='custom' needs options"),
+        ({"schedule": {"class_path": "Linear", "init_args": {"alphas": [1.0]}}}, "alphas"),
         ({"new_offsets": "keep"}, "new_offsets must be"),
     ],
 )
@@ -169,6 +168,20 @@ def test_bad_options_raise_naming_the_field(kwargs, message):
         FibonacciAttention(**kwargs)
 
 
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: Linear(alpha_min=1.5, alpha_max=0.5), "0 < alpha_min < alpha_max"),
+        (lambda: Coprime(alpha_min=0.0), "alpha_min=0.0"),
+        (lambda: Learned(alpha_max=math.inf), "alpha_max=inf"),
+        (lambda: Custom([1.0, -1.0]), "each in (0, inf), got [1.0, -1.0]"),
+    ],
+)
+def test_bad_schedule_options_raise_naming_the_field(build, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build()
+
+
 def test_custom_alphas_of_wrong_length_fail_at_model_build():
     with pytest.raises(ValueError, match=r"one alpha per layer \(16\), got 3"):
-        LanguageModel(tiny(), FibonacciAttention(schedule="custom", alphas=[1.0, 1.1, 1.2]))
+        LanguageModel(tiny(), FibonacciAttention(schedule=Custom([1.0, 1.1, 1.2])))

@@ -12,6 +12,7 @@ import torch
 from lit_sparse import FibonacciAttention
 from lit_sparse.attention import offsets
 from lit_sparse.attention.fibonacci_patterns import LearnedFibonacciPattern
+from lit_sparse.attention.schedules import Custom, Linear
 
 FIB15 = offsets.fibonacci_rungs(15)
 
@@ -148,8 +149,8 @@ def test_pow2_distances_of_a_prefix_are_the_prefix_of_the_distances(schedule, ne
 def test_pow2_keeps_the_papers_sets_at_the_training_length():
     """At the length the model is built at, the rungs are the paper's: every power of two
     <= T - 1, kept when round(alpha f) fits (a layer with alpha < 1 keeps rung 512)."""
-    for alpha in offsets.schedule_alphas("linear", 16):
-        pattern = FibonacciAttention(window=8, rungs="pow2", schedule="custom", alphas=[alpha])
+    for alpha in Linear().layer_alphas(16):
+        pattern = FibonacciAttention(window=8, rungs="pow2", schedule=Custom([alpha]))
         layer = pattern.build(0, 1, 1024)
         paper = offsets.layer_distances(alpha, offsets.pow2_rungs(1024), 8, 1024)
         assert layer.distances(1024) == paper
@@ -158,9 +159,9 @@ def test_pow2_keeps_the_papers_sets_at_the_training_length():
 
 @pytest.mark.parametrize(("n_layers", "same"), [(4, True), (6, True), (5, False), (8, False)])
 def test_coprime_warns_when_it_is_the_linear_schedule(n_layers, same, caplog):
-    from lit_sparse.attention import fibonacci
+    from lit_sparse.attention import schedules
 
-    fibonacci._warn_coprime_is_linear.cache_clear()
+    schedules._warn_coprime_is_linear.cache_clear()
     coprime = FibonacciAttention(schedule="coprime").layer_alphas(n_layers)
     linear = FibonacciAttention(schedule="linear").layer_alphas(n_layers)
     assert (coprime == linear) is same

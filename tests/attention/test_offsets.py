@@ -5,6 +5,7 @@ import math
 import pytest
 
 from lit_sparse.attention import offsets
+from lit_sparse.attention.schedules import Coprime, Custom, Fixed, Learned, Linear, to_schedule
 
 FIB15 = [1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987]
 COPRIME_SLOTS_L16 = [0, 7, 14, 5, 12, 3, 10, 1, 8, 15, 6, 13, 4, 11, 2, 9]
@@ -27,24 +28,25 @@ def test_coprime_stride(n_layers, stride):
 
 
 def test_linear_schedule_matches_paper():
-    alphas = offsets.schedule_alphas("linear", 16)
+    alphas = Linear().layer_alphas(16)
     assert alphas == pytest.approx([0.5 + layer / 15 for layer in range(16)])
 
 
 def test_coprime_schedule_matches_paper_and_permutes_linear():
-    alphas = offsets.schedule_alphas("coprime", 16)
+    alphas = Coprime().layer_alphas(16)
     assert alphas == pytest.approx([0.5 + slot / 15 for slot in COPRIME_SLOTS_L16])
-    assert sorted(alphas) == pytest.approx(offsets.schedule_alphas("linear", 16))
+    assert sorted(alphas) == pytest.approx(Linear().layer_alphas(16))
 
 
 def test_fixed_learned_and_custom_schedules():
-    assert offsets.schedule_alphas("fixed", 4) == [1.0] * 4
-    assert offsets.schedule_alphas("learned", 4, 0.5, 1.5) == [1.0] * 4
-    assert offsets.schedule_alphas("custom", 2, custom=[0.7, 1.3]) == [0.7, 1.3]
-    with pytest.raises(ValueError, match="one alpha per layer"):
-        offsets.schedule_alphas("custom", 3, custom=[0.7, 1.3])
+    assert Fixed().layer_alphas(4) == [1.0] * 4
+    assert Learned(0.5, 1.5).layer_alphas(4) == [1.0] * 4
+    assert Learned(init=[0.6, 1.1]).layer_alphas(2) == [0.6, 1.1]
+    assert Custom([0.7, 1.3]).layer_alphas(2) == [0.7, 1.3]
+    with pytest.raises(ValueError, match=r"alphas: needs one alpha per layer \(3\), got 2"):
+        Custom([0.7, 1.3]).layer_alphas(3)
     with pytest.raises(ValueError, match="schedule must be one of"):
-        offsets.schedule_alphas("cosine", 3)
+        to_schedule("cosine")
 
 
 def test_fixed_distances_at_1024_w8():
@@ -54,9 +56,7 @@ def test_fixed_distances_at_1024_w8():
 
 
 def test_linear_union_at_1024_w8_is_133():
-    per_layer = [
-        offsets.layer_distances(a, FIB15, 8, 1024) for a in offsets.schedule_alphas("linear", 16)
-    ]
+    per_layer = [offsets.layer_distances(a, FIB15, 8, 1024) for a in Linear().layer_alphas(16)]
     union = offsets.union_distances(per_layer)
     assert len(union) == 133
     assert len([d for d in union if d > 8]) == 124
@@ -76,7 +76,7 @@ def test_distances_clip_at_length_and_count_once():
 
 
 def test_new_distances_at_4096():
-    linear = offsets.schedule_alphas("linear", 16)
+    linear = Linear().layer_alphas(16)
     for layer, alpha in enumerate(linear):
         short = offsets.layer_distances(alpha, FIB15, 8, 1024)
         long = offsets.layer_distances(alpha, FIB15, 8, 4096)

@@ -15,6 +15,7 @@ import lit_sparse.attention
 from lit_sparse import FibonacciAttention, build_attention, list_attention, register_attention
 from lit_sparse.attention import AttentionPlugin, get_attention, registry
 from lit_sparse.attention.registry import builtin_names
+from lit_sparse.attention.schedules import Linear
 
 PACKAGE = Path(lit_sparse.attention.__file__).parent
 
@@ -142,7 +143,7 @@ def test_to_config_round_trips(name):
 
 def test_overrides_apply_to_instances():
     plugin = build_attention(FibonacciAttention(schedule="linear"), window=4)
-    assert (plugin.schedule, plugin.window) == ("linear", 4)
+    assert (plugin.schedule, plugin.window) == (Linear(), 4)
 
 
 # --- entry points, faked: what a broken or clashing package does ---------------------------

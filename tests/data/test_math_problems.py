@@ -8,9 +8,9 @@ from fractions import Fraction
 
 import pytest
 
+from corpus_tools.build import MATH_PROBLEMS, MATH_SEED, math_records, math_split
+from corpus_tools.math_problems import KINDS, generate
 from lit_sparse.data.embedded import read_records
-from lit_sparse.data.embedded.build import MATH_PROBLEMS, MATH_SEED, math_records, math_split
-from lit_sparse.data.embedded.math_problems import KINDS, generate
 
 N = 3000
 

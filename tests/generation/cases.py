@@ -11,6 +11,7 @@ import torch
 
 from lit_sparse import LanguageModel, ModelConfig, build_attention
 from lit_sparse.attention.fibonacci_patterns import LearnedFibonacciPattern
+from lit_sparse.attention.schedules import Learned
 from tests.attention.cases import plugin_cases
 
 N_LAYERS = 2
@@ -46,8 +47,7 @@ def generation_cases(window: int = 2) -> dict[str, object]:
         cases[f"fibonacci-learned-gaussian-{policy}"] = build_attention(
             "fibonacci",
             window=window,
-            schedule="learned",
-            rung_read="gaussian",
+            schedule=Learned(read="gaussian"),
             new_offsets=policy,
         )
     return cases

@@ -82,6 +82,38 @@ def test_grouped_heads_and_layouts(heads, kv_heads, position_major):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("case", ["bigbird", "fibonacci-learned-fibonacci"])
+def test_inputs_are_read_with_their_strides_and_outputs_come_in_their_layout(case):
+    """q, k, v as slices of one fused projection (the model's qkv: not dense) and an output
+    gradient with zero strides go in as they are; the results come back position-major (the
+    layout the model's next transpose views), and all equal the reference."""
+    gen = torch.Generator().manual_seed(3)
+    for pattern in patterns(case):
+        fused = torch.randn(2, 70, 4 + 2 + 2, 16, generator=gen, dtype=torch.float64)
+        q, k, v = (x.transpose(1, 2) for x in fused.split([4, 2, 2], dim=2))
+        assert not v.is_contiguous() and not v.transpose(1, 2).is_contiguous()
+        results = []
+        for path in (compiled.compiled_attention, slots_attention):
+            wrt = [x.detach().requires_grad_() for x in (q, k, v)]
+            out = path(*wrt, pattern.slots(70, q.device))
+            grad = torch.ones(2, 1, 70, 1, dtype=out.dtype).expand(out.shape)  # zero strides
+            results.append([out, *torch.autograd.grad(out, wrt, grad)])
+        ours, reference = results
+        assert all(x.transpose(1, 2).is_contiguous() for x in ours)
+        for a, b in zip(ours, reference, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_dense_inputs_give_results_in_their_own_layout():
+    """Contiguous (B, h, T, D) inputs (no model's view) give outputs and gradients laid out the
+    same, so that nothing downstream copies them."""
+    pattern = next(patterns("fibonacci-learned-fibonacci"))
+    for position_major in (False, True):
+        q, k, v = inputs(40, position_major=position_major)
+        out, dq, dk, dv, _ = run(compiled.compiled_attention, q, k, v, pattern)
+        assert out.stride() == dq.stride() == q.stride() and dk.stride() == k.stride()
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_lower_precision_inputs_compute_in_float32(dtype):
     pattern = build_attention("fibonacci", window=4, schedule="linear").build(1, 2, 64)
@@ -298,10 +330,10 @@ def test_slots_that_would_read_outside_the_inputs_are_refused(problem):
         lo = slots.rung_lo if slots.n_rungs else torch.zeros(0, dtype=torch.long)
         frac = slots.rung_frac.double() if slots.n_rungs else torch.zeros(0, dtype=torch.float64)
         keys = slots.block_keys if slots.n_absolute else torch.zeros(0, 0, dtype=torch.long)
-        q_pm, k_pm, v_pm = (x.detach().transpose(1, 2).contiguous() for x in (q, k, v))
+        q_rows, k_rows, v_rows = (x.detach() for x in (q, k, v))
         with pytest.raises(RuntimeError, match="is negative|do not cover"):
             build.extension().forward(
-                q_pm, k_pm, v_pm, exact, lo, frac, keys, slots.block_size,
+                q_rows, k_rows, v_rows, exact, lo, frac, keys, slots.block_size,
                 slots.min_abs_distance, 1,
             )  # fmt: skip
 

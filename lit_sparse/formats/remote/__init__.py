@@ -1,13 +1,7 @@
-"""The two small remote-code files a lit_sparse model folder carries (the modules beside this
-one), and the ``auto_map`` of its config.json that points at them.
-
-With them, ``transformers.AutoModelForCausalLM.from_pretrained(folder,
-trust_remote_code=True)`` works in a process that never imported lit_sparse: transformers
-imports the files, which import lit_sparse's own classes (``lit_sparse.interop.hf``, the
-``hf`` extra) and subclass them under the folder's module names (so transformers'
-``save_pretrained`` copies these files again, and nothing else). lit_sparse reads them as
-text: their import of ``lit_sparse.interop.hf``, above, is the one pyproject.toml lets through.
-"""
+"""The remote-code files a model folder carries (the modules beside this one) and the
+``auto_map`` pointing at them, so ``AutoModelForCausalLM.from_pretrained(folder,
+trust_remote_code=True)`` works without importing lit_sparse first. They subclass
+``lit_sparse.interop.hf``'s classes; lit_sparse reads them as text only."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""lit_sparse's transformers model (remote code; needs the `hf` extra:
-`pip install "lit_sparse[hf]"`): the lit_sparse network, its attention plugin and its
-bounded decoding cache."""
+"""lit_sparse's transformers model (remote code; needs ``pip install "lit_sparse[hf]"``)."""
 
 from lit_sparse.interop.hf import LitSparseForCausalLM as _LitSparseForCausalLM
 

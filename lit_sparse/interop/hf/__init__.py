@@ -1,12 +1,9 @@
-"""lit_sparse models in Hugging Face transformers (the ``hf`` extra): ``LitSparseConfig``,
-``LitSparseForCausalLM`` (``generate`` decodes through each attention pattern's own bounded
-cache, ``LitSparseCache``) and their registration.
+"""lit_sparse models in Hugging Face transformers (the ``hf`` extra): ``LitSparseConfig`` and
+``LitSparseForCausalLM``, whose ``generate`` decodes through each pattern's bounded
+``LitSparseCache``.
 
-Importing this package registers the classes with ``AutoConfig`` and ``AutoModelForCausalLM``
-(model type ``lit_sparse``), so a lit_sparse folder loads without remote code; ``import
-lit_sparse`` alone does not import transformers, so it stays light and works without the extra.
-Without transformers, or with one older than the minimum, importing this raises one line.
-"""
+Importing this package registers them with the Auto classes (model type ``lit_sparse``), so a
+folder loads without remote code; ``import lit_sparse`` alone never imports transformers."""
 
 from lit_sparse.interop.extras import (
     MIN_TRANSFORMERS,
@@ -39,8 +36,7 @@ __all__ = [
 
 
 def register() -> None:
-    """``AutoConfig`` and ``AutoModelForCausalLM`` know model type ``lit_sparse`` (done on
-    import; calling it again is harmless)."""
+    """Register model type ``lit_sparse`` with the Auto classes (done on import; idempotent)."""
     AutoConfig.register(LitSparseConfig.model_type, LitSparseConfig, exist_ok=True)
     AutoModelForCausalLM.register(LitSparseConfig, LitSparseForCausalLM, exist_ok=True)
 

@@ -1,13 +1,8 @@
 """``LitSparseCache``: a transformers ``Cache`` whose layers are lit_sparse's own decoders.
 
-Each layer keeps what its attention pattern reads (``LanguageModel.new_cache``), so a Fibonacci
-or sliding-window token costs the same at any context and the cache stops growing at the
-pattern's reach. Rows with the same left padding share one set of decoders that starts at their
-first token (:mod:`~lit_sparse.interop.hf.padding`). ``generate`` sizes it for the prompt plus
-``max_new_tokens``; one built without a length keeps the token ids it has seen and, past its
-length, rebuilds its decoders for twice the length (a Fibonacci layer's reach depends on the
-longest sequence it serves).
-"""
+Each layer keeps what its pattern reads, so a Fibonacci or sliding-window token costs the same
+at any context. Rows with the same left padding share decoders (:mod:`.padding`). Built
+without a length, it keeps the token ids and rebuilds for twice the length when outgrown."""
 
 from __future__ import annotations
 
@@ -32,21 +27,20 @@ RIGHT_PADDED = (
 
 @dataclass
 class RowGroup:
-    """The batch rows that share a left padding, and their decoders (positions from the
-    rows' first token)."""
+    """The batch rows sharing a left padding, and their decoders (positions from their first
+    token)."""
 
     rows: Tensor
     """(G,) int64 indices into the batch."""
     left: int
     decoding: DecodingCache
     tokens: list[Tensor] | None = None
-    """The rows' token ids so far, from their first token (kept only by a cache that
-    grows)."""
+    """The rows' token ids so far (kept only by a cache that grows)."""
 
 
 class LitSparseCacheLayer(CacheLayerMixin):
-    """One model layer's decoders (one per row group); transformers' ``update`` is not
-    used: the network's decoders write their own rows."""
+    """One layer's decoders, one per row group (the decoders write their own rows, not
+    ``update``)."""
 
     is_compileable = False
     is_croppable = False
@@ -74,8 +68,7 @@ class LitSparseCacheLayer(CacheLayerMixin):
         return self._cache.seen
 
     def get_max_length(self) -> int:
-        """The rows this layer keeps when that is fewer than the sequence (its reach: the
-        largest distance + 1), else -1 (the whole past: no bound)."""
+        """The rows this layer keeps (largest distance + 1), or -1 when it keeps the whole past."""
         decoders = self.decoders
         if not decoders:
             return -1
@@ -116,8 +109,8 @@ class LitSparseCache(Cache):
 
     Args:
         network: the ``lit_sparse.LanguageModel``.
-        max_length: columns (padding included) the cache serves; a call past them is
-            refused. None: it grows as calls come (keeping the token ids to rebuild from).
+        max_length: columns (padding included) the cache serves, refused past them; None:
+            grows as calls come.
     """
 
     def __init__(self, network, max_length: int | None = None):
@@ -158,8 +151,7 @@ class LitSparseCache(Cache):
         return steps[0] if n == 1 else torch.cat(steps, dim=1)
 
     def _continuing(self) -> RowLayout:
-        """The layout of the rows as they continue: the prompt's left padding, then tokens
-        without end."""
+        """The rows' layout as they continue: the prompt's left padding, then tokens."""
         if self._continuation is None:
             endless = torch.full_like(self.layout.left, 1 << 62)
             self._continuation = RowLayout(self.layout.left, endless, 1 << 62)
@@ -189,8 +181,8 @@ class LitSparseCache(Cache):
             group.tokens = [*(group.tokens or []), kept]
 
     def _run(self, input_ids: Tensor, offset: int | None) -> Tensor:
-        """Each group's rows through its decoders: the whole prompt from the group's first
-        token (``offset`` None), or the next column."""
+        """Each group's rows through its decoders: the whole prompt (``offset`` None) or the next
+        column."""
         batch, n = input_ids.shape
         if len(self.groups) == 1 and self.groups[0].left == 0:
             return self.network(input_ids, self.groups[0].decoding)
@@ -221,8 +213,8 @@ class LitSparseCache(Cache):
             )
 
     def _ensure(self, columns: int) -> None:
-        """Rebuild the decoders for twice the length when ``columns`` is more than they
-        serve (a cache built without a length), from the token ids they have seen."""
+        """Rebuild the decoders for twice the length from the seen ids when ``columns`` outgrows
+        them."""
         if columns <= self.max_length:
             return
         if not self.grows:
@@ -246,8 +238,8 @@ class LitSparseCache(Cache):
         return self.get_max_length()
 
     def get_max_length(self, layer_idx: int | None = None) -> int:
-        """The rows a layer keeps when bounded by its pattern (the ring: largest distance
-        + 1), the largest over the layers; -1 when a layer keeps the whole past."""
+        """The most rows a layer keeps (largest distance + 1); -1 when a layer keeps the whole
+        past."""
         layers = self.layers if layer_idx is None else [self.layers[layer_idx]]
         values = [layer.get_max_length() for layer in layers]
         return -1 if -1 in values else max(values)
@@ -308,8 +300,8 @@ class LitSparseCache(Cache):
         return self.groups[0].decoding.describe()
 
     def fill_random(self, batch: int, length: int, seed: int = 0) -> None:
-        """As if ``length`` unpadded columns of ``batch`` rows were decoded, with random keys
-        and values (benchmarks time a token after a long context without computing it)."""
+        """As if ``length`` columns of ``batch`` rows were decoded, with random keys and values
+        (benchmarks)."""
         total = max(self.max_length or 0, length + 1)
         self.max_length, self.grows = total, False
         decoding = self.network.new_cache(batch, total)

@@ -1,13 +1,9 @@
 """``LitSparseConfig``: a lit_sparse model folder's config.json as a transformers config.
 
-The source of truth is lit_sparse's own keys, ``arch`` (the ``ModelConfig`` fields) and
-``attention`` (the plugin's ``{class_path, init_args}``); the standard keys transformers
-and other tools read (``hidden_size``, ``num_hidden_layers``, ``max_position_embeddings``,
-...) are derived from them, so the two can never disagree. A folder saved by transformers'
-``save_pretrained`` keeps every key, and ``lit_sparse.LanguageModel.from_pretrained`` reads
-it like one written by lit_sparse. A config.json without ``arch`` or ``attention`` is refused
-(:meth:`LitSparseConfig.from_dict`): a default shape or plugin would not be the weights'.
-"""
+lit_sparse's keys ``arch`` (``ModelConfig`` fields) and ``attention`` (the plugin's
+``{class_path, init_args}``) are the truth; the standard keys (``hidden_size``...) derive
+from them. A config.json without ``arch`` or ``attention`` is refused: defaults would not be
+the weights'."""
 
 from __future__ import annotations
 
@@ -24,8 +20,7 @@ __all__ = ["LitSparseConfig"]
 
 
 class LitSparseConfig(PretrainedConfig):
-    """The model shape (``arch``), the attention plugin (``attention``), the training length
-    and the special token ids of a lit_sparse language model."""
+    """A lit_sparse model's shape (``arch``), attention plugin, training length and special ids."""
 
     model_type = "lit_sparse"
 
@@ -38,11 +33,10 @@ class LitSparseConfig(PretrainedConfig):
         """
         Args:
             arch: ``ModelConfig`` fields (default: the paper's model).
-            attention: the plugin as ``{"class_path", "init_args"}`` or a registry name
-                (default: dense). A plugin whose package is not installed is refused here,
-                in one line naming the package.
-            kwargs: transformers' own keys (``eos_token_id``, ...); the shape keys are
-                recomputed from ``arch``.
+            attention: the plugin as ``{"class_path", "init_args"}`` or a registry name (default:
+                dense); a plugin whose package is missing is refused in one line.
+            kwargs: transformers' own keys (``eos_token_id``, ...); shape keys come from
+                ``arch``.
         """
         shape = ModelConfig.from_dict(dict(arch or {}))
         plugin = build_attention(attention)
@@ -62,8 +56,8 @@ class LitSparseConfig(PretrainedConfig):
             setattr(self, key, value)
 
     def to_diff_dict(self) -> dict[str, Any]:
-        """transformers writes only the keys that differ from a default config; lit_sparse's
-        own keys and the shape keys are always written (lit_sparse reads the folder too)."""
+        """transformers' diff, always with lit_sparse's own and the shape keys (lit_sparse reads
+        them)."""
         values = super().to_diff_dict()
         keep = ("format", "arch", "attention", *shape_fields(self.model_config))
         values.update({key: getattr(self, key) for key in keep})
@@ -71,9 +65,8 @@ class LitSparseConfig(PretrainedConfig):
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs):
-        """transformers' ``from_dict`` (what ``from_pretrained`` and the Auto classes build a
-        config.json's config with), refusing one without ``arch`` or ``attention`` in one
-        line: the defaults (the paper's 60M shape, dense attention) are not the weights'."""
+        """transformers' ``from_dict``, refusing a config without ``arch`` or ``attention`` in one
+        line."""
         name = kwargs.get("name_or_path")  # the Auto classes pass the folder
         check_model_keys(config_dict, None if name is None else str(name))
         return super().from_dict(config_dict, **kwargs)

@@ -1,10 +1,6 @@
-"""What transformers asks of a cache that lit_sparse's decoders do not do themselves:
-another set of batch rows (beam search, ``num_return_sequences``).
-
-It works on any :class:`~lit_sparse.attention.decoding.LayerDecoder` whose batch state is
-its :class:`~lit_sparse.attention.decoding.KVCache` attributes (every built-in decoder: the
-slot ring, dense's and the recompute fallback's whole past).
-"""
+"""Reordering and repeating batch rows (beam search, ``num_return_sequences``) for any
+:class:`~lit_sparse.attention.decoding.LayerDecoder` whose batch state is its
+:class:`~lit_sparse.attention.decoding.KVCache` attributes (every built-in decoder)."""
 
 from __future__ import annotations
 
@@ -19,8 +15,7 @@ __all__ = ["rows_of"]
 
 
 def rows_of(cache: DecodingCache, rows: Tensor) -> DecodingCache:
-    """The decoders of batch rows ``rows`` of ``cache`` (a row may repeat: beams that share
-    a parent), each its own copy."""
+    """Copies of the decoders of batch rows ``rows`` of ``cache`` (a row may repeat)."""
     return DecodingCache([_layer_rows(layer, rows) for layer in cache.layers])
 
 

@@ -1,13 +1,9 @@
 """``LitSparseForCausalLM``: lit_sparse's ``LanguageModel`` as a transformers causal LM.
 
-One implementation of the network: the model wraps a ``LanguageModel`` and holds its modules
-under their own names, so its state dict is the ``LanguageModel``'s key for key and a folder
-saved by either loads in the other. ``generate`` decodes through
-:class:`~lit_sparse.interop.hf.cache.LitSparseCache` unless told not to cache.
-``from_pretrained`` runs the checks of ``lit_sparse.load_pretrained`` (the same functions,
-:mod:`lit_sparse.formats.pretrained`) before a weight is read; ``save_pretrained`` records the
-weights' digest and the live modules' shape, so lit_sparse loads a fine-tune back.
-"""
+It holds the ``LanguageModel``'s modules under their own names, so the state dicts match key
+for key and either loads the other's folder. ``from_pretrained`` runs
+``lit_sparse.load_pretrained``'s checks first; ``save_pretrained`` records the weights'
+digest and shape, so lit_sparse loads a fine-tune back."""
 
 from __future__ import annotations
 
@@ -53,8 +49,7 @@ CACHE_ARGUMENT = (
     if "cache" in inspect.signature(GenerationMixin.prepare_inputs_for_generation).parameters
     else "past_key_values"
 )
-"""The name generate passes the cache under: ``cache`` from transformers 5.2x, before it
-``past_key_values`` (the forward takes both)."""
+"""generate's name for the cache: ``cache`` from transformers 5.2x, else ``past_key_values``."""
 _OUTPUT_CACHE = (
     "cache"
     if "cache" in {f.name for f in dataclasses.fields(CausalLMOutputWithPast)}
@@ -74,11 +69,9 @@ class LitSparsePreTrainedModel(PreTrainedModel):
     _is_stateful = False
 
     def _init_weights(self, module) -> None:
-        """lit_sparse's own initialisation (``LanguageModel.reset_parameters``: N(0, std),
-        the residual outputs N(0, std / sqrt(2L)), the norms at 1) of what transformers
-        initialises itself: a model built without data, a tensor the checkpoint lacks, new
-        embedding rows; and RoPE's table (never saved: transformers builds the model without
-        data first)."""
+        """lit_sparse's own initialisation (``LanguageModel.reset_parameters``) for what
+        transformers initialises itself (missing tensors, new embedding rows), and RoPE's unsaved
+        table."""
         arch = self.config.model_config
         if isinstance(module, RotaryEmbedding):
             with torch.device("cpu"):
@@ -103,12 +96,11 @@ class LitSparsePreTrainedModel(PreTrainedModel):
 
 
 class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
-    """A lit_sparse language model (any registered attention plugin) for transformers:
-    ``from_pretrained``, ``generate`` with the pattern's bounded cache, pipelines.
+    """A lit_sparse language model (any attention plugin) for transformers: ``from_pretrained``,
+    ``generate`` with the pattern's bounded cache, pipelines.
 
     >>> model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
-    >>> model.generate(input_ids, max_new_tokens=50)
-    """
+    >>> model.generate(input_ids, max_new_tokens=50)"""
 
     def __init__(self, config: LitSparseConfig):
         super().__init__(config)
@@ -122,15 +114,12 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
     def from_pretrained(
         cls, pretrained_model_name_or_path, *model_args, verify_weights: bool = True, **kwargs
     ):
-        """transformers' ``from_pretrained`` after the checks ``lit_sparse.load_pretrained``
-        runs (one line naming the folder or file each): config.json names the model's shape
-        and attention, model.safetensors has the sha256 config.json records and fits that
-        shape, tokenizer.json beside it is the one config.json records; an attention edited
-        since training loads with one warning line naming the fields.
+        """transformers' ``from_pretrained`` after ``lit_sparse.load_pretrained``'s checks (config,
+        weights' and tokenizer's sha256, shape), each failure one line.
 
         Args:
-            verify_weights: check the weights' and the tokenizer's sha256; False loads files
-                changed on purpose (the shape is checked all the same).
+            verify_weights: check the sha256s; False loads files changed on purpose (the shape
+                is checked all the same).
         """
         name = str(pretrained_model_name_or_path)
         raw = _verify(pretrained_model_name_or_path, kwargs, verify_weights)
@@ -148,8 +137,8 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
 
     @classmethod
     def from_network(cls, network: LanguageModel, **config) -> LitSparseForCausalLM:
-        """A transformers model with ``network``'s weights (copied), in ``network``'s mode;
-        ``config``: extra config keys (e.g. ``eos_token_id``)."""
+        """A transformers model with a copy of ``network``'s weights; ``config``: extra config
+        keys."""
         model = cls(LitSparseConfig.from_network(network, **config))
         model.load_state_dict(network.state_dict())
         weight = network.embedding.weight
@@ -165,8 +154,7 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
         return result
 
     def _sync_shape(self) -> None:
-        """``config.arch``, the standard shape keys and the network's config from the live
-        modules (the embedding's rows and width, the blocks)."""
+        """Update ``config.arch``, the shape keys and the network's config from the live modules."""
         arch = {
             **self.config.arch,
             "vocab_size": self.embedding.num_embeddings,
@@ -207,18 +195,16 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
         """Next-token logits (B, n, vocab) of ``input_ids`` (B, n).
 
         Args:
-            attention_mask: (B, columns) 1 for tokens, 0 for padding, left or right; every
-                row is computed as if it were alone (logits at pad columns are 0).
-            position_ids: optional; if given, each row's tokens must be at 0, 1, 2, ... from
-                its first one (the only placement the model computes).
-            past_key_values: a :class:`LitSparseCache` to continue (``cache`` is the same
-                argument under transformers 5's name; generate passes one).
-            labels: (B, n) targets; the loss is the mean next-token cross-entropy of
-                ``logits[:, :-1]`` against ``labels[:, 1:]``, -100 ignored.
-            use_cache: return a new cache of this call when none is given (default: no).
+            attention_mask: (B, columns) 1 for tokens, 0 for padding, left or right; each row is
+                computed as if alone (logits at pad columns are 0).
+            position_ids: optional; each row's tokens must be at 0, 1, 2, ... from its first.
+            past_key_values: a :class:`LitSparseCache` to continue (``cache``: transformers 5's
+                name for it).
+            labels: (B, n) targets; the loss is the mean cross-entropy of ``logits[:, :-1]``
+                against ``labels[:, 1:]``, -100 ignored.
+            use_cache: return a new cache when none is given (default: no).
             logits_to_keep: return only the last k positions' logits (0: all).
-            kwargs: ``cache_position`` (older transformers) is checked against the cache's
-                length; loss options (``num_items_in_batch``) go to the loss.
+            kwargs: ``cache_position`` (checked against the cache's length); loss options.
         """
         cache = cache if cache is not None else past_key_values
         if input_ids is None or inputs_embeds is not None:
@@ -271,8 +257,8 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
             )
 
     def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
-        """generate's cache: a :class:`LitSparseCache` for the whole generation (the
-        prompt plus ``max_new_tokens``), unless the caller gave one or turned caching off."""
+        """A :class:`LitSparseCache` for prompt plus ``max_new_tokens``, unless given or turned
+        off."""
         given = model_kwargs.get(CACHE_ARGUMENT)
         if given is not None:
             if not isinstance(given, LitSparseCache):
@@ -299,11 +285,9 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
         return None
 
     def save_pretrained(self, save_directory, *args, **kwargs):
-        """transformers' ``save_pretrained``, plus the remote-code files and their
-        ``auto_map``, so the folder loads with ``trust_remote_code=True`` anywhere and with
-        ``lit_sparse.LanguageModel.from_pretrained``; config.json records the shape of the
-        live modules and the sha256 of the model.safetensors written (a fine-tune is not
-        refused as a damaged copy of the weights it started from)."""
+        """transformers' ``save_pretrained`` plus the remote-code files and ``auto_map``;
+        config.json records the live modules' shape and the new weights' sha256, so a fine-tune
+        loads in lit_sparse."""
         self._sync_shape()
         result = super().save_pretrained(save_directory, *args, **kwargs)
         folder = Path(save_directory)
@@ -323,8 +307,7 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
 
 
 def _resolve(name: str, filename: str, kwargs: dict[str, Any]) -> str | None:
-    """The local path of ``filename`` in the folder or hub repository ``from_pretrained``
-    reads (None: it has none, or it cannot be resolved: transformers' loader says why)."""
+    """The local path of ``filename`` in the folder or hub repository, else None."""
     from transformers.utils import cached_file
 
     hub = ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
@@ -336,10 +319,8 @@ def _resolve(name: str, filename: str, kwargs: dict[str, Any]) -> str | None:
 
 
 def _verify(name_or_path, kwargs: dict[str, Any], verify_weights: bool) -> dict | None:
-    """The checks of ``lit_sparse.load_pretrained``, with its functions, on the folder
-    ``from_pretrained`` is to read; returns its config.json (None: nothing checked, as for
-    weights given as a state dict, sharded or ``.bin`` weights: transformers reads those
-    unchecked)."""
+    """``lit_sparse.load_pretrained``'s checks on the folder ``from_pretrained`` reads; returns its
+    config.json (None: nothing checked, e.g. a state dict, sharded or ``.bin`` weights)."""
     if name_or_path is None or kwargs.get("state_dict") is not None:
         return None
     name = str(name_or_path)

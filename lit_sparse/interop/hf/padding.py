@@ -1,13 +1,9 @@
-"""Padded batches, exactly: where each row's tokens are, and a forward that computes every
-row as if it were alone.
+"""Padded batches, exactly: each row computed as if it were alone.
 
-A row of a padded batch is ``left`` pad columns, its tokens, then pad columns on the right.
-Attention is causal, so right padding changes nothing at a row's real positions. Left
-padding would shift every position (RoPE), and a pattern's absolute keys (BigBird's global
-and random ones) with it, so rows with the same left padding run together on their tokens
-alone, each group from position 0: exact for every plugin, built-in or not. Logits at pad
-columns are 0. A mask with a hole in a row is refused.
-"""
+A row is ``left`` pad columns, its tokens, then right padding (harmless: attention is causal).
+Left padding would shift positions (RoPE, BigBird's absolute keys), so rows with the same left
+padding run together on their tokens alone, from position 0. Logits at pad columns are 0; a
+mask with a hole in a row is refused."""
 
 from __future__ import annotations
 
@@ -46,8 +42,8 @@ class RowLayout:
 
 
 def row_layout(mask: Tensor | None, batch: int, columns: int) -> RowLayout:
-    """The layout of a (B, columns) ``attention_mask`` (1: a token, 0: padding); None is no
-    padding. A row whose tokens are not one contiguous run, or that has none, is refused."""
+    """The layout of a (B, columns) ``attention_mask`` (None: no padding); a broken row is
+    refused."""
     if mask is None:
         zeros = torch.zeros(batch, dtype=torch.long)
         return RowLayout(zeros, torch.full((batch,), columns, dtype=torch.long), columns)
@@ -73,9 +69,8 @@ def row_layout(mask: Tensor | None, batch: int, columns: int) -> RowLayout:
 
 
 def check_positions(position_ids: Tensor | None, layout: RowLayout, start: int) -> None:
-    """``position_ids`` (B or 1, n) of columns ``start .. start + n - 1`` must number each
-    row's tokens 0, 1, 2, ... from its first one (what transformers computes from the mask):
-    the only placement lit_sparse models compute. Pad columns may hold anything."""
+    """``position_ids`` (B or 1, n) of columns ``start ..`` must number each row's tokens 0, 1, 2,
+    ... from its first (pad columns may hold anything): the only placement the models compute."""
     if position_ids is None:
         return
     batch = layout.left.numel()
@@ -102,8 +97,8 @@ def check_positions(position_ids: Tensor | None, layout: RowLayout, start: int) 
 
 
 def padded_forward(network, input_ids: Tensor, layout: RowLayout) -> Tensor:
-    """Logits (B, n, V) of a padded batch without a cache: one forward when no row is
-    padded on the left, else one per group of rows with the same left padding."""
+    """Logits (B, n, V) of a padded batch: one forward per group of rows with the same left
+    padding."""
     if not layout.left_padded:
         return network(input_ids)
     batch, columns = input_ids.shape

@@ -1,6 +1,5 @@
-"""The datasets of lit_sparse's lm-eval tasks, built when a task loads from the installed
-package's held-out split (lit_sparse.evaluation.held_out_tasks), so they need no download
-and can never hold training text. lm-eval imports this file from the task folder."""
+"""The datasets of lit_sparse's lm-eval tasks, built from the installed package's held-out split
+(no download, never training text). lm-eval imports this file from the task folder."""
 
 from __future__ import annotations
 

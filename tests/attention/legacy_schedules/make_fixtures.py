@@ -19,7 +19,8 @@ CASES = {
     "fixed": ["--model.attention.init_args.schedule", "fixed"],
     "coprime": [
         "--model.attention.init_args.schedule", "coprime",
-        "--model.attention.init_args.alpha_min", "0.6", "--model.attention.init_args.alpha_max", "1.4",
+        "--model.attention.init_args.alpha_min", "0.6",
+        "--model.attention.init_args.alpha_max", "1.4",
     ],
     "custom": [
         "--model.attention.init_args.schedule", "custom",
@@ -61,7 +62,9 @@ def main() -> None:
         out.mkdir()
         shutil.copy(run / "config.yaml", out / "config.yaml")
         ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
-        small = {k: ckpt[k] for k in ("state_dict", "hyper_parameters", "pytorch-lightning_version")}
+        small = {
+            k: ckpt[k] for k in ("state_dict", "hyper_parameters", "pytorch-lightning_version")
+        }
         small.update(epoch=ckpt["epoch"], global_step=ckpt["global_step"])
         torch.save(small, out / "model.ckpt")
         model = LitLanguageModel.load_from_checkpoint(out / "model.ckpt").eval()

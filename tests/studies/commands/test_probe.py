@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from lit_sparse.__main__ import main as lit_main
 from lit_sparse.attention.gaussian_read import rung_width_at
@@ -108,15 +107,14 @@ def test_configs_follow_the_paper(depth):
         assert cfg.model.arch.n_layers == depth and cfg.model.arch.d_model == 256
         assert (cfg.model.arch.n_heads, cfg.model.arch.n_kv_heads) == (4, 2)
         assert cfg.model.arch.vocab_size == 512 and cfg.model.arch.context_length == 512
-        assert (args.window, args.n_rungs, args.schedule) == (8, 15, "learned")
+        assert (args.window, args.n_rungs) == (8, 15)
+        assert args.schedule.class_path == "lit_sparse.attention.schedules.Learned"
         assert cfg.data.distances == [200, 350] and cfg.data.batch_size == 2
         assert cfg.data.val_sequences >= 64
         assert cfg.model.lr == 1e-3 and cfg.model.weight_decay == 0.01
         assert cfg.model.min_lr_ratio == 1.0 and cfg.model.warmup_steps == 0
         assert cfg.trainer["max_steps"] == 2500
         staggered = [min(max(0.5 + i / (depth - 1), 0.55), 1.45) for i in range(depth)]
-        assert args.alpha_init == (None if init == "uniform" else pytest.approx(staggered))
-        assert (
-            yaml.safe_load(path.read_text())["model"]["attention"]["init_args"]["rung_read"]
-            == "interpolate"
-        )
+        schedule = args.schedule.init_args
+        assert schedule.init == (None if init == "uniform" else pytest.approx(staggered))
+        assert schedule.read == "interpolate"

