@@ -274,8 +274,7 @@ def evaluate_lengths(
         batch_size: windows per batch (default the datamodule's).
         reduce: sums a tensor over processes (e.g. ``lambda t: strategy.reduce(t, "sum")``);
             called exactly once, on every rank. None: a single process.
-        context: a context manager factory for the forward (e.g. the precision plugin's
-            ``forward_context``), so the numerics match validation.
+        context: a context manager factory for the forward (the precision plugin's, as validation).
         progress: show a progress bar on stderr.
     """
     inner: LanguageModel = getattr(model, "model", model)

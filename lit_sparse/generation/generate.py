@@ -209,9 +209,8 @@ class Generation:
 
 
 def generate(model, prompt_ids, max_new_tokens: int, **options: Any) -> Generation:
-    """Continue ``prompt_ids`` with ``model``: a :class:`Generation` yielding the next token of
-    every prompt, (B,), as soon as it is made. Memory and per-token cost are bounded by each
-    pattern's cache.
+    """Continue ``prompt_ids``: a :class:`Generation` yielding every prompt's next token (B,) as
+    soon as it is made; memory and per-token cost are bounded by each pattern's cache.
 
     Args:
         model: the language model (on its own device and dtype).

@@ -209,9 +209,8 @@ def export_run(
     format: str | None = None,
     option: str = "tokenizer=...",
 ) -> ExportResult:
-    """Export a run's newest checkpoint to the folder ``out``, all or nothing: model.safetensors,
-    config.json (EOS id, training length), the tokenizer files, generation_config.json, README.md
-    and, in lit_sparse's format, the remote-code files.
+    """Export a run's newest checkpoint to ``out``, all or nothing: model.safetensors, config.json,
+    the tokenizer, generation_config.json, README.md and (lit_sparse's format) the remote code.
 
     Args:
         path: a run folder, an experiment folder (its newest run) or a checkpoint file.

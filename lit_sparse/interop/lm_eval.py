@@ -87,8 +87,7 @@ class LitSparseLM(TemplateLM):
 
     Args:
         pretrained: an exported folder, a run folder, an experiment folder or a ``.ckpt`` file.
-        device: ``cpu``, ``cuda``, ``cuda:1``, ... (default: CUDA when there is one; without
-            CUDA, the CPU with a warning, as lm-eval's ``hf`` does).
+        device: ``cpu``, ``cuda``, ``cuda:1``, ... (default: CUDA, else the CPU with a warning).
         dtype: ``float32`` (as saved), ``bfloat16`` or ``float16``.
         batch_size: pairs or prompts per forward; ``auto``: about 16k input tokens.
         max_length: tokens per input (default: the training length from config.json).

@@ -1,11 +1,8 @@
-"""Kernels: attention over per-query key slots on every device, and the network's
-narrow-weight linear products (``mixed_linear``). ``sparse_attention`` picks the attention
-implementation: on the CPU the compiled loops (``compiled``, built by ``build``) or, where
-they cannot be built, sparse BLAS (``csr``); on CUDA the Triton kernel (``triton_kernel``)
-for relative slots once its first-use self-check passed on the (device, dtype)
-(``self_check``); else the chunked gather (``gather``, any device: BigBird's absolute keys
-on CUDA). ``reference`` holds the dense O(T^2) paths the tests compare against.
-"""
+"""Attention over per-query key slots, and narrow-weight linear products (``mixed_linear``).
+
+``sparse_attention`` picks: on the CPU the compiled loops (``compiled``), else sparse BLAS
+(``csr``); on CUDA the Triton kernel for relative slots once ``self_check`` passed on the
+(device, dtype); else the chunked gather (``gather``). ``reference``: dense O(T^2) for tests."""
 
 from __future__ import annotations
 
@@ -47,8 +44,7 @@ def _cpu_attention(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:
 
 
 def _triton_or_gather(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:
-    """The Triton kernel where it handles the slots and has passed its self-check on q's
-    (device, dtype); else the gather path."""
+    """The Triton kernel where it handles the slots and passed its self-check; else gather."""
     kernel = _triton()
     if kernel is not None and kernel.supported(q, k, slots) and self_check.trusted(kernel, q, k):
         return kernel.triton_attention(q, k, v, slots)

@@ -1,9 +1,6 @@
-"""Building the compiled CPU kernel: ``slots_cpu.cpp``, built on first use by torch's C++
-extension loader into a folder named by its build key (the CPU, torch, the Python ABI, the
-ninja version, the folders written into the build file and the source's hash), so that
-environments and checkouts keep their builds side by side. Where it cannot be built, or with
-``LIT_SPARSE_CPU_KERNEL=csr``, :func:`available` is False and the sparse-BLAS kernel runs.
-"""
+"""Builds ``slots_cpu.cpp`` on first use (torch's C++ extension loader) into a folder named by its
+build key, so environments and checkouts keep their builds apart. A failed build, or
+``LIT_SPARSE_CPU_KERNEL=csr``, makes :func:`available` False: the sparse-BLAS kernel runs."""
 
 from __future__ import annotations
 
@@ -42,10 +39,8 @@ def _cpu_signature() -> str:
 
 
 def _ninja() -> tuple[str, str | None]:
-    """The version and folder of the ``ninja`` package's binary (a dependency), the one the
-    build runs: ninja versions hash commands differently in ``.ninja_log`` (1.11 and 1.13
-    each read the other's entry as a changed command), so a system ninja earlier on PATH and
-    the environment's took turns rebuilding the same folder."""
+    """Version and folder of the ``ninja`` package's binary, the one the build runs: ninja
+    versions hash ``.ninja_log`` commands differently, so two would rebuild each other's folder."""
     try:
         import ninja
     except ImportError:  # torch's own check then names what is missing
@@ -67,12 +62,10 @@ def _ninja_first_on_path():
 
 
 def build_name() -> str:
-    """The extension's name, which names its build folder: the CPU's signature and a hash of
-    the torch version, the Python ABI, torch's and the Python headers' folders, the compiler
-    flags, the ninja version and the source."""
+    """The extension's (and build folder's) name: the CPU's signature and a hash of torch's
+    version, the Python ABI, torch's and Python's header folders, flags, ninja and the source."""
     abi = sysconfig.get_config_var("SOABI") or sys.implementation.cache_tag
-    # the include and library folders torch writes into build.ninja: two environments of one
-    # torch version (a CI venv beside a developer's) would each rebuild the other's folder
+    # folders torch writes into build.ninja: two environments would rebuild each other's folder
     folders = [str(Path(torch.__file__).parent), sysconfig.get_paths()["include"]]
     parts = [torch.__version__, abi, *folders, " ".join(_FLAGS), _ninja()[0], SOURCE.read_text()]
     digest = hashlib.sha1("\0".join(parts).encode()).hexdigest()[:12]
@@ -87,12 +80,9 @@ def build_directory(name: str) -> Path:
 
 
 def build_source(folder: Path) -> Path:
-    """The source, copied into its build folder once, and built from there.
-
-    torch writes the source's absolute path into ``build.ninja``, and ninja rebuilds when that
-    line changes: built from each checkout's own file, two checkouts of one commit (a
-    worktree, CI beside a clone) would rebuild over each other at every switch. The folder's
-    name holds the source's hash, so its copy is the same bytes for every checkout."""
+    """The source, copied once into its build folder (named by the source's hash) and built from
+    there: torch writes the source's path into ``build.ninja``, so two checkouts building their
+    own files would rebuild over each other."""
     copy, source = folder / SOURCE.name, SOURCE.read_bytes()
     if not copy.is_file() or copy.read_bytes() != source:
         write_bytes(copy, source)
@@ -101,13 +91,10 @@ def build_source(folder: Path) -> Path:
 
 @contextlib.contextmanager
 def build_lock(folder: Path):
-    """Hold the build folder for one process at a time, and clear a lock torch left behind.
+    """Hold the build folder for one process at a time, and remove a lock torch left behind.
 
-    torch's loader guards each build folder with a lock *file* that it deletes when done; a
-    process killed while loading (SIGKILL, an OOM kill, a killed test run) leaves the file,
-    and every later load then waits for it forever. An ``flock`` dies with its process, so
-    while this process holds one, a torch lock file in the folder is stale and removed.
-    """
+    torch's lock *file* outlives a killed process, and later loads wait for it forever; an
+    ``flock`` dies with its process, so while one is held, a torch lock file is stale."""
     try:
         import fcntl
     except ImportError:  # not POSIX: torch's own lock file only
@@ -127,8 +114,8 @@ def build_lock(folder: Path):
 
 @functools.cache
 def extension():
-    """The built module, or None (the reason logged once). A first build says so on stderr
-    when it starts and when it is done (about a minute)."""
+    """The built module, or None (the reason logged once); a first build (about a minute) says
+    so on stderr."""
     if os.environ.get("LIT_SPARSE_CPU_KERNEL", "").strip().lower() == "csr":
         return None
     try:

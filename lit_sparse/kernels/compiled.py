@@ -1,9 +1,5 @@
-"""The compiled CPU kernel's ops: attention of every query over its key slots (forward and
-backward), one decoding step, and the narrow-weight linear products. Plain loops over each
-query's slots, threads taking small work items from a shared counter (the source's header);
-the extension is built on first use (:mod:`lit_sparse.kernels.build`) and its threads counted
-by :mod:`lit_sparse.kernels.threads`.
-"""
+"""The compiled CPU kernel's ops: slot attention (forward and backward), one decoding step and
+the narrow-weight linear products. Built on first use by :mod:`lit_sparse.kernels.build`."""
 
 from __future__ import annotations
 
@@ -18,9 +14,8 @@ __all__ = ["available", "bf16_linear", "compiled_attention", "decode_step", "int
 
 
 def _resolve(slots: KeySlots, length: int):
-    """The slots against ``length``: exact distances that can be valid, the used rungs (and
-    their indices into the slots' rungs), the absolute keys and who reads each of them.
-    Slots that would read outside q, k, v are a ValueError (:meth:`KeySlots.check`)."""
+    """The slots at ``length``: the exact distances that can be valid, the used rungs (and their
+    indices), the absolute keys and their readers; ValueError for reads outside q, k, v."""
     slots.check(length, "the compiled CPU kernel", built=False)
     exact = slots.distances.to("cpu", torch.long)
     exact = exact[exact < length].contiguous()
@@ -59,8 +54,7 @@ def _readers(block_keys: Tensor, length: int) -> tuple[Tensor, Tensor, Tensor]:
 
 
 def _rows(x: Tensor, dtype: torch.dtype) -> Tensor:
-    """x (B, heads, T, D) in ``dtype`` with contiguous channels: x itself when it is (the
-    extension reads any other strides, the model's (B, T, heads, D) views among them)."""
+    """x (B, heads, T, D) in ``dtype`` with contiguous channels (other strides are read as is)."""
     x = x.to(dtype)
     return x if x.stride(-1) == 1 else x.contiguous()
 
@@ -100,8 +94,8 @@ class _CompiledAttention(torch.autograd.Function):
 
 
 def compiled_attention(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:
-    """Causal attention of q (B, H, T, D) over the slots of k, v (B, KV, T, D), on the CPU,
-    by the compiled kernel (call :func:`available` first)."""
+    """Causal attention of q (B, H, T, D) over the slots of k, v (B, KV, T, D) on the CPU (call
+    :func:`available` first)."""
     frac = slots.rung_frac if slots.n_rungs else q.new_empty(0)
     return _CompiledAttention.apply(q, k, v, frac, slots)
 

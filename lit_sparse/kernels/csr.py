@@ -1,34 +1,12 @@
-"""Linear-time sparse attention on the CPU: sparse-BLAS products over the slots' pattern.
+"""Linear-time sparse attention on the CPU: MKL sparse-BLAS products over the slots' pattern.
 
-Every query position ``t`` sees the same kinds of slots, shifted with ``t``: the key rows
-``t - d`` of the exact distances, two taps ``t - lo`` and ``t - lo - 1`` per interpolated
-rung, and the absolute keys of its block. The (query row, key row) pairs those slots name
-form a sparse pattern with a fixed number of entries per query row, so the op is four
-products that MKL's sparse BLAS runs over a CSR matrix, with no gathered copy of any row:
-
-- scores: a sampled product (SDDMM, ``torch.sparse.sampled_addmm``) of the query rows with
-  the rows of K (pre-scaled by 1/sqrt(D)) that the pattern names; a rung's score is
-  ``s_lo + frac * (s_hi - s_lo)`` (``s_hi - s_lo`` is saved for the gradient of ``frac``);
-- the output: a sparse-dense product (SpMM, ``torch.addmm`` with a CSR matrix) of the
-  probabilities on the pattern with V; a rung's probability is split over its two taps as
-  ``(1 - frac) * p`` and ``frac * p``;
-- backward: dP by the same SDDMM of dO with V, dS = P * (dP - rowsum(P * dP)), dQ by an
-  SpMM of dS with K; dK and dV by SpMMs with the transposed pattern (key row ``j`` is read
-  by query rows ``j + d``), per chunk of key rows, whose values are gathered from dS and P.
-  Absolute keys (BigBird) are not on a fixed shift: their dK/dV rows are reduced over the
-  KV group's heads and added with ``index_add_``.
-
-K and V are copied once into (B, T + 1, KV, D) arrays whose row 0 is zeros: a tap before
-the sequence start reads it. A rung's upper tap at its first row (query ``lo``, tap row -1)
-reads position 0 instead, as the slots define; the transposed pattern does not hold that
-pair, so position 0's dK/dV get those R rows' terms in a small extra product. Queries and
-keys are walked in chunks of positions so a chunk's scores stay in cache; the patterns of
-one chunk are built once per shape and reused by every chunk (a column offset per chunk).
-The probabilities are saved as the pattern's values (B, T, H, columns), a rung's already
-split over its taps, so the backward's products read them (and dS, laid out alike) as they
-are: O(T * columns) memory, no [T, T] tensor anywhere. Each product is one multi-threaded
-library call, so the cores share a chunk's work.
-"""
+The slots' (query row, key row) pairs are a CSR pattern with a fixed number of entries a row:
+scores are a sampled product (SDDMM) of Q with K (pre-scaled by 1/sqrt(D)), the output a SpMM of
+the probabilities with V; a rung scores ``s_lo + frac * (s_hi - s_lo)`` and splits its probability
+``(1 - frac) * p``, ``frac * p`` over its taps. The backward's dK, dV use the transposed pattern
+(key row ``j`` is read by query rows ``j + d``); absolute keys' rows go through ``index_add_``.
+K and V are packed as (B, T + 1, KV, D) with zero row 0 (taps before the start); positions are
+walked in cache-sized chunks sharing one pattern. O(T * columns) memory, no [T, T] tensor."""
 
 from __future__ import annotations
 
@@ -99,8 +77,8 @@ class _Plan:
 
     @property
     def key_positions(self) -> int:
-        """Rows per sequence of the packed K/V: a zero row, the keys, zero rows up to as many
-        as a pattern row has entries (a CSR matrix may not hold more entries than cells)."""
+        """Rows per sequence of the packed K/V: a zero row, the keys, zero rows up to a pattern
+        row's entries (a CSR matrix holds no more entries than cells)."""
         return max(self.length + 1, self.columns)
 
     @property
@@ -276,9 +254,8 @@ class _Work:
 
 
 def _split_rungs(plan: _Plan, taps: Tensor) -> None:
-    """In place on pattern values (n, G, columns) whose first S columns hold per-slot values:
-    a rung's x becomes (1 - frac) * x on its lower tap and frac * x on its upper one (so a
-    slot's value is the sum of its columns)."""
+    """In place on pattern values (n, G, columns), first S columns per slot: a rung's x becomes
+    (1 - frac) * x on its lower tap and frac * x on its upper one (a slot sums its columns)."""
     r, slots = plan.n_rungs, plan.slots
     lower, upper = taps[:, :, slots - r : slots], taps[:, :, slots:]
     torch.mul(lower, plan.frac, out=upper)
@@ -399,9 +376,8 @@ def _backward(plan, q, grad_out, probs, sdiff, k_rows, v_rows):
 
 
 def _first_row_products(plan: _Plan, ds, probs, q, do, dk, dv) -> None:
-    """dK and dV of position 0 from each rung's first row: query lo's upper tap reads
-    position 0 (its row -1 does not exist), which the transposed pattern (key row j is read
-    by query j + lo + 1) does not hold."""
+    """dK and dV of position 0 from each rung's first row (query lo's upper tap reads position 0
+    for the missing row -1), a pair the transposed pattern does not hold."""
     n_exact, r, slots, cols = plan.n_exact, plan.n_rungs, plan.slots, plan.columns
     kv, g, d = plan.kv_heads, plan.groups, plan.head_dim
     rows = torch.tensor(plan.taps[n_exact : n_exact + r])  # each rung's lo (< length)
@@ -416,9 +392,8 @@ def _first_row_products(plan: _Plan, ds, probs, q, do, dk, dv) -> None:
 
 
 def _key_chunk_products(plan: _Plan, pat: _Patterns, j0: int, pairs) -> None:
-    """For the key positions j0.. of one sequence and each (values on the query-side
-    pattern, x, out) of ``pairs``: out rows += (the pattern with those values)^T x, over the
-    relative taps."""
+    """For key positions j0.. of one sequence and each (query-side pattern values, x, out) in
+    ``pairs``: out rows += (the pattern with those values)^T x over the relative taps."""
     c = min(plan.chunk, plan.length - j0)
     heads, length = plan.heads, plan.length
     entries = c * plan.kv_heads * len(plan.taps) * plan.groups

@@ -1,11 +1,8 @@
-"""Linear-time sparse attention in plain torch: chunked gathers, log-sum-exp saved, no [T, T].
+"""Linear-time sparse attention in plain torch (any device): chunked gathers, no [T, T].
 
-The forward walks the queries in chunks; for each chunk it gathers the rows every slot
-points at (exact distances, both taps of interpolated rungs, absolute keys), so memory is
-O(chunk * slots * head_dim) on top of the O(T * head_dim) inputs and outputs. Only the
-output and the log-sum-exp are saved; the backward recomputes the chunk's scores and sends
-key and value gradients back to their rows with ``index_add_``.
-"""
+Each chunk of queries gathers the rows its slots point at (exact distances, both rung taps,
+absolute keys): O(chunk * slots * D) memory beyond the inputs. Only the output and log-sum-exp
+are saved; the backward recomputes each chunk's scores and adds dK, dV with ``index_add_``."""
 
 from __future__ import annotations
 

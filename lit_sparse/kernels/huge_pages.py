@@ -1,13 +1,8 @@
-"""Large CPU buffers backed by transparent huge pages where the system allows it.
+"""Large CPU buffers on transparent huge pages where the system allows it.
 
-A fresh multi-MB tensor is a new memory mapping: every 4 KB page faults on first write. At
-T = 65,536 the CPU kernel's outputs and buffers are about 500 MB a call, 122,000 faults,
-a quarter of its time on a VM here. Asking the kernel for huge pages on those mappings
-(``madvise(MADV_HUGEPAGE)``, honoured when ``/sys/kernel/mm/transparent_hugepage/enabled``
-is ``always`` or ``madvise``) makes that a few hundred 2 MB faults. PyTorch offers the same
-for every allocation with ``THP_MEM_ALLOC_ENABLE=1``, read once at its first allocation;
-this does it per buffer, from any process. Elsewhere (not Linux, no libc) it is a no-op.
-"""
+A fresh multi-MB tensor faults on every 4 KB page at first write; ``madvise(MADV_HUGEPAGE)``
+(honoured when transparent_hugepage is ``always`` or ``madvise``) makes those 2 MB faults. Unlike
+``THP_MEM_ALLOC_ENABLE=1`` it works per buffer, from any process; elsewhere it is a no-op."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""Products with weights stored in a narrower dtype than the activations.
-
-A decoding step at batch 1 streams every weight once, so its time is the weights' bytes
-over the memory bandwidth: weights kept in bfloat16 halve it, while activations, norms and
-every sum stay float32 (``lit_sparse.generation.weights.bfloat16_weights``). On the CPU a
-few rows at a time (decoding) go through the compiled kernel, which widens each weight as it
-reads it; more rows (a prefill chunk) widen the weight once for a float32 matrix product.
-"""
+"""Products with weights stored narrower than the activations (bfloat16 weights halve a decoding
+step's memory traffic; sums stay float32). On the CPU a few rows (decoding) go through the
+compiled kernel, widening each weight as read; more rows widen the weight once."""
 
 from __future__ import annotations
 

@@ -30,12 +30,8 @@ def slots_mask(slots: KeySlots, length: int) -> Tensor:
 
 
 def slots_attention(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:
-    """Dense reference of ``sparse_attention``, interpolated rungs included.
-
-    Scores against every key are computed densely; a rung's score is the dense score
-    matrix contracted with a (T, T) interpolation matrix, so this path shares no indexing
-    with the kernels it checks.
-    """
+    """Dense reference of ``sparse_attention``, rungs included: a rung's score is the dense
+    scores contracted with a (T, T) interpolation matrix, sharing no indexing with the kernels."""
     length, groups = q.shape[-2], q.shape[1] // k.shape[1]
     k = k.repeat_interleave(groups, dim=1)  # (B, H, T, D): fine in a reference
     v = v.repeat_interleave(groups, dim=1)

@@ -1,29 +1,11 @@
 """The Triton kernel checks itself before it is trusted: once per (device, dtype) per process.
 
-On its first use on a device and dtype, the kernel runs one small problem built to hit what
-sparse kernels get wrong (silent wrong gradients are the field's common failure: a
-block-sparse backward off by hundreds of times, a race giving NaN, gradients near 1e11 when
-many queries select one key):
-
-- many queries reading one key: every query leans toward key 0 (its largest score by about
-  4), and key 0 is read through a band of short distances, the longer ones, and the first
-  row of every rung (whose missing upper tap reads row 0);
-- learned rungs (interpolated pairs, one of them lo = 0, one invalid), whose ``frac`` gets
-  a gradient;
-- GQA: 2 KV heads, the caller's query heads per KV head (2 when it has 1), the caller's
-  head dim, the model's position-major layout (strided reads);
-- a length (100) that is no multiple of the kernel's block, with a distance past its end.
-
-The forward and the gradients of q, k, v and ``frac`` are compared with the gather path's
-(``gather.py``) on the same device from the same rounded inputs, computed in float64
-(float32 where the device has no float64). Any error above :data:`TOLERANCES` (or a kernel
-that raises) sends that (device, dtype) to the gather path for the rest of the process, with
-one warning line saying what disagreed and by how much.
-
-``LIT_SPARSE_KERNEL_CHECK``: unset or ``1`` checks; ``0`` skips the check (the kernel is
-trusted); ``strict`` makes a disagreement a :class:`~lit_sparse.errors.KernelCheckError`.
-The check is no proof: one launch cannot catch a race that strikes one launch in a hundred.
-"""
+On first use it runs :data:`PROBLEM`, built to hit what sparse kernels get wrong (many queries
+reading one key, learned rungs, GQA in the model's strided layout, a partial last block), and
+compares the output and the gradients of q, k, v and ``frac`` with the gather path's in float64.
+An error above :data:`TOLERANCES`, or a raise, sends that (device, dtype) to the gather path with
+one warning. ``LIT_SPARSE_KERNEL_CHECK``: ``0`` skips, ``strict`` raises
+:class:`~lit_sparse.errors.KernelCheckError`. One launch cannot catch a rare race."""
 
 from __future__ import annotations
 
@@ -46,27 +28,14 @@ ENV = "LIT_SPARSE_KERNEL_CHECK"
 """The environment variable: ``0`` skips the check, ``strict`` makes a failure an error."""
 
 TOLERANCES = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 3e-2}
-"""The largest allowed error, as max |kernel - reference| / (1 + max |reference|), per input
-dtype (the measure of ``tests/kernels/test_triton_cuda.py``, whose bfloat16 limit this is).
-The reference is exact to float64; the kernel computes in float32 and stores its outputs and
-gradients in the input dtype.
-
-- float32: no ``tl.dot`` (so no tf32), and a GPU's ``exp`` within a few ulp. Accumulation
-  over the problem's slots gives up to 1e-6 (the gather path in float32, and the kernel in
-  Triton's interpreter), so 1e-4 leaves 100x.
-- float16 and bfloat16: storing a result rounds it by 2^-11 and 2^-8 of its size, and the
-  backward's delta comes from the rounded output. The gather path run in those dtypes
-  (float32 inside, results rounded) measures up to 4e-4 and 3.2e-3 on this problem at
-  head dims 16-128, so the limits leave 25x and 9x for what the kernel rounds differently.
-
-A wrong kernel misses by far more: key 0's dK doubled measures 0.3-0.65 here (head dims 16
-and 64), and NaN always fails."""
+"""Largest allowed max |kernel - reference| / (1 + max |reference|) per input dtype: 100x, 25x
+and 9x what the gather path rounded to the dtype measures; a wrong kernel misses by far more,
+and NaN always fails (docs/performance.md)."""
 
 
 @dataclass(frozen=True)
 class Problem:
-    """The check's problem: the slots, the batch and the length (the heads and head dim are
-    the caller's)."""
+    """The check's slots, batch and length (the heads and head dim are the caller's)."""
 
     length: int = 100
     """No multiple of any block the kernel picks (16 to 128 positions): a partial last block."""
@@ -92,9 +61,8 @@ class Problem:
         )
 
     def inputs(self, dtype: torch.dtype, groups: int, head_dim: int) -> list[Tensor]:
-        """q, k, v and the output's gradient, rounded to ``dtype``, in the model's layout
-        ((B, T, heads, D) memory viewed as (B, heads, T, D)), on the CPU; every query leans
-        toward key 0."""
+        """q, k, v and the output's gradient on the CPU, rounded to ``dtype``, in the model's layout
+        ((B, T, heads, D) memory viewed as (B, heads, T, D)); every query leans toward key 0."""
         gen = torch.Generator().manual_seed(0)
 
         def draw(heads):
@@ -137,10 +105,9 @@ def mode() -> str:
 
 
 def trusted(kernel: ModuleType, q: Tensor, k: Tensor) -> bool:
-    """Whether ``kernel`` (the Triton kernel module) may serve q's device and dtype: checked on
-    the first call for each (device, dtype) at q's query heads per KV head and head dim, a
-    dict lookup after. A disagreement warns once and returns False from then on; under
-    ``strict`` it raises KernelCheckError (one line) on every call instead."""
+    """Whether ``kernel`` may serve q's (device, dtype): checked on the first call at q's query
+    heads per KV head and head dim, a dict lookup after. A disagreement warns once and returns
+    False; under ``strict`` it raises KernelCheckError (one line) on every call."""
     found = _verdicts.get((q.device, q.dtype), _UNCHECKED)
     if found is _UNCHECKED:
         first_use = _first_use

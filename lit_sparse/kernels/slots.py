@@ -1,9 +1,5 @@
-"""The description of which keys a query attends to, shared by every sparse kernel.
-
-:meth:`KeySlots.check` is the bounds check every slot set passes before a kernel reads with
-it: a pattern's slots when they are built (``SlotPattern.slots``), and every call of the CPU
-kernels (an index outside the inputs there is a read of memory the op does not own).
-"""
+"""Which keys a query attends to, shared by every sparse kernel; :meth:`KeySlots.check` bounds
+every slot set before a kernel reads with it (built patterns, and every CPU kernel call)."""
 
 from __future__ import annotations
 
@@ -22,12 +18,9 @@ class KeySlots:
     - exact distances ``d``: key ``i - d`` when ``i >= d``;
     - interpolated rungs ``(lo, frac)``: a virtual key and value
       ``(1 - frac) * row[i - lo] + frac * row[max(i - lo - 1, 0)]``, valid when the rung is
-      valid and ``i >= lo``; ``frac`` may carry a gradient. At the rung's first row (i = lo)
-      the upper tap's row -1 does not exist and the nearest row, 0, is read: both taps read
-      row 0, so that row's key is row 0 whatever ``frac`` is (no gradient to ``frac``);
-    - absolute keys per block of queries: ``block_keys[i // block_size]``, -1 for none,
-      valid when ``i - key >= min_abs_distance`` (this keeps them causal and out of the
-      window, so no key is counted twice).
+      valid and ``i >= lo``; ``frac`` may carry a gradient (none at i = lo: both taps read row 0);
+    - absolute keys per block of queries: ``block_keys[i // block_size]``, -1 for none, valid
+      when ``i - key >= min_abs_distance`` (causal, and out of the window: no key counted twice).
     """
 
     distances: Tensor
@@ -59,15 +52,11 @@ class KeySlots:
         return int(self.distances.numel()) + self.n_rungs + self.n_absolute
 
     def check(self, length: int, owner: str = "KeySlots", built: bool = True) -> None:
-        """Raise ValueError, naming ``owner`` (who built or passed the slots) and the bad
-        value, unless every slot stays inside a sequence of ``length`` keys and at or
-        before its query: distances >= 0, rungs' lo >= 0, absolute keys >= -1 (-1: none)
-        with ``min_abs_distance`` >= 0 and a block of keys for every position.
-
-        ``built`` (a pattern's slots when they are built): also distances distinct and
-        ascending from 0 (every query sees itself) and below ``reach``, rungs' lo below
-        ``reach``, absolute keys below ``length``. A kernel's guard (``built=False``) checks
-        only what its reads need: slots built for a longer sequence are valid there."""
+        """ValueError naming ``owner`` and the bad value unless every slot stays inside ``length``
+        keys, at or before its query: distances >= 0, rungs' lo >= 0, absolute keys >= -1 (none)
+        with ``min_abs_distance`` >= 0 and a block of keys for every position. ``built``: also
+        distances distinct, ascending from 0 and below ``reach``, rungs' lo below ``reach``,
+        absolute keys below ``length`` (a kernel's guard checks only what its reads need)."""
         problem = self._problem(length, built)
         if problem:
             raise ValueError(f"{owner}: slots at length {length}: {problem}")

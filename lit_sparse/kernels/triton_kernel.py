@@ -1,30 +1,12 @@
 """Triton kernel of the sparse op for CUDA tensors (optional extra ``triton``).
 
-Forward: one program per (query block, batch, KV head) holds the block's queries of all G
-query heads of the group as a (BLOCK_M, G, D) tile; for each slot it loads one contiguous
-(BLOCK_M, D) K tile shifted by the slot's distance and one V tile, shared by the G heads
-(broadcast in registers, never repeated in memory), and updates an online softmax. A slot
-pairs each query row with one key row, so its score is a row-wise dot product, not a
-matrix product: the kernel uses elementwise products and reductions, no ``tl.dot`` (and
-so no minimum tile size). Interpolated rungs load both taps (lo and lo + 1) and blend
-them with ``frac``. The forward saves the log-sum-exp.
-
-Backward, no atomics:
-
-- a dQ pass over query blocks (as the forward, recomputing probabilities from the
-  log-sum-exp), which also computes delta = rowsum(dO * O) from the output and its
-  gradient (written for the next pass) and each program's partial gradient of every
-  rung's ``frac`` (summed on the host);
-- a dK/dV pass over key blocks by mirrored shifts: key row j receives from query rows
-  j + d, so for each slot the program loads the contiguous (BLOCK_N, G, D) query and
-  output-gradient tiles shifted by +d; a rung's key row is the lower tap of query j + lo
-  and the upper tap of query j + lo + 1 (row 0 is also the upper tap of query lo, whose
-  row -1 does not exist: the slots read the nearest row instead).
-
-Absolute (per-block) keys, as BigBird uses, are not handled here: ``sparse_attention``
-sends such slots to the torch path. Blocks are powers of two; D is padded to one.
-Testable on the CPU with ``TRITON_INTERPRET=1`` (float32).
-"""
+Forward: a program per (query block, batch, KV head) holds the group's G query heads as one
+(BLOCK_M, G, D) tile; per slot it loads the (BLOCK_M, D) K and V tiles shifted by its distance
+(a rung: both taps, blended by ``frac``) and updates an online softmax. A slot's score is a
+row-wise dot product, so no ``tl.dot`` (no minimum tile). Backward, no atomics: a dQ pass (also
+delta and per-program ``frac`` gradients), then a dK/dV pass by mirrored shifts (key row j is
+read by query rows j + d). Absolute (BigBird) keys are not handled: the torch path serves them.
+Testable on the CPU with ``TRITON_INTERPRET=1`` (float32)."""
 
 from __future__ import annotations
 

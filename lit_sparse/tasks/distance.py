@@ -168,10 +168,9 @@ class DistanceDataModule(RecallDataModule):
         seq_len: T, the training length.
         vocab_size: V, keys from [1, V/2), values from [V/2, V), filler from [0, V).
         batch_size: training examples per batch, each with d uniform in [2, T - 2].
-        pairs: key-value pairs per training example (``distance_pairs``); held-out examples
-            have one.
-        values_in_filler: draw the filler from the whole vocabulary (the default) or from the
-            key range [0, V/2) only, so the values stand out as MQAR's do.
+        pairs: key-value pairs per training example (held-out examples have one).
+        values_in_filler: filler from the whole vocabulary (default), or from the key range
+            [0, V/2) only, so the values stand out as MQAR's do.
         val_examples: examples per distance bucket at T.
         min_examples: examples per bucket at longer lengths, at least.
         val_batch_size: held-out examples per validation batch.

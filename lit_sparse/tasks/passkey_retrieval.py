@@ -148,8 +148,7 @@ def _depth_name(depth: float) -> str:
 
 @register_task("passkey")
 class PasskeyDataModule(RecallDataModule):
-    """Passkey retrieval in Shakespeare: a key of digits at a depth of the text, asked for at the
-    end (the embedded tokenizer).
+    """Passkey retrieval: a key of digits at a depth of Shakespeare, asked for at the end.
 
     Args:
         seq_len: T, the training length.
