@@ -136,3 +136,19 @@ def test_no_test_folder_stands_in_for_an_installed_package():
         spec = importlib.util.find_spec(folder.name)
         origin = Path(spec.origin).resolve() if spec and spec.origin else None
         assert origin is None or tests not in origin.parents, (folder.name, origin)
+
+
+def test_no_file_the_suite_reads_is_ignored_by_git():
+    """A fixture that git ignores passes here and fails in a clean clone (CI)."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(
+        ["git", "ls-files", "--others", "--ignored", "--exclude-standard", "tests"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    caches = ("__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints")
+    ignored = [path for path in listed if not any(part in caches for part in Path(path).parts)]
+    assert ignored == [], f"git ignores these files under tests/; a clean clone lacks: {ignored}"
