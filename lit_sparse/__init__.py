@@ -1,6 +1,4 @@
-"""lit_sparse: sparse causal attention for language models on PyTorch Lightning.
-
-Public names import on first use, so commands that need no torch start at once."""
+"""lit_sparse: sparse causal attention for language models on PyTorch Lightning."""
 
 from __future__ import annotations
 

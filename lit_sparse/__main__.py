@@ -1,7 +1,4 @@
-"""``python -m lit_sparse <command>`` (or ``lit-sparse <command>``).
-
-Lightning commands go to the LightningCLI, the project's own to ``lit_sparse.commands``, and
-other packages add commands through the ``lit_sparse.commands`` entry point group."""
+"""``python -m lit_sparse <command>``: Lightning's, the project's own and installed packages'."""
 
 from __future__ import annotations
 
@@ -32,8 +29,7 @@ COMMAND_ENTRY_POINTS = "lit_sparse.commands"
 
 
 def installed_commands() -> dict[str, importlib.metadata.EntryPoint]:
-    """Other packages' commands (name -> entry point), unimported; one of lit_sparse's names is
-    left out with a warning line."""
+    """Other packages' commands by name, unimported; one of lit_sparse's names warns, left out."""
     found = {}
     for entry in importlib.metadata.entry_points(group=COMMAND_ENTRY_POINTS):
         if entry.name in OWN_COMMANDS or entry.name in LIGHTNING_COMMANDS:
@@ -49,8 +45,7 @@ def installed_commands() -> dict[str, importlib.metadata.EntryPoint]:
 
 
 def summary(entry: importlib.metadata.EntryPoint) -> str:
-    """The first sentence of an installed command's module docstring (read without importing
-    it), else its target."""
+    """An installed command's module docstring's first sentence (not imported), else its target."""
     try:
         spec = importlib.util.find_spec(entry.module)
         doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text())) if spec else None
@@ -105,8 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(f"lit_sparse.commands.{argv[0].replace('-', '_')}")
         return module.main(argv[1:])
     if argv[0] not in LIGHTNING_COMMANDS and not argv[0].startswith("-"):
-        entry = installed_commands().get(argv[0])
-        if entry is not None:
+        if (entry := installed_commands().get(argv[0])) is not None:
             return _run_installed(entry, argv[1:])
     from lit_sparse.cli import main as lightning_main
 

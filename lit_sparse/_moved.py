@@ -1,5 +1,4 @@
-"""Old module paths (named by saved run configs and notebooks) importable until
-:data:`REMOVED_IN` with a FutureWarning; each is the module at its new home."""
+"""Old module paths (saved configs name them), importable with a FutureWarning until REMOVED_IN."""
 
 from __future__ import annotations
 
@@ -12,6 +11,7 @@ import warnings
 REMOVED_IN = "0.3.0"
 """The lit_sparse version without the old paths."""
 
+_KERNELS = "compiled csr gather huge_pages mixed_linear reference self_check slots triton_kernel"
 MOVED = {
     "lit_sparse.analysis": "lit_sparse.runs.analysis",
     "lit_sparse.checkpoints": "lit_sparse.runs.checkpoints",
@@ -22,15 +22,10 @@ MOVED = {
     "lit_sparse.interop.sources": "lit_sparse.interop.loading",
     "lit_sparse.data.probe": "lit_sparse.tasks.probe",
     "lit_sparse.attention.kernels": "lit_sparse.kernels",
-    "lit_sparse.attention.kernels.compiled": "lit_sparse.kernels.compiled",
-    "lit_sparse.attention.kernels.csr": "lit_sparse.kernels.csr",
-    "lit_sparse.attention.kernels.gather": "lit_sparse.kernels.gather",
-    "lit_sparse.attention.kernels.huge_pages": "lit_sparse.kernels.huge_pages",
-    "lit_sparse.attention.kernels.mixed_linear": "lit_sparse.kernels.mixed_linear",
-    "lit_sparse.attention.kernels.reference": "lit_sparse.kernels.reference",
-    "lit_sparse.attention.kernels.self_check": "lit_sparse.kernels.self_check",
-    "lit_sparse.attention.kernels.slots": "lit_sparse.kernels.slots",
-    "lit_sparse.attention.kernels.triton_kernel": "lit_sparse.kernels.triton_kernel",
+    **{
+        f"lit_sparse.attention.kernels.{name}": f"lit_sparse.kernels.{name}"
+        for name in _KERNELS.split()
+    },
 }
 """old module path -> where it lives now."""
 

@@ -1,9 +1,7 @@
-"""LightningCLI for ``python -m lit_sparse fit|validate|test|extrapolate``: wiring only (the
-checks live in ``runs.launch``, ``runs.matching`` and ``runs.trainer``)."""
+"""LightningCLI for ``python -m lit_sparse fit|validate|test|extrapolate``: wiring only."""
 
 from __future__ import annotations
 
-import importlib
 import shutil
 import sys
 import tempfile
@@ -23,16 +21,10 @@ from lit_sparse.attention.registry import expand_attention_names
 from lit_sparse.data import DataSourceUnavailable, checked_seq_len
 from lit_sparse.errors import find_user_error, interrupted
 from lit_sparse.io.atomic import storage_failure
+from lit_sparse.io.class_paths import import_class
 from lit_sparse.io.yaml_files import check_config_files
 from lit_sparse.module import LitLanguageModel
-from lit_sparse.parsing.arguments import (
-    OPTIMIZER_OPTIONS,
-    LitSparseArgumentParser,
-    check_optimizer_args,
-    check_optimizer_values,
-    full_help_requested,
-    help_requested,
-)
+from lit_sparse.parsing import arguments
 from lit_sparse.parsing.config_loader import MODE
 from lit_sparse.runs import is_global_rank_zero, launch, release_all
 from lit_sparse.runs.checkpoints import is_checkpoint
@@ -54,12 +46,12 @@ TRAINER_DEFAULTS = {
     },
     "plugins": [{"class_path": "lit_sparse.runs.checkpoints.AtomicCheckpointIO"}],
 }
+PARSER_KWARGS = {"default_env": False, "prog": "python -m lit_sparse", "parser_mode": MODE}
 
 
 def data_vocab_size(data: Namespace) -> int:
     """The model vocabulary of the data config before anything is built (``model_vocab_size``)."""
-    module, _, name = data.class_path.rpartition(".")
-    cls = getattr(importlib.import_module(module), name)
+    cls = import_class(data.class_path)
     init_args = data.get("init_args") or Namespace()
     try:
         return cls.model_vocab_size(**init_args.as_dict())
@@ -76,21 +68,18 @@ class LitSparseCLI(LightningCLI):
         kwargs.setdefault("save_config_callback", launch.RunConfigCallback)
         kwargs.setdefault("datamodule_class", LightningDataModule)
         kwargs.setdefault("subclass_mode_data", True)
-        kwargs.setdefault(
-            "parser_kwargs",
-            {"default_env": False, "prog": "python -m lit_sparse", "parser_mode": MODE},
-        )
+        kwargs.setdefault("parser_kwargs", PARSER_KWARGS)
         kwargs.setdefault("trainer_class", LitSparseTrainer)
-        kwargs.setdefault("parser_class", LitSparseArgumentParser)
+        kwargs.setdefault("parser_class", arguments.LitSparseArgumentParser)
         # the module configures its optimizer and schedule (model.lr, model.optimizer, ...)
         kwargs.setdefault("auto_configure_optimizers", False)
         quiet_lightning()
-        args, self.full_help = full_help_requested(sys.argv[1:] if args is None else args)
+        args, self.full_help = arguments.full_help_requested(sys.argv[1:] if args is None else args)
         # field docstrings become --help text; reading them costs 0.7 s a parser: only for help
-        set_parsing_settings(docstring_parse_attribute_docstrings=help_requested(args))
+        set_parsing_settings(docstring_parse_attribute_docstrings=arguments.help_requested(args))
         args = expand_attention_names(args)
         check_config_files(args)
-        check_optimizer_args(args)
+        arguments.check_optimizer_args(args)
         commands = self.subcommands()
         if args and args[0] in commands:  # only the command run gets a parser (seconds each)
             self.subcommands = lambda: {args[0]: commands[args[0]]}
@@ -117,7 +106,7 @@ class LitSparseCLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         # saved configs carry "optimizer: null" (LightningCLI's keys): accepted, a value refused
-        for key in OPTIMIZER_OPTIONS:
+        for key in arguments.OPTIMIZER_OPTIONS:
             parser.add_argument(f"--{key}", type=Any, default=None, help=SUPPRESS)
         parser.link_arguments(
             "data.init_args.seq_len", "model.arch.context_length", compute_fn=checked_seq_len
@@ -141,11 +130,11 @@ class LitSparseCLI(LightningCLI):
             )
         if subcommand == "fit":
             dump = self._parser("fit").dump
-            launch.continue_run(
-                config,
-                self.save_config_kwargs,
-                lambda: yaml.safe_load(dump(config, skip_none=False)) or {},
-            )
+
+            def dumped() -> dict:
+                return yaml.safe_load(dump(config, skip_none=False)) or {}
+
+            launch.continue_run(config, self.save_config_kwargs, dumped)
         else:
             self.log_stem = launch.evaluation_log_dir(config, subcommand)
 
@@ -158,11 +147,10 @@ class LitSparseCLI(LightningCLI):
             check_checkpoint(self.config[subcommand], subcommand, filename)
 
     def before_instantiate_classes(self) -> None:
-        """Refuse an ``optimizer`` / ``lr_scheduler`` value; ``fast_dev_run`` writes to a temporary
-        folder, removed at the end."""
+        """Refuse an optimizer / lr_scheduler value; ``fast_dev_run`` writes to a temp folder."""
         subcommand = self.config.get("subcommand")
         config = self.config[subcommand] if subcommand else self.config
-        check_optimizer_values(config)
+        arguments.check_optimizer_values(config)
         launch.without_hp_metric(config)
         if config.trainer.get("fast_dev_run"):
             self.scratch_dir = Path(tempfile.mkdtemp(prefix="lit_sparse-fast_dev_run-"))
@@ -189,13 +177,9 @@ class LitSparseCLI(LightningCLI):
                 check = getattr(callback, "check_data", None)
                 if callable(check) and self.datamodule is not None:
                     check(self.datamodule)
-        launch.claim_log_dir(
-            self.trainer,
-            subcommand,
-            self.config[subcommand].get("ckpt_path"),
-            self.log_stem,
-            self.save_config_kwargs.get("config_filename", "config.yaml"),
-        )
+        ckpt_path = self.config[subcommand].get("ckpt_path")
+        filename = self.save_config_kwargs.get("config_filename", "config.yaml")
+        launch.claim_log_dir(self.trainer, subcommand, ckpt_path, self.log_stem, filename)
 
     before_fit = partialmethod(_before, "fit")
     before_validate = partialmethod(_before, "validate")
@@ -216,8 +200,7 @@ def _interrupted(subcommand: str | None) -> int:
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    """Run the CLI; a user error prints one line instead of a traceback, Ctrl-C one line and
-    exit status 130."""
+    """Run the CLI; a user error prints one line instead of a traceback, Ctrl-C one line (130)."""
     argv = list(sys.argv[1:] if args is None else args)
     subcommand = next((a for a in argv if not a.startswith("-")), None)
     try:
@@ -229,8 +212,7 @@ def main(args: Sequence[str] | None = None) -> int:
             return _interrupted(subcommand)
         raise
     except Exception as err:
-        user_error = find_user_error(err) or storage_failure(err)
-        if user_error is None:
+        if (user_error := find_user_error(err) or storage_failure(err)) is None:
             raise
         print(f"error: {user_error}", file=sys.stderr)
         return 2

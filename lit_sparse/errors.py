@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
@@ -82,11 +83,8 @@ INTERRUPTED = 130
 
 
 def interrupted(detail: str = "") -> int:
-    """How every command ends on Ctrl-C: stdout flushed, one ``interrupted`` line on stderr
-    (with ``detail``), exit status 130."""
-    try:
+    """How every command ends on Ctrl-C: stdout flushed, one line on stderr, exit status 130."""
+    with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
-    except (OSError, ValueError):
-        pass
     print(f"interrupted (Ctrl-C){f': {detail}' if detail else ''}", file=sys.stderr)
     return INTERRUPTED

@@ -59,8 +59,7 @@ class RecallAccuracy(Metric):
 
 
 def labelled_counts(logits: Tensor, mask: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
-    """(correct, mask) for :meth:`RecallAccuracy.update`: (B, T) booleans from logits (N, V)
-    and targets (N,) of the N labelled positions of ``mask`` (B, T)."""
+    """(correct, mask) (B, T) for RecallAccuracy: ``logits`` (N, V), ``targets`` (N,) at mask."""
     correct = torch.zeros_like(mask)
     correct[mask] = logits.argmax(-1) == targets
     return correct, mask

@@ -1,10 +1,8 @@
 """The decoder-only language model: pre-norm blocks of attention and SwiGLU, tied head.
 
-x += Attn(RMSNorm(x)); x += FFN(RMSNorm(x)); logits = RMSNorm(x) @ embedding^T.
-Attention projects q, k, v (GQA), rotates q and k (RoPE, rotate-half) and hands them to the
-layer's pattern from the attention plugin. With a decoding cache (``new_cache``) each later
-token goes through the layer's decoder. ``save_pretrained`` / ``from_pretrained`` /
-``push_to_hub`` come from huggingface_hub's mixin (:mod:`lit_sparse.formats.pretrained`)."""
+x += Attn(RMSNorm(x)); x += FFN(RMSNorm(x)); logits = RMSNorm(x) @ embedding^T. Attention
+projects q, k, v (GQA), rotates q and k (RoPE) and hands them to the layer's pattern; with a
+decoding cache (``new_cache``) to the layer's decoder. Hub methods: huggingface_hub's mixin."""
 
 from __future__ import annotations
 
@@ -27,8 +25,7 @@ from lit_sparse.kernels.mixed_linear import linear
 
 
 class Linear(nn.Linear):
-    """A bias-free projection whose weight may be narrower than the activations (computed in
-    theirs)."""
+    """A bias-free projection; its weight may be narrower than the activations (run in theirs)."""
 
     def __init__(self, in_features: int, out_features: int):
         super().__init__(in_features, out_features, bias=False)
@@ -38,10 +35,9 @@ class Linear(nn.Linear):
 
 
 class FusedProjection(nn.Module):
-    """Several projections of one input as one product, for decoding: their weights stacked in one
-    unsaved buffer (float32 column-major, bfloat16 row-major for the compiled kernel), the
-    projections' weights views of it. Replacing a weight (``.to()``, a quantization) ends the
-    fusion (:meth:`active` False)."""
+    """Projections of one input as one product, for decoding: their weights are views of one unsaved
+    stacked buffer (float32 column-major, bfloat16 row-major for the compiled kernel). Replacing a
+    weight (``.to()``, a quantization) ends the fusion (:meth:`active` False)."""
 
     DTYPES = (torch.float32, torch.bfloat16)
 
@@ -58,8 +54,7 @@ class FusedProjection(nn.Module):
 
     @classmethod
     def fuse(cls, projections: list[nn.Linear]) -> FusedProjection | None:
-        """The fused projection of float32 or bfloat16 CPU ``nn.Linear``s sharing an input, else
-        None."""
+        """The fusion of float32 or bfloat16 CPU ``nn.Linear``s sharing an input, else None."""
         weights = [getattr(p, "weight", None) for p in projections]
         if not all(isinstance(p, nn.Linear) for p in projections) or not all(
             w.device.type == "cpu" and w.dtype == weights[0].dtype in cls.DTYPES for w in weights
@@ -264,18 +259,10 @@ class LanguageModel(
 
     def new_cache(self, batch: int, max_length: int) -> DecodingCache:
         """Every layer's decoder for ``batch`` sequences of up to ``max_length`` tokens, on the
-        model's device and activation dtype: a ring of the largest distance + 1 rows for
-        Fibonacci and sliding window, the whole past for dense and BigBird."""
-        weight, config = self.norm.weight, self.config
-        shape = DecodeShape(
-            batch,
-            config.n_heads,
-            config.n_kv_heads,
-            config.head_dim,
-            max_length,
-            weight.device,
-            weight.dtype,
-        )
+        model's device and activation dtype (a ring of rows, or the whole past: the pattern's)."""
+        config, weight = self.config, self.norm.weight
+        heads = (config.n_heads, config.n_kv_heads, config.head_dim)
+        shape = DecodeShape(batch, *heads, max_length, weight.device, weight.dtype)
         return DecodingCache([pattern.decoder(shape) for pattern in self.patterns])
 
     @property
@@ -337,8 +324,7 @@ class LanguageModel(
 
     # -------------------------------------- huggingface_hub mixin (formats/pretrained.py)
     def save_pretrained(self, save_directory, *, tokenizer=None, **kwargs):
-        """huggingface_hub's ``save_pretrained`` (model.safetensors, config.json, a model card;
-        ``push_to_hub`` passes through); with ``tokenizer`` its files go in too."""
+        """huggingface_hub's (``push_to_hub`` too), with ``tokenizer``'s files in the folder."""
         pretrained.check_savable(self)  # before huggingface_hub makes or empties the folder
         self._tokenizer_to_save = tokenizer  # read by _save_pretrained, also when pushing
         try:
@@ -353,8 +339,8 @@ class LanguageModel(
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, **kwargs) -> LanguageModel:
-        """The model of an exported folder or hub repository; ``verify_weights=False`` loads weights
-        changed on purpose. A damaged folder is one line naming the file."""
+        """The model of an exported folder or hub repository (``verify_weights=False``: changed
+        weights load)."""
         path = str(pretrained_model_name_or_path)
         if os.path.isdir(path):
             pretrained.read_config(path)  # not JSON: one line, not the loader's traceback
@@ -365,8 +351,7 @@ class LanguageModel(
 
     def _save_pretrained(self, save_directory: Path) -> None:
         pretrained.save(self, save_directory)
-        tokenizer = getattr(self, "_tokenizer_to_save", None)
-        if tokenizer is not None:
+        if (tokenizer := getattr(self, "_tokenizer_to_save", None)) is not None:
             tokenizer.save_pretrained(save_directory)
 
     @classmethod
@@ -381,8 +366,7 @@ class LanguageModel(
 
 
 def token_nll(logits: Tensor, targets: Tensor, ignore_index: int = -100) -> Tensor:
-    """Per-token NLL (B, T) of ``targets`` (B, T) under ``logits`` (B, T, V), in float32 from one
-    cross-entropy; 0 where a target is ``ignore_index``."""
+    """Float32 NLL (B, T) of ``targets`` (B, T) under ``logits`` (B, T, V); 0 where ignored."""
     logits, flat = logits.flatten(0, 1).float(), targets.flatten()
     nll = F.cross_entropy(logits, flat, reduction="none", ignore_index=ignore_index)
     return nll.view_as(targets)

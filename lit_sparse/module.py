@@ -1,7 +1,5 @@
-"""The LightningModule: next-token loss, AdamW groups, warmup + cosine, held-out validation.
-
-With sparse labels (``datamodule.sparse_labels``: the recall tasks) the loss is the mean over
-labelled positions, the head runs there only, and validation scores :class:`RecallAccuracy`."""
+"""The LightningModule: next-token loss, AdamW, warmup + cosine, held-out validation; with sparse
+labels (recall tasks) loss and head at the labelled positions only, and :class:`RecallAccuracy`."""
 
 from __future__ import annotations
 
@@ -16,6 +14,7 @@ import torch.nn.functional as F
 from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor, nn
 
+from lit_sparse import sharding
 from lit_sparse.attention import AttentionPlugin, SlotPattern, build_attention
 from lit_sparse.attention.registry import upgrade_attention_specs
 from lit_sparse.config import ModelConfig
@@ -25,13 +24,6 @@ from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, TokenNLL, labelled_
 from lit_sparse.model import LanguageModel, token_nll
 from lit_sparse.optimizers import OPTIMIZERS, eight_bit_adamw
 from lit_sparse.schedule import warmup_cosine
-from lit_sparse.sharding import (
-    data_parallel_mesh,
-    gathered,
-    is_sharded,
-    mixed_precision,
-    shard_model,
-)
 
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
@@ -133,13 +125,12 @@ class LitLanguageModel(pl.LightningModule):
         self._evaluating = contextlib.ExitStack()
 
     def configure_model(self) -> None:
-        """Under a device mesh (``configs/strategy/fsdp2.yaml``) shard each block and the rest with
-        FSDP2 (:mod:`lit_sparse.sharding`); otherwise nothing."""
-        if self.device_mesh is None or is_sharded(self.model):
+        """Under a device mesh (configs/strategy/fsdp2.yaml) shard each block and the rest."""
+        if self.device_mesh is None or sharding.is_sharded(self.model):
             return
-        mesh = data_parallel_mesh(self.device_mesh)
-        policy = mixed_precision(self.trainer.precision, mesh.device_type)
-        shard_model(self.model, self.model.blocks, mesh, policy)
+        mesh = sharding.data_parallel_mesh(self.device_mesh)
+        policy = sharding.mixed_precision(self.trainer.precision, mesh.device_type)
+        sharding.shard_model(self.model, self.model.blocks, mesh, policy)
 
     @property
     def config(self) -> ModelConfig:
@@ -153,8 +144,7 @@ class LitLanguageModel(pl.LightningModule):
         return token_nll(self.model(x), y)
 
     def labelled_logits(self, x: Tensor, y: Tensor, features=None) -> tuple[Tensor, Tensor]:
-        """Logits (N, V) at the N labelled positions of y (B, T), computed there only, and their
-        mask."""
+        """Logits (N, V) at the N labelled positions of y (B, T), computed there only; the mask."""
         mask = y != IGNORE_INDEX
         hidden = (features or self.model.features)(x)
         return self.model.head(hidden[mask]), mask  # (N, d) -> (N, V)
@@ -190,8 +180,7 @@ class LitLanguageModel(pl.LightningModule):
         return loss
 
     def _training_features(self):
-        """The features for training, compiled on first use with ``compile`` (the module still
-        pickles)."""
+        """The features for training, compiled on first use with ``compile`` (still picklable)."""
         if not self.hparams.get("compile"):
             return self.model.features
         if self._train_features is None:
@@ -219,8 +208,7 @@ class LitLanguageModel(pl.LightningModule):
 
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path, *args: Any, **kwargs: Any):  # type: ignore[override]
-        """Lightning's, with a checkpoint's attention options as an older version saved them
-        brought to today's form (:func:`~lit_sparse.attention.registry.upgrade_attention_specs`)."""
+        """Lightning's, with older versions' attention options upgraded to today's form."""
         if "attention" not in kwargs and Path(str(checkpoint_path)).is_file():
             saved = torch.load(checkpoint_path, map_location="cpu", mmap=True, weights_only=False)
             attention = (saved.get("hyper_parameters") or {}).get("attention")
@@ -238,8 +226,7 @@ class LitLanguageModel(pl.LightningModule):
         self._apply_resumed_changes()
 
     def _apply_resumed_changes(self) -> None:
-        """Apply a resume's changed optimizer or schedule values (RESUMABLE_HPARAMS) from this step
-        on: the restored states would keep the checkpoint's."""
+        """Apply a resume's changed RESUMABLE_HPARAMS (restored states keep the checkpoint's)."""
         saved, hp = getattr(self, "_resumed_hparams", None), self.hparams
         self._resumed_hparams = None
         if not saved or all(_same(saved[k], hp.get(k)) for k in saved):
@@ -279,7 +266,7 @@ class LitLanguageModel(pl.LightningModule):
 
     def on_validation_start(self) -> None:
         # sharded: every process holds the whole weights while it scores its own windows
-        self._evaluating.enter_context(gathered(self.model))
+        self._evaluating.enter_context(sharding.gathered(self.model))
 
     on_test_start = on_validation_start
 
@@ -310,9 +297,9 @@ class LitLanguageModel(pl.LightningModule):
             self.val_acc[name].update(*labelled_counts(logits, mask, y[mask]))
             nll = torch.zeros(mask.shape, dtype=labelled.dtype, device=labelled.device)
             nll[mask] = labelled
-            return {"nll": nll.detach(), "set": name}
-        nll = self.token_nll(x, y)
-        self.val_nll[name].update(nll)
+        else:
+            nll = self.token_nll(x, y)
+            self.val_nll[name].update(nll)
         return {"nll": nll.detach(), "set": name}
 
     test_step = validation_step  # the held-out sets scored as validate does, logged as test/*
@@ -351,8 +338,7 @@ class LitLanguageModel(pl.LightningModule):
             self.log("step", float(step), sync_dist=True)
 
     def _log_accuracy(self, prefix: str) -> None:
-        """``<prefix>/acc/<set>``, ``<prefix>/exact/<set>`` (all processes) and their mean
-        ``<prefix>/acc``."""
+        """``<prefix>/acc/<set>``, ``<prefix>/exact/<set>`` and the mean ``<prefix>/acc``."""
         accuracies = []
         for name in self.val_set_names():
             metric = self.val_acc[name]
@@ -366,14 +352,11 @@ class LitLanguageModel(pl.LightningModule):
         if accuracies:
             self.log(f"{prefix}/acc", torch.stack(accuracies).mean(), prog_bar=True)
 
-    def on_test_end(self) -> None:
-        self._evaluating.close()
-        if self._trainer is not None:  # "step" served the loggers (see on_validation_end)
-            self.trainer.callback_metrics.pop("step", None)
-
     def on_validation_end(self) -> None:
         self._evaluating.close()  # after the callbacks' hooks: their evaluations too
         # "step" served the loggers (and ModelCheckpoint at this validation); a later
         # checkpoint must name its own step, not this one's
         if self._trainer is not None:
             self.trainer.callback_metrics.pop("step", None)
+
+    on_test_end = on_validation_end

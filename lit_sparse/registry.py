@@ -1,8 +1,4 @@
-"""A registry of one kind of plugin (attention patterns, tasks): short name -> class.
-
-Built-ins are a package's modules, imported on first use (a new one is one decorated file);
-entry points that fail to load, are of another kind or take a taken name are skipped with a
-warning naming the distribution."""
+"""A registry of one kind of plugin (attention patterns, tasks): short name -> class."""
 
 from __future__ import annotations
 
@@ -70,8 +66,7 @@ class Registry(Generic[P]):
             self.loaded["entry_points"] = True  # first: a plugin may look names up as it loads
             builtins = set(self.builtin_names())
             for entry in self.entry_points():
-                problem = self._register_entry_point(entry, builtins)
-                if problem:
+                if problem := self._register_entry_point(entry, builtins):
                     dist = getattr(entry.dist, "name", None) or "an unknown distribution"
                     log.warning(
                         "warning: %s plugin %r (%s, from %s) is not registered: %s",

@@ -1,7 +1,5 @@
 """FSDP2 for the network: each block, then the rest, ``fully_shard``-ed over the data-parallel
-mesh dimension. Scalar parameters (a learned ``theta``) cannot be sharded: they stay whole,
-gradients averaged as DDP does. Uneven forward counts (evaluation) run inside :func:`gathered`.
-"""
+mesh dimension; scalars (a learned ``theta``) stay whole, their gradients averaged as DDP does."""
 
 from __future__ import annotations
 
@@ -37,8 +35,7 @@ FORWARD_METHODS = ("features",)
 
 
 def data_parallel_mesh(mesh: DeviceMesh) -> DeviceMesh:
-    """The data-parallel dimension of Lightning's 2-D mesh; ConfigError unless the
-    tensor-parallel size is 1 (no tensor-parallel plan)."""
+    """The data-parallel dimension of Lightning's 2-D mesh (tensor-parallel size must be 1)."""
     names = mesh.mesh_dim_names or ()
     if "tensor_parallel" in names and mesh["tensor_parallel"].size() != 1:
         raise ConfigError(
@@ -49,8 +46,7 @@ def data_parallel_mesh(mesh: DeviceMesh) -> DeviceMesh:
 
 
 def mixed_precision(precision: str | None, device_type: str) -> MixedPrecisionPolicy:
-    """The blocks' FSDP2 policy: on CUDA with bf16, bf16 weights (half the all-gather) and float32
-    gradient reductions; otherwise float32 throughout."""
+    """The blocks' FSDP2 policy: bf16 weights, float32 reductions on CUDA with bf16; else fp32."""
     if device_type == "cuda" and str(precision or "").startswith("bf16"):
         return MixedPrecisionPolicy(
             param_dtype=torch.bfloat16, reduce_dtype=torch.float32, cast_forward_inputs=False
@@ -71,8 +67,7 @@ def _average_gradient(param: nn.Parameter, group: dist.ProcessGroup, size: int) 
 def shard_model(
     model: nn.Module, units: Iterable[nn.Module], mesh: DeviceMesh, policy: MixedPrecisionPolicy
 ) -> None:
-    """``fully_shard`` each of ``units`` with ``policy``, then ``model`` (the rest, float32 so
-    the residual stream sums in float32) over the 1-D ``mesh``; scalars stay whole."""
+    """``fully_shard`` each of ``units``, then ``model`` (float32: residual sums) over ``mesh``."""
     scalars = {p for p in model.parameters() if p.ndim == 0}
     for unit in units:
         fully_shard(unit, mesh=mesh, mp_policy=policy, ignored_params=scalars)
@@ -89,8 +84,7 @@ def shard_model(
 
 @contextlib.contextmanager
 def gathered(model: nn.Module) -> Iterator[None]:
-    """Every process holds ``model``'s whole weights in the block, so it may run any number of
-    forwards (collective on entry and exit; a no-op unsharded or already gathered)."""
+    """Whole weights on every process in the block, for any number of forwards (collective)."""
     if not is_sharded(model) or getattr(model, "_lit_sparse_gathered", False):
         yield
         return

@@ -1,7 +1,5 @@
-"""Attention plugins: a registry of named patterns sharing the model's projections and RoPE.
-
-The registry finds built-ins (modules here with ``@register_attention``) and the
-``lit_sparse.attention`` entry points itself; the imports below are conveniences."""
+"""Attention plugins: a registry of named patterns sharing the model's projections and RoPE
+(built-ins here with ``@register_attention``, packages by ``lit_sparse.attention`` entry points)."""
 
 from lit_sparse.attention.base import AttentionPattern, AttentionPlugin, SlotPattern
 from lit_sparse.attention.bigbird import BigBirdAttention

@@ -18,10 +18,8 @@ from lit_sparse.kernels.reference import slots_attention
 
 
 class AttentionPattern(nn.Module, ABC):
-    """One layer's causal attention pattern, from RoPE'd q (B, H, T, D) and k, v (B, KV, T, D).
-
-    Projections and RoPE live in the model, so a pattern has dense's parameters (a learned
-    schedule adds its alpha)."""
+    """One layer's causal attention pattern, from RoPE'd q (B, H, T, D) and k, v (B, KV, T, D)
+    (the model holds the projections and RoPE)."""
 
     max_length: int | None = None
     """The longest sequence the pattern supports; None (every built-in): any length."""
@@ -53,8 +51,7 @@ class AttentionPattern(nn.Module, ABC):
         return None
 
     def decoder(self, shape: DecodeShape) -> LayerDecoder:
-        """This layer's incremental decoder up to ``shape.max_length``. The default reruns
-        ``forward`` over the whole past per token (exact, O(T)); override for a cheaper read."""
+        """This layer's incremental decoder; the default reruns ``forward`` per token."""
         return RecomputeDecoder(self, shape)
 
 
@@ -86,18 +83,16 @@ class SlotPattern(AttentionPattern):
         return slots_attention(q, k, v, self.slots(q.shape[-2], q.device))
 
     def decoder(self, shape: DecodeShape) -> LayerDecoder:
-        """The slots at the total length name the rows each token reads (prefix consistency);
-        a subclass with its own ``reference`` math falls back to rerunning its forward."""
+        """The slots at the total length name each token's rows (prefix consistency); a
+        subclass with its own ``reference`` math reruns its forward."""
         if type(self).reference is not SlotPattern.reference:
             return super().decoder(shape)
         return SlotDecoder(self, shape, self.slots(shape.max_length, shape.device))
 
 
 class AttentionPlugin(Configurable, ABC):
-    """A registered attention family and its options; builds the pattern of every layer.
-
-    Constructor arguments are typed and documented (they are ``--help``) and kept as attributes
-    of the same name, so ``to_config`` writes ``{"class_path", "init_args"}`` back."""
+    """A registered attention family and its options (typed, documented constructor arguments
+    kept as attributes of the same name); builds the pattern of every layer."""
 
     name: ClassVar[str] = ""
 
@@ -110,16 +105,14 @@ class AttentionPlugin(Configurable, ABC):
 
     @classmethod
     def conformance_cases(cls, window: int, n_layers: int) -> dict[str, AttentionPlugin]:
-        """Optional hook: case id -> plugin for the conformance kit (``lit_sparse.testing``),
-        at a tested ``window`` (0, 6, 12) and depth. Default: the plugin's defaults with
-        ``window`` if it takes one; override to cover every option that changes the pattern."""
+        """Optional hook: case id -> plugin for the conformance kit (``lit_sparse.testing``) at
+        ``window`` (0, 6, 12); override to cover every option that changes the pattern."""
         return {cls.name or cls.__name__: cls(**_window_argument(cls, window))}
 
     @classmethod
     def bench_cases(cls, keys: int, window: int) -> dict[str, AttentionPlugin]:
         """Optional hook: row name -> plugin for ``python -m lit_sparse bench``, each attending
-        about ``keys`` keys per query (fibonacci's count at window W) for equal work. Default:
-        the plugin's defaults with ``window`` if it takes one."""
+        about ``keys`` keys per query (fibonacci's count at window W)."""
         return {cls.name or cls.__name__: cls(**_window_argument(cls, window))}
 
     @classmethod

@@ -1,10 +1,7 @@
-"""BigBird-style window + global + random attention, adapted to causal decoding.
-
-Each query attends to distances 0..``window`` and the first ``n_global`` positions; each block of
-``block_size`` queries shares ``n_random`` keys from before the block, outside the window and
-after the globals. The draw hashes (seed, layer, block, draw): deterministic and independent of
-the sequence length. Against the original encoder: docs/paper.md section 7.
-"""
+"""BigBird-style attention adapted to causal decoding (against the original: docs/paper.md
+section 7): distances 0..window, the first n_global positions, and per block of queries n_random
+keys from before the block, outside the window and after the globals, drawn by hashing (seed,
+layer, block, draw) so they do not depend on the sequence length."""
 
 from __future__ import annotations
 
@@ -30,11 +27,9 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 def random_block_keys(
     seed: int, layer: int, n_blocks: int, block_size: int, n_random: int, window: int, n_global: int
 ) -> np.ndarray:
-    """(n_blocks, R) random key positions per query block, -1 where none; R = min(``n_random``,
-    the widest block's candidates).
-
-    Block b draws ``n_random`` of [n_global, b * block_size - window) uniformly, a repeat
-    becoming -1; a block with at most ``n_random`` candidates takes them all."""
+    """(n_blocks, R) random key positions per query block, -1 for none, R = min(``n_random``,
+    the widest block's candidates): block b draws ``n_random`` of [n_global, b * block_size -
+    window) uniformly (a repeat becomes -1), or takes them all if there are no more."""
     low = n_global
     high = np.arange(n_blocks)[:, None] * block_size - window  # exclusive
     span = np.maximum(high - low, 0)  # (n_blocks, 1) candidates per block

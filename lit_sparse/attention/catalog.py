@@ -45,10 +45,8 @@ def _first_sentence(text: str) -> str:
 def _options(cls: type) -> tuple[PluginOption, ...]:
     from docstring_parser import parse  # jsonargparse's docstring reader
 
-    docs = {p.arg_name: p.description or "" for p in parse(cls.__init__.__doc__ or "").params}
-    docs.update(
-        {p.arg_name: p.description or "" for p in parse(cls.__doc__ or "").params if p.arg_name}
-    )
+    params = [*parse(cls.__init__.__doc__ or "").params, *parse(cls.__doc__ or "").params]
+    docs = {p.arg_name: p.description or "" for p in params if p.arg_name}
     options = []
     for name, parameter in inspect.signature(cls.__init__).parameters.items():
         if name == "self" or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):

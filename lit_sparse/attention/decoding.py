@@ -1,10 +1,6 @@
-"""Incremental decoding: each layer's cache of past keys and values, and how a new token reads it.
-
-:meth:`AttentionPattern.decoder` returns a :class:`LayerDecoder`: the prompt fills it through
-the training path, each later token is one ``step`` reading only the attended rows (exact: every
-pattern is prefix-consistent). :class:`SlotDecoder` keeps a ring of the largest distance + 1 rows,
-:class:`DenseDecoder` the whole past, :class:`RecomputeDecoder` reruns forward (docs/generation.md).
-"""
+"""Incremental decoding (docs/generation.md): a layer's :class:`LayerDecoder` caches past keys and
+values, takes the prompt by the training path, then each token in one ``step`` reading only the
+attended rows (exact: every pattern is prefix-consistent)."""
 
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ from torch import Tensor
 
 from lit_sparse.errors import LitSparseError
 from lit_sparse.kernels import compiled
-from lit_sparse.kernels.slots import KeySlots
+from lit_sparse.kernels.slots import KeySlots, blend_rungs, split_rungs
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +53,8 @@ class DecodeShape:
 
 
 class KVCache:
-    """One layer's keys and values in a ring of ``capacity`` rows: position p in row p % capacity.
-
-    Buffers start empty and double (up to ``capacity``) as positions arrive, so a cache built
-    for a billion positions costs only the rows written so far."""
+    """One layer's keys and values in a ring of ``capacity`` rows (position p in row p %
+    capacity), grown by doubling as positions arrive: only rows written so far cost memory."""
 
     MIN_ROWS = 16
     """Rows of the first allocation (fewer when the capacity is smaller)."""
@@ -120,7 +114,6 @@ class KVCache:
         self.v.index_copy_(2, rows, v[:, :, n - keep :].to(self.v.dtype))
 
     def rows(self, positions: Tensor) -> Tensor:
-        """The ring rows of absolute ``positions``."""
         return positions % self.capacity
 
     def past(self, first: int, stop: int) -> tuple[Tensor, Tensor]:
@@ -243,15 +236,12 @@ class SlotDecoder(LayerDecoder):
         )
         if self.compiled:  # the step's arguments for the compiled kernel, made once
             frac = slots.rung_frac.detach() if slots.n_rungs else torch.zeros(0)
+            frac = frac.to("cpu", torch.float64).contiguous()
             keys = self.block_keys if self.block_keys is not None else torch.zeros(0, 0)
-            self.kernel_args = (
-                self.back.to("cpu", torch.long).contiguous(),
-                self.first.to("cpu", torch.long).contiguous(),
-                frac.to("cpu", torch.float64).contiguous(),
-                keys.to("cpu", torch.long).contiguous(),
-                self.block_size,
-                self.min_abs_distance,
+            back, first, keys = (
+                x.to("cpu", torch.long).contiguous() for x in (self.back, self.first, keys)
             )
+            self.kernel_args = (back, first, frac, keys, self.block_size, self.min_abs_distance)
 
     def step(self, q: Tensor, k: Tensor, v: Tensor, position: int) -> Tensor:
         self.cache.write(position, k, v)
@@ -275,18 +265,9 @@ class SlotDecoder(LayerDecoder):
         qg = q.to(acc).view(shape.batch, shape.kv_heads, shape.groups, 1, shape.head_dim)
         # products and sums, not matmul: BLAS would stall in the thread pool (small_softmax)
         scores = (qg * keys[:, :, None]).sum(-1) * shape.head_dim**-0.5  # (B, KV, G, S)
-        m, r = self.n_exact, self.n_rungs
-        if r:
-            lo, hi = scores[..., m : m + r], scores[..., m + r : m + 2 * r]
-            rung = lo + self.frac * (hi - lo)  # the interpolated key's score
-            logits = torch.cat([scores[..., :m], rung, scores[..., m + 2 * r :]], dim=-1)
-        else:
-            logits = scores
+        logits = blend_rungs(scores, self.n_exact, self.n_rungs, self.frac)  # the rungs' scores
         probs = small_softmax(logits.masked_fill(~valid, float("-inf")))  # (B, KV, G, M+R+A)
-        if r:  # a rung's probability spread over its two rows
-            rung = probs[..., m : m + r]
-            parts = [probs[..., :m], rung * (1 - self.frac), rung * self.frac, probs[..., m + r :]]
-            probs = torch.cat(parts, dim=-1)  # (B, KV, G, S)
+        probs = split_rungs(probs, self.n_exact, self.n_rungs, self.frac)  # (B, KV, G, S)
         out = (probs[..., None] * values[:, :, None]).sum(-2)  # (B, KV, G, D)
         return out.view(shape.batch, shape.heads, 1, shape.head_dim).to(q.dtype)
 
@@ -337,8 +318,7 @@ _announce = functools.cache(log.info)  # each message once per process
 
 
 class RecomputeDecoder(LayerDecoder):
-    """Fallback: keeps every query, key and value and reruns forward per token (its last row).
-    Exact for a prefix-consistent pattern; each token costs a forward over the sequence."""
+    """Fallback: keeps every query, key and value and reruns forward per token (its last row)."""
 
     def __init__(self, pattern, shape: DecodeShape):
         super().__init__(pattern, shape)

@@ -38,19 +38,13 @@ def flash_usable(q: Tensor) -> bool:
 def flash_attention(q: Tensor, k: Tensor, v: Tensor, window: int | None = None) -> Tensor:
     """flash-attn in its (B, T, H, D) layout; ``window`` keeps distances 0..window only."""
     window_size = (-1, -1) if window is None else (window, 0)
-    out = flash_attn_func(  # (B, T, H, D); GQA natively, K/V keep their head count
-        q.transpose(1, 2),
-        k.transpose(1, 2),
-        v.transpose(1, 2),
-        causal=True,
-        window_size=window_size,
-    )
-    return out.transpose(1, 2)
+    q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # (B, T, H, D); K/V keep their head count
+    return flash_attn_func(q, k, v, causal=True, window_size=window_size).transpose(1, 2)
 
 
 def sdpa_takes_gqa(q: Tensor) -> bool:
-    """Whether SDPA's fused kernels broadcast K/V over a GQA group: on the CPU, and on CUDA
-    in fp16/bf16 with head dim <= 256 on sm80+; elsewhere ``enable_gqa`` builds [T, T] scores."""
+    """Whether SDPA's fused kernels broadcast K/V over a GQA group (elsewhere ``enable_gqa``
+    builds [T, T] scores): on the CPU, and on CUDA sm80+ in fp16/bf16 with head dim <= 256."""
     if not q.is_cuda:
         return True
     half = q.dtype in (torch.float16, torch.bfloat16)
@@ -100,8 +94,7 @@ class DenseAttention(AttentionPlugin):
     def __init__(self, backend: Literal["auto", "sdpa", "flash"] = "auto"):
         """
         Args:
-            backend: "auto": flash-attn for CUDA fp16/bf16 when installed, else SDPA; "sdpa"
-                and "flash" force one.
+            backend: "auto" (flash-attn on CUDA fp16/bf16 if installed, else SDPA), sdpa or flash.
         """
         self.backend = backend
         check_choices(self)

@@ -1,7 +1,5 @@
-"""Fibonacci-offset sparse attention: a window plus rungs scaled by a per-layer alpha.
-
-The plugin; alpha schedules are in ``schedules``, the per-layer patterns in
-``fibonacci_patterns`` and ``gaussian_read``."""
+"""Fibonacci-offset sparse attention: a window plus rungs scaled by a per-layer alpha (schedules
+in ``schedules``, layers in ``fibonacci_patterns`` and ``gaussian_read``)."""
 
 from __future__ import annotations
 
@@ -66,17 +64,14 @@ class FibonacciAttention(AttentionPlugin):
         self.schedule.check(n_layers)
 
     def layer_alphas(self, n_layers: int) -> list[float]:
-        """Every layer's alpha at initialisation."""
         return self.schedule.layer_alphas(n_layers)
 
     def build(self, layer: int, n_layers: int, training_length: int) -> FibonacciPattern:
         if self.rungs == "pow2":
             self._check_reach(offsets.pow2_rungs(training_length))
         alpha = self.layer_alphas(n_layers)[layer]
-        layout = RungLayout(
-            training_length, self.window, self.rungs, self.n_rungs, self.new_offsets
-        )
-        return self.schedule.pattern(layout, alpha)
+        options = (self.window, self.rungs, self.n_rungs, self.new_offsets)
+        return self.schedule.pattern(RungLayout(training_length, *options), alpha)
 
     @classmethod
     def conformance_cases(cls, window: int, n_layers: int) -> dict[str, AttentionPlugin]:

@@ -58,7 +58,7 @@ class FibonacciPattern(SlotPattern):
         self, length: int, alpha_low: float | None = None
     ) -> tuple[list[int], list[int]]:
         """(base rungs, rungs only beyond the training length that fit in ``length`` at
-        ``alpha_low``: the layer's alpha, or a learned layer's smallest)."""
+        ``alpha_low``, default the layer's alpha)."""
         base = offsets.rung_base(self.rungs, self.training_length, self.n_rungs)
         later = offsets.new_rungs(
             self.rungs,
@@ -87,11 +87,9 @@ class FibonacciPattern(SlotPattern):
 
 
 class LearnedFibonacciPattern(FibonacciPattern):
-    """alpha = alpha_min + (alpha_max - alpha_min) * sigmoid(theta), learned from ``alpha``.
-
-    Each rung reads a key and value interpolated between distances floor(alpha * f) and the
-    next, so the gradient reaches theta; at the rung's first row the missing upper tap reads
-    row 0 (as the paper's code). Rungs kept by :func:`offsets.kept_rungs`, on the device."""
+    """alpha = alpha_min + (alpha_max - alpha_min) * sigmoid(theta), learned from ``alpha``: each
+    rung reads a key and value interpolated between distances floor(alpha * f) and the next (at
+    its first row the missing upper tap reads row 0, as the paper's code)."""
 
     def __init__(self, layout: RungLayout, alpha: float, alpha_min: float, alpha_max: float):
         super().__init__(layout, alpha)

@@ -1,7 +1,5 @@
-"""The Gaussian ("blur") rung read: the retrieval probe's dense O(T^2) path (paper table 2).
-
-A learned schedule with ``read: Gaussian`` builds these layers; the probe anneals their width
-with :meth:`GaussianFibonacciPattern.set_progress`. (T, T) bands: short sequences only."""
+"""The Gaussian ("blur") rung read of a learned schedule with ``read: Gaussian``: the retrieval
+probe's dense O(T^2) path (paper table 2), its width annealed by the probe."""
 
 from __future__ import annotations
 
@@ -23,13 +21,9 @@ def rung_width_at(progress: float, start: float, end: float, anneal: float) -> f
 
 
 class GaussianFibonacciPattern(LearnedFibonacciPattern):
-    """Learned alpha whose rungs read a Gaussian band of rows ("blur"; the paper's probe).
-
-    Rung r (target t = alpha * f) reads for query i the key and value sum_j m_r(i, j) row[j],
-    m_r proportional to exp(-(i - j - t)^2 / (2 sigma^2)) over rows j <= i, normalised per
-    query; rungs are kept by the learned rules and compete with the exact window in one
-    softmax; theta's gradient flows through t. sigma is the checkpointed buffer ``rung_width``,
-    annealed by :meth:`set_progress`. Dense O(T^2); ``forward`` is ``reference``."""
+    """Learned alpha whose rungs read a Gaussian band of rows: rung r (t = alpha * f) reads for
+    query i sum_j m_r(i, j) row[j], m_r proportional to exp(-(i - j - t)^2 / (2 sigma^2)) over
+    rows j <= i; theta's gradient flows through t, sigma is the buffer ``rung_width``."""
 
     def __init__(
         self,

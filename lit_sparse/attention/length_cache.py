@@ -1,5 +1,5 @@
-"""A small LRU cache of what a pattern builds per (length, device): a stream of new lengths
-(an evaluation sweep, many prompts) evicts the oldest instead of growing."""
+"""A small LRU cache of what a pattern builds per (length, device), so a stream of new lengths
+(an evaluation sweep, many prompts) does not grow it."""
 
 from __future__ import annotations
 
@@ -11,13 +11,11 @@ import torch
 
 V = TypeVar("V")
 
-DEFAULT_ENTRIES = 8
-
 
 class LengthCache(Generic[V]):
     """At most ``entries`` values, the least recently used evicted first."""
 
-    def __init__(self, entries: int = DEFAULT_ENTRIES):
+    def __init__(self, entries: int = 8):
         self.entries = entries
         self._values: OrderedDict[Hashable, V] = OrderedDict()
 

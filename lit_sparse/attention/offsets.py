@@ -40,8 +40,7 @@ def fibonacci_rungs(n_rungs: int = 15) -> list[int]:
 
 
 def check_alpha_reach(rungs: Sequence[int], **alphas: float) -> None:
-    """ConfigError naming the first of ``alphas`` (name=value) with alpha x max(rungs) past
-    :data:`MAX_DISTANCE`."""
+    """ConfigError for the first of ``alphas`` with alpha x max(rungs) past MAX_DISTANCE."""
     largest = max(rungs, default=1)
     limit = MAX_DISTANCE / largest
     for name, alpha in alphas.items():
@@ -59,8 +58,7 @@ def pow2_rungs(length: int) -> list[int]:
 
 
 def rung_base(base: str, training_length: int, n_rungs: int = 15) -> list[int]:
-    """A layer's rungs: the first ``n_rungs`` Fibonacci numbers, or the powers of two
-    <= training_length - 1."""
+    """The first ``n_rungs`` Fibonacci numbers, or the powers of two <= training_length - 1."""
     if base == "fibonacci":
         return fibonacci_rungs(n_rungs)
     if base == "pow2":
@@ -70,7 +68,7 @@ def rung_base(base: str, training_length: int, n_rungs: int = 15) -> list[int]:
 
 def new_rungs(base: str, training_length: int, length: int, alpha: float) -> list[int]:
     """Rungs only beyond the training length: pow2's larger powers whose distance at ``alpha``
-    fits in ``length`` (Fibonacci: none). They count only from the training length on."""
+    fits in ``length`` (Fibonacci: none)."""
     if base != "pow2" or length <= training_length:
         return []
     extra, p = [], 1 << max(0, training_length - 1).bit_length()  # first power >= T_train
@@ -149,8 +147,7 @@ def union_distances(per_layer: Sequence[Sequence[int]]) -> list[int]:
 
 def composed_reach(per_layer: Sequence[Sequence[int]], length: int) -> np.ndarray:
     """(length,) booleans: the distances d_1 + ... + d_L a stack reaches, one per layer (0 is
-    in every set); position t - d informs t only if ``reach[d]``. O(length) per run of
-    consecutive distances, so dense layers are cheap too."""
+    in every set); O(length) per run of consecutive distances."""
     if length < 1:
         raise ConfigError(f"length={length}: expected >= 1")
     reach = np.zeros(length, dtype=bool)

@@ -1,6 +1,5 @@
-"""Plugin option checks, called at the top of a constructor so a bad value fails the same way
-from a config, the command line or Python: one-line ConfigError ``<option> must be <allowed>,
-got <value>``."""
+"""Plugin option checks for the top of a constructor (the same failure from a config, the CLI or
+Python): one-line ConfigError ``<option> must be <allowed>, got <value>``."""
 
 from __future__ import annotations
 
@@ -46,8 +45,7 @@ def choices_of(cls: type) -> dict[str, tuple[Any, ...]]:
 
 
 def check_choices(plugin: Any) -> None:
-    """Every ``Literal[...]`` constructor argument's attribute is one of its choices:
-    ``schedule must be one of 'fixed', 'learned', got 'cosine'``."""
+    """Every ``Literal[...]`` constructor argument's attribute is one of its choices."""
     for name, allowed in choices_of(type(plugin)).items():
         value = getattr(plugin, name)
         if value not in allowed:

@@ -1,6 +1,5 @@
-"""The attention registry: short name -> plugin class. Built-ins use
-``@register_attention("name")``; packages add entry points in group ``lit_sparse.attention``
-(``dilated = "my_pkg.dilated:DilatedAttention"``), loaded on the first lookup."""
+"""The attention registry: short name -> plugin class, from ``@register_attention("name")`` and
+entry points in group ``lit_sparse.attention`` (``dilated = "my_pkg.dilated:DilatedAttention"``)."""
 
 from __future__ import annotations
 
@@ -54,10 +53,7 @@ def _merged_cases(
 
 def unknown_attention(value: str, field: str = "attention") -> ConfigError:
     """The error for a name that is neither registered nor a plugin class path."""
-    return ConfigError(
-        f"{field}={value!r}: unknown attention; registered: {', '.join(list_attention())} "
-        "(or a class path)"
-    )
+    return ConfigError(f"{ATTENTION.unknown(value, field)} (or a class path)")
 
 
 def get_attention(name: str) -> type[AttentionPlugin]:
@@ -69,8 +65,7 @@ def get_attention(name: str) -> type[AttentionPlugin]:
 
 
 def resolve_attention(value: str, field: str = "attention") -> type[AttentionPlugin]:
-    """The plugin class of a registry name, registered class name or import path; else
-    ConfigError naming ``field`` and the registered names."""
+    """The plugin class of a registry name, registered class name or import path."""
     registry = ATTENTION.load()
     if value in registry:
         return registry[value]
@@ -91,8 +86,7 @@ def resolve_attention(value: str, field: str = "attention") -> type[AttentionPlu
 
 
 def build_attention(spec: str | Mapping[str, Any] | AttentionPlugin | None = None, **overrides):
-    """A plugin from a name, class path, ``{class_path, init_args}`` (any version's form) or
-    instance; None means dense."""
+    """A plugin from a name, class path, ``{class_path, init_args}`` or instance (None: dense)."""
     if isinstance(spec, AttentionPlugin):
         if not overrides:
             return spec
@@ -107,8 +101,7 @@ def build_attention(spec: str | Mapping[str, Any] | AttentionPlugin | None = Non
 
 
 def upgrade_attention_specs(data: Any) -> Any:
-    """Loaded YAML/JSON ``data`` with every registered plugin's ``init_args`` upgraded to
-    today's form, so older configs and records still parse."""
+    """Loaded YAML/JSON ``data`` with every registered plugin's ``init_args`` in today's form."""
     if isinstance(data, list):
         return [upgrade_attention_specs(value) for value in data]
     if not isinstance(data, dict):
@@ -132,8 +125,8 @@ def _registered_class(class_path: str) -> type[AttentionPlugin] | None:
 
 
 def expand_attention_names(args: Sequence[str]) -> list[str]:
-    """Rewrite a registry name after ``--model.attention`` (or ``.help``) to its class path;
-    a bare unknown name raises ConfigError. Dotted paths and files are left to jsonargparse."""
+    """A registry name after ``--model.attention`` (or ``.help``) as its class path; dotted
+    paths and files are left to jsonargparse."""
     out = list(args)
     for i, arg in enumerate(out):
         for flag in ("--model.attention", "--model.attention.help"):

@@ -1,11 +1,6 @@
-"""Fibonacci attention's per-layer alpha schedules, each a type with only its own options,
-chosen by class_path or by name with defaults::
-
-    schedule: {class_path: Linear, init_args: {alpha_min: 0.5, alpha_max: 1.5}}
-    schedule: coprime
-
-Older flat options (``schedule: learned``, ``alpha_min``, ...) go through :func:`from_flat_options`.
-"""
+"""Fibonacci attention's per-layer alpha schedules, each a type with only its own options, chosen
+by class_path or by name with defaults (``schedule: coprime``); older flat options (``alpha_min``,
+...) go through :func:`from_flat_options`."""
 
 from __future__ import annotations
 
@@ -58,14 +53,6 @@ FLAT_OPTIONS = (
 """The flat options the schedule types replaced (with ``schedule`` given as a name)."""
 
 
-def _check_range(alpha_min: float, alpha_max: float) -> None:
-    if not (0 < alpha_min < alpha_max < math.inf):
-        raise ConfigError(
-            f"alpha_min, alpha_max must satisfy 0 < alpha_min < alpha_max < inf, "
-            f"got alpha_min={alpha_min}, alpha_max={alpha_max}"
-        )
-
-
 def _check_count(name: str, values: list[float], n_layers: int) -> None:
     if len(values) != n_layers:
         raise ConfigError(f"{name}: needs one alpha per layer ({n_layers}), got {len(values)}")
@@ -108,7 +95,11 @@ class _Range(Schedule):
             alpha_min: low end of the alpha range (> 0).
             alpha_max: high end of the alpha range (> alpha_min).
         """
-        _check_range(alpha_min, alpha_max)
+        if not (0 < alpha_min < alpha_max < math.inf):
+            raise ConfigError(
+                f"alpha_min, alpha_max must satisfy 0 < alpha_min < alpha_max < inf, "
+                f"got alpha_min={alpha_min}, alpha_max={alpha_max}"
+            )
         self.alpha_min, self.alpha_max = float(alpha_min), float(alpha_max)
 
     def largest(self) -> dict[str, float]:
@@ -196,8 +187,7 @@ class Interpolate(RungRead):
 
 
 class Gaussian(RungRead):
-    """A normalised Gaussian band centred at alpha * f, width annealed (the probe's "blur";
-    dense O(T^2): short sequences only)."""
+    """A normalised Gaussian band centred at alpha * f, width annealed (dense O(T^2))."""
 
     name = "gaussian"
 
@@ -238,8 +228,7 @@ class Learned(_Range):
             alpha_min: low end of the alpha range (> 0).
             alpha_max: high end of the alpha range (> alpha_min).
             init: each layer's starting alpha, strictly inside the range (None: the middle).
-            read: how a rung reads at the non-integer distance alpha * f: "interpolate" (two
-                rows) or "gaussian" (a band; options by class_path).
+            read: how a rung reads at distance alpha * f: "interpolate" or "gaussian" (a band).
         """
         super().__init__(alpha_min, alpha_max)
         if init is not None:
@@ -319,9 +308,8 @@ def to_schedule(value: Schedule | str | Mapping[str, Any]) -> Schedule:
 
 
 def from_flat_options(init_args: Mapping[str, Any]) -> dict[str, Any]:
-    """Flat pre-schedule-type options (``schedule: learned``, ``alpha_min``, ``rung_read``, ...)
-    as ``schedule: {class_path, init_args}``; today's form unchanged. A flat option the schedule
-    ignores is dropped, except those refused then (``alphas``, ``alpha_init``, Gaussian)."""
+    """Flat pre-schedule-type options (``alpha_min``, ``rung_read``, ...) as ``schedule:
+    {class_path, init_args}``; one the schedule ignores is dropped unless refused then."""
     args = dict(init_args)
     if not any(key in args for key in FLAT_OPTIONS):
         return args

@@ -1,7 +1,4 @@
-"""The project's own commands (``OWN_COMMANDS`` in ``lit_sparse/__main__.py``), one module each:
-``main(argv) -> int`` parses its options and calls the library. :func:`command_parser` adds
-``--config FILE`` and ``--print_config``; :func:`config_parser` gives the options of commands
-that read a model out of config files."""
+"""The project's own commands, one module each with ``main(argv) -> int``; their shared parsers."""
 
 from __future__ import annotations
 
@@ -19,8 +16,7 @@ from lit_sparse.parsing.help_text import HelpFormatter
 
 
 def reports_errors(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
-    """A command's ``main`` that shows a :class:`LitSparseError` as one ``error: ...`` line (exit 2)
-    and Ctrl-C as one ``interrupted`` line (exit 130) instead of a traceback."""
+    """``main`` with a LitSparseError as one ``error:`` line (exit 2), Ctrl-C as one (130)."""
 
     @functools.wraps(main)
     def run(argv: list[str] | None = None) -> int:
@@ -44,8 +40,7 @@ def print_report(report: Any, json_path: str | None = None) -> int:
 
 
 def command_parser(command: str, description: str, **kwargs: Any) -> argparse.ArgumentParser:
-    """The jsonargparse parser of ``python -m lit_sparse <command>``, with ``--config`` (options
-    from YAML) and ``--print_config``; ``kwargs`` go to the parser (e.g. ``epilog``)."""
+    """The jsonargparse parser of ``python -m lit_sparse <command>``, with ``--config`` (YAML)."""
     kwargs.setdefault("formatter_class", HelpFormatter)
     parser = ArgumentParser(
         prog=f"python -m lit_sparse {command}", description=description, **kwargs
@@ -59,8 +54,7 @@ def command_parser(command: str, description: str, **kwargs: Any) -> argparse.Ar
 
 
 def argparse_parser(command: str, description: str, **kwargs: Any) -> argparse.ArgumentParser:
-    """A plain argparse parser (with ``--print_config``) for what jsonargparse cannot parse yet:
-    argparse subcommands (``bench``) and unknown ``--model.*`` overrides."""
+    """An argparse parser with ``--print_config`` (argparse subcommands, unknown ``--model.*``)."""
     parser = argparse.ArgumentParser(
         formatter_class=HelpFormatter,
         prog=f"python -m lit_sparse {command}",
@@ -81,8 +75,7 @@ def add_print_config(parser: argparse.ArgumentParser) -> None:
 def parse_options(
     parser: argparse.ArgumentParser, argv: list[str] | None, known: bool = False
 ) -> Any:
-    """``parser.parse_args(argv)`` (``known``: ``parse_known_args``); with ``--print_config`` the
-    options (and the rest, as ``passed_on``) are printed as YAML and the command exits 0."""
+    """``parser.parse_args`` (``known``: ``parse_known_args``); ``--print_config``: YAML, exit."""
     args, rest = parser.parse_known_args(argv) if known else (parser.parse_args(argv), [])
     printing = vars(args).pop("print_config", False)  # the command sees only its own options
     if printing:
@@ -95,13 +88,9 @@ def parse_options(
 
 
 def config_parser(command: str, description: str) -> argparse.ArgumentParser:
-    """Options of a command reading a model from config files; ``--model.*`` / ``--data.*``
-    override."""
-    parser = argparse_parser(
-        command,
-        description,
-        epilog="Further options: --model.<key> VALUE and --data.<key> VALUE (as fit takes them).",
-    )
+    """Options of a command reading a model from config files (``--model.*``, ``--data.*`` too)."""
+    epilog = "Further options: --model.<key> VALUE and --data.<key> VALUE (as fit takes them)."
+    parser = argparse_parser(command, description, epilog=epilog)
     parser.add_argument(
         "--config", action="append", required=True, help="config file (repeat to layer)"
     )

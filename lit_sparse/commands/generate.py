@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         raise ConfigError(f"max_new_tokens={args.max_new_tokens}: must be >= 1")
     if args.prefill_chunk < 1:
         raise ConfigError(f"prefill_chunk={args.prefill_chunk}: must be an integer >= 1")
-    Sampler(args.temperature, args.top_k, args.top_p, args.seed)
+    sampling = {name: getattr(args, name) for name in ("temperature", "top_k", "top_p", "seed")}
+    Sampler(**sampling)
     if check_quantize(args.quantize) == "int8" and args.dtype != "float32":
         raise ConfigError(
             f"quantize='int8' with dtype={args.dtype!r}: int8 replaces the matrices --dtype "
@@ -150,17 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = source.tokenizer
     ids = tokenizer.encode(prompt) if prompt else []  # as training tokenized a document
     ids = ids or [tokenizer.eos_id]  # an empty prompt starts a new document
-    generation = Generation(
-        quantize(weight_dtype(source.model.to(device), args.dtype), args.quantize),
-        [ids],
-        args.max_new_tokens,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        seed=args.seed,
-        eos_id=None if args.ignore_eos else tokenizer.eos_id,
-        prefill_chunk=args.prefill_chunk,
-    )
+    model = quantize(weight_dtype(source.model.to(device), args.dtype), args.quantize)
+    sampling["eos_id"] = None if args.ignore_eos else tokenizer.eos_id
+    chunk = args.prefill_chunk
+    generation = Generation(model, [ids], args.max_new_tokens, **sampling, prefill_chunk=chunk)
     stream = TextStream(tokenizer.tokenizer)
     print(prompt, end="", flush=True)
     made = 0

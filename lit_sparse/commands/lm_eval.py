@@ -55,8 +55,7 @@ class _RunOptions(argparse.ArgumentParser):
 
 
 def _check_run_options(argv: list[str]) -> None:
-    """One line, before lm-eval loads anything, for a ``--limit`` of 0 documents or a chat
-    template."""
+    """One line, before lm-eval loads anything, for a ``--limit`` of 0 or a chat template."""
     if argv and argv[0] in ("ls", "validate"):
         return
     try:

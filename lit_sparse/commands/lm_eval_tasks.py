@@ -21,12 +21,9 @@ __all__ = ["main"]
 
 def _parser() -> argparse.ArgumentParser:
     summary, details = __doc__.split("\n\n", 1)
-    parser = command_parser(
-        "lm-eval-tasks",
-        " ".join(summary.split(": ", 1)[1].split()),
-        epilog=details,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    description = " ".join(summary.split(": ", 1)[1].split())
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = command_parser("lm-eval-tasks", description, epilog=details, formatter_class=raw)
     parser.add_argument(
         "--list", action="store_true", help="list the tasks (name, kind, what each measures)"
     )

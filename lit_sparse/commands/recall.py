@@ -12,6 +12,7 @@ at each length and policy, on the run's own held-out examples (as fit's ``recall
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -78,13 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {} if args.val_examples is None else {"val_examples": args.val_examples}
     datamodule = recall_data_from_config(run.config.get("data"), **overrides)
     lengths = callback.evaluation_lengths(datamodule, run.module.config.context_length)
-    result = evaluate_recall(
-        run.module,
-        datamodule,
-        lengths,
-        args.new_offsets,
-        progress=lambda line: print(line, file=sys.stderr, flush=True),
-    )
+    progress = functools.partial(print, file=sys.stderr, flush=True)
+    result = evaluate_recall(run.module, datamodule, lengths, args.new_offsets, progress=progress)
     result.step, result.checkpoint = run.step, str(run.checkpoint)
     print(result.to_markdown())
     if args.out:

@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def task_listing() -> str:
-    """Every registered task: its name, kind, where it comes from, what it is, its options."""
+    """Every registered task: name, kind, origin, summary, options."""
     from lit_sparse.tasks import TASKS, get_task, list_tasks, task_options
 
     builtins = set(TASKS.builtin_names())
@@ -90,15 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{run.checkpoint} (step {run.step}), tokenizer {spec}")
     print(results_table(results))
     if args.json:
-        write_json(
-            args.json,
-            {
-                "checkpoint": str(run.checkpoint),
-                "step": run.step,
-                "tokenizer": spec,
-                "tasks": [r.as_dict() for r in results],
-            },
-        )
+        record = {"checkpoint": str(run.checkpoint), "step": run.step, "tokenizer": spec}
+        write_json(args.json, {**record, "tasks": [r.as_dict() for r in results]})
     return 0
 
 

@@ -1,8 +1,7 @@
 """Data: the weighted text mixture, tokenizer, token cache and embedded corpus.
 
-``MQARDataModule``, ``DistanceDataModule`` and ``PasskeyDataModule`` live in
-:mod:`lit_sparse.tasks` and are named here for configs. Names import on first use (the data
-modules import Lightning, which loading an export never needs)."""
+The synthetic tasks' data modules live in :mod:`lit_sparse.tasks` and are named here for
+configs. Names import on first use (loading an export never needs Lightning)."""
 
 from __future__ import annotations
 

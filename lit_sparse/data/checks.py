@@ -12,8 +12,7 @@ __all__ = ["check_int"]
 
 
 def check_int(field: str, value: Any, low: int = 1, allow_none: bool = False) -> Any:
-    """``value`` if an integer >= ``low`` (or None with ``allow_none``), else ConfigError for
-    ``field``."""
+    """``value`` if an integer >= ``low`` (or None with ``allow_none``), else a ConfigError."""
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, Integral) or value < low:

@@ -1,9 +1,7 @@
 """``TextDataModule``: the weighted text mixture, its token cache, and the data loaders.
 
 ``__init__`` loads the tokenizer so ``vocab_size`` is known before the model is built;
-``prepare_data`` (local rank 0) tokenizes what the cache lacks; ``setup`` validates and maps
-the files. Training is one endless seeded stream per rank (:mod:`~lit_sparse.data.mixture`);
-validation reads fixed windows of each held-out set (:mod:`~lit_sparse.data.windows`)."""
+``prepare_data`` (local rank 0) tokenizes what the cache lacks; ``setup`` maps the files."""
 
 from __future__ import annotations
 
@@ -40,9 +38,8 @@ def default_cache_dir() -> Path:
 
 
 def _training_tokens_known(plan: CachePlan) -> tuple[int, str] | None:
-    """A source's training tokens known before tokenizing, with "" (exact) or "at most " (a bound):
-    its cached count, its budget, or an embedded corpus's UTF-8 bytes plus one per document;
-    None when unknown."""
+    """A source's training tokens known before tokenizing (cached, budget, or an embedded corpus's
+    bytes plus one per document) with "" (exact) or "at most " (a bound); None when unknown."""
     if "train" not in plan.parts:
         return None
     cached = check_part(plan, "train", verify_checksum=False)
@@ -102,20 +99,16 @@ class TextDataModule(pl.LightningDataModule):
     """A weighted mixture of text sources, tokenized into a memory-mapped token cache.
 
     Args:
-        sources: the mixture (see :class:`SourceConfig`); None: the embedded default,
-            Shakespeare + synthetic math, which works offline.
-        tokenizer: ``embedded`` (our byte-level BPE, 8192 ids), a ``tokenizer.json`` path (or
-            a folder holding one), or a hub repo name (downloaded once).
+        sources: the mixture (see :class:`SourceConfig`); None: the embedded offline default.
+        tokenizer: ``embedded`` (8192 ids), a tokenizer.json path or folder, or a hub repo name.
         seq_len: positions per training window (the model's context).
         batch_size: windows per micro-batch and process.
-        vocab_size: the model's vocabulary size, >= the tokenizer's; None: the tokenizer's
-            rounded up to a multiple of 64.
+        vocab_size: the model's vocabulary, >= the tokenizer's; None: its size rounded up to 64.
         val_windows: at most this many validation windows per held-out set; None = all.
         cache_dir: token cache folder; None = ``$LIT_SPARSE_CACHE`` or ``~/.cache/lit_sparse``.
         num_workers: DataLoader worker processes per loader.
         seed: seed of the training sample stream.
-        token_budget: total training tokens to prepare, shared by weight among sources
-            without ``max_tokens``; None = no budget.
+        token_budget: training tokens, shared by weight among sources without ``max_tokens``.
     """
 
     def __init__(
@@ -152,7 +145,8 @@ class TextDataModule(pl.LightningDataModule):
         held = [s.held_out_name for s in sources if s.has_val]
         unique = "held-out names must be unique"
         _check_unique("val_name", held, f"two sources have a held-out set of this name; {unique}")
-        if sum(s.weight for s in sources) <= 0:
+        total_weight = sum(s.weight for s in sources)
+        if total_weight <= 0:
             raise ConfigError(
                 f"weights={[s.weight for s in sources]}: at least one source needs "
                 "a weight > 0 (weights are training token shares)"
@@ -169,7 +163,6 @@ class TextDataModule(pl.LightningDataModule):
 
         self._tok = load_tokenizer(tokenizer)
         self._vocab_size = resolve_vocab_size(vocab_size, self._tok.size)
-        total_weight = sum(s.weight for s in sources)
         self._plans: list[CachePlan] = [
             make_plan(s, self._tok, self.cache_dir, self._budget(s, total_weight)) for s in sources
         ]
@@ -189,16 +182,13 @@ class TextDataModule(pl.LightningDataModule):
     def model_vocab_size(
         cls, tokenizer: str = "embedded", vocab_size: int | None = None, **init_args: Any
     ) -> int:
-        """The model vocabulary these init args imply, without building the data module (for the
-        CLI's parse-time links): ``vocab_size`` (no tokenizer needed, so a config parses
-        offline), or the tokenizer's size rounded up to a multiple of 64. Raises as ``__init__``
-        does."""
+        """The model vocabulary these init args imply (the CLI's parse-time links): ``vocab_size``
+        without a tokenizer (so a config parses offline), else the tokenizer's size rounded up."""
         if vocab_size is not None:
             check_int("vocab_size", vocab_size)
             return vocab_size
         return resolve_vocab_size(None, load_tokenizer(tokenizer).size)
 
-    # ------------------------------------------------------------------ public properties
     @property
     def vocab_size(self) -> int:
         """The model's vocabulary size (available right after ``__init__``)."""
@@ -236,7 +226,6 @@ class TextDataModule(pl.LightningDataModule):
             return None
         return max(1, math.ceil(self.token_budget * src.weight / total_weight))
 
-    # ---------------------------------------------------------------------- preparation
     def _ensure(
         self, plan: CachePlan, verify_checksum: bool, may_build: bool
     ) -> dict[str, TokenFile]:
@@ -271,17 +260,15 @@ class TextDataModule(pl.LightningDataModule):
         for plan in self._plans:
             files = self._ensure(plan, verify_checksum=False, may_build=world_size == 1)
             src = plan.source
-            if "train" in files:
-                tf = files["train"]
+            if (tf := files.get("train")) is not None:
                 if tf.num_tokens < self.seq_len + 1:
                     raise ConfigError(
                         f"source {src.name!r} has {tf.num_tokens} training tokens, "
                         f"fewer than seq_len + 1 = {self.seq_len + 1}"
                     )
                 train.append((tf, src.weight))
-            if "val" in files:
-                tf = files["val"]
-                if num_windows(self._stream_tokens(tf), self.seq_len) == 0:
+            if (tf := files.get("val")) is not None:
+                if num_windows(tf.num_tokens + 1, self.seq_len) == 0:  # + 1: the end-of-text prefix
                     raise ConfigError(
                         f"held-out set {src.held_out_name!r} has {tf.num_tokens} "
                         f"tokens, not one window of seq_len={self.seq_len}"
@@ -293,7 +280,6 @@ class TextDataModule(pl.LightningDataModule):
         if self._train is None:
             raise RuntimeError("call setup() (after prepare_data()) before asking for loaders")
 
-    # --------------------------------------------------------------------------- loaders
     def _loader_kwargs(self) -> dict[str, Any]:
         return {"num_workers": self.num_workers, "pin_memory": torch.cuda.is_available()}
 
@@ -301,25 +287,15 @@ class TextDataModule(pl.LightningDataModule):
         """Endless (x, y) LongTensor batches (batch_size, seq_len) of this rank's stream."""
         self._require_setup()
         rank, _ = rank_of(self.trainer)
+        files, weights = [tf for tf, _ in self._train], [w for _, w in self._train]
         dataset = MixtureWindows(
-            [tf for tf, _ in self._train],
-            [w for _, w in self._train],
-            self.seq_len,
-            self.batch_size,
-            self.seed,
-            rank,
-            self._samples_consumed,
+            files, weights, self.seq_len, self.batch_size, self.seed, rank, self._samples_consumed
         )
         return _TrainLoader(dataset, self, **self._loader_kwargs())
 
-    @staticmethod
-    def _stream_tokens(tf: TokenFile) -> int:
-        """Tokens of a held-out stream: the end-of-text prefix and the file's."""
-        return tf.num_tokens + 1
-
     def _span(self, tf: TokenFile) -> int:
         """Predicted tokens covered by the validation windows at the training length."""
-        count = num_windows(self._stream_tokens(tf), self.seq_len)
+        count = num_windows(tf.num_tokens + 1, self.seq_len)  # + 1: the end-of-text prefix
         if self.val_windows is not None:
             count = min(count, self.val_windows)
         return count * self.seq_len
@@ -336,13 +312,12 @@ class TextDataModule(pl.LightningDataModule):
     def val_windows_at(
         self, length: int, set_name: str, batch_size: int | None = None
     ) -> DataLoader:
-        """This rank's non-overlapping windows of ``length`` over the validation windows' held-out
-        tokens (the stream starts with end-of-text, so every token is predicted); ``batch_size``
-        defaults to about the validation batch's tokens."""
+        """This rank's non-overlapping windows of ``length`` over the validation windows' tokens
+        (after an end-of-text prefix); ``batch_size`` defaults to about the validation batch's."""
         check_int("length", length)
         check_int("batch_size", batch_size, allow_none=True)
         tf = self._held_out(set_name)
-        count = num_windows(self._stream_tokens(tf), length, span=self._span(tf))
+        count = num_windows(tf.num_tokens + 1, length, span=self._span(tf))
         if count == 0:
             raise ConfigError(
                 f"length={length}: held-out set {set_name!r} covers "
@@ -362,7 +337,6 @@ class TextDataModule(pl.LightningDataModule):
         """The held-out sets' windows, as ``val_dataloader`` (reported as ``test/*``)."""
         return self.val_dataloader()
 
-    # ------------------------------------------------------------------- resume support
     def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         """Counts consumed training samples (Lightning's prefetched batch is not counted), then
         defers to the LightningModule's own hook if it defines one."""

@@ -30,8 +30,11 @@ OFFLINE_HINT = (
     "HTTPS_PROXY) and run the same command again: the data is tokenized into the token cache once"
 )
 """What to do instead, in the exact options: the end of every hub-unavailable message."""
-_DEFAULT_ENDPOINT = "https://huggingface.co"
-_TRUE = {"1", "ON", "YES", "TRUE"}
+# the connection errors of requests, httpx, urllib and huggingface_hub, by class name
+_NETWORK_ERRORS = set(
+    "TransportError NetworkError ConnectError TimeoutException ConnectionError Timeout SSLError "
+    "URLError".split()
+)
 
 
 class DataSourceUnavailable(LitSparseError, RuntimeError):
@@ -45,12 +48,12 @@ def find_unavailable(err: BaseException | None) -> DataSourceUnavailable | None:
 
 def hub_endpoint() -> str:
     """The hub URL: ``$HF_ENDPOINT`` if set, else https://huggingface.co."""
-    return os.environ.get("HF_ENDPOINT", "").strip() or _DEFAULT_ENDPOINT
+    return os.environ.get("HF_ENDPOINT", "").strip() or "https://huggingface.co"
 
 
 def _offline_flag() -> str | None:
     for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
-        if os.environ.get(var, "").strip().upper() in _TRUE:
+        if os.environ.get(var, "").strip().upper() in {"1", "ON", "YES", "TRUE"}:
             return var
     return None
 
@@ -59,20 +62,7 @@ def is_network_error(err: BaseException) -> bool:
     """True for connection-level failures (refused, unresolvable, timeout, TLS), any client."""
     if isinstance(err, ConnectionError | TimeoutError | socket.gaierror):
         return True
-    names = {c.__name__ for c in type(err).__mro__}
-    return bool(
-        names
-        & {
-            "TransportError",
-            "NetworkError",
-            "ConnectError",
-            "TimeoutException",
-            "ConnectionError",
-            "Timeout",
-            "SSLError",
-            "URLError",
-        }
-    )
+    return any(c.__name__ in _NETWORK_ERRORS for c in type(err).__mro__)
 
 
 def _head(url: str, timeout: float) -> None:
@@ -83,9 +73,8 @@ def _head(url: str, timeout: float) -> None:
 
 
 def hub_unreachable_reason(timeout: float = 3.0) -> str | None:
-    """Why the hub cannot be reached, or None if it answers any HTTP request within ``timeout``.
-    Honours ``HF_HUB_OFFLINE``/``HF_DATASETS_OFFLINE``, ``HF_ENDPOINT`` and the hub client's
-    proxies; the request runs in a daemon thread so a hanging resolver cannot stretch the bound."""
+    """Why the hub cannot be reached, or None if it answers any HTTP request within ``timeout``
+    (in a daemon thread, so a hanging resolver cannot stretch the bound)."""
     flag = _offline_flag()
     if flag:
         return f"{flag}={os.environ[flag].strip()} is set"

@@ -1,9 +1,8 @@
 """Training windows: an endless, seeded stream of (x, y) batches drawn from the sources.
 
 Sample ``n`` of rank ``r`` is a pure function of ``(seed, r, n)``: a hash picks the source by
-weight, another a uniform start in its token file. Windows are all T tokens, so each source's
-share of tokens equals its weight. Worker ``w`` of ``W`` makes batches ``w, w + W, ...``, so
-the stream is the same for any number of workers and a resume continues exactly."""
+weight (windows are all T tokens, so token shares equal weights), another a uniform start. Worker
+``w`` of ``W`` makes batches ``w, w + W, ...``: the same stream for any number of workers."""
 
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ from itertools import accumulate, count
 
 import numpy as np
 import torch
+from torch import Tensor
 from torch.utils.data import IterableDataset, get_worker_info
 
 from lit_sparse.data.token_cache import TokenFile, open_tokens
@@ -40,16 +40,7 @@ def sample_key(seed: int, rank: int, n: int) -> int:
 
 class MixtureWindows(IterableDataset):
     """Endless batches ``(x, y)`` of LongTensors (B, T) for one rank; ``y`` is ``x`` shifted by one.
-
-    Args:
-        files: the training token file of each source.
-        weights: each source's token share (normalised here; all must be > 0).
-        seq_len: T, positions per window (windows hold T + 1 tokens).
-        batch_size: B, windows per batch.
-        seed: base seed of the stream.
-        rank: this process's rank; each rank draws its own stream.
-        start_sample: samples already consumed (set by the DataModule before each iteration).
-    """
+    ``weights`` (> 0) are normalised; ``start_sample``: samples already consumed."""
 
     def __init__(
         self,
@@ -86,9 +77,7 @@ class MixtureWindows(IterableDataset):
         start = mix64(key ^ 0x5EED_0002) % (self.files[src].num_tokens - self.seq_len)
         return src, start
 
-    def make_batch(
-        self, arrays: Sequence[np.ndarray], first: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def make_batch(self, arrays: Sequence[np.ndarray], first: int) -> tuple[Tensor, Tensor]:
         """The batch whose first sample is ``first``."""
         rows = np.empty((self.batch_size, self.seq_len + 1), dtype=np.int64)
         for i in range(self.batch_size):
@@ -97,7 +86,7 @@ class MixtureWindows(IterableDataset):
         t = torch.from_numpy(rows)
         return t[:, :-1], t[:, 1:]
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
         info = get_worker_info()
         worker, num_workers = (info.id, info.num_workers) if info is not None else (0, 1)
         arrays = [open_tokens(f) for f in self.files]  # opened per process, never pickled

@@ -1,8 +1,6 @@
 """Text sources of the mixture: their configuration and how their documents are read.
 
-A source is a stream of documents (the embedded corpus, a hub dataset, or local files), a
-weight (its share of training tokens), an optional token budget and a held-out part. Hub and
-local sources stream through ``datasets``: nothing beyond the budget is downloaded."""
+Hub and local sources stream through ``datasets``: nothing beyond the budget is downloaded."""
 
 from __future__ import annotations
 
@@ -12,7 +10,7 @@ import os
 import re
 import string
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +38,10 @@ def _check_files(field: str, value: Any) -> None:
     if value is None:
         return
     items = [value] if isinstance(value, str) else value
-    if (
-        not isinstance(items, list | tuple)
-        or not items
-        or not all(isinstance(v, str) and v.strip() for v in items)
-    ):
+    strings = isinstance(items, list | tuple) and all(
+        isinstance(v, str) and v.strip() for v in items
+    )
+    if not (strings and items):
         raise ConfigError(f"{field}={value!r}: expected a non-empty path/glob or list of them")
 
 
@@ -63,25 +60,20 @@ class SourceConfig:
     """One text source of the data mixture."""
 
     name: str
-    """Short identifier (letters, digits, ``_ - .``); the held-out set's name unless
-    ``val_name`` is set."""
+    """Short identifier (letters, digits, ``_ - .``); names the held-out set unless ``val_name``."""
 
     path: str
-    """Where the text comes from: ``embedded:shakespeare`` or ``embedded:math`` (offline); a
-    ``datasets`` builder for local files (``text``, ``json``, ``parquet``, ``csv``, ``arrow``,
-    with ``data_files``); a local dataset folder; or a hub dataset id (streamed)."""
+    """``embedded:shakespeare`` or ``embedded:math`` (offline), a ``datasets`` builder with
+    ``data_files`` (text, json, parquet, csv, arrow), a local dataset folder or a hub dataset id."""
 
     weight: float = 1.0
-    """Share of training tokens, relative to the other sources' weights; ``0`` makes a
-    held-out-only source."""
+    """Share of training tokens, relative to the other sources' weights; ``0``: held-out only."""
 
     config_name: str | None = None
-    """Dataset configuration (``name=`` of ``datasets.load_dataset``), e.g. ``sample-10BT``
-    for FineWeb-Edu or ``20231101.en`` for Wikipedia."""
+    """Dataset configuration (``name=`` of ``datasets.load_dataset``), e.g. ``sample-10BT``."""
 
     data_files: str | list[str] | None = None
-    """Files (paths or globs, local or ``hf://``) read for the training split; required for
-    the local builders, optional for hub datasets (e.g. a subset of shards)."""
+    """Training files (paths or globs, local or ``hf://``); required for the local builders."""
 
     split: str = "train"
     """Split read for training text."""
@@ -90,12 +82,12 @@ class SourceConfig:
     """Column holding a document's text (ignored when ``text_template`` is set)."""
 
     text_template: str | None = None
-    """``str.format`` template over a row's columns building the document, e.g.
-    ``"Problem: {problem}\\nSolution: {solution}"``. None uses ``text_field``."""
+    """``str.format`` template of a row's columns, e.g. ``"{problem}\\n{solution}"``; None: the
+    ``text_field``."""
 
     max_tokens: int | None = None
-    """Token budget of the training part: reading stops (and the part is cut) at this many
-    tokens. None: the data module's ``token_budget`` share of this source, or all of it."""
+    """Token budget of the training part (reading stops there); None: the data module's
+    ``token_budget`` share, or all of it."""
 
     val_tokens: int | None = None
     """Size of the held-out set in tokens (``0``: none). With ``val_split``/``val_data_files``
@@ -115,8 +107,7 @@ class SourceConfig:
     """Hub dataset revision (branch, tag or commit) to pin; None = the default branch."""
 
     load_kwargs: dict[str, Any] | None = None
-    """Extra keyword arguments for ``datasets.load_dataset``, e.g. ``{"sample_by":
-    "document"}`` for the ``text`` builder (one document per file instead of per line)."""
+    """Extra keyword arguments of ``datasets.load_dataset``, e.g. ``{"sample_by": "document"}``."""
 
     def __post_init__(self) -> None:
         """Check every field (in this order, so the first problem is the one reported)."""
@@ -160,12 +151,8 @@ class SourceConfig:
 
     def _check_numbers(self) -> None:
         weight = self.weight
-        if (
-            isinstance(weight, bool)
-            or not isinstance(weight, int | float)
-            or not math.isfinite(weight)
-            or weight < 0
-        ):
+        number = isinstance(weight, int | float) and not isinstance(weight, bool)
+        if not (number and math.isfinite(weight) and weight >= 0):
             raise self._refuse(
                 "weight", weight, "expected a finite number >= 0 (a token share; 0 = held-out only)"
             )
@@ -254,7 +241,6 @@ class SourceConfig:
                 "val_data_files), otherwise it contributes nothing",
             )
 
-    # ----------------------------------------------------------------- derived properties
     @property
     def kind(self) -> str:
         """``embedded``, ``local`` (builder or local folder, no network) or ``hub``."""
@@ -304,24 +290,15 @@ class SourceConfig:
         return f"{what} {self.path}{cfg}"
 
     def content_spec(self, max_tokens: int | None) -> dict[str, Any]:
-        """Everything that determines this source's tokens (not its name or weight; local files'
-        size and mtime included), hashed into the token-cache key. ``max_tokens``: the training
-        budget."""
-        spec: dict[str, Any] = {
-            "path": self.path,
-            "config_name": self.config_name,
-            "data_files": self.data_files,
-            "split": self.split,
-            "text_field": self.text_field if self.text_template is None else None,
-            "text_template": self.text_template,
-            "max_tokens": max_tokens if self.has_train else 0,
-            "val_mode": self.val_mode,
-            "val_tokens": self.val_tokens,
-            "val_split": self.val_split,
-            "val_data_files": self.val_data_files,
-            "revision": self.revision,
-            "load_kwargs": self.load_kwargs,
-        }
+        """Everything that decides this source's tokens (local files' size and mtime included), the
+        token-cache key's input; ``max_tokens``: the training budget."""
+        skip = ("name", "weight", "val_name")  # they do not change the tokens
+        spec = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        spec.update(
+            text_field=self.text_field if self.text_template is None else None,
+            max_tokens=max_tokens if self.has_train else 0,
+            val_mode=self.val_mode,
+        )
         if self.kind == "embedded":
             spec["embedded_sha256"] = embedded.corpus_sha256(self.embedded_name)
         elif self.kind == "local":
@@ -347,18 +324,15 @@ def _local_file_stats(patterns: list[str], name: str) -> list[list]:
         if not matches:
             raise ConfigError(f"data_files={pattern!r} (source {name!r}): no file matches")
         for m in matches:
-            paths = (
-                sorted(p for p in Path(m).rglob("*") if p.is_file())
-                if os.path.isdir(m)
-                else [Path(m)]
-            )
+            paths = [Path(m)]
+            if os.path.isdir(m):
+                paths = sorted(p for p in Path(m).rglob("*") if p.is_file())
             for p in paths:
                 st = p.stat()
                 out.append([str(p.resolve()), st.st_size, st.st_mtime_ns])
     return out
 
 
-# --------------------------------------------------------------------------- reading
 def _unavailable(src: SourceConfig, err: BaseException) -> DataSourceUnavailable:
     first = str(err).splitlines()[0] if str(err) else ""
     return DataSourceUnavailable(

@@ -2,8 +2,7 @@
 
 ``<cache_dir>/tokens/<slug>-<key16>.<part>.bin`` holds the tokens (uint16, or uint32 past 65536
 ids), documents joined by end-of-text, with a ``.json`` of metadata beside it. The key hashes
-all that decides the tokens, so any change rebuilds. Files are written atomically, the old
-metadata removed first; files that do not match their metadata are rebuilt."""
+all that decides the tokens; a file that does not match its metadata is rebuilt."""
 
 from __future__ import annotations
 
@@ -52,11 +51,6 @@ def token_dtype(tokenizer_size: int) -> np.dtype:
     return np.dtype(np.uint16 if tokenizer_size <= 1 << 16 else np.uint32)
 
 
-def _canonical(obj: Any) -> Any:
-    """``obj`` as it reads back from JSON (tuples become lists), for comparisons."""
-    return json.loads(json.dumps(obj, sort_keys=True))
-
-
 @dataclass(frozen=True)
 class TokenFile:
     """A validated token file: open it with :func:`open_tokens`."""
@@ -101,7 +95,8 @@ def make_plan(
     src: SourceConfig, tok: LoadedTokenizer, cache_dir: str | os.PathLike, max_tokens: int | None
 ) -> CachePlan:
     """The cache plan of ``src`` tokenized by ``tok`` with training budget ``max_tokens``."""
-    spec = _canonical(src.content_spec(max_tokens))
+    # as it reads back from the metadata JSON (tuples become lists), so the two compare equal
+    spec = json.loads(json.dumps(src.content_spec(max_tokens), sort_keys=True))
     dtype = token_dtype(tok.size).name
     key_material = {
         "format": FORMAT_VERSION,
@@ -153,7 +148,6 @@ def open_tokens(tf: TokenFile) -> np.ndarray:
     return np.memmap(tf.path, dtype=tf.dtype, mode="r", shape=(tf.num_tokens,))
 
 
-# ------------------------------------------------------------------------------ writing
 class _AtomicTokenWriter:
     """Streams tokens to a temporary file; ``commit`` moves it and its metadata into place."""
 
@@ -210,10 +204,8 @@ def _fill(
     # encode_batch_fast (tokenizers >= 0.21) skips offset tracking, which we do not need
     encode = getattr(tok.tokenizer, "encode_batch_fast", tok.tokenizer.encode_batch)
     for texts in batches:
-        encodings = encode(texts, add_special_tokens=False)
-        for enc in encodings:
-            ids = np.fromiter(enc.ids, dtype=np.int64, count=len(enc.ids))
-            ids = np.append(ids, eos)
+        for enc in encode(texts, add_special_tokens=False):
+            ids = np.array([*enc.ids, eos], dtype=np.int64)
             if budget is not None and ids.size > budget - writer.num_tokens:
                 ids = ids[: budget - writer.num_tokens]
                 writer.truncated = True

@@ -1,7 +1,5 @@
-"""The tokenizer (embedded, a tokenizer.json path, a saved folder, or a hub name) and what derives
-from it: the model's vocabulary size (largest id + 1 rounded up to a multiple of 64, unless a
-config asks for more). Training text is ``doc EOS doc EOS ...``, so a scorer conditions a
-document on ``tokenizer.document_prefix`` (``[eos_id]``)."""
+"""The tokenizer (embedded, a tokenizer.json path, a saved folder, or a hub name) and the model
+vocabulary it implies: largest id + 1 rounded up to a multiple of 64, unless a config asks more."""
 
 from __future__ import annotations
 

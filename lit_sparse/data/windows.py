@@ -1,8 +1,7 @@
 """Held-out windows: fixed, non-overlapping (x, y) windows over a held-out token file.
 
 The stream is one end-of-text token, then the file. Window ``i`` of length L covers tokens
-``[i*L, i*L + L]`` (neighbours share one boundary token), so every held-out token is predicted
-exactly once. Rank ``r`` of ``R`` takes windows ``r, r + R, ...``."""
+``[i*L, i*L + L]``, so every held-out token is predicted exactly once."""
 
 from __future__ import annotations
 
@@ -35,16 +34,8 @@ def num_windows(num_tokens: int, length: int, span: int | None = None) -> int:
 
 
 class HeldOutWindows(IterableDataset):
-    """One rank's share of the fixed windows of a held-out set, as (x, y) batches.
-
-    Args:
-        file: the held-out token file.
-        length: L, predictions per window.
-        count: number of windows (the first ``count`` of the stream).
-        batch_size: windows per batch (a rank's last batch may be smaller).
-        rank, world_size: this process takes windows ``rank::world_size``.
-        prefix: the token before the file's first (the end-of-text id); None: the file alone.
-    """
+    """Rank ``rank``'s share (windows ``rank::world_size``) of the first ``count`` windows of
+    ``length`` predictions, as (x, y) batches; ``prefix``: the token before the file's first."""
 
     def __init__(
         self,

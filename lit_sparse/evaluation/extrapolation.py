@@ -1,9 +1,8 @@
 """Length extrapolation: the trained weights scored at multiples of the training length.
 
-For each length T and held-out set the model scores the non-overlapping windows of T
-predictions over the same tokens; perplexity is exp of the token-weighted mean NLL. RoPE and
-the sparse patterns' distances follow T, so the same weights run at every length. Ranks add
-their NLL sums and token counts in one ``reduce`` call."""
+At each length T the model scores every held-out set's non-overlapping windows of T predictions
+(RoPE and the patterns follow T); perplexity is exp of the token-weighted mean NLL. Ranks add
+their sums in one ``reduce`` call."""
 
 from __future__ import annotations
 
@@ -39,11 +38,9 @@ def extrapolation_lengths(
     lengths: Iterable[int] | None = None,
 ) -> list[int]:
     """Sorted distinct lengths: ``lengths``, else rounded multiples of the training length."""
-    values = (
-        list(lengths)
-        if lengths is not None
-        else [int(round(m * training_length)) for m in multiples]
-    )
+    if lengths is None:
+        lengths = [int(round(m * training_length)) for m in multiples]
+    values = list(lengths)
     if not values:
         raise ConfigError("lengths: expected at least one evaluation length")
     bad = [v for v in values if isinstance(v, bool) or int(v) != v or v < 1]
@@ -53,9 +50,8 @@ def extrapolation_lengths(
 
 
 def with_new_offsets(model: LanguageModel, new_offsets: str | None) -> LanguageModel:
-    """``model``'s weights in a LanguageModel rebuilt with ``new_offsets`` (the policy for distances
-    seen only beyond the training length); None or the model's own policy returns ``model``. A
-    plugin without the option accepts "use" and refuses "drop"."""
+    """``model``'s weights rebuilt with ``new_offsets`` (the policy for distances seen only beyond
+    the training length); ``model`` itself for None, its own policy, or "use" without the option."""
     if new_offsets is None:
         return model
     if new_offsets not in ("use", "drop"):
@@ -77,11 +73,9 @@ def with_new_offsets(model: LanguageModel, new_offsets: str | None) -> LanguageM
 
 def format_distances(values: Sequence[int], limit: int = 8) -> str:
     """A short text for a list of distances: all of them, or the first few and a count."""
-    if not values:
-        return "none"
+    shown = ", ".join(str(v) for v in values[:limit]) or "none"
     if len(values) <= limit:
-        return ", ".join(str(v) for v in values)
-    shown = ", ".join(str(v) for v in values[:limit])
+        return shown
     return f"{shown}, ... ({len(values)} in {values[0]}..{values[-1]})"
 
 
@@ -110,8 +104,7 @@ class ExtrapolationResult:
 
     @property
     def reference_length(self) -> int:
-        """The length changes are measured against: the training length if evaluated, else the
-        shortest."""
+        """The baseline of the changes: the training length if evaluated, else the shortest."""
         return self.training_length if self.training_length in self.lengths else self.lengths[0]
 
     def ppl(self, set_name: str, length: int) -> float:
@@ -124,8 +117,7 @@ class ExtrapolationResult:
         return 100.0 * (self.ppl(set_name, length) / ref - 1.0)
 
     def metrics(self, prefix: str = "extrap") -> dict[str, float]:
-        """``<prefix>/ppl/<set>/<T>`` and ``<prefix>/ppl_change_pct/<set>/<T>``, finite values
-        only."""
+        """``<prefix>/ppl/<set>/<T>`` and ``<prefix>/ppl_change_pct/<set>/<T>`` (finite values)."""
         out: dict[str, float] = {}
         for name in self.sets:
             for length in self.lengths:
@@ -134,7 +126,6 @@ class ExtrapolationResult:
                     out[f"{prefix}/ppl_change_pct/{name}/{length}"] = self.change_pct(name, length)
         return {k: v for k, v in out.items() if math.isfinite(v)}
 
-    # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (format ``lit_sparse.extrapolation/1``); nan becomes null."""
 
@@ -217,11 +208,9 @@ class ExtrapolationResult:
             "",
         ]
         rows = [
-            [
-                name,
-                *(_finite(self.ppl(name, t), "{:.2f}") for t in self.lengths),
-                *(_finite(self.change_pct(name, t), "{:+.1f} %") for t in others),
-            ]
+            [name]
+            + [_finite(self.ppl(name, t), "{:.2f}") for t in self.lengths]
+            + [_finite(self.change_pct(name, t), "{:+.1f} %") for t in others]
             for name in self.sets
         ]
         lines.append(markdown_table(header, rows, align="l" + "r" * (len(header) - 1)))
@@ -266,15 +255,14 @@ def evaluate_lengths(
 
     Args:
         model: a ``LanguageModel`` or a module holding one as ``.model`` (LitLanguageModel).
-        datamodule: set up, with ``val_set_names``, ``val_windows_at(length, set, batch_size)``
-            and ``seq_len`` (under several processes, attached to the trainer).
+        datamodule: set up (under several processes, attached to the trainer), with
+            ``val_set_names`` and ``val_windows_at(length, set, batch_size)``.
         lengths: evaluation lengths (predictions per window).
         sets: held-out sets to score (default all).
         new_offsets: "use" or "drop" to rebuild the model under that policy; None: as is.
         batch_size: windows per batch (default the datamodule's).
-        reduce: sums a tensor over processes (e.g. ``lambda t: strategy.reduce(t, "sum")``);
-            called exactly once, on every rank. None: a single process.
-        context: a context manager factory for the forward (the precision plugin's, as validation).
+        reduce: sums a tensor over processes, called exactly once on every rank; None: one process.
+        context: a context manager factory for the forward (the precision plugin's).
         progress: show a progress bar on stderr.
     """
     inner: LanguageModel = getattr(model, "model", model)
@@ -344,16 +332,14 @@ def _score_sets(
 
 
 def _per_set_and_length(total: Tensor, names: list[str], lengths: list[int]) -> dict[str, Any]:
-    """nll, tokens and windows (set -> length -> value) from the summed (2, sets, lengths)
-    scores."""
+    """nll, tokens and windows (set -> length -> value) of the summed (2, sets, lengths) scores."""
     nll: dict[str, dict[int, float]] = {}
     tokens: dict[str, dict[int, int]] = {}
     windows: dict[str, dict[int, int]] = {}
     for i, name in enumerate(names):
         nll[name], tokens[name], windows[name] = {}, {}, {}
         for j, length in enumerate(lengths):
-            count = int(round(float(total[1, i, j])))
-            windows[name][length] = count
+            count = windows[name][length] = int(round(float(total[1, i, j])))
             tokens[name][length] = count * length
             nll[name][length] = float(total[0, i, j]) / (count * length) if count else math.nan
     return {"nll": nll, "tokens": tokens, "windows": windows}

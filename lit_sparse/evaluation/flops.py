@@ -1,10 +1,8 @@
 """Forward and training FLOPs of the language model, sparse attention included.
 
-A multiply-add is 2 FLOPs, counted per predicted token as torch's FlopCounterMode counts
-matrix products (projections, SwiGLU, the tied head, attention's scores and weighted sum over
-every key slot a query computes); element-wise work is not counted; training is 3 x forward.
-Dense computes all T slots per query; a sparse layer one per attended distance plus BigBird's
-global and random keys."""
+Per predicted token, a multiply-add is 2 FLOPs, as torch's FlopCounterMode counts matrix
+products (element-wise work is not counted); training is 3 x forward. Attention counts every key
+slot a query computes: all T when dense, else one per distance plus any absolute keys."""
 
 from __future__ import annotations
 
@@ -59,8 +57,7 @@ class FlopsBreakdown:
 
 
 def forward_flops_per_token(config: ModelConfig, keys: Sequence[float]) -> FlopsBreakdown:
-    """Forward FLOPs per token of shape ``config`` with ``keys[l]`` key slots per query in layer
-    l."""
+    """Forward FLOPs per token of ``config`` with ``keys[l]`` key slots per query in layer l."""
     if len(keys) != config.n_layers:
         raise ValueError(f"keys: expected one count per layer ({config.n_layers}), got {len(keys)}")
     d, h, kv, hd = config.d_model, config.n_heads, config.n_kv_heads, config.head_dim

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils.rnn import pad_sequence
 
 from lit_sparse.io.tables import markdown_table
 
@@ -63,10 +64,9 @@ def choose(
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
                 chunk = [sequences[s] for s in order[start : start + batch_size]]
-                length = max(len(ids) for _, _, ids, _ in chunk)
-                batch = torch.zeros(len(chunk), length, dtype=torch.long)
-                for row, (_, _, ids, _) in enumerate(chunk):
-                    batch[row, : len(ids)] = torch.tensor(ids)
+                batch = pad_sequence(
+                    [torch.tensor(ids) for _, _, ids, _ in chunk], batch_first=True
+                )
                 logits = model(batch.to(device))  # (B, T, V)
                 for row, (item, choice, ids, n_prompt) in enumerate(chunk):
                     targets = torch.tensor(ids[n_prompt:], device=logits.device)

@@ -1,6 +1,5 @@
-"""Evaluation items from the embedded corpus's held-out split, for lit_sparse's lm-eval tasks:
-whole held-out documents (:func:`held_out_documents`) and integer-answer math problems with a
-multiple choice (:func:`math_items`)."""
+"""Evaluation items of the embedded corpus's held-out split, for lit_sparse's lm-eval tasks: whole
+documents (:func:`held_out_documents`) and integer-answer math problems (:func:`math_items`)."""
 
 from __future__ import annotations
 
@@ -59,8 +58,7 @@ def _split(text: str) -> tuple[str, str, str] | None:
 def math_items() -> list[dict[str, Any]]:
     r"""The held-out math problems with a one-integer answer, in corpus order: ``prompt``
     (``Q: ...\nA:``), ``answer``, ``kind``, and a multiple choice cut just before the answer in
-    the worked solution, ``choice_context``, ``choices`` (the answer and three nearby numbers)
-    and ``label`` (``choice_context`` None when the solution never writes the answer)."""
+    the worked solution: ``choice_context``, ``choices`` and ``label`` (all None without one)."""
     items = []
     for record in read_records("math", split="val"):
         value = _integer_answer(record["answer"])

@@ -18,8 +18,7 @@ __all__ = ["PositionBinnedNLL", "bin_edges"]
 
 
 def bin_edges(n_positions: int, n_bins: int = 8) -> list[int]:
-    """Edges ``int(linspace(0, n_positions, n_bins + 1))``; bin k is ``edges[k] <= p < edges[k +
-    1]``."""
+    """Edges ``int(linspace(0, n_positions, n_bins + 1))``; bin k: edges[k] <= p < edges[k + 1]."""
     if n_bins < 1 or n_positions < n_bins:
         raise ConfigError(f"n_bins={n_bins}: expected 1 <= n_bins <= positions ({n_positions})")
     return [int(e) for e in np.linspace(0, n_positions, n_bins + 1)]

@@ -1,8 +1,7 @@
 """Scoring and training of the retrieval probe (paper section 4.4, table 2).
 
-``acc@d``: over held-out positions whose marker selects d and that have a source, the share
-whose argmax is the source token ``x[t - d]``. ``ProbeModule`` trains on the probe: mean
-cross-entropy at positions with a source, weight decay on matrices only."""
+``acc@d``: the share of held-out positions whose marker selects d, and that have a source, where
+the argmax is the source token ``x[t - d]``."""
 
 from __future__ import annotations
 
@@ -38,9 +37,8 @@ PROBE_MODEL = ModelConfig(
 def probe_counts(
     pred: Tensor, x: Tensor, y: Tensor, distances: Sequence[int], payload: int
 ) -> tuple[Tensor, Tensor]:
-    """(correct, scored) per distance, each (len(distances),), of ``pred`` (B, T) against ``y``
-    (B, T) at positions whose marker (``x // payload``) selects it and with a source
-    (``y != -100``)."""
+    """(correct, scored) per distance (D,) of ``pred`` (B, T) against ``y`` (B, T), at positions
+    whose marker (``x // payload``) selects it and with a source (``y != -100``)."""
     marker = x // payload
     scored = y != IGNORE_INDEX
     hit = (pred == y) & scored
@@ -112,9 +110,9 @@ class ProbeScores:
 
 
 class ProbeModule(LitLanguageModel):
-    """The probe's LightningModule (the paper's recipe as defaults). Needs a datamodule with
-    ``distances`` and ``payload``; after each validation ``scores`` holds the
-    :class:`ProbeScores` (also logged as ``probe/acc@<d>``)."""
+    """The probe's LightningModule: mean cross-entropy at positions with a source, the paper's
+    recipe as defaults. Needs a datamodule with ``distances`` and ``payload``; after each
+    validation ``scores`` holds the :class:`ProbeScores` (logged as ``probe/acc@<d>``)."""
 
     def __init__(
         self,
@@ -135,8 +133,7 @@ class ProbeModule(LitLanguageModel):
             lr: learning rate (constant with the defaults).
             min_lr_ratio: the cosine ends at lr * min_lr_ratio (1: constant).
             warmup_steps: linear warmup length in optimizer steps.
-            max_steps: training length in optimizer steps (the cosine and the Gaussian width's
-                anneal end there).
+            max_steps: training length in optimizer steps (the cosine and width anneal end there).
             weight_decay: AdamW decay on tensors with >= 2 dims (never alpha's theta).
             betas: AdamW betas.
             eps: AdamW epsilon.
@@ -151,7 +148,6 @@ class ProbeModule(LitLanguageModel):
         self.scores: ProbeScores | None = None
         self.accuracy: ProbeAccuracy | None = None
 
-    # ----------------------------------------------------------------- data
     def _probe_data(self) -> tuple[list[int], int]:
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
         distances = getattr(datamodule, "distances", None)
@@ -168,7 +164,6 @@ class ProbeModule(LitLanguageModel):
         logits = self.model(x)
         return logits, token_nll(logits, y, ignore_index=IGNORE_INDEX)
 
-    # ----------------------------------------------------------------- training
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         """Anneal a Gaussian rung read's width from the optimizer step (a no-op otherwise)."""
         progress = self.global_step / max(1, self.hparams.max_steps)
@@ -190,7 +185,6 @@ class ProbeModule(LitLanguageModel):
         widths = [float(p.rung_width) for p in self.model.patterns if hasattr(p, "rung_width")]
         return {"rung_widths": widths} if widths else {}
 
-    # --------------------------------------------------------------- validation
     def on_validation_epoch_start(self) -> None:
         distances, payload = self._probe_data()
         self.accuracy = ProbeAccuracy(distances, payload).to(self.device)
@@ -209,9 +203,7 @@ class ProbeModule(LitLanguageModel):
         self.accuracy.reset()
         alphas = self.model.alphas()
         self.scores = ProbeScores(
-            accuracy=result["accuracy"],
-            positions=result["positions"],
-            sequences=result["sequences"],
+            **result,  # accuracy, positions, sequences
             loss=loss,
             alphas=None if alphas is None else [float(a) for a in alphas],
             step=self.global_step,

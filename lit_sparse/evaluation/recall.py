@@ -1,9 +1,6 @@
-"""Recall accuracy at several evaluation lengths and ``new_offsets`` policies.
-
-Each held-out set the data has at a length is scored by
-:class:`lit_sparse.metrics.RecallAccuracy` at its labelled positions, with what the pattern
-offers there (keys per query, cache rows, the share of each distance bucket reached by
-composition); ranks add in one ``reduce``."""
+"""Recall accuracy at several evaluation lengths and ``new_offsets`` policies: every held-out set
+at a length is scored at its labelled positions, beside what the pattern offers there (keys per
+query, cache rows, the share of each distance bucket reached by composition)."""
 
 from __future__ import annotations
 
@@ -79,7 +76,6 @@ class RecallResult:
         }
         return {key: value for key, value in out.items() if math.isfinite(value)}
 
-    # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (format ``lit_sparse.recall/1``)."""
         return {
@@ -176,10 +172,7 @@ def _coverage(reach: np.ndarray, bucket: Sequence[int] | None) -> float | None:
 
 
 def _score(
-    model: LanguageModel,
-    loaders: Mapping[str, Any],
-    names: list[str],
-    device: torch.device,
+    model: LanguageModel, loaders: Mapping[str, Any], names: list[str], device: torch.device
 ) -> Tensor:
     """(3, sets) float64: this process's per-example accuracy sum, exact count, examples."""
     local = torch.zeros(3, len(names), dtype=torch.float64)
@@ -203,21 +196,18 @@ def _score(
 
 def available_memory() -> int | None:
     """``MemAvailable`` in bytes (None without /proc/meminfo)."""
-    try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as handle:
+        for line in handle:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
     return None
 
 
 def scoring_bytes(
     model: nn.Module, datamodule: Any, length: int, batch_tokens: int | None = None
 ) -> int:
-    """A lower bound on the memory scoring at ``length`` takes: the held-out examples (int64) plus
-    one batch's float32 forward activations."""
+    """A lower bound on scoring's memory at ``length``: the held-out examples and one batch's
+    float32 activations."""
     config = getattr(model, "model", model).config
     examples = len(datamodule.set_names_at(length)) * datamodule.examples_at(length)
     tokens = batch_tokens or datamodule.val_batch_size * datamodule.seq_len
@@ -232,8 +222,8 @@ def _check_lengths(
 ) -> None:
     """One ConfigError line for a length the task cannot make or whose scoring will not fit."""
     check = getattr(datamodule, "check_length", None)
-    for length in lengths:
-        if callable(check):
+    if callable(check):
+        for length in lengths:
             check(length)
     free = available_memory()
     for length in lengths:
@@ -260,12 +250,11 @@ def evaluate_recall(
 
     Args:
         model: a ``LanguageModel`` or a module holding one as ``.model``.
-        datamodule: a :class:`lit_sparse.tasks.RecallDataModule` (``loaders_at(length,
-            batch_size)``: this rank's share of each set).
+        datamodule: a :class:`lit_sparse.tasks.RecallDataModule`.
         lengths: evaluation lengths.
         policies: ``new_offsets`` policies, among ``use`` and ``drop``.
         batch_tokens: tokens per batch (default: the validation batch's).
-        reduce: sums a tensor over processes; called exactly once, on every rank.
+        reduce: sums a tensor over processes, called exactly once on every rank.
         context: a context manager factory for the forward (the trainer's precision).
         progress: called with a line per (policy, length) scored.
     """

@@ -1,10 +1,7 @@
-"""A dense model as one GGUF file that llama.cpp runs (its ``llama`` architecture; the ``gguf``
-extra).
-
-The file holds what llama.cpp's converter writes for a Llama: the shape under ``llama.*``,
-llama.cpp's tensor names (no ``output.weight``: the head is tied), q and k rows interleaved per
-head (our RoPE rotates halves, llama.cpp's adjacent pairs) and the byte-level BPE tokenizer.
-Only a dense model with an MLP fits (docs/generation.md, "llama.cpp")."""
+"""A dense model as one GGUF file for llama.cpp (the ``gguf`` extra), as its converter writes a
+Llama: the shape under ``llama.*``, llama.cpp's tensor names (the head tied), q and k rows
+interleaved per head (our RoPE rotates halves, llama.cpp's adjacent pairs) and the byte-level
+BPE tokenizer (docs/generation.md, "llama.cpp")."""
 
 from __future__ import annotations
 
@@ -19,7 +16,7 @@ import torch
 
 from lit_sparse.attention import build_attention
 from lit_sparse.errors import ConfigError
-from lit_sparse.formats.stock import stock_layout_of
+from lit_sparse.formats.stock import BLOCK_NAMES, stock_layout_of
 from lit_sparse.io.atomic import AtomicFile, storage_error, storage_failure
 
 __all__ = [
@@ -36,20 +33,10 @@ __all__ = [
 ]
 
 GGUF_TYPES = ("f32", "f16", "q8_0")
+_FILE_TYPES = {"f32": "ALL_F32", "f16": "MOSTLY_F16", "q8_0": "MOSTLY_Q8_0"}  # gguf.LlamaFileType
 DEFAULT_GGUF_TYPE = "f16"
 """Half f32's bytes, logits within about 1e-3 (llama.cpp's converter's default too)."""
 
-_BLOCK_TENSORS = {  # our name in a block -> gguf's MODEL_TENSOR member
-    "attn_norm.weight": "ATTN_NORM",
-    "attn.q_proj.weight": "ATTN_Q",
-    "attn.k_proj.weight": "ATTN_K",
-    "attn.v_proj.weight": "ATTN_V",
-    "attn.o_proj.weight": "ATTN_OUT",
-    "ffn_norm.weight": "FFN_NORM",
-    "ffn.gate.weight": "FFN_GATE",
-    "ffn.up.weight": "FFN_UP",
-    "ffn.down.weight": "FFN_DOWN",
-}
 _GPT2_PRE = "gpt-2"  # llama.cpp's name of GPT-2's pre-tokenizer regex
 
 
@@ -77,14 +64,10 @@ class GGUFVocab:
             )
         tokens = self.tokens + [None] * (size - len(self.tokens))
         kinds = gguf.TokenType
+        added = dict.fromkeys(self.user_defined, kinds.USER_DEFINED)
+        added.update(dict.fromkeys(self.control, kinds.CONTROL))
         types = [
-            kinds.UNUSED
-            if token is None
-            else kinds.CONTROL
-            if i in self.control
-            else kinds.USER_DEFINED
-            if i in self.user_defined
-            else kinds.NORMAL
+            kinds.UNUSED if token is None else added.get(i, kinds.NORMAL)
             for i, token in enumerate(tokens)
         ]
         return [f"[PAD{i}]" if t is None else t for i, t in enumerate(tokens)], types
@@ -121,8 +104,7 @@ def tokenizer_vocab(tokenizer_json: str, eos_id: int) -> GGUFVocab:
 
 
 def byte_vocab() -> GGUFVocab:
-    """The 256 byte symbols, one merge and ``<|endoftext|>``: a vocabulary for random-weight
-    GGUFs."""
+    """The 256 byte symbols, one merge and ``<|endoftext|>``: for random-weight GGUFs."""
     from tokenizers import pre_tokenizers
 
     symbols = sorted(pre_tokenizers.ByteLevel.alphabet())
@@ -167,8 +149,7 @@ def check_trained_dense(model) -> None:
 
 
 def _interleave_rope(weight: torch.Tensor, heads: int) -> torch.Tensor:
-    """q or k rows (heads * D, d_model) from rotate-half pairs (i, i + D/2) to (2i, 2i + 1) per
-    head."""
+    """q or k rows (heads * D, d_model), rotate-half pairs (i, i + D/2) to (2i, 2i + 1) per head."""
     rows, cols = weight.shape
     half = rows // heads // 2
     return weight.reshape(heads, 2, half, cols).transpose(1, 2).reshape(rows, cols)
@@ -187,7 +168,7 @@ def gguf_tensors(model) -> dict[str, torch.Tensor]:
     }
     rope_heads = {"ATTN_Q": config.n_heads, "ATTN_K": config.n_kv_heads}
     for layer in range(config.n_layers):
-        for ours, member in _BLOCK_TENSORS.items():
+        for ours, (_, member) in BLOCK_NAMES.items():
             tensor = state.pop(f"blocks.{layer}.{ours}")
             if member in rope_heads:
                 tensor = _interleave_rope(tensor, rope_heads[member])
@@ -236,8 +217,7 @@ def write_gguf(
     gguf_type: str = DEFAULT_GGUF_TYPE,
     name: str | None = None,
 ) -> int:
-    """Write dense ``model`` and ``vocab`` as one GGUF file, atomically; returns the tensors'
-    bytes."""
+    """Write dense ``model`` and ``vocab`` as one GGUF file, atomically; the tensors' bytes."""
     import gguf
 
     check_gguf_type(gguf_type)
@@ -245,18 +225,13 @@ def write_gguf(
     check_trained_dense(model)
     config = model.config
     tokens, types = vocab.padded(config.vocab_size)
-    file_type = {
-        "f32": gguf.LlamaFileType.ALL_F32,
-        "f16": gguf.LlamaFileType.MOSTLY_F16,
-        "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
-    }[gguf_type]
     target = Path(path)
     handle = AtomicFile(target)  # the writer opens the temporary file by its name
     try:
         writer = gguf.GGUFWriter(handle.temporary, gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.LLAMA])
         writer.add_type(gguf.GGUFType.MODEL)
         writer.add_name(name or target.stem)
-        writer.add_file_type(file_type)
+        writer.add_file_type(gguf.LlamaFileType[_FILE_TYPES[gguf_type]])
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
         for key, field in _SHAPE_KEYS.items():  # llama.cpp's hyperparameters, ours by name
             getattr(writer, f"add_{key}")(getattr(config, field))

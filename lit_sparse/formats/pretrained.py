@@ -1,10 +1,7 @@
-"""The weights-only form of a model: what ``LanguageModel.save_pretrained`` writes and
-``from_pretrained`` reads (huggingface_hub's mixin calls these).
-
-A folder holds ``model.safetensors``, ``config.json`` (model and attention configs, the keys
-transformers reads, digests that guard the folder), the remote-code files and a model card,
-or a stock layout (:mod:`~lit_sparse.formats.stock`). A damaged folder is one line naming the
-file. The checks are separate functions because transformers' remote-code loader runs them too."""
+"""The model folder ``LanguageModel.save_pretrained`` writes and ``from_pretrained`` reads:
+``model.safetensors``, ``config.json`` (configs, transformers' keys, digests guarding the
+folder), remote code and a model card, or a stock layout (:mod:`.stock`). A damaged file is one
+line naming it; the checks are functions because transformers' remote-code loader runs them."""
 
 from __future__ import annotations
 
@@ -66,7 +63,6 @@ FREE_AT_LOAD = ("new_offsets",)
 """Attention options a user may choose at load (the policy beyond the training length)."""
 
 
-# --------------------------------------------------------------- what guards the folder
 def file_sha256(path: str | os.PathLike) -> str:
     """The sha256 of a file (hex), read in 1 MB pieces."""
     digest = hashlib.sha256()
@@ -87,17 +83,13 @@ def trained_attention(model) -> dict[str, Any]:
     if isinstance(record, dict):
         return record
     attention, length = model.attention.to_config(), model.config.context_length
-    return {
-        "attention": attention,
-        "context_length": length,
-        "sha256": _record_digest(attention, length),
-    }
+    digest = _record_digest(attention, length)
+    return {"attention": attention, "context_length": length, "sha256": digest}
 
 
 def attention_changes(config: dict[str, Any], attention: dict[str, Any]) -> list[str]:
-    """How ``attention`` (a ``to_config()``) and its training length differ from ``config``'s
-    ``trained_attention`` record, e.g. ``window=4 (trained with 8)`` (``new_offsets`` exempt);
-    one entry when the record was edited. Empty without a record."""
+    """How ``attention`` (a ``to_config()``) differs from ``config``'s ``trained_attention``, e.g.
+    ``window=4 (trained with 8)``; one entry when the record itself was edited."""
     record = config.get(TRAINED_ATTENTION)
     if not isinstance(record, dict):
         return []
@@ -152,11 +144,10 @@ def check_weights_digest(weights: str | os.PathLike, config: dict[str, Any]) -> 
     recorded = config.get(WEIGHTS_SHA256)
     if isinstance(recorded, str) and file_sha256(weights) != recorded:
         raise DamagedFileError(
-            f"{str(weights)!r} does not match the sha256 its {CONFIG_FILE} records (a "
-            "changed or truncated file): export the run again; weights changed on purpose "
-            "load with verify_weights=False (LanguageModel.from_pretrained, "
-            "lit_sparse.load_pretrained, transformers' from_pretrained), and save_pretrained "
-            "records their sha256"
+            f"{str(weights)!r} does not match the sha256 its {CONFIG_FILE} records (a changed or "
+            "truncated file): export the run again; weights changed on purpose load with "
+            "verify_weights=False (LanguageModel.from_pretrained, lit_sparse.load_pretrained, "
+            "transformers' from_pretrained), and save_pretrained records their sha256"
         )
 
 
@@ -179,8 +170,7 @@ def check_tokenizer_digest(
 
 
 def weight_shapes(weights: str | os.PathLike) -> dict[str, tuple[int, ...]]:
-    """name -> shape of a safetensors file's tensors, from its header; DamagedFileError if not
-    one."""
+    """name -> shape of a safetensors file's tensors (its header); else DamagedFileError."""
     from safetensors import safe_open
 
     try:
@@ -193,8 +183,7 @@ def weight_shapes(weights: str | os.PathLike) -> dict[str, tuple[int, ...]]:
 def check_fit(
     expected: dict[str, Any], found: dict[str, Any], model_id: str, strict: bool = True
 ) -> None:
-    """One ConfigError line unless the weights ``found`` have the shapes the config builds
-    (``expected``; both name -> shape); ``strict``: missing or extra tensors fail too."""
+    """ConfigError unless ``found`` has ``expected``'s shapes (``strict``: and the same names)."""
     problems = [f"missing {k}" for k in expected if k not in found] if strict else []
     problems += [f"unexpected {k}" for k in found if k not in expected] if strict else []
     problems += [
@@ -203,9 +192,8 @@ def check_fit(
         if k in expected and tuple(shape) != tuple(expected[k])
     ]
     if problems:
-        shown = ", ".join(problems[:3]) + (
-            f" and {len(problems) - 3} more" if len(problems) > 3 else ""
-        )
+        more = f" and {len(problems) - 3} more" if len(problems) > 3 else ""
+        shown = ", ".join(problems[:3]) + more
         raise ConfigError(f"{model_id!r}: {WEIGHTS_FILE} does not fit its config.json ({shown})")
 
 
@@ -230,8 +218,7 @@ def read_config(folder: str | os.PathLike) -> dict[str, Any] | None:
 
 
 def check_savable(model) -> None:
-    """One ConfigError line, before writing, when ``model`` holds int8 weights
-    (``quantize_int8``)."""
+    """One ConfigError line when ``model`` holds int8 weights (``quantize_int8``)."""
     int8 = [name for name, t in model.state_dict().items() if t.dtype == torch.int8]
     if int8:
         raise ConfigError(
@@ -250,9 +237,8 @@ def save(
     extra: dict[str, Any] | None = None,
     tokenizer_sha256: str | None = None,
 ) -> list[str]:
-    """Write ``model.safetensors`` and ``config.json`` (atomically, plus the remote-code files in
-    the ``lit_sparse`` layout) into ``folder``; ``extra``: more config.json keys;
-    ``tokenizer_sha256``: the shipped tokenizer's digest. Returns the file names written."""
+    """Write ``model.safetensors``, ``config.json`` (plus ``extra`` keys) and, in the
+    ``lit_sparse`` layout, the remote code into ``folder``; returns the file names."""
     from safetensors.torch import save as safetensors_bytes
 
     if layout not in LAYOUTS:
@@ -297,8 +283,7 @@ def save(
 
 
 def lit_sparse_keys(config: Any) -> tuple[dict[str, Any], str | None] | None:
-    """A config.json's lit_sparse keys and stock layout, or None when lit_sparse did not write
-    it."""
+    """A config.json's lit_sparse keys and stock layout (None: lit_sparse did not write it)."""
     if not isinstance(config, dict):
         return None
     if config.get("format") == FORMAT:
@@ -318,8 +303,7 @@ def _lit_sparse_keys(model_id: str, config: Any) -> tuple[dict[str, Any], str | 
     if isinstance(config, dict) and config.get("model_type") in stock.STOCK_CLASSES:
         raise ConfigError(
             f"{model_id!r}: a {config['model_type']} folder not written by lit_sparse (its "
-            "config.json has no 'lit_sparse' keys); load it with transformers' "
-            "AutoModelForCausalLM"
+            "config.json has no 'lit_sparse' keys); load it with transformers' AutoModelForCausalLM"
         )
     found = "no config.json" if config is None else "config.json is not an object"
     if isinstance(config, dict):
@@ -344,9 +328,8 @@ def load(
     local_files_only: bool = False,
     token: str | bool | None = None,
 ):
-    """The model of folder or hub repository ``model_id`` (config.json ``config``), weights loaded
-    strictly, in eval mode. ``verify_weights``: check their recorded sha256 (False: changed on
-    purpose). A bad file is one line naming it; an attention edited since training warns once."""
+    """The model (eval mode) of folder or hub repository ``model_id`` whose config.json is
+    ``config``; ``verify_weights``: check the recorded sha256 (False: changed on purpose)."""
     config, layout = _lit_sparse_keys(model_id, config)
     check_model_keys(config, model_id)
     try:
@@ -419,8 +402,7 @@ def describe_attention(attention) -> str:
 def model_card(
     model, title: str | None = None, sections: str = "", layout: str = "lit_sparse"
 ) -> str:
-    """A short Markdown model card with huggingface_hub's metadata header: shape, attention, how to
-    load and generate (per ``layout``), and ``sections`` (the run's results)."""
+    """A Markdown model card (hub metadata header, shape, attention, usage) and ``sections``."""
     config = model.config
     title = title or f"lit_sparse {type(model.attention).name or 'custom'} language model"
     shape = (

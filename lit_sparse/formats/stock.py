@@ -1,9 +1,6 @@
-"""The config.json keys and weight names transformers reads; pure functions, no transformers.
-
-Two layouts of one network: ``lit_sparse`` (our names, ``model_type`` ``lit_sparse``, the
-standard shape keys and an ``auto_map`` to remote code, for any attention) and ``llama`` /
-``mistral`` (transformers' own, for dense and sliding window, no remote code, our keys under
-``lit_sparse``)."""
+"""The config.json keys and weight names transformers reads (pure functions): the ``lit_sparse``
+layout (our names, an ``auto_map`` to remote code, any attention) and the stock ``llama`` /
+``mistral`` ones (dense and sliding window, no remote code, our keys under ``lit_sparse``)."""
 
 from __future__ import annotations
 
@@ -26,16 +23,16 @@ LIT_SPARSE_CLASS = "LitSparseForCausalLM"
 STOCK_CLASSES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}
 _STOCK_PLUGINS = {"llama": "DenseAttention", "mistral": "SlidingWindowAttention"}
 
-_BLOCK_NAMES = {
-    "attn_norm.weight": "input_layernorm.weight",
-    "attn.q_proj.weight": "self_attn.q_proj.weight",
-    "attn.k_proj.weight": "self_attn.k_proj.weight",
-    "attn.v_proj.weight": "self_attn.v_proj.weight",
-    "attn.o_proj.weight": "self_attn.o_proj.weight",
-    "ffn_norm.weight": "post_attention_layernorm.weight",
-    "ffn.gate.weight": "mlp.gate_proj.weight",
-    "ffn.up.weight": "mlp.up_proj.weight",
-    "ffn.down.weight": "mlp.down_proj.weight",
+BLOCK_NAMES = {  # our name in a block -> (transformers' name, gguf's MODEL_TENSOR member)
+    "attn_norm.weight": ("input_layernorm.weight", "ATTN_NORM"),
+    "attn.q_proj.weight": ("self_attn.q_proj.weight", "ATTN_Q"),
+    "attn.k_proj.weight": ("self_attn.k_proj.weight", "ATTN_K"),
+    "attn.v_proj.weight": ("self_attn.v_proj.weight", "ATTN_V"),
+    "attn.o_proj.weight": ("self_attn.o_proj.weight", "ATTN_OUT"),
+    "ffn_norm.weight": ("post_attention_layernorm.weight", "FFN_NORM"),
+    "ffn.gate.weight": ("mlp.gate_proj.weight", "FFN_GATE"),
+    "ffn.up.weight": ("mlp.up_proj.weight", "FFN_UP"),
+    "ffn.down.weight": ("mlp.down_proj.weight", "FFN_DOWN"),
 }
 
 
@@ -122,6 +119,6 @@ def from_stock_names(state: dict[str, Any], n_layers: int) -> dict[str, Any]:
 def _names(n_layers: int) -> dict[str, str]:
     names = {"embedding.weight": "model.embed_tokens.weight", "norm.weight": "model.norm.weight"}
     for layer in range(n_layers):
-        for ours, stock in _BLOCK_NAMES.items():
+        for ours, (stock, _) in BLOCK_NAMES.items():
             names[f"blocks.{layer}.{ours}"] = f"model.layers.{layer}.{stock}"
     return names

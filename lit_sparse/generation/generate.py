@@ -65,12 +65,11 @@ def _check_integers(rows, where: str) -> None:
     """One ConfigError line naming the first non-integer id in nested lists (1.5 would truncate)."""
     for i, item in enumerate(rows):
         at = f"{where}[{i}]"
+        integral = isinstance(item, numbers.Integral) and not isinstance(item, bool)
         if isinstance(item, Tensor):
             if item.dtype.is_floating_point or item.dtype == torch.bool or item.is_complex():
                 raise ConfigError(f"{at}: expected integer token ids, got dtype {item.dtype}")
-        elif isinstance(item, (bool, numbers.Complex)) and not (
-            isinstance(item, numbers.Integral) and not isinstance(item, bool)
-        ):
+        elif isinstance(item, numbers.Complex) and not integral:  # bool is Complex
             raise ConfigError(
                 f"{at}={item!r}: expected an integer token id, got {type(item).__name__} (ids "
                 "are never rounded)"
@@ -118,8 +117,7 @@ def _prompt_tensor(prompt_ids, vocab_size: int, device: torch.device) -> Tensor:
 class Generation:
     """Iterating yields the next token of every prompt, (B,) int64, for up to ``max_new_tokens``
     steps; with ``eos_id`` a finished prompt yields ``eos_id`` and iteration stops when all have.
-    Arguments are checked when made (one ConfigError line each); float32 CPU matrices are laid
-    out for decoding (:func:`decoding_layout`)."""
+    Arguments are checked when made; float32 CPU matrices get :func:`decoding_layout`."""
 
     def __init__(
         self,
@@ -144,11 +142,8 @@ class Generation:
         self.sampler = Sampler(temperature, top_k, top_p, seed)
         if eos_id is not None and not (isinstance(eos_id, int) and 0 <= eos_id < vocab):
             raise ConfigError(f"eos_id={eos_id!r}: must be a token id in [0, {vocab})")
-        if vocab_limit is not None and (
-            isinstance(vocab_limit, bool)
-            or not isinstance(vocab_limit, int)
-            or not 1 <= vocab_limit <= vocab
-        ):
+        integer = isinstance(vocab_limit, int) and not isinstance(vocab_limit, bool)
+        if vocab_limit is not None and not (integer and 1 <= vocab_limit <= vocab):
             raise ConfigError(
                 f"vocab_limit={vocab_limit!r}: must be an integer in [1, {vocab}] (the model's "
                 "vocabulary), or None"
@@ -165,9 +160,8 @@ class Generation:
             )
         if limit is not None and length + max_new_tokens > limit:
             raise ConfigError(
-                f"max_new_tokens={max_new_tokens}: the prompt ({length} tokens) plus "
-                f"max_new_tokens exceeds the {limit} tokens the model can take; use at most "
-                f"{limit - length}"
+                f"max_new_tokens={max_new_tokens}: the prompt ({length} tokens) plus max_new_tokens"
+                f" exceeds the {limit} tokens the model can take; use at most {limit - length}"
             )
         self.model, self.max_new_tokens = decoding_layout(model), max_new_tokens
         self.eos_id, self.prefill_chunk = eos_id, prefill_chunk
@@ -209,21 +203,13 @@ class Generation:
 
 
 def generate(model, prompt_ids, max_new_tokens: int, **options: Any) -> Generation:
-    """Continue ``prompt_ids``: a :class:`Generation` yielding every prompt's next token (B,) as
-    soon as it is made; memory and per-token cost are bounded by each pattern's cache.
+    """Continue ``prompt_ids``: a :class:`Generation` yielding every prompt's next token (B,).
 
     Args:
-        model: the language model (on its own device and dtype).
         prompt_ids: (B, T) token ids (a tensor, a list of ids, or equal-length lists).
-        max_new_tokens: tokens to generate per prompt (>= 1).
-        temperature: 0 is greedy; > 0 samples from softmax(logits / T) (default 1).
-        top_k: sample among the k most likely tokens only.
-        top_p: nucleus sampling: the most likely tokens whose probabilities sum to top_p.
-        seed: makes sampling reproducible.
+        temperature, top_k, top_p, seed: how tokens are chosen (:class:`Sampler`; default T=1).
         eos_id: a prompt stops at this token; the iteration ends when every prompt has.
-        prefill_chunk: prompt tokens per prefill chunk (default 2048; None: at once); the
-            logits are the same either way.
-        vocab_limit: only ids below it are produced (the tokenizer's size when the model's
-            vocabulary is padded).
+        prefill_chunk: prompt tokens per prefill chunk (default 2048; None: all at once).
+        vocab_limit: only ids below it are produced (the tokenizer's size, for a padded vocab).
     """
     return Generation(model, prompt_ids, max_new_tokens, **options)

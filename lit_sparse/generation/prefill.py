@@ -22,8 +22,7 @@ def check_chunk(chunk: int | None) -> None:
 
 
 def prefill(model, ids: Tensor, cache, chunk: int | None = DEFAULT_CHUNK) -> Tensor:
-    """Run ``ids`` (B, T) into ``cache`` in chunks of ``chunk`` tokens; the last logits (B,
-    vocab)."""
+    """Run ``ids`` (B, T) into ``cache`` in chunks of ``chunk`` tokens; the last logits (B, V)."""
     check_chunk(chunk)
     step = chunk or ids.shape[1]
     logits = None

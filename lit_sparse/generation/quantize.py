@@ -1,9 +1,6 @@
-"""Int8 weights for decoding on a CPU: a step streams about a quarter of float32's bytes.
-
-:func:`quantize_int8` stores every matrix a decoding step reads as int8 with a float32 scale per
-output row (``max|w| / 127``); the rest stays float32. Decoding's few rows run through the
-compiled ``int8_linear`` kernel, a prefill through ``torch._weight_int8pack_mm`` (bfloat16
-inputs, columns padded to a multiple of 16; docs/performance.md, "int8 weights")."""
+"""Int8 weights for CPU decoding (a quarter of float32's bytes): every matrix as int8 with a
+float32 scale per output row (``max|w| / 127``). A few rows run through the compiled
+``int8_linear`` kernel, more through ``torch._weight_int8pack_mm`` (docs/performance.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Scoring continuations: each (context, continuation) pair's log-likelihood and whether greedy
-decoding produces it, in right-padded batches (exact for every causal plugin: pads after a row
-change none of its logits). Pairs are sorted by length and the head runs at continuation
-positions only."""
+"""Each (context, continuation) pair's log-likelihood and whether greedy decoding produces it, in
+right-padded batches sorted by length (exact: pads after a row change none of its logits)."""
 
 from __future__ import annotations
 
@@ -44,8 +42,7 @@ def check_length_options(max_length: int | None, truncation: str) -> None:
 
 
 def length_limit(model, max_length: int | None) -> int | None:
-    """The most input tokens: ``max_length`` (checked against the model's limit), else that
-    limit."""
+    """The most input tokens: ``max_length`` (at most the model's limit), else that limit."""
     supported = model.max_length
     if max_length is not None and supported is not None and max_length > supported:
         raise ConfigError(
@@ -131,13 +128,10 @@ def score(
             whole document after ``tokenizer.document_prefix``).
         batch_size: pairs per forward (a row's scores do not depend on the batch).
         max_length: the most input tokens (context + continuation - 1) per pair (default: the
-            longest the model supports; None: any length).
-        truncation: ``"error"`` refuses a longer pair in one line; ``"left"`` drops its oldest
-            context tokens (one warning per call).
-        progress: show a progress bar over the batches.
+            longest the model supports).
+        truncation: ``"error"`` refuses a longer pair; ``"left"`` drops its oldest context tokens.
 
-    Returns:
-        One :class:`Score` per pair, in the order given.
+    Returns one :class:`Score` per pair, in the order given.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"batch_size={batch_size!r}: must be an integer >= 1")
@@ -160,8 +154,7 @@ def score(
 
 
 def _score_batch(model, rows: list[tuple[list[int], int]], device: torch.device) -> list[Score]:
-    """One right-padded forward over ``rows``; the head runs at continuations, ``HEAD_ROWS`` at a
-    time."""
+    """One right-padded forward over ``rows``; the head at continuations, HEAD_ROWS at a time."""
     width = max(len(tokens) - 1 for tokens, _ in rows)
     inputs = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
     row_of, position, targets = [], [], []

@@ -11,8 +11,7 @@ REPLACEMENT = "\ufffd"
 
 
 class TextStream:
-    """``push(id)`` returns the text that became complete, ``flush()`` the rest; no special
-    tokens."""
+    """``push(id)`` returns the text that became complete, ``flush()`` the rest (no specials)."""
 
     def __init__(self, tokenizer: Tokenizer, hold_limit: int = 8):
         self.tokenizer, self.hold_limit = tokenizer, hold_limit

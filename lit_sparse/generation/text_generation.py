@@ -1,6 +1,5 @@
-"""Text in, text out: continue prompts until a stop string, end-of-text or ``max_new_tokens``,
-returning each continuation without its stop string. Prompts of equal token length run as one
-unpadded batch, so greedy results equal generating each prompt alone."""
+"""Text in, text out: prompts continued until a stop string (left out), end-of-text or
+``max_new_tokens``; equal-length prompts run as one unpadded batch (greedy: as if each alone)."""
 
 from __future__ import annotations
 
@@ -50,8 +49,7 @@ def _checked_stop(stop) -> list[str]:
 def _fitted_prompt(
     ids: list[int], n: int, max_new_tokens: int, limit: int | None, truncation: str
 ) -> tuple[list[int], bool]:
-    """The prompt's ids within ``limit`` with ``max_new_tokens`` (left-clipped where allowed) and
-    whether clipped."""
+    """The prompt's ids fitted to ``limit`` with the new tokens (left-clipped), and if clipped."""
     if limit is None or len(ids) + max_new_tokens <= limit:
         return ids, False
     room = limit - max_new_tokens
@@ -88,20 +86,14 @@ def generate_text(
     """Continue each prompt and return the new text, without the stop string that ended it.
 
     Args:
-        model: a ``LanguageModel`` (on its device and dtype).
-        tokenizer: its ``lit_sparse.Tokenizer``.
-        prompts: texts of any lengths (an empty one starts a new document; begin with
-            ``tokenizer.eos_token`` to mark a document's start).
-        max_new_tokens: the most tokens generated per prompt.
+        prompts: texts (an empty one starts a new document, as ``tokenizer.eos_token`` does).
         stop: strings that end a continuation.
         stop_at_eos: also end at the end-of-text token.
-        temperature: 0 (the default) is greedy; > 0 samples (with ``top_k``, ``top_p`` and
-            ``seed`` as ``lit_sparse.generate`` takes them; samples depend on batching).
+        temperature, top_k, top_p, seed: as :class:`Sampler`, greedy by default (samples
+            depend on batching).
         batch_size: prompts of equal token length generated together.
-        max_length: the most tokens of a prompt plus continuation (default: the longest the
-            model supports; None: any length).
-        truncation: ``"error"`` refuses a prompt that does not fit in one line; ``"left"``
-            drops its oldest tokens (one warning per call).
+        max_length: the most tokens of a prompt plus continuation (default: the model's limit).
+        truncation: ``"error"`` refuses a prompt that does not fit; ``"left"`` drops its oldest.
     """
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
         raise ConfigError(f"max_new_tokens={max_new_tokens!r}: must be an integer >= 1")
@@ -128,28 +120,22 @@ def generate_text(
     for n, ids in enumerate(encoded):
         by_length[len(ids)].append(n)
     texts: list[str] = [""] * len(prompts)
-    sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     eos_id = tokenizer.eos_id if stop_at_eos else None
+    vocab_limit = min(len(tokenizer), model.config.vocab_size)
+    options = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, eos_id=eos_id)
     for rows in by_length.values():
         for start in range(0, len(rows), batch_size):
             batch = rows[start : start + batch_size]
-            generation = Generation(
-                model,
-                [encoded[n] for n in batch],
-                max_new_tokens,
-                eos_id=eos_id,
-                vocab_limit=min(len(tokenizer), model.config.vocab_size),
-                **sampling,
-            )
+            ids = [encoded[n] for n in batch]
+            generation = Generation(model, ids, max_new_tokens, vocab_limit=vocab_limit, **options)
             for n, text in zip(batch, _continue(generation, tokenizer, stop, eos_id), strict=True):
                 texts[n] = text
     return texts
 
 
 class _IncrementalText:
-    """One row's continuation decoded as tokens arrive: each new token with a few before it (a
-    decoder reads neighbours), so a step costs the same at any length; a split character waits
-    for its bytes (up to ``HOLD`` tokens)."""
+    """One row's continuation decoded as tokens arrive, each with a few before it (a decoder reads
+    neighbours): a step costs the same at any length; a split character waits up to ``HOLD``."""
 
     HOLD = 8
 

@@ -1,9 +1,5 @@
-"""Weights for decoding in a narrower dtype or layout, the same float32 arithmetic.
-
-A batch-1 decoding step is bound by streaming the weights. :func:`bfloat16_weights` stores
-matrices in bfloat16, widened as read; :func:`decoding_layout` fuses q/k/v and gate/up and
-stores matrices column-major, which a few-row product streams at memory speed
-(docs/performance.md)."""
+"""Weights in bfloat16 or a decoding layout (a batch-1 step is bound by streaming the weights; a
+few-row product streams column-major matrices at memory speed), the same float32 arithmetic."""
 
 from __future__ import annotations
 
@@ -27,9 +23,7 @@ def bfloat16_weights(model: nn.Module) -> nn.Module:
 
 
 def decoding_layout(model: nn.Module) -> nn.Module:
-    """Lay ``model``'s float32 CPU matrices out for decoding, in place, the same values (q/k/v and
-    gate/up fused, the rest column-major); returns it. Saving is unaffected; replacing a weight
-    undoes it."""
+    """``model``'s float32 CPU matrices laid out for decoding in place (fused, column-major)."""
     for module in list(model.modules()):
         if isinstance(module, Attention) and not (module.qkv and module.qkv.active()):
             module.qkv = FusedProjection.fuse([module.q_proj, module.k_proj, module.v_proj])

@@ -1,9 +1,5 @@
-"""``python -m lit_sparse export``: a run's model as a folder (safetensors weights, config.json,
-tokenizer, a model card with the run's results) or one GGUF file (:func:`export_gguf`).
-
-The folder loads with ``LanguageModel.from_pretrained`` and in transformers (remote code, or
-a stock Llama / Mistral folder for dense and sliding-window models). An export is all or
-nothing (:class:`~lit_sparse.io.atomic.AtomicFolder`)."""
+"""``python -m lit_sparse export``: a run's model as a folder lit_sparse and transformers load
+(weights, config.json, tokenizer, model card) or one GGUF file (:func:`export_gguf`), atomically."""
 
 from __future__ import annotations
 
@@ -13,23 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lit_sparse.errors import ConfigError, DamagedFileError
-from lit_sparse.formats import pretrained
-from lit_sparse.formats.gguf import (
-    DEFAULT_GGUF_TYPE,
-    check_gguf_model,
-    check_gguf_type,
-    tokenizer_vocab,
-    write_gguf,
-)
-from lit_sparse.formats.pretrained import (
-    CONFIG_FILE,
-    LAYOUTS,
-    TOKENIZER_FILE,
-    WEIGHTS_FILE,
-    lit_sparse_keys,
-    model_card,
-    read_config,
-)
+from lit_sparse.formats import gguf, pretrained
 from lit_sparse.formats.remote import REMOTE_CODE
 from lit_sparse.formats.stock import stock_layout_of
 from lit_sparse.formats.transformers_files import transformers_files
@@ -52,7 +32,7 @@ __all__ = [
 ]
 
 GGUF = "gguf"
-FORMATS = (*LAYOUTS, GGUF)
+FORMATS = (*pretrained.LAYOUTS, GGUF)
 """``lit_sparse`` (any plugin; remote code for transformers), ``llama`` (dense), ``mistral``
 (sliding window): folders; ``gguf`` (dense): one file for llama.cpp."""
 GGUF_MAGIC = b"GGUF"
@@ -116,10 +96,10 @@ def _check_out(out: Path) -> None:
     if not out.is_dir() or not any(out.iterdir()):
         return
     try:
-        config = read_config(out)
+        config = pretrained.read_config(out)
     except DamagedFileError:  # not JSON: not an export's either
         config = {}
-    if config is None or lit_sparse_keys(config) is None:
+    if config is None or pretrained.lit_sparse_keys(config) is None:
         found = "no config.json" if config is None else "its config.json is not lit_sparse's"
         raise ConfigError(
             f"out={str(out)!r}: a folder with other files in it, not an earlier export "
@@ -128,13 +108,12 @@ def _check_out(out: Path) -> None:
 
 
 def choose_format(attention, requested: str | None, has_mlp: bool = True) -> str:
-    """The export format for plugin ``attention``: ``requested``, else the stock one transformers
-    has (dense: llama, sliding window: mistral) when the blocks have an MLP, else lit_sparse's.
-    A stock format that does not fit is one ConfigError line."""
+    """The export format for plugin ``attention``: ``requested`` (checked), else the stock one
+    (dense: llama, sliding window: mistral) when the blocks have an MLP, else lit_sparse's."""
     if requested is not None and requested not in FORMATS:
         raise ConfigError(f"format={requested!r}: must be one of {', '.join(FORMATS)}")
     if requested == GGUF:
-        check_gguf_model(attention, has_mlp)
+        gguf.check_gguf_model(attention, has_mlp)
         return GGUF
     stock = stock_layout_of(attention.to_config()) if has_mlp else None
     chosen = requested or stock or "lit_sparse"
@@ -176,12 +155,12 @@ def run_card(run, model, format: str = "lit_sparse") -> str:
             "",
             result.to_markdown(),
         ]
-    return model_card(model, f"lit_sparse {variant}", "\n".join(lines), layout=format)
+    return pretrained.model_card(model, f"lit_sparse {variant}", "\n".join(lines), layout=format)
 
 
 def _files_in_order(folder: Path) -> dict[str, int]:
     """name -> bytes of every file in ``folder``: weights, config, tokenizer and card first."""
-    first = [WEIGHTS_FILE, CONFIG_FILE, TOKENIZER_FILE, CARD_FILE]
+    first = [pretrained.WEIGHTS_FILE, pretrained.CONFIG_FILE, pretrained.TOKENIZER_FILE, CARD_FILE]
     names = sorted(p.name for p in folder.iterdir())
     ordered = [n for n in first if n in names] + [n for n in names if n not in first]
     return {name: (folder / name).stat().st_size for name in ordered}
@@ -209,16 +188,15 @@ def export_run(
     format: str | None = None,
     option: str = "tokenizer=...",
 ) -> ExportResult:
-    """Export a run's newest checkpoint to ``out``, all or nothing: model.safetensors, config.json,
-    the tokenizer, generation_config.json, README.md and (lit_sparse's format) the remote code.
+    """Export a run's newest checkpoint to ``out``, all or nothing: weights, config.json, the
+    tokenizer and transformers' files, README.md and (lit_sparse's format) the remote code.
 
     Args:
         path: a run folder, an experiment folder (its newest run) or a checkpoint file.
         out: a new or empty folder, or an earlier export (replaced as a whole).
-        tokenizer: the tokenizer to ship (default: the run's, refused when it is not the one
-            the checkpoint was trained with); config.json records its digest.
-        format: ``lit_sparse``, ``llama`` (dense) or ``mistral`` (sliding window); default:
-            the stock format where one fits, else lit_sparse. ``gguf``: :func:`export_gguf`.
+        tokenizer: the tokenizer to ship (default: the run's, checked against the checkpoint).
+        format: ``lit_sparse``, ``llama`` (dense), ``mistral`` (sliding window) or ``gguf``
+            (:func:`export_gguf`); default: the stock format where one fits, else lit_sparse.
         option: how the caller names another tokenizer, for the messages.
     """
     source, out = Path(path).expanduser(), Path(out).expanduser()
@@ -236,27 +214,21 @@ def export_run(
     ids = {"eos_token_id": loaded.eos_id, "bos_token_id": loaded.eos_id}
     with AtomicFolder(out) as folder:
         build = folder.temporary
-        write_text(build / TOKENIZER_FILE, loaded.tokenizer.to_str(pretty=True))
+        write_text(build / pretrained.TOKENIZER_FILE, loaded.tokenizer.to_str(pretty=True))
         for name, text in transformers_files(loaded.eos_token, loaded.eos_id).items():
             write_text(build / name, text)
         write_text(build / CARD_FILE, run_card(run, model, chosen))
         pretrained.save(model, build, layout=chosen, extra=ids, tokenizer_sha256=loaded.sha256)
         _check_replaced(out, build)
         files = _files_in_order(build)
+    checkpoint = Path(run.checkpoint)
     return ExportResult(
-        folder=out,
-        checkpoint=Path(run.checkpoint),
-        step=run.step,
-        files=files,
-        checkpoint_bytes=checkpoint_bytes(run.checkpoint),
-        format=chosen,
-        training_by=training_by,
+        out, checkpoint, run.step, files, checkpoint_bytes(checkpoint), chosen, training_by
     )
 
 
 def _run_model(source: Path, path, format: str | None, tokenizer: str | None, option: str):
-    """The run at ``source``, its model, export format and tokenizer (checked against the
-    weights)."""
+    """The run at ``source``, its model, export format and tokenizer (checked)."""
     from lit_sparse.runs.analysis import load_run
 
     run = load_run(source)
@@ -286,7 +258,7 @@ def export_gguf(
     path: str | Path,
     out: str | Path,
     tokenizer: str | None = None,
-    gguf_type: str = DEFAULT_GGUF_TYPE,
+    gguf_type: str = gguf.DEFAULT_GGUF_TYPE,
     option: str = "tokenizer=...",
 ) -> ExportResult:
     """Write a dense model as one GGUF file (``llama`` architecture) for llama.cpp, atomically.
@@ -299,7 +271,7 @@ def export_gguf(
         option: how the caller names another tokenizer, for the messages.
     """
     require_gguf()
-    check_gguf_type(gguf_type)
+    gguf.check_gguf_type(gguf_type)
     source, out = Path(path).expanduser(), Path(out).expanduser()
     if not source.exists():
         raise ConfigError(f"path={str(path)!r}: no such run folder, checkpoint or exported folder")
@@ -307,19 +279,12 @@ def export_gguf(
     step = training_by = None
     if is_exported(source):
         found = load_source(source, tokenizer, option=option)
-        model, loaded, checkpoint = found.model, found.tokenizer, source / WEIGHTS_FILE
+        model, loaded, checkpoint = found.model, found.tokenizer, source / pretrained.WEIGHTS_FILE
         choose_format(model.attention, GGUF, has_mlp=bool(model.config.ffn_width))
     else:
         run, model, _, loaded = _run_model(source, path, GGUF, tokenizer, option)
         training_by, step, checkpoint = lock_holder(run.path), run.step, Path(run.checkpoint)
-    vocab = tokenizer_vocab(loaded.tokenizer.to_str(), loaded.eos_id)
-    write_gguf(model.eval(), out, vocab, gguf_type, name=f"lit_sparse {source.resolve().name}")
-    return ExportResult(
-        folder=out,
-        checkpoint=checkpoint,
-        step=step,
-        files={out.name: out.stat().st_size},
-        checkpoint_bytes=checkpoint_bytes(checkpoint),
-        format=f"gguf {gguf_type}",
-        training_by=training_by,
-    )
+    vocab = gguf.tokenizer_vocab(loaded.tokenizer.to_str(), loaded.eos_id)
+    gguf.write_gguf(model.eval(), out, vocab, gguf_type, name=f"lit_sparse {source.resolve().name}")
+    files, size = {out.name: out.stat().st_size}, checkpoint_bytes(checkpoint)
+    return ExportResult(out, checkpoint, step, files, size, f"gguf {gguf_type}", training_by)

@@ -41,8 +41,7 @@ def _require(
     installed: str | None = None,
     upgrade: str | None = None,
 ) -> str:
-    """The installed version of ``distribution``, else one MissingExtraError line (missing, too
-    old)."""
+    """The installed version of ``distribution``, else MissingExtraError (missing or too old)."""
     from packaging.version import Version
 
     if installed is None:
@@ -62,8 +61,7 @@ def _require(
 
 
 def require_gguf(installed: str | None = None) -> str:
-    """The installed gguf version, else MissingExtraError (missing or older than
-    :data:`MIN_GGUF`)."""
+    """The installed gguf version, else MissingExtraError (missing or too old)."""
     return _require("gguf", MIN_GGUF, "gguf", "GGUF export (--format gguf)", installed)
 
 

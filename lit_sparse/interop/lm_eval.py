@@ -1,8 +1,6 @@
-"""The ``lit_sparse`` model of lm-evaluation-harness (``pip install -e ".[eval]"``).
-
-Importing this module registers it; ``python -m lit_sparse lm-eval`` then runs lm-eval's own
-command line. Built on ``load_pretrained``, ``score`` and ``generate_text``; rolling windows
-are lm-eval's own, the first after the end-of-text id (docs/evaluation.md)."""
+"""The ``lit_sparse`` model of lm-evaluation-harness (the ``eval`` extra), registered on import
+(``python -m lit_sparse lm-eval`` runs lm-eval's command line), built on ``load_pretrained``,
+``score`` and ``generate_text``; rolling windows are lm-eval's, the first after end-of-text."""
 
 from __future__ import annotations
 
@@ -44,20 +42,16 @@ _LM_EVAL_DEFAULT_DEVICE = "cuda:0"  # what lm-eval's command line passes without
 _cli_device_given = True  # False while run_cli runs a command line without --device
 
 
-class _QuietAboutOurTasks(logging.Filter):
+def _quiet_about_our_tasks(record: logging.LogRecord) -> bool:
     """Hides lm-eval's ``--metadata`` hint and ``lit_sparse`` tag clash for our shipped tasks."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if message.startswith("lit_sparse_") and "Custom kwargs can be passed to `--metadata`" in (
-            message
-        ):
-            return False
-        return not message.startswith(f"A local directory named '{MODEL_NAME}' exists")
+    text = record.getMessage()
+    metadata_hint = "Custom kwargs can be passed to `--metadata`" in text
+    clash = text.startswith(f"A local directory named '{MODEL_NAME}' exists")
+    return not (metadata_hint and text.startswith("lit_sparse_")) and not clash
 
 
 for _name in ("lm_eval.api.task", "lm_eval.config.evaluate_config"):
-    logging.getLogger(_name).addFilter(_QuietAboutOurTasks())
+    logging.getLogger(_name).addFilter(_quiet_about_our_tasks)
 
 
 def run_cli(argv: Sequence[str], prog: str = "lm-eval") -> None:
@@ -91,13 +85,12 @@ class LitSparseLM(TemplateLM):
         dtype: ``float32`` (as saved), ``bfloat16`` or ``float16``.
         batch_size: pairs or prompts per forward; ``auto``: about 16k input tokens.
         max_length: tokens per input (default: the training length from config.json).
-        truncation: ``error`` (default: an input above ``max_length`` is one clear error) or
-            ``left`` (its oldest tokens dropped, with a warning).
+        truncation: ``error`` (default: an input above ``max_length`` is an error) or ``left``
+            (its oldest tokens dropped, with a warning).
         max_gen_toks: new tokens of ``generate_until`` when a task does not say (256);
             lm-eval's ``--gen_kwargs max_gen_toks=N`` overrides a task's own.
         tokenizer: another tokenizer (with a note when the weights were trained with another).
-        verify_weights: check an exported folder's weights against the sha256 config.json
-            records (``false``: changed on purpose).
+        verify_weights: check an exported folder's weights' sha256 (``false``: changed on purpose).
         trust_remote_code: accepted for lm-eval's flag; the model runs lit_sparse's own code.
     """
 
@@ -161,12 +154,7 @@ class LitSparseLM(TemplateLM):
                 log.warning("model_args device=%s: CUDA is not available, using the CPU", device)
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model, self.tokenizer = load_pretrained(
-            pretrained,
-            device=device,
-            dtype=dtype,
-            tokenizer=tokenizer,
-            verify_weights=verify_weights,
-            option="model_args tokenizer=...",
+            pretrained, device, dtype, tokenizer, verify_weights, option="model_args tokenizer=..."
         )
         self._device = next(self.model.parameters()).device
         self.pretrained = str(pretrained)
@@ -178,15 +166,11 @@ class LitSparseLM(TemplateLM):
         self._max_length = limit if requested is not None else min(training, limit or training)
         auto_batch = max(1, AUTO_BATCH_TOKENS // self._max_length)
         self.batch_size = fixed_batch or min(auto_batch, batch_cap or auto_batch)
+        plugin = self.model.attention.to_config()["class_path"]
         log.info(
             "lit_sparse model %s: %s on %s, max_length %d (trained at %d), batch size %d",
-            self.pretrained,
-            self.model.attention.to_config()["class_path"],
-            self._device,
-            self._max_length,
-            training,
-            self.batch_size,
-        )
+            self.pretrained, plugin, self._device, self._max_length, training, self.batch_size,
+        )  # fmt: skip
 
     @staticmethod
     def _batch_option(batch_size: Any, max_batch_size: Any) -> tuple[int | None, int | None]:
@@ -196,7 +180,6 @@ class LitSparseLM(TemplateLM):
         fixed = DEFAULT_BATCH if batch_size is None else _positive("batch_size", batch_size)
         return fixed, None
 
-    # ------------------------------------------------------------------ lm-eval's interface
     @property
     def eot_token_id(self) -> int:
         return self.tokenizer.eos_id
@@ -245,8 +228,7 @@ class LitSparseLM(TemplateLM):
         return [tuple(result) for result in results]
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
-        """Each document's log-likelihood over lm-eval's rolling windows, the first after
-        end-of-text."""
+        """Each document's log-likelihood over rolling windows (the first after end-of-text)."""
         windows, owners = [], []
         for n, (text,) in enumerate(request.args for request in requests):
             for window in lm_eval_utils.get_rolling_token_windows(
@@ -258,17 +240,15 @@ class LitSparseLM(TemplateLM):
                 windows.append((None, *lm_eval_utils.make_disjoint_window(window)))
                 owners.append(n)
         totals = [0.0] * len(requests)
-        for n, (logprob, _) in zip(
-            owners, self._loglikelihood_tokens(windows, disable_tqdm), strict=True
-        ):
+        scores = self._loglikelihood_tokens(windows, disable_tqdm)
+        for n, (logprob, _) in zip(owners, scores, strict=True):
             totals[n] += logprob
         for request, total in zip(requests, totals, strict=True):
             self.cache_hook.add_partial("loglikelihood_rolling", request.args, total)
         return totals
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
-        """Continuations up to the first ``until`` string or end-of-text, without the stop
-        string."""
+        """Continuations up to the first ``until`` string (left out) or end-of-text."""
         from tqdm.auto import tqdm
 
         from lit_sparse.generation.text_generation import generate_text
@@ -302,39 +282,30 @@ class LitSparseLM(TemplateLM):
         return texts
 
     def _check_fits(self, requests, prompt_tokens: list[int], new_tokens: int) -> None:
-        """One line naming the task and the fix when a prompt plus its generation exceed
-        max_length."""
+        """One line naming the task and the fix when a prompt plus generation exceed max_length."""
         limit = self._max_length
+        longer = (
+            "--model_args pretrained=...,max_length=N (lit_sparse's Fibonacci and sliding-window "
+            "models take any length)"
+        )
+        wins = "(a task's max_gen_toks wins over the model argument's)"
         if new_tokens >= limit:  # no prompt fits, whatever the truncation
             room = limit - (max(prompt_tokens) if self.truncation == "error" else 1)
-            fewer = (
-                f"--gen_kwargs max_gen_toks=N with N <= {room} (a task's max_gen_toks wins "
-                "over the model argument's), or "
-                if room >= 1
-                else ""
-            )
+            fewer = f"--gen_kwargs max_gen_toks=N with N <= {room} {wins}, or " if room >= 1 else ""
             raise ConfigError(
                 f"task {requests[0].task_name or '?'}: max_gen_toks={new_tokens} leaves no "
-                f"room for a prompt within max_length={limit}; pass {fewer}--model_args "
-                "pretrained=...,max_length=N (lit_sparse's Fibonacci and sliding-window models "
-                "take any length)"
+                f"room for a prompt within max_length={limit}; pass {fewer}{longer}"
             )
         if self.truncation != "error":
             return
         for request, tokens in zip(requests, prompt_tokens, strict=True):
             if tokens + new_tokens > limit:
-                fewer = (
-                    f", --gen_kwargs max_gen_toks=N with N <= {limit - tokens} (a task's "
-                    "max_gen_toks wins over the model argument's)"
-                    if tokens < limit
-                    else ""
-                )
+                room = limit - tokens
+                fewer = f", --gen_kwargs max_gen_toks=N with N <= {room} {wins}" if room > 0 else ""
                 raise ConfigError(
                     f"task {request.task_name or '?'} (doc {request.doc_id}): a prompt of "
-                    f"{tokens} tokens + max_gen_toks={new_tokens} exceed max_length="
-                    f"{limit}; pass --model_args pretrained=...,max_length=N (lit_sparse's "
-                    f"Fibonacci and sliding-window models take any length){fewer}, or "
-                    "truncation=left to drop the prompt's oldest tokens"
+                    f"{tokens} tokens + max_gen_toks={new_tokens} exceed max_length={limit}; "
+                    f"pass {longer}{fewer}, or truncation=left to drop the prompt's oldest tokens"
                 )
 
     def chat_template(self, chat_template: bool | str = False) -> str | None:

@@ -1,7 +1,5 @@
-"""A model and its tokenizer from a run folder, a checkpoint or an exported folder.
-
-Every route checks the tokenizer against the digest the weights record; one the caller names
-on purpose is used as asked, with a note when it differs."""
+"""A model and its tokenizer from a run folder, a checkpoint or an exported folder, the tokenizer
+checked against the weights' record (one named on purpose: used, with a note when it differs)."""
 
 from __future__ import annotations
 
@@ -15,14 +13,7 @@ import torch
 
 from lit_sparse.data.tokenizer import Tokenizer, run_tokenizer
 from lit_sparse.errors import ConfigError
-from lit_sparse.formats.pretrained import (
-    CONFIG_FILE,
-    TOKENIZER_FILE,
-    TOKENIZER_SHA256,
-    check_tokenizer_digest,
-    lit_sparse_keys,
-    read_config,
-)
+from lit_sparse.formats import pretrained
 
 __all__ = [
     "ModelSource",
@@ -37,13 +28,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DTYPES = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-    "half": torch.float16,
+    **dict.fromkeys(("float32", "fp32"), torch.float32),
+    **dict.fromkeys(("bfloat16", "bf16"), torch.bfloat16),
+    **dict.fromkeys(("float16", "fp16", "half"), torch.float16),
 }
 PYTHON_OPTION = "tokenizer=..."
 """How a Python caller names another tokenizer (a command passes its own flag)."""
@@ -62,7 +49,7 @@ class ModelSource:
 
 def is_exported(path: Path) -> bool:
     """Whether ``path`` is a folder written by ``save_pretrained`` / ``export``."""
-    return path.is_dir() and (path / CONFIG_FILE).is_file()
+    return path.is_dir() and (path / pretrained.CONFIG_FILE).is_file()
 
 
 def _note_other_tokenizer(named: str, loaded: Tokenizer, trained: Any, weights: str) -> None:
@@ -75,24 +62,18 @@ def _note_other_tokenizer(named: str, loaded: Tokenizer, trained: Any, weights: 
 
 
 def run_tokenizer_checked(run, tokenizer: str | None = None, option: str = PYTHON_OPTION):
-    """The tokenizer of a loaded run: its config.yaml's, refused in one line when the checkpoint was
-    trained with another; ``tokenizer`` names another on purpose (with a note when it differs).
-    ``option``: how the caller names another tokenizer, for the message."""
+    """A loaded run's tokenizer (its config.yaml's, checked against the checkpoint's), or
+    ``tokenizer`` on purpose; ``option``: how the caller names another, for the message."""
     from lit_sparse.runs.checkpoints import check_tokenizer  # lightning: runs only
 
     spec = tokenizer or run_tokenizer(run.config)
     loaded = Tokenizer.from_pretrained(spec)
     if tokenizer is None:
-        check_tokenizer(
-            run.tokenizer_sha256,
-            loaded.sha256,
-            spec,
-            run.checkpoint,
-            hint=(
-                "it changed since training: restore the run's tokenizer, or choose another "
-                f"on purpose with {option}"
-            ),
+        hint = (
+            "it changed since training: restore the run's tokenizer, or choose another on "
+            f"purpose with {option}"
         )
+        check_tokenizer(run.tokenizer_sha256, loaded.sha256, spec, run.checkpoint, hint=hint)
     else:
         _note_other_tokenizer(tokenizer, loaded, run.tokenizer_sha256, f"{run.checkpoint}")
     return loaded
@@ -100,19 +81,20 @@ def run_tokenizer_checked(run, tokenizer: str | None = None, option: str = PYTHO
 
 def _folder_tokenizer(folder: Path, tokenizer: str | None, option: str) -> Tokenizer:
     """An exported folder's tokenizer, checked against config.json; ``tokenizer``: another."""
-    config = read_config(folder)
-    records = (lit_sparse_keys(config) or ({}, None))[0]
+    records = (pretrained.lit_sparse_keys(pretrained.read_config(folder)) or ({}, None))[0]
     if tokenizer is not None:
         loaded = Tokenizer.from_pretrained(tokenizer)
-        _note_other_tokenizer(tokenizer, loaded, records.get(TOKENIZER_SHA256), str(folder))
+        recorded = records.get(pretrained.TOKENIZER_SHA256)
+        _note_other_tokenizer(tokenizer, loaded, recorded, str(folder))
         return loaded
-    if not (folder / TOKENIZER_FILE).is_file():
+    file = folder / pretrained.TOKENIZER_FILE
+    if not file.is_file():
         raise ConfigError(
-            f"path={str(folder)!r}: the exported folder has no {TOKENIZER_FILE}; name the "
+            f"path={str(folder)!r}: the exported folder has no {file.name}; name the "
             f"model's tokenizer with {option}"
         )
     loaded = Tokenizer.from_pretrained(str(folder))
-    check_tokenizer_digest(folder / TOKENIZER_FILE, records, loaded.sha256, option)
+    pretrained.check_tokenizer_digest(file, records, loaded.sha256, option)
     return loaded
 
 
@@ -123,9 +105,7 @@ def load_source(
     verify_weights: bool = True,
     option: str = PYTHON_OPTION,
 ) -> ModelSource:
-    """The model and tokenizer of a run, experiment, ``.ckpt`` or exported folder (else one
-    ConfigError line). ``tokenizer``, ``verify_weights`` and ``option``: as
-    :func:`load_pretrained`."""
+    """The model and tokenizer of a run, experiment, ``.ckpt`` or exported folder."""
     from lit_sparse.model import LanguageModel
 
     if not isinstance(path, (str, os.PathLike)):
@@ -148,7 +128,7 @@ def load_source(
     if run.module is None:
         raise ConfigError(
             f"path={str(path)!r}: no checkpoint found ({run.path}/checkpoints/*.ckpt), and not "
-            f"an exported folder ({CONFIG_FILE})"
+            f"an exported folder ({pretrained.CONFIG_FILE})"
         )
     step = "" if run.step is None else f" (step {run.step})"
     loaded = run_tokenizer_checked(run, tokenizer, option)
@@ -209,12 +189,10 @@ def load_pretrained(
         ids = tokenizer.document_prefix + tokenizer.encode(document)
 
     Args:
-        path: the folder or checkpoint.
         device: where to put the model (default: the CPU).
         dtype: e.g. ``"bfloat16"`` or ``torch.float16`` (default: as saved, float32).
         tokenizer: another tokenizer (with a note when the weights were trained with another).
-        verify_weights: check an exported folder's weights against the sha256 config.json
-            records; False loads weights changed on purpose.
+        verify_weights: check an exported folder's weights' sha256 (False: changed on purpose).
         option: how the caller names another tokenizer, in the messages.
     """
     torch_dtype = resolve_dtype(dtype)

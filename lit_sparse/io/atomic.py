@@ -1,8 +1,6 @@
-"""Atomic file writes: the one way the project writes a file a reader may see half-written.
-
-A file is written beside its target as ``.<name>.tmp-<pid>-<random>``, fsynced, renamed over
-it and the folder fsynced: a reader sees the old file or the new one. On an error the old file
-is kept; a storage error is one :class:`~lit_sparse.errors.StorageError` line naming the path."""
+"""Atomic file writes: written beside the target as ``.<name>.tmp-<pid>-<random>``, fsynced and
+renamed over it, so a reader sees the old file or the new one; on an error the old file is kept
+and a storage error is one :class:`~lit_sparse.errors.StorageError` line naming the path."""
 
 from __future__ import annotations
 
@@ -66,8 +64,8 @@ def stopped_short(err: BaseException) -> bool:
 def storage_failure(
     err: BaseException | None, path: str | os.PathLike | None = None
 ) -> StorageError | None:
-    """The full disk, read-only file system or missing permission behind ``err`` (wrapped or not)
-    as one :class:`StorageError` line naming ``path`` (default: the failed file); None if none."""
+    """The full disk, read-only file system or missing permission behind ``err`` as one
+    StorageError line naming ``path`` (default: the failed file); None if none."""
     for cause in error_chain(err):
         if isinstance(cause, StorageError):
             return cause
@@ -78,14 +76,18 @@ def storage_failure(
     return None
 
 
+def _fsync(path: str | os.PathLike) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_dir(path: str | os.PathLike) -> None:
     """Make renames in folder ``path`` durable (a no-op where folders cannot be fsynced)."""
     with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync(path)
 
 
 def temporary_name(path: Path) -> Path:
@@ -174,8 +176,7 @@ def _alive(pid: int) -> bool:
 
 
 def remove_stale_temporaries(folder: str | os.PathLike, idle_s: float = 60.0) -> list[Path]:
-    """Delete the temporaries in ``folder`` a killed writer left (no process here has its pid and
-    nothing wrote to it for ``idle_s`` seconds); returns what was removed."""
+    """Delete (and return) the temporaries in ``folder`` a killed writer left, idle ``idle_s``."""
     removed: list[Path] = []
     folder = Path(folder)
     if not folder.is_dir():
@@ -216,20 +217,14 @@ def _fsync_tree(folder: Path) -> None:
     """fsync every file under ``folder``, then every folder, deepest first."""
     for root, _, files in os.walk(folder, topdown=False):
         for name in files:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync(os.path.join(root, name))
         fsync_dir(root)
 
 
 class AtomicFolder:
-    """A folder that replaces ``path`` whole on :meth:`commit`, or not at all; a context manager.
-
-    Files go into :attr:`temporary` beside ``path``; :meth:`commit` fsyncs them and swaps the
-    folder in (an atomic exchange on Linux, else two renames, the old folder put back if the
-    second fails). A killed writer's leftovers are cleared (or put back) when the next starts."""
+    """A folder that replaces ``path`` whole on :meth:`commit` (files go into :attr:`temporary`),
+    or not at all; a context manager. The swap is an atomic exchange on Linux, else two renames;
+    a killed writer's leftovers are cleared (or put back) when the next starts."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)

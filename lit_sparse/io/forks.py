@@ -1,5 +1,5 @@
 """A function's JSON-able result computed in a fork of this process (Linux): a fresh process's
-result without its start-up (peak-memory measurements: a fork's VmHWM starts at the parent's)."""
+result without its start-up (a fork's VmHWM starts at the parent's)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ __all__ = ["call_in_fork"]
 
 
 def call_in_fork(function: Callable[..., Any], *args: Any) -> Any:
-    """``function(*args)`` in a fork, its result passed back as JSON; ChildProcessError (naming the
-    exit code, the traceback on stderr) when the child fails."""
+    """``function(*args)`` in a fork, its result passed back as JSON; ChildProcessError when the
+    child fails (its traceback on stderr)."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: the call, then out without the parent's exit work

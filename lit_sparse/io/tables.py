@@ -12,8 +12,7 @@ _RULES = {"l": "---", "r": "---:", "c": ":---:"}
 def markdown_table(
     header: Sequence[str], rows: Sequence[Sequence[str]], align: str | None = None
 ) -> str:
-    """A Markdown table of string cells; ``align``: ``l``, ``r`` or ``c`` per column (None:
-    left)."""
+    """A Markdown table of string cells; ``align``: ``l``, ``r`` or ``c`` per column."""
     if align is not None and (len(align) != len(header) or set(align) - set(_RULES)):
         raise ValueError(f"align={align!r}: expected one of l, r, c per column ({len(header)})")
     rules = [_RULES[a] for a in align] if align else ["---"] * len(header)

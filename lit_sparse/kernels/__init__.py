@@ -1,8 +1,7 @@
 """Attention over per-query key slots, and narrow-weight linear products (``mixed_linear``).
 
-``sparse_attention`` picks: on the CPU the compiled loops (``compiled``), else sparse BLAS
-(``csr``); on CUDA the Triton kernel for relative slots once ``self_check`` passed on the
-(device, dtype); else the chunked gather (``gather``). ``reference``: dense O(T^2) for tests."""
+``sparse_attention`` runs on the CPU the compiled loops, else sparse BLAS (``csr``); on CUDA the
+Triton kernel once ``self_check`` passed on the (device, dtype); else the chunked ``gather``."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ __all__ = ["KeySlots", "csr_attention", "exact_slots", "gather_attention", "spar
 
 @functools.cache
 def _triton():
-    """The Triton kernel module, or None when triton is not installed (imported lazily)."""
+    """The Triton kernel module (imported lazily), or None without triton."""
     try:
         from lit_sparse.kernels import triton_kernel
     except ImportError:

@@ -1,6 +1,6 @@
-"""Builds ``slots_cpu.cpp`` on first use (torch's C++ extension loader) into a folder named by its
-build key, so environments and checkouts keep their builds apart. A failed build, or
-``LIT_SPARSE_CPU_KERNEL=csr``, makes :func:`available` False: the sparse-BLAS kernel runs."""
+"""Builds ``slots_cpu.cpp`` on first use into a folder named by its build key (environments and
+checkouts keep their builds apart); a failed build or ``LIT_SPARSE_CPU_KERNEL=csr`` leaves the
+sparse-BLAS kernel to run."""
 
 from __future__ import annotations
 
@@ -22,13 +22,12 @@ from lit_sparse.io.atomic import write_bytes
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("slots_cpu.cpp")
-_FLAGS = ["-O3", "-march=native", "-fno-math-errno"]
-"""-march=native: the source picks at::vec's AVX-512 or AVX2 code from what the CPU has."""
+_FLAGS = ["-O3", "-march=native", "-fno-math-errno"]  # native: at::vec's AVX-512 or AVX2 code
 
 
 def _cpu_signature() -> str:
-    """A short hash of the CPU's model and features: -march=native code is built per CPU,
-    so a shared cache folder never hands one machine another's binary."""
+    """A hash of the CPU's model and features: a shared cache never hands one CPU another's
+    -march=native binary."""
     try:
         info = Path("/proc/cpuinfo").read_text()
         lines = [ln for ln in info.splitlines() if ln.startswith(("model name", "flags"))][:2]
@@ -39,8 +38,8 @@ def _cpu_signature() -> str:
 
 
 def _ninja() -> tuple[str, str | None]:
-    """Version and folder of the ``ninja`` package's binary, the one the build runs: ninja
-    versions hash ``.ninja_log`` commands differently, so two would rebuild each other's folder."""
+    """Version and folder of the ``ninja`` package's binary (versions hash ``.ninja_log``
+    differently: two would rebuild each other's folder)."""
     try:
         import ninja
     except ImportError:  # torch's own check then names what is missing
@@ -62,8 +61,8 @@ def _ninja_first_on_path():
 
 
 def build_name() -> str:
-    """The extension's (and build folder's) name: the CPU's signature and a hash of torch's
-    version, the Python ABI, torch's and Python's header folders, flags, ninja and the source."""
+    """The extension's and build folder's name: the CPU's signature and a hash of everything
+    the binary depends on (torch, the Python ABI, header folders, flags, ninja, the source)."""
     abi = sysconfig.get_config_var("SOABI") or sys.implementation.cache_tag
     # folders torch writes into build.ninja: two environments would rebuild each other's folder
     folders = [str(Path(torch.__file__).parent), sysconfig.get_paths()["include"]]
@@ -73,16 +72,14 @@ def build_name() -> str:
 
 
 def build_directory(name: str) -> Path:
-    """Where the extension ``name`` is built (``$TORCH_EXTENSIONS_DIR``, default
-    ``~/.cache/torch_extensions``)."""
+    """``$TORCH_EXTENSIONS_DIR`` (default ``~/.cache/torch_extensions``) / ``name``."""
     root = os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions"
     return Path(root) / name
 
 
 def build_source(folder: Path) -> Path:
-    """The source, copied once into its build folder (named by the source's hash) and built from
-    there: torch writes the source's path into ``build.ninja``, so two checkouts building their
-    own files would rebuild over each other."""
+    """The source copied into its build folder: torch writes the source's path into
+    ``build.ninja``, so two checkouts building their own files would rebuild over each other."""
     copy, source = folder / SOURCE.name, SOURCE.read_bytes()
     if not copy.is_file() or copy.read_bytes() != source:
         write_bytes(copy, source)
@@ -91,10 +88,8 @@ def build_source(folder: Path) -> Path:
 
 @contextlib.contextmanager
 def build_lock(folder: Path):
-    """Hold the build folder for one process at a time, and remove a lock torch left behind.
-
-    torch's lock *file* outlives a killed process, and later loads wait for it forever; an
-    ``flock`` dies with its process, so while one is held, a torch lock file is stale."""
+    """Hold the build folder for one process at a time and remove a lock file torch left: it
+    outlives a killed process (later loads wait forever), an ``flock`` dies with its process."""
     try:
         import fcntl
     except ImportError:  # not POSIX: torch's own lock file only
@@ -114,8 +109,7 @@ def build_lock(folder: Path):
 
 @functools.cache
 def extension():
-    """The built module, or None (the reason logged once); a first build (about a minute) says
-    so on stderr."""
+    """The built module, or None (the reason logged); a first build says so on stderr."""
     if os.environ.get("LIT_SPARSE_CPU_KERNEL", "").strip().lower() == "csr":
         return None
     try:

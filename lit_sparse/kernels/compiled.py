@@ -1,5 +1,5 @@
-"""The compiled CPU kernel's ops: slot attention (forward and backward), one decoding step and
-the narrow-weight linear products. Built on first use by :mod:`lit_sparse.kernels.build`."""
+"""The compiled CPU kernel's ops (built on first use by :mod:`~lit_sparse.kernels.build`; call
+:func:`available` first): slot attention, one decoding step, narrow-weight linear products."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ __all__ = ["available", "bf16_linear", "compiled_attention", "decode_step", "int
 
 
 def _resolve(slots: KeySlots, length: int):
-    """The slots at ``length``: the exact distances that can be valid, the used rungs (and their
-    indices), the absolute keys and their readers; ValueError for reads outside q, k, v."""
+    """The valid exact distances, the used rungs (and their indices), the absolute keys and
+    their readers at ``length``; ValueError for reads outside q, k, v."""
     slots.check(length, "the compiled CPU kernel", built=False)
     exact = slots.distances.to("cpu", torch.long)
     exact = exact[exact < length].contiguous()
@@ -94,8 +94,7 @@ class _CompiledAttention(torch.autograd.Function):
 
 
 def compiled_attention(q: Tensor, k: Tensor, v: Tensor, slots: KeySlots) -> Tensor:
-    """Causal attention of q (B, H, T, D) over the slots of k, v (B, KV, T, D) on the CPU (call
-    :func:`available` first)."""
+    """Causal attention of q (B, H, T, D) over the slots of k, v (B, KV, T, D) on the CPU."""
     frac = slots.rung_frac if slots.n_rungs else q.new_empty(0)
     return _CompiledAttention.apply(q, k, v, frac, slots)
 
@@ -112,11 +111,10 @@ def decode_step(
     block_size: int,
     min_abs: int,
 ) -> Tensor:
-    """One decoding position over a layer's ring of cached rows (call :func:`available`
-    first): q (B, H, D) and the ring's k, v (B, KV, C, D), position p in row p % C; ``back``
-    (M + 2R,) how far back each relative row is, ``first`` (M + R,) the first position each
-    exact slot and rung is valid at, ``frac`` (R,) float64 the rungs' upper-tap weights,
-    ``block_keys`` (n_blocks, A) absolute keys or an empty tensor. Returns (B, H, D)."""
+    """One decoding position over a ring of cached rows: q (B, H, D), ring k, v (B, KV, C, D)
+    (position p in row p % C); ``back`` (M + 2R,) how far back each relative row is, ``first``
+    (M + R,) where each exact slot and rung becomes valid, ``frac`` (R,) float64 upper-tap
+    weights, ``block_keys`` (n_blocks, A) or empty. Returns (B, H, D)."""
     (out,) = extension().decode_step(
         q, ring_k, ring_v, position, back, first, frac, block_keys, block_size, min_abs
     )
@@ -124,13 +122,11 @@ def decode_step(
 
 
 def bf16_linear(x: Tensor, weight: Tensor) -> Tensor:
-    """x (M, K) float32 times bfloat16 ``weight`` (N, K) transposed, summed in float32 (call
-    :func:`available` first): (M, N)."""
+    """x (M, K) float32 @ bfloat16 ``weight`` (N, K).T, summed in float32: (M, N)."""
     return extension().bf16_linear(x, weight)
 
 
 def int8_linear(x: Tensor, weight: Tensor, scale: Tensor) -> Tensor:
-    """x (M, K) float32 times int8 ``weight`` (N, K; rows contiguous, possibly padded)
-    transposed, each output channel times its float32 ``scale`` (N,), summed in float32
-    (call :func:`available` first): (M, N)."""
+    """x (M, K) float32 @ int8 ``weight`` (N, K; rows contiguous, maybe padded) .T, channel n times
+    ``scale[n]`` (float32), summed in float32: (M, N)."""
     return extension().int8_linear(x, weight, scale)

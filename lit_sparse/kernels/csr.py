@@ -1,12 +1,7 @@
-"""Linear-time sparse attention on the CPU: MKL sparse-BLAS products over the slots' pattern.
-
-The slots' (query row, key row) pairs are a CSR pattern with a fixed number of entries a row:
-scores are a sampled product (SDDMM) of Q with K (pre-scaled by 1/sqrt(D)), the output a SpMM of
-the probabilities with V; a rung scores ``s_lo + frac * (s_hi - s_lo)`` and splits its probability
-``(1 - frac) * p``, ``frac * p`` over its taps. The backward's dK, dV use the transposed pattern
-(key row ``j`` is read by query rows ``j + d``); absolute keys' rows go through ``index_add_``.
-K and V are packed as (B, T + 1, KV, D) with zero row 0 (taps before the start); positions are
-walked in cache-sized chunks sharing one pattern. O(T * columns) memory, no [T, T] tensor."""
+"""Linear-time sparse attention on the CPU: MKL sparse-BLAS products over the slots' CSR pattern
+(scores an SDDMM of Q with pre-scaled K, the output an SpMM with V; dK, dV by the transposed
+pattern). K and V are packed (B, T + 1, KV, D) with a zero row 0 (taps before the start);
+positions go in cache-sized chunks sharing one pattern."""
 
 from __future__ import annotations
 
@@ -29,9 +24,8 @@ with warnings.catch_warnings():
     )
 
 CHUNK_BYTES = 1 << 20
-"""Target size of one chunk's scores (positions x heads x taps): 1 MB measured best here."""
-MIN_CHUNK = 16
-"""The fewest positions per chunk."""
+"""Target size of one chunk's scores (positions x heads x taps)."""
+MIN_CHUNK = 16  # positions
 
 
 @dataclass
@@ -77,13 +71,12 @@ class _Plan:
 
     @property
     def key_positions(self) -> int:
-        """Rows per sequence of the packed K/V: a zero row, the keys, zero rows up to a pattern
-        row's entries (a CSR matrix holds no more entries than cells)."""
+        """Rows per sequence of the packed K/V: a zero row, the keys, zero rows up to a row's
+        entries (a CSR matrix holds no more entries than cells)."""
         return max(self.length + 1, self.columns)
 
     @property
     def reach(self) -> int:
-        """One more than the largest relative distance."""
         return max(self.taps, default=0) + 1
 
 
@@ -138,11 +131,8 @@ def _plan(slots: KeySlots, q: Tensor, k: Tensor, dtype: torch.dtype) -> _Plan:
 
 @dataclass(frozen=True)
 class _Patterns:
-    """The index arrays of one chunk of ``chunk`` positions starting at position 0 (int32).
-
-    A chunk starting at ``s`` adds ``s * KV`` to the key columns; a shorter last chunk uses
-    prefixes (rows are in position order).
-    """
+    """The int32 index arrays of a chunk of positions from 0: a chunk from ``s`` adds ``s * KV``
+    to the key columns, a shorter last chunk uses prefixes."""
 
     crow: Tensor
     """(chunk * H + 1,) row pointers of the query-side pattern: ``columns`` entries a row."""
@@ -153,11 +143,10 @@ class _Patterns:
     query_columns: Tensor
     """(chunk * KV * taps * G,) query row (t * H + head) read by key row j, minus j0 * H."""
     value_index: Tensor
-    """(chunk * KV * taps * G,) that entry's index into the query-side pattern's values
-    (T, H, columns), minus j0 * H * columns."""
+    """(chunk * KV * taps * G,) that entry's index into the query-side values (T, H, columns),
+    minus j0 * H * columns."""
     first_row: Tensor
-    """(1, KV, 1, 1) the packed row of position 0 of each KV head (a rung's upper tap at the
-    rung's first row reads it)."""
+    """(1, KV, 1, 1) each KV head's packed row of position 0 (a rung's first upper tap)."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -254,8 +243,8 @@ class _Work:
 
 
 def _split_rungs(plan: _Plan, taps: Tensor) -> None:
-    """In place on pattern values (n, G, columns), first S columns per slot: a rung's x becomes
-    (1 - frac) * x on its lower tap and frac * x on its upper one (a slot sums its columns)."""
+    """In place on pattern values (n, G, columns): a rung's x becomes (1 - frac) * x on its
+    lower tap and frac * x on its upper one."""
     r, slots = plan.n_rungs, plan.slots
     lower, upper = taps[:, :, slots - r : slots], taps[:, :, slots:]
     torch.mul(lower, plan.frac, out=upper)
@@ -297,8 +286,8 @@ def _position_major(x: Tensor) -> Tensor:
 
 
 def _forward(plan: _Plan, q: Tensor, k_rows: Tensor, v_rows: Tensor):
-    """out (B, T, H, D), the probabilities on the pattern (B, T, KV, G, columns) + a trailing
-    zero (a rung's split over its taps), the rungs' score diffs (B, T, KV, G, R)."""
+    """out (B, T, H, D), the probabilities on the pattern (B, T, KV, G, columns) and a trailing
+    zero, the rungs' score diffs (B, T, KV, G, R)."""
     batch, length, d, cols = plan.batch, plan.length, plan.head_dim, plan.columns
     pat = _patterns(plan.chunk, plan.kv_heads, plan.groups, plan.n_abs, plan.n_exact, plan.taps)
     work = _Work(plan, q.dtype)
@@ -376,8 +365,8 @@ def _backward(plan, q, grad_out, probs, sdiff, k_rows, v_rows):
 
 
 def _first_row_products(plan: _Plan, ds, probs, q, do, dk, dv) -> None:
-    """dK and dV of position 0 from each rung's first row (query lo's upper tap reads position 0
-    for the missing row -1), a pair the transposed pattern does not hold."""
+    """dK, dV of position 0 from each rung's first row (query lo's upper tap reads position 0),
+    a pair the transposed pattern does not hold."""
     n_exact, r, slots, cols = plan.n_exact, plan.n_rungs, plan.slots, plan.columns
     kv, g, d = plan.kv_heads, plan.groups, plan.head_dim
     rows = torch.tensor(plan.taps[n_exact : n_exact + r])  # each rung's lo (< length)
@@ -392,8 +381,8 @@ def _first_row_products(plan: _Plan, ds, probs, q, do, dk, dv) -> None:
 
 
 def _key_chunk_products(plan: _Plan, pat: _Patterns, j0: int, pairs) -> None:
-    """For key positions j0.. of one sequence and each (query-side pattern values, x, out) in
-    ``pairs``: out rows += (the pattern with those values)^T x over the relative taps."""
+    """For key positions j0.. and each (query-side values, x, out) of ``pairs``: out rows +=
+    (the pattern with those values)^T x over the relative taps."""
     c = min(plan.chunk, plan.length - j0)
     heads, length = plan.heads, plan.length
     entries = c * plan.kv_heads * len(plan.taps) * plan.groups

@@ -1,15 +1,13 @@
-"""Linear-time sparse attention in plain torch (any device): chunked gathers, no [T, T].
-
-Each chunk of queries gathers the rows its slots point at (exact distances, both rung taps,
-absolute keys): O(chunk * slots * D) memory beyond the inputs. Only the output and log-sum-exp
-are saved; the backward recomputes each chunk's scores and adds dK, dV with ``index_add_``."""
+"""Linear-time sparse attention in plain torch (any device): each chunk of queries gathers the
+rows its slots point at, O(chunk * slots * D) memory beyond the inputs. The backward recomputes
+each chunk's scores from the saved log-sum-exp and adds dK, dV with ``index_add_``."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from lit_sparse.kernels.slots import KeySlots
+from lit_sparse.kernels.slots import KeySlots, blend_rungs, split_rungs
 
 _CHUNK_ELEMENTS = 1 << 22  # gathered rows per chunk * head dim * batch * kv heads (16 MB fp32)
 
@@ -37,32 +35,14 @@ class _ChunkPlan:
 
     def logits(self, row_scores: Tensor) -> Tensor:
         """Slot logits (masked) from scores against every gathered row."""
-        m, r = self.n_exact, self.n_rungs
-        parts = [row_scores[..., :m]]
-        if r:
-            lo, hi = row_scores[..., m : m + r], row_scores[..., m + r : m + 2 * r]
-            parts.append(lo + self.frac * (hi - lo))
-        parts.append(row_scores[..., m + 2 * r :])
-        return torch.cat(parts, dim=-1).masked_fill(~self.valid, float("-inf"))
+        slots = blend_rungs(row_scores, self.n_exact, self.n_rungs, self.frac)
+        return slots.masked_fill(~self.valid, float("-inf"))
 
     def row_weights(self, slot_values: Tensor) -> Tensor:
         """Spread per-slot values over gathered rows (rungs split (1 - frac, frac))."""
-        m, r = self.n_exact, self.n_rungs
-        if not r:
-            return slot_values
-        rung = slot_values[..., m : m + r]
-        return torch.cat(
-            [
-                slot_values[..., :m],
-                rung * (1 - self.frac),
-                rung * self.frac,
-                slot_values[..., m + r :],
-            ],
-            dim=-1,
-        )
+        return split_rungs(slot_values, self.n_exact, self.n_rungs, self.frac)
 
     def rung_pairs(self, row_values: Tensor) -> tuple[Tensor, Tensor]:
-        """The (lo, hi) tap columns of a per-row tensor."""
         m, r = self.n_exact, self.n_rungs
         return row_values[..., m : m + r], row_values[..., m + r : m + 2 * r]
 
@@ -77,11 +57,6 @@ def _padded(x: Tensor, pad: int, dtype: torch.dtype) -> Tensor:
     return torch.nn.functional.pad(x.to(dtype), (0, 0, pad, 0))
 
 
-def _accumulation_dtype(x: Tensor) -> torch.dtype:
-    """float32 for half types, float64 stays float64 (gradcheck)."""
-    return torch.promote_types(x.dtype, torch.float32)
-
-
 class _GatherAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, frac_in, slots: KeySlots):
@@ -90,7 +65,7 @@ class _GatherAttention(torch.autograd.Function):
         groups = heads // kv_heads
         scale = head_dim**-0.5
         pad = slots.reach + 1
-        acc = _accumulation_dtype(q)
+        acc = torch.promote_types(q.dtype, torch.float32)  # float64 stays (gradcheck)
         frac = frac_in.to(acc) if slots.n_rungs else None
         with torch.autocast(q.device.type, enabled=False):
             qg = q.to(acc).view(batch, kv_heads, groups, length, head_dim)
@@ -160,8 +135,7 @@ class _GatherAttention(torch.autograd.Function):
         dq = dq.view(batch, heads, length, head_dim).to(q.dtype)
         dk = dk_pad[:, :, pad:].to(k.dtype)
         dv = dv_pad[:, :, pad:].to(v.dtype)
-        if d_frac is not None:
-            d_frac = d_frac.to(ctx.frac_dtype)
+        d_frac = None if d_frac is None else d_frac.to(ctx.frac_dtype)
         return dq, dk, dv, d_frac, None
 
 

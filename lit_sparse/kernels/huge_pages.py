@@ -1,8 +1,6 @@
-"""Large CPU buffers on transparent huge pages where the system allows it.
-
-A fresh multi-MB tensor faults on every 4 KB page at first write; ``madvise(MADV_HUGEPAGE)``
-(honoured when transparent_hugepage is ``always`` or ``madvise``) makes those 2 MB faults. Unlike
-``THP_MEM_ALLOC_ENABLE=1`` it works per buffer, from any process; elsewhere it is a no-op."""
+"""Large CPU buffers on transparent huge pages where the system allows it (else a no-op): a
+fresh multi-MB tensor faults on every 4 KB page at first write, ``madvise(MADV_HUGEPAGE)`` makes
+those 2 MB faults, per buffer and from any process (unlike ``THP_MEM_ALLOC_ENABLE=1``)."""
 
 from __future__ import annotations
 

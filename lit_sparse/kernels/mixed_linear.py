@@ -1,6 +1,5 @@
-"""Products with weights stored narrower than the activations (bfloat16 weights halve a decoding
-step's memory traffic; sums stay float32). On the CPU a few rows (decoding) go through the
-compiled kernel, widening each weight as read; more rows widen the weight once."""
+"""Products with weights stored narrower than the activations (bfloat16 halves a decoding step's
+memory traffic; sums in float32): few CPU rows through the compiled kernel, else widened once."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""The Triton kernel checks itself before it is trusted: once per (device, dtype) per process.
-
-On first use it runs :data:`PROBLEM`, built to hit what sparse kernels get wrong (many queries
-reading one key, learned rungs, GQA in the model's strided layout, a partial last block), and
-compares the output and the gradients of q, k, v and ``frac`` with the gather path's in float64.
-An error above :data:`TOLERANCES`, or a raise, sends that (device, dtype) to the gather path with
-one warning. ``LIT_SPARSE_KERNEL_CHECK``: ``0`` skips, ``strict`` raises
-:class:`~lit_sparse.errors.KernelCheckError`. One launch cannot catch a rare race."""
+"""The Triton kernel checks itself once per (device, dtype) per process before it is trusted: on
+:data:`PROBLEM` (what sparse kernels get wrong) against the gather path in float64; an error
+above :data:`TOLERANCES`, or a raise, sends that (device, dtype) to the gather path with one
+warning. One launch cannot catch a rare race."""
 
 from __future__ import annotations
 
@@ -28,9 +24,8 @@ ENV = "LIT_SPARSE_KERNEL_CHECK"
 """The environment variable: ``0`` skips the check, ``strict`` makes a failure an error."""
 
 TOLERANCES = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 3e-2}
-"""Largest allowed max |kernel - reference| / (1 + max |reference|) per input dtype: 100x, 25x
-and 9x what the gather path rounded to the dtype measures; a wrong kernel misses by far more,
-and NaN always fails (docs/performance.md)."""
+"""Largest allowed max |kernel - reference| / (1 + max |reference|) per input dtype, far above
+rounding (docs/performance.md); NaN always fails."""
 
 
 @dataclass(frozen=True)
@@ -61,8 +56,8 @@ class Problem:
         )
 
     def inputs(self, dtype: torch.dtype, groups: int, head_dim: int) -> list[Tensor]:
-        """q, k, v and the output's gradient on the CPU, rounded to ``dtype``, in the model's layout
-        ((B, T, heads, D) memory viewed as (B, heads, T, D)); every query leans toward key 0."""
+        """q, k, v and the output's gradient on the CPU in ``dtype``, (B, T, heads, D) memory
+        viewed as (B, heads, T, D) like the model's; every query leans toward key 0."""
         gen = torch.Generator().manual_seed(0)
 
         def draw(heads):
@@ -79,9 +74,7 @@ class Problem:
 
 PROBLEM = Problem()
 """The problem every check runs (tests under the interpreter swap in a smaller one)."""
-
 OUTPUTS = ("output", "dQ", "dK", "dV", "dfrac")
-"""What is compared: the forward and the gradients of q, k, v and the rungs' fraction."""
 
 
 class KernelCheckWarning(UserWarning):
@@ -105,9 +98,8 @@ def mode() -> str:
 
 
 def trusted(kernel: ModuleType, q: Tensor, k: Tensor) -> bool:
-    """Whether ``kernel`` may serve q's (device, dtype): checked on the first call at q's query
-    heads per KV head and head dim, a dict lookup after. A disagreement warns once and returns
-    False; under ``strict`` it raises KernelCheckError (one line) on every call."""
+    """Whether ``kernel`` may serve q's (device, dtype), checked on the first call at q's group
+    size and head dim: a disagreement warns once, or under ``strict`` raises KernelCheckError."""
     found = _verdicts.get((q.device, q.dtype), _UNCHECKED)
     if found is _UNCHECKED:
         first_use = _first_use
@@ -137,8 +129,7 @@ def verdicts() -> dict[tuple[torch.device, torch.dtype], str | None]:
 
 
 def _first_use(kernel, device: torch.device, dtype: torch.dtype, groups: int, head_dim: int):
-    """The verdict, and whether this call made it: one check under the lock (a first use
-    in another thread waits for it)."""
+    """The verdict, and whether this call made it (under the lock: other threads wait)."""
     with _lock:
         key = (device, dtype)
         if key in _verdicts:
@@ -152,8 +143,8 @@ def _first_use(kernel, device: torch.device, dtype: torch.dtype, groups: int, he
 def disagreement(
     kernel: ModuleType, device, dtype: torch.dtype, groups: int = 2, head_dim: int = 16
 ) -> str | None:
-    """None when the kernel agrees with the reference on the check's problem; else one line
-    saying what disagreed and by how much (or what the kernel raised)."""
+    """None when the kernel agrees with the reference; else one line saying what disagreed and
+    by how much, or what the kernel raised."""
     device = torch.device(device)
     where = f"{_device_name(device)} {str(dtype).removeprefix('torch.')}"
     try:
@@ -186,9 +177,8 @@ class _KernelFailed(Exception):
 def measure(
     kernel: ModuleType, device, dtype: torch.dtype, groups: int = 2, head_dim: int = 16
 ) -> dict[str, float]:
-    """Per output (:data:`OUTPUTS`): max |kernel - reference| / (1 + max |reference|) on the
-    check's problem, the reference being the gather path in float64 (float32 on a device
-    without float64) from the same rounded inputs."""
+    """Per output (:data:`OUTPUTS`): max |kernel - reference| / (1 + max |reference|), the
+    reference the gather path in float64 (float32 without it) from the same inputs."""
     device = torch.device(device)
     groups = max(2, groups)  # GQA: fewer KV heads than query heads
     problem = PROBLEM
@@ -220,8 +210,8 @@ def _run(path, problem: Problem, inputs, device, dtype, frac_dtype) -> list[Tens
 
 @contextlib.contextmanager
 def _quiet_context(device: torch.device):
-    """Gradients on, inference mode and autocast off, the device current: the check runs the
-    same wherever the first use happens (validation under no_grad, a bfloat16 autocast)."""
+    """Gradients on, inference mode and autocast off, the device current: the same check
+    wherever the first use happens."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(torch.inference_mode(False))
         stack.enter_context(torch.enable_grad())

@@ -1,5 +1,4 @@
-"""Which keys a query attends to, shared by every sparse kernel; :meth:`KeySlots.check` bounds
-every slot set before a kernel reads with it (built patterns, and every CPU kernel call)."""
+"""Which keys a query attends to, shared by every sparse kernel."""
 
 from __future__ import annotations
 
@@ -11,17 +10,13 @@ from torch import Tensor
 
 @dataclass(frozen=True)
 class KeySlots:
-    """Per-query key slots of one layer at one length; the same for every query but position.
-
-    Query ``i`` attends to three kinds of slots:
+    """One layer's key slots at one length; query ``i`` attends to
 
     - exact distances ``d``: key ``i - d`` when ``i >= d``;
-    - interpolated rungs ``(lo, frac)``: a virtual key and value
-      ``(1 - frac) * row[i - lo] + frac * row[max(i - lo - 1, 0)]``, valid when the rung is
-      valid and ``i >= lo``; ``frac`` may carry a gradient (none at i = lo: both taps read row 0);
-    - absolute keys per block of queries: ``block_keys[i // block_size]``, -1 for none, valid
-      when ``i - key >= min_abs_distance`` (causal, and out of the window: no key counted twice).
-    """
+    - interpolated rungs ``(lo, frac)``: ``(1 - frac) * row[i - lo] + frac * row[max(i - lo - 1,
+      0)]`` as key and value, when the rung is valid and ``i >= lo`` (``frac`` may carry a grad);
+    - absolute keys ``block_keys[i // block_size]`` (-1: none), when ``i - key >=
+      min_abs_distance`` (causal, and outside the window: no key counted twice)."""
 
     distances: Tensor
     """(M,) int64, distinct, ascending, starting at 0 (every query sees itself)."""
@@ -52,11 +47,9 @@ class KeySlots:
         return int(self.distances.numel()) + self.n_rungs + self.n_absolute
 
     def check(self, length: int, owner: str = "KeySlots", built: bool = True) -> None:
-        """ValueError naming ``owner`` and the bad value unless every slot stays inside ``length``
-        keys, at or before its query: distances >= 0, rungs' lo >= 0, absolute keys >= -1 (none)
-        with ``min_abs_distance`` >= 0 and a block of keys for every position. ``built``: also
-        distances distinct, ascending from 0 and below ``reach``, rungs' lo below ``reach``,
-        absolute keys below ``length`` (a kernel's guard checks only what its reads need)."""
+        """ValueError naming ``owner`` and the bad value for a slot before position 0 or after
+        its query, or a missing block of keys; ``built`` (a pattern's slots, not a kernel's
+        guard): also distances distinct, ascending from 0, and slots below ``reach``/``length``."""
         problem = self._problem(length, built)
         if problem:
             raise ValueError(f"{owner}: slots at length {length}: {problem}")
@@ -107,6 +100,26 @@ class KeySlots:
         return None
 
 
+def blend_rungs(rows: Tensor, n_exact: int, n_rungs: int, frac: Tensor | None) -> Tensor:
+    """Per-slot values from per-row ones laid out [exact | lower taps | upper taps | others]:
+    a rung's ``lo + frac * (hi - lo)``."""
+    m, r = n_exact, n_rungs
+    if not r:
+        return rows
+    lo, hi = rows[..., m : m + r], rows[..., m + r : m + 2 * r]
+    return torch.cat([rows[..., :m], lo + frac * (hi - lo), rows[..., m + 2 * r :]], dim=-1)
+
+
+def split_rungs(values: Tensor, n_exact: int, n_rungs: int, frac: Tensor | None) -> Tensor:
+    """Per-row values from per-slot ones (:func:`blend_rungs`'s layout): a rung's ``x`` as
+    ``(1 - frac) * x`` on its lower tap and ``frac * x`` on its upper one."""
+    m, r = n_exact, n_rungs
+    if not r:
+        return values
+    rung = values[..., m : m + r]
+    return torch.cat([values[..., :m], rung * (1 - frac), rung * frac, values[..., m + r :]], -1)
+
+
 def _shown(x: Tensor, limit: int = 8) -> str:
     values = x.flatten().tolist()
     more = f", ... ({len(values)} values)" if len(values) > limit else ""
@@ -122,8 +135,8 @@ def exact_slots(distances: list[int], device: torch.device | str | None = None) 
 
 
 def rung_grad(kept: Tensor, keep: Tensor | None, n_rungs: int, dtype: torch.dtype) -> Tensor | None:
-    """frac's gradient for all ``n_rungs`` rungs from ``kept``, that of the rungs a kernel read
-    (``keep`` indexes them; None: no rungs, no gradient); the others' is zero."""
+    """frac's gradient (n_rungs,) from ``kept``, that of the rungs ``keep`` indexes (None: no
+    rungs, no gradient); zero elsewhere."""
     if keep is None:
         return None
     grad = torch.zeros(n_rungs, dtype=kept.dtype)

@@ -1,6 +1,5 @@
-"""How many threads a kernel call may use: the cores this process may run on (its CPU
-affinity and its cgroup's CPU quota, ``cpu.max`` or v1's CFS quota) and torch's thread
-setting, the least; ``os.cpu_count()`` alone overcounts under both."""
+"""How many threads a kernel call may use: the least of the CPU affinity, the cgroup's CPU quota
+and torch's thread setting (``os.cpu_count()`` alone overcounts under the first two)."""
 
 from __future__ import annotations
 
@@ -15,16 +14,15 @@ import torch
 def cgroup_cpus(
     root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")
 ) -> float | None:
-    """CPUs the cgroup quotas allow this process, None when there is none: the smallest
-    quota of the process's own cgroup and its ancestors (``membership`` says which it is),
-    cgroup v2's ``cpu.max`` or v1's CFS quota over its period."""
+    """CPUs the smallest cgroup quota (v2 ``cpu.max`` or v1 CFS) of this process's cgroup
+    (``membership`` names it) and its ancestors allows; None without a quota."""
     quotas = [_quota(folder, v1) for folder, v1 in _cgroup_folders(root, membership)]
     found = [q for q in quotas if q is not None]
     return min(found) if found else None
 
 
 def _cgroup_folders(root: Path, membership: Path) -> list[tuple[Path, bool]]:
-    """(folder, is v1) for the process's cpu cgroup and every ancestor, v2 and v1 layouts."""
+    """(folder, is v1) for the process's cpu cgroup and every ancestor, in both layouts."""
     try:
         lines = membership.read_text().splitlines()
     except OSError:
@@ -77,8 +75,7 @@ def _machine_threads() -> int:
 
 
 def usable_cores() -> int:
-    """The CPU cores this process may use: its affinity and its cgroup's CPU quota, the least
-    (also what ``fit`` allows CPU training processes and ``bench`` spinning processes)."""
+    """The CPU cores this process may use: its affinity and its cgroup's CPU quota, the least."""
     return _machine_threads()
 
 

@@ -1,12 +1,7 @@
-"""Triton kernel of the sparse op for CUDA tensors (optional extra ``triton``).
-
-Forward: a program per (query block, batch, KV head) holds the group's G query heads as one
-(BLOCK_M, G, D) tile; per slot it loads the (BLOCK_M, D) K and V tiles shifted by its distance
-(a rung: both taps, blended by ``frac``) and updates an online softmax. A slot's score is a
-row-wise dot product, so no ``tl.dot`` (no minimum tile). Backward, no atomics: a dQ pass (also
-delta and per-program ``frac`` gradients), then a dK/dV pass by mirrored shifts (key row j is
-read by query rows j + d). Absolute (BigBird) keys are not handled: the torch path serves them.
-Testable on the CPU with ``TRITON_INTERPRET=1`` (float32)."""
+"""Triton kernel of the sparse op for CUDA tensors (extra ``triton``; CPU: ``TRITON_INTERPRET=1``),
+absolute keys left to the torch path. A program per (query block, batch, KV head) folds each
+slot's K, V tiles, shifted by its distance, into an online softmax (row-wise dots, no ``tl.dot``);
+the backward, without atomics, is a dQ pass then a dK/dV pass by mirrored shifts."""
 
 from __future__ import annotations
 
@@ -24,8 +19,8 @@ def _group_tile(
     KV_HEADS: tl.constexpr, GROUPS: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK: tl.constexpr, BLOCK_D: tl.constexpr,
 ):  # fmt: skip
-    """A program's batch b and KV head kv, its BLOCK rows and which are < length, the
-    group's query heads h, and the head's dims d and which are < HEAD_DIM."""
+    """A program's batch b, KV head kv, BLOCK rows (and which are < length), the group's query
+    heads h and the dims d (and which are < HEAD_DIM)."""
     b = pid_bh // KV_HEADS
     kv = pid_bh % KV_HEADS
     rows = pid_rows * BLOCK + tl.arange(0, BLOCK)
@@ -61,8 +56,7 @@ def _online_softmax(q, kt, vt, ok, m_i, l_i, acc, scale):
 
 @triton.jit
 def _score_gradients(q, do, kt, vt, ok, lse, delta, scale):
-    """One slot's probabilities P and score gradients dS, each (M, G), from the
-    log-sum-exp and delta."""
+    """One slot's probabilities P and score gradients dS, each (M, G)."""
     s = tl.sum(q * kt[:, None, :], axis=2) * scale
     p = tl.where(ok[:, None], tl.exp(s - lse), 0.0)
     dp = tl.sum(do * vt[:, None, :], axis=2)
@@ -359,18 +353,14 @@ class _TritonAttention(torch.autograd.Function):
             *q.stride(), *k.stride(), *v.stride(), *grad_out.stride(), *dk.stride(),
             **common, BLOCK_N=block, BLOCK_D=triton.next_power_of_2(head_dim),
         )  # fmt: skip
-        d_frac = None
-        if n_rungs:
-            d_frac = dfrac.sum(0)[:n_rungs].to(ctx.frac_dtype)
+        d_frac = dfrac.sum(0)[:n_rungs].to(ctx.frac_dtype) if n_rungs else None
         return dq, dk, dv, d_frac, None, None
 
 
 def triton_attention(
     q: Tensor, k: Tensor, v: Tensor, slots: KeySlots, block: int | None = None
 ) -> Tensor:
-    """Causal attention of q (B, H, T, D) over the relative slots of k, v (B, KV, T, D).
-
-    ``block`` (a power of two) overrides the positions per program (tests use small ones).
-    """
+    """Causal attention of q (B, H, T, D) over the relative slots of k, v (B, KV, T, D);
+    ``block`` (a power of two) overrides the positions per program."""
     frac = slots.rung_frac if slots.n_rungs else q.new_empty(0)
     return _TritonAttention.apply(q, k, v, frac, slots, block)

@@ -1,2 +1,1 @@
-"""How command lines and config files become values: the Lightning commands' parser, one-line
-parse errors, space-separated list options, the model of layered config files."""
+"""How command lines and config files become values: parser, errors, list options, config files."""

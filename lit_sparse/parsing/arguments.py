@@ -1,5 +1,4 @@
-"""The Lightning commands' argument parser: one-line parse errors, space-separated list values,
-a short ``--help`` (``--help=full``: every option), LightningCLI's optimizer options refused."""
+"""The Lightning commands' parser: one-line errors, list values, short help, no ``--optimizer``."""
 
 from __future__ import annotations
 
@@ -34,15 +33,13 @@ def full_help_requested(args: Sequence[str]) -> tuple[list[str], bool]:
 
 
 def help_requested(args: Sequence[str]) -> bool:
-    """Whether ``args`` ask for help text: ``-h``, ``--help[=full]``, ``--<key>.help CLASS``
-    or ``--print_config``."""
+    """Whether ``args`` ask for -h, --help[=full], --<key>.help or --print_config."""
     names = (arg.split("=", 1)[0] for arg in args)
     return any(n in ("-h", "--help", "--print_config") or n.endswith(".help") for n in names)
 
 
 class LitSparseArgumentParser(LightningArgumentParser):
-    """Prints a failed parse as one line (``error: <key>: <reason>``), usage on --help;
-    list options take space-separated values (``--lengths 1024 2048 4096``)."""
+    """One-line parse errors (``error: <key>: <reason>``), space-separated list values."""
 
     def parse_args(self, args=None, namespace=None, **kwargs):
         if args is not None and not isinstance(args, (dict, Namespace)):
@@ -71,8 +68,7 @@ OPTIMIZER_OPTIONS = ("optimizer", "lr_scheduler")
 
 
 def refuse_optimizer_option(where: str) -> None:
-    """ConfigError for LightningCLI's ``--optimizer`` / ``--lr_scheduler`` (they would replace
-    the module's AdamW and schedule), pointing at the module's options."""
+    """ConfigError for LightningCLI's ``--optimizer`` / ``--lr_scheduler``, naming the module's."""
     raise ConfigError(
         f"{where}: not supported; lit_sparse trains with its own AdamW and warmup + cosine "
         "schedule, set by --model.lr, --model.min_lr_ratio, --model.warmup_steps, "
@@ -92,7 +88,6 @@ def check_optimizer_args(args: Sequence[str]) -> None:
 def check_optimizer_values(config: Namespace) -> None:
     """Refuse a config's ``optimizer`` / ``lr_scheduler`` value (saved configs carry null)."""
     for key in OPTIMIZER_OPTIONS:
-        value = config.get(key)
-        if value is not None:
+        if (value := config.get(key)) is not None:
             shown = value.get("class_path", value) if isinstance(value, Namespace) else value
             refuse_optimizer_option(f"{key}: {shown} (in a config file)")

@@ -1,6 +1,4 @@
-"""The model of layered ``--config`` files, parsed as ``fit`` parses them, with context length
-and vocabulary from the data; the data is never built, so ``coverage`` and ``flops`` work
-offline."""
+"""The model of layered ``--config`` files as ``fit`` parses them, the data never built."""
 
 from __future__ import annotations
 
@@ -18,10 +16,7 @@ from lit_sparse.parsing.config_loader import MODE
 from lit_sparse.parsing.list_options import split_option_values
 from lit_sparse.parsing.parse_errors import condense_parse_error
 
-__all__ = [
-    "ModelSpec",
-    "read_model_config",
-]
+__all__ = ["ModelSpec", "read_model_config"]
 
 
 @dataclass
@@ -56,20 +51,14 @@ class ModelSpec:
         return f"{name} {shown}".strip()
 
 
-FIT_SECTIONS = (
-    "trainer",
-    "seed_everything",
-    "ckpt_path",
-    "weights_only",
-    "optimizer",
-    "lr_scheduler",
+FIT_SECTIONS = tuple(
+    "trainer seed_everything ckpt_path weights_only optimizer lr_scheduler".split()
 )
 """The other top-level keys of a fit config: read past, not checked here."""
 
 
 def model_parser():
-    """A parser of fit's layered configs: ``model`` as LitLanguageModel, ``data`` as any
-    LightningDataModule (never built), the other sections read past."""
+    """A parser of fit's configs: ``model``, ``data`` (never built), other sections read past."""
     import lightning.pytorch as pl
     from jsonargparse import ActionConfigFile, ArgumentParser
 

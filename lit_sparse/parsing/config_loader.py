@@ -1,5 +1,4 @@
-"""The YAML loader of every lit_sparse parser (``parser_mode=MODE``): jsonargparse's, with older
-attention specs upgraded so a saved config.yaml parses after its plugin's options change."""
+"""The YAML loader of every lit_sparse parser: jsonargparse's, with old attention specs upgraded."""
 
 from __future__ import annotations
 

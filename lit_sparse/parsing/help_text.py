@@ -13,16 +13,14 @@ _LINK = re.compile(r"`([^`<]+?)\s*<[^>]+>`_+")
 
 
 def plain(text: str) -> str:
-    """``text`` without reST markup: ````x```` and :role:`x` become x (``~a.b`` becomes b),
-    a `link <url>`_ its words."""
+    """``text`` without reST markup: ````x````, :role:`x` and `x <url>`_ become x (``~a.b``: b)."""
     text = _ROLE.sub(lambda m: m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2), text)
     text = _LINK.sub(r"\1", text)
     return _LITERAL.sub(r"\1", text)
 
 
 class HelpFormatter(argparse.HelpFormatter):
-    """argparse's formatter with plain text and each default worth showing (not None or
-    False, not already in the help)."""
+    """argparse's formatter with plain text and the defaults worth showing (not None or False)."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         return super()._fill_text(plain(text), width, indent)

@@ -1,7 +1,4 @@
-"""One list style on every command line: ``--lengths 1024 2048 4096``.
-
-jsonargparse reads a list option as one value, so :func:`join_list_values` rewrites
-``--lengths 1024 2048`` to ``--lengths [1024, 2048]`` (bracketed and ``+`` forms unchanged)."""
+"""One list style on every command line, ``--lengths 1024 2048`` (jsonargparse reads one value)."""
 
 from __future__ import annotations
 
@@ -30,8 +27,7 @@ def _is_scalar_list(hint: Any) -> bool:
 
 
 def list_kind(hint: Any) -> Literal["list", "either"] | None:
-    """ "list" for a list of scalars (or None), "either" for a list of scalars or a scalar
-    (``trainer.devices``), None for anything else (classes, dicts, scalars)."""
+    """ "list": a list of scalars (or None); "either": that or a scalar (``trainer.devices``)."""
     if _is_scalar_list(hint):
         return "list"
     if typing.get_origin(hint) in (Union, types.UnionType):
@@ -49,8 +45,7 @@ def list_options(parser: Any) -> dict[str, str]:
     while parsers:
         current = parsers.pop()
         for action in current._actions:
-            kind = list_kind(getattr(action, "_typehint", None))
-            if kind is not None:
+            if (kind := list_kind(getattr(action, "_typehint", None))) is not None:
                 found.update((o, kind) for o in action.option_strings if not o.endswith("+"))
             if getattr(action, "choices", None) and hasattr(action, "_name_parser_map"):
                 parsers.extend(action.choices.values())  # subcommands
@@ -80,10 +75,8 @@ def join_list_values(args: Iterable[str], options: dict[str, str]) -> list[str]:
         if kind is None:
             out.append(arg)
             continue
-        if eq:  # --lengths=1024: one value, as argparse takes it
-            values = [inline]
-        else:
-            values, i = _values_from(args, i)
+        # --lengths=1024: one value, as argparse takes it
+        values, i = ([inline], i) if eq else _values_from(args, i)
         out.append(name)
         out.extend(_joined(values, kind))
     return out

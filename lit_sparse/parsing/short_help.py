@@ -1,5 +1,4 @@
-"""The short ``--help`` of ``fit``, ``validate``, ``test`` and ``extrapolate``: the options a
-user sets, one short entry each (LightningCLI's is ~580 lines; ``--help=full`` prints it)."""
+"""The short ``--help`` of the Lightning commands: the options a user sets, one entry each."""
 
 from __future__ import annotations
 
@@ -95,8 +94,7 @@ def _shown(action: argparse.Action, text: str | None = None) -> argparse.Action:
 
 def _group_actions(parser, key: str) -> list[argparse.Action]:
     """A group's options to print, without its config-file option (``--model CONFIG``)."""
-    group = parser.groups.get(key)
-    actions = [] if group is None else group._group_actions
+    actions = getattr(parser.groups.get(key), "_group_actions", [])
     return [
         _shown(a, REWORDED.get(a.dest))
         for a in actions
@@ -110,9 +108,8 @@ def short_help(parser) -> str:
     by_dest = {action.dest: action for action in parser._actions}
     width = min(shutil.get_terminal_size((100, 24)).columns, 100)
     formatter = HelpFormatter(parser.prog, max_help_position=34, width=width)
-    formatter.add_usage(
-        f"python -m lit_sparse {command} [-c CONFIG] [--<option> VALUE ...]", [], []
-    )
+    usage = f"python -m lit_sparse {command} [-c CONFIG] [--<option> VALUE ...]"
+    formatter.add_usage(usage, [], [])
     formatter.add_text(DESCRIPTIONS.get(command, parser.description))
 
     options = [_shown(by_dest[d], OPTIONS[d]) for d in OPTIONS if d in by_dest]

@@ -1,7 +1,4 @@
-"""Load a finished (or running) run for analysis: ``lit_sparse.load_run(path)``.
-
-The model is rebuilt from the checkpoint's plain hyperparameters and callback state; nothing
-here imports the CLI, jsonargparse or TensorBoard."""
+"""``lit_sparse.load_run(path)``: a run for analysis (no CLI, jsonargparse or TensorBoard)."""
 
 from __future__ import annotations
 
@@ -64,8 +61,7 @@ class Run:
 
     @property
     def name(self) -> str:
-        """The run as TensorBoard names it: its path under ``$LIT_SPARSE_RUNS`` (else the nearest
-        ``runs`` folder), e.g. ``quickstart/coprime/version_0``; else ``<experiment>/<version>``."""
+        """The run as TensorBoard names it, e.g. ``quickstart/coprime/version_0``."""
         return run_name(self.path)
 
     @property
@@ -81,7 +77,7 @@ class Run:
 
 
 def run_name(path: Path) -> str:
-    """A run folder's name under its folder of runs (see :attr:`Run.name`)."""
+    """A run's path under ``$LIT_SPARSE_RUNS`` or the nearest ``runs``, else ``<parent>/<run>``."""
     path = Path(path).absolute()
     under = os.environ.get(RUNS_VARIABLE)
     roots = [Path(under).expanduser().absolute()] if under else []
@@ -172,8 +168,7 @@ RUNS_VARIABLE = "LIT_SPARSE_RUNS"
 
 
 def resolve_run_path(path: str | Path) -> Path:
-    """``path`` if it exists or is absolute; else under ``$LIT_SPARSE_RUNS`` if there; else
-    ``path``."""
+    """``path`` if it exists or is absolute, else under ``$LIT_SPARSE_RUNS`` if there."""
     path = Path(path).expanduser()
     under = os.environ.get(RUNS_VARIABLE)
     if path.exists() or path.is_absolute() or not under:
@@ -221,9 +216,8 @@ def load_run(path: str | Path, load_model: bool = True) -> Run:
             "there too)" + (f"; runs there: {', '.join(nearby)}" if nearby else "")
         )
 
-    checkpoint: dict[str, Any] = {}
-    if checkpoint_path is not None:
-        checkpoint = read_checkpoint(checkpoint_path)  # verified: a damaged file is refused
+    # verified: a damaged file is refused
+    checkpoint = {} if checkpoint_path is None else read_checkpoint(checkpoint_path)
     config_file = run_dir / "config.yaml"
     if config_file.is_file():
         config = load_yaml(config_file, "run config")
@@ -240,11 +234,10 @@ def load_run(path: str | Path, load_model: bool = True) -> Run:
     ):
         trajectory = written
     position = read_result_json(run_dir / "position_loss.json")
-    if position is None:
-        state = _callback_state(checkpoint, "PositionLoss")
-        if state and state.get("history"):
-            latest = state["history"][-1]
-            position = {"step": latest["step"], "sets": latest["sets"], "history": state["history"]}
+    state = _callback_state(checkpoint, "PositionLoss")
+    if position is None and state and state.get("history"):
+        latest = state["history"][-1]
+        position = {"step": latest["step"], "sets": latest["sets"], "history": state["history"]}
     extrapolation = read_extrapolation(run_dir / "extrapolation.json")
     return Run(
         path=run_dir,

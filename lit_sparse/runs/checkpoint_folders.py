@@ -1,8 +1,5 @@
-"""Sharded checkpoints: the folder a run trained with FSDP2 saves instead of a file.
-
-Lightning writes each process's shard (``__<rank>_0.distcp``), the index (``.metadata``) and
-``meta.pt``; lit_sparse's strategy adds ``crc32.json`` (every file's size and CRC-32) so a
-folder is verified as a file is. :func:`read_folder` reads one whole on one process."""
+"""Sharded checkpoints: an FSDP2 run's folder (Lightning's ``*.distcp`` shards, ``.metadata`` index
+and ``meta.pt``; lit_sparse's ``crc32.json``: every file's size and CRC-32)."""
 
 from __future__ import annotations
 
@@ -38,7 +35,6 @@ CHECKSUMS = "crc32.json"
 
 _CHUNK = 1 << 22
 
-
 _INDEX = ".metadata"
 """torch.distributed.checkpoint's index of the shards."""
 
@@ -46,11 +42,10 @@ _INDEX = ".metadata"
 def is_sharded_checkpoint(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a sharded checkpoint folder (any of its files, incomplete or not)."""
     path = Path(path)
-    if not path.is_dir():
-        return False
-    if any((path / name).is_file() for name in (METADATA, _INDEX, CHECKSUMS)):
-        return True
-    return any(path.glob("*.distcp"))
+    return path.is_dir() and (
+        any((path / name).is_file() for name in (METADATA, _INDEX, CHECKSUMS))
+        or any(path.glob("*.distcp"))
+    )
 
 
 def is_checkpoint(path: str | os.PathLike) -> bool:
@@ -80,11 +75,8 @@ def file_checksums(folder: Path, names: list[str]) -> dict[str, list[int]]:
 
 
 def folder_problem(path: Path, read_files: bool = True) -> str | None:
-    """Why the folder ``path`` is not a whole sharded checkpoint (None: it is).
-
-    With ``crc32.json`` every listed file must match its size and (``read_files``) CRC-32;
-    without it, every shard the index names must exist with its bytes, and (``read_files``)
-    each tensor record must pass its own CRC-32."""
+    """Why the folder ``path`` is not a whole sharded checkpoint (None: it is): every file's size
+    and (``read_files``) CRC-32 by ``crc32.json``, else the index and each tensor record's zip."""
     if not (path / METADATA).is_file():
         return (
             f"its {METADATA} is missing (the step, hyperparameters and loop states: the shards "
@@ -143,8 +135,7 @@ def _damaged_record(path: Path, index: Any) -> str | None:
 
 
 def read_folder(path: str | os.PathLike, weights: bool = True) -> dict[str, Any]:
-    """A sharded checkpoint as one CPU dict: ``meta.pt``'s values and (``weights``) the whole
-    weights."""
+    """A sharded checkpoint as one CPU dict: ``meta.pt``'s values and (``weights``) all weights."""
     path = Path(path)
     checkpoint = torch.load(path / METADATA, map_location="cpu", weights_only=True)
     if weights:

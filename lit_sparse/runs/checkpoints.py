@@ -1,8 +1,4 @@
-"""Checkpoint files: atomic saves, verified loads, a run's last checkpoint, and the generators'
-states and final step a run's checkpoints add.
-
-``torch.load`` does not check a zip record's CRC-32, so every read verifies each record first
-(cached per inode, size and mtime) and refuses a damaged file in one line."""
+"""Checkpoint files: atomic saves, CRC-verified loads, and the states a run's checkpoints add."""
 
 from __future__ import annotations
 
@@ -61,8 +57,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 _VERIFIED: dict[tuple, None] = {}
-"""Checkpoints already verified, by path, device, inode, size and mtime (per file of a folder):
-an atomic rewrite is a new inode, so a changed file is verified again."""
+"""Checkpoint versions verified, by path, device, inode, size and mtime (a rewrite: a new inode)."""
 
 
 def _others(path: Path) -> str:
@@ -77,9 +72,8 @@ def _unreadable(path: Path, reason: str) -> CheckpointError:
     )
 
 
-def _version_key(path: Path, stat: os.stat_result) -> tuple:
-    """One version of a checkpoint, as :data:`_VERIFIED` remembers it."""
-    return (str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+def _unusable(path: Path, err: OSError) -> CheckpointError:
+    return CheckpointError(f"ckpt_path={str(path)!r}: {err.strerror or 'cannot be read'}")
 
 
 def _verify_folder(path: Path) -> Path:
@@ -90,8 +84,7 @@ def _verify_folder(path: Path) -> Path:
         return path
     if (path / METADATA).is_file():
         verify_checkpoint(path / METADATA)
-    problem = folder_problem(path, read_files=is_global_rank_zero())
-    if problem is not None:
+    if (problem := folder_problem(path, read_files=is_global_rank_zero())) is not None:
         raise CheckpointError(
             f"ckpt_path={str(path)!r} is damaged or incomplete, so it is not used: {problem}"
             f"{_others(path)}"
@@ -101,19 +94,17 @@ def _verify_folder(path: Path) -> Path:
 
 
 def verify_checkpoint(path: str | os.PathLike) -> Path:
-    """CheckpointError naming the file and record unless every CRC-32 of ``path`` matches."""
+    """CheckpointError unless every zip CRC-32 of ``path`` matches (torch.load checks none)."""
     path = Path(path)
     try:
         stat = path.stat()
     except OSError as err:
-        raise CheckpointError(
-            f"ckpt_path={str(path)!r}: {err.strerror or 'cannot be read'}"
-        ) from None
+        raise _unusable(path, err) from None
     if is_sharded_checkpoint(path):
         return _verify_folder(path)
     if not path.is_file():
         raise CheckpointError(f"ckpt_path={str(path)!r}: not a file")
-    key = _version_key(path, stat)
+    key = (str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if key in _VERIFIED:
         return path
     try:
@@ -122,9 +113,7 @@ def verify_checkpoint(path: str | os.PathLike) -> Path:
     except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as err:
         raise _unreadable(path, f"truncated or corrupt: {err}") from None
     except OSError as err:
-        raise CheckpointError(
-            f"ckpt_path={str(path)!r}: {err.strerror or 'cannot be read'}"
-        ) from None
+        raise _unusable(path, err) from None
     if damaged is not None:
         raise CheckpointError(
             f"ckpt_path={str(path)!r} is damaged, so it is not used: record {damaged!r} "
@@ -148,8 +137,7 @@ def _load_failure(err: Exception) -> str:
 
 
 def read_checkpoint(path: str | os.PathLike, weights: bool = True) -> dict[str, Any]:
-    """A verified checkpoint's dict on the CPU (memory-mapped); a sharded folder's weights with
-    ``weights``."""
+    """A verified checkpoint's dict on the CPU (memory-mapped); ``weights``: a folder's too."""
     path = Path(path)
     if not is_checkpoint(path):
         raise CheckpointError(f"ckpt_path={str(path)!r}: no such file")
@@ -203,8 +191,7 @@ def check_tokenizer(
     path: Any,
     hint: str = "use the run's own tokenizer",
 ) -> None:
-    """CheckpointError unless the recorded tokenizer digest ``trained`` (None: passes) is
-    ``sha256``."""
+    """CheckpointError unless the recorded digest ``trained`` (None: passes) is ``sha256``."""
     if trained is not None and trained != sha256:
         raise CheckpointError(
             f"ckpt_path={str(path)!r} was trained with another tokenizer than "
@@ -241,12 +228,9 @@ class RandomStates(Callback):
 
 
 class FinalCheckpoint(Callback):
-    """ModelCheckpoint's saves at a run's two edges.
-
-    - A resumed run does not save its first step again (ModelCheckpoint would rewrite
-      last.ckpt mid-accumulation, losing that micro-batch's gradient on a second kill).
-    - ``last.ckpt`` is saved at the final step when no periodic save fell on it, first among
-      ``on_train_end`` hooks, so it is on disk before the end-of-fit evaluation."""
+    """ModelCheckpoint's saves at a run's edges: a resume does not save its first step again (a
+    rewrite mid-accumulation would lose that micro-batch's gradient on a second kill); the final
+    ``last.ckpt`` is saved first among ``on_train_end`` hooks, before the end-of-fit evaluation."""
 
     def __init__(self) -> None:
         self._loaded_step: int | None = None

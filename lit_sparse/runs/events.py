@@ -1,5 +1,4 @@
-"""A run's TensorBoard scalars, read back from its event files, and the order a resumed
-run's event files must take after them."""
+"""A run's TensorBoard scalars, read back, and the order a resume's event file must take."""
 
 from __future__ import annotations
 
@@ -12,9 +11,7 @@ EVENT_FILES = "events.out.tfevents.*"
 
 
 def wait_for_a_later_event_file(run_dir: str | Path) -> float:
-    """Sleep (under a second) until a new event file would sort after every one in ``run_dir``;
-    returns the seconds slept. TensorBoard reads files in name order (second, host, pid), so a
-    resume's file sorting first would be hidden by the killed run's."""
+    """Sleep (< 1 s) until a new event file sorts after ``run_dir``'s (TensorBoard's order)."""
     seconds = [
         int(stamp)
         for path in Path(run_dir).rglob(EVENT_FILES)
@@ -31,10 +28,7 @@ def read_scalars(run_dir: str | Path, prefix: str = "") -> dict[str, dict[int, f
     """tag -> step -> value of the scalars under ``prefix`` (the last value at a step wins)."""
     if not any(Path(run_dir).glob(EVENT_FILES)):
         return {}
-    from tensorboard.backend.event_processing.event_accumulator import (
-        SCALARS,
-        EventAccumulator,
-    )
+    from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 
     events = EventAccumulator(str(run_dir), size_guidance={SCALARS: 0})
     events.Reload()

@@ -1,5 +1,4 @@
-"""Run folders ``<save_dir>/<name>/version_N``: allocated atomically (``mkdir``), read back, and
-a failed start's folder cleared. Evaluations of a run write under ``<run>/evals/``."""
+"""Run folders <save_dir>/<name>/version_N: made atomically, read back, failed starts cleared."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ _STARTED_FILES = re.compile(
     r"^(config(\.resume-\d+(-\d+)?)?\.yaml|hparams\.yaml|events\.out\.tfevents\..+|\.lock"
     r"|\..+\.tmp-\d+-[0-9a-f]+|\..+\.(build|old)-\d+-[0-9a-f]+)$"
 )
-"""What a fit writes in its run folder before its first checkpoint (config, hparams, events,
-lock, a killed save's temporaries)."""
+"""What a fit writes in its run folder before its first checkpoint (a killed save's too)."""
 
 
 def allocate_folder(parent: Path, names) -> Path:
@@ -132,9 +130,8 @@ def has_checkpoint(run_dir: str | os.PathLike) -> bool:
 
 
 def remove_failed_start(run_dir: str | os.PathLike) -> bool:
-    """Remove a run folder left by a start that died before its first checkpoint: True when it held
-    only what a fit writes before then, False (nothing removed) otherwise. RunInUseError when
-    another process holds its lock."""
+    """Remove a run folder left by a start that died before its first checkpoint (True), unless it
+    holds anything else (False); RunInUseError when another process holds its lock."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir() or has_checkpoint(run_dir):
         return False

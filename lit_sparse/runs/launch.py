@@ -1,7 +1,4 @@
-"""The run folder a Lightning command writes, chosen before anything is built: a resume's own run
-(:func:`continue_run`), a new ``version_N`` (:func:`claim_log_dir`), or an evaluation's
-``<run>/evals/<command>-step<k>``. DDP's launched processes take the first process's choice
-(:data:`RUN_HANDOFF`)."""
+"""The run folder a Lightning command writes, chosen before anything is built (DDP: rank 0's)."""
 
 from __future__ import annotations
 
@@ -20,15 +17,9 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from lit_sparse.errors import CheckpointError, ConfigError
 from lit_sparse.io.atomic import remove_stale_temporaries, write_text
+from lit_sparse.runs import folders
 from lit_sparse.runs.checkpoints import is_checkpoint, read_checkpoint
 from lit_sparse.runs.events import wait_for_a_later_event_file
-from lit_sparse.runs.folders import (
-    RESUME_CONFIG,
-    allocate_folder,
-    new_version,
-    resume_config_name,
-    run_checkpoint,
-)
 from lit_sparse.runs.locks import RunLock, is_global_rank_zero
 from lit_sparse.runs.resume import choose_run
 
@@ -49,8 +40,8 @@ _NAMED_CHECKPOINTS = ("last", "best", "hpc", "registry")
 
 
 class RunConfigCallback(SaveConfigCallback):
-    """Saves the command's config in its log folder (rank 0, atomically, never replacing a file).
-    A resume that fails before training a step removes the config and event file it added."""
+    """Saves the command's config in its log folder (rank 0, atomically, never replacing a file); a
+    resume that fails before training a step removes the config and event file it added."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -86,17 +77,15 @@ class RunConfigCallback(SaveConfigCallback):
         written = self._written
         if (
             written is None
-            or not RESUME_CONFIG.match(written.name)
+            or not folders.RESUME_CONFIG.match(written.name)
             or self._ended
             or (self._start_step is not None and trainer.global_step != self._start_step)
         ):
             return
         self._written = None
-        events = _event_file(trainer)
-        for path in (written, events):
-            if path is not None:
-                with contextlib.suppress(OSError):
-                    path.unlink()
+        for path in filter(None, (written, _event_file(trainer))):
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 def _event_file(trainer: Trainer) -> Path | None:
@@ -120,8 +109,7 @@ def tensorboard_logger(config: Namespace) -> Namespace | None:
 
 def without_hp_metric(config: Namespace) -> None:
     """Turn off TensorBoardLogger's ``hp_metric`` placeholder chart (-1, never updated)."""
-    logger = tensorboard_logger(config)
-    if logger is not None:
+    if (logger := tensorboard_logger(config)) is not None:
         logger.init_args.default_hp_metric = False
 
 
@@ -133,12 +121,9 @@ def _pin_version(logger: Namespace, version: Any, purge_step: int | None) -> Non
 def continue_run(
     config: Namespace, save_config_kwargs: dict[str, Any], dump: Callable[[], dict]
 ) -> None:
-    """``fit --ckpt_path last|RUN_DIR|PATH``: resume in the checkpoint's own run.
-
-    "last" is the run this config started (:func:`~lit_sparse.runs.resume.choose_run` on
-    ``dump()``). The run is locked, a killed save's temporary files removed, the logger pinned
-    to the run with its events after the checkpoint's step purged, and the resume's config
-    named in ``save_config_kwargs["config_filename"]`` (``config.resume-<step>.yaml``)."""
+    """``fit --ckpt_path last|RUN_DIR|PATH``: resume in the checkpoint's own run ("last": the run
+    this config started, :func:`choose_run`), locked, a killed save's temporaries removed, the
+    logger pinned to it with later events purged, the config ``config.resume-<step>.yaml``."""
     handoff = os.environ.get(RUN_HANDOFF)
     first = is_global_rank_zero()
     logger = tensorboard_logger(config)
@@ -155,8 +140,7 @@ def continue_run(
         found = choose_run(experiment, dump(), use_locks=first)
         config.ckpt_path = None if found is None else str(found)
     elif ckpt_path and Path(ckpt_path).is_dir() and not is_checkpoint(ckpt_path):  # a run
-        found = run_checkpoint(ckpt_path)
-        if found is None:
+        if (found := folders.run_checkpoint(ckpt_path)) is None:
             raise CheckpointError(
                 f"ckpt_path={ckpt_path!r}: no checkpoint in {Path(ckpt_path) / 'checkpoints'}"
             )
@@ -168,11 +152,8 @@ def continue_run(
     step = int(checkpoint.get("global_step", 0))
     run_dir = path.parent.parent if path.parent.name == "checkpoints" else None
     filename = f"config.resume-{step}.yaml"
-    if (
-        logger is not None
-        and run_dir is not None
-        and run_dir.parent.resolve() == experiment.resolve()
-    ):
+    own_run = logger is not None and run_dir is not None
+    if own_run and run_dir.parent.resolve() == experiment.resolve():
         if first:
             RunLock.acquire(run_dir, "fit")
             for folder in (run_dir, run_dir / "checkpoints"):
@@ -183,13 +164,12 @@ def continue_run(
         hparams = checkpoint.get("hyper_parameters") or {}
         finished = hparams.get("max_steps") is not None and step >= hparams["max_steps"]
         _pin_version(logger, run_dir.name, step + 1 if finished else step)
-        filename = resume_config_name(run_dir, step)
+        filename = folders.resume_config_name(run_dir, step)
     save_config_kwargs["config_filename"] = filename
 
 
 def evaluation_log_dir(config: Namespace, subcommand: str) -> str | None:
-    """Point an evaluation's logger at ``<run>/evals``; returns its stem ``<command>-step<k>`` or
-    None."""
+    """Point an evaluation's logger at ``<run>/evals``; its stem ``<command>-step<k>``, or None."""
     logger = tensorboard_logger(config)
     if logger is None:
         return None
@@ -207,14 +187,9 @@ def evaluation_log_dir(config: Namespace, subcommand: str) -> str | None:
 
 
 def claim_log_dir(
-    trainer: Trainer,
-    subcommand: str,
-    ckpt_path: str | None,
-    stem: str | None,
-    config_filename: str,
+    trainer: Trainer, subcommand: str, ckpt_path: str | None, stem: str | None, config_filename: str
 ) -> None:
-    """Create the command's log folder atomically (a new ``version_N``, or ``evals/<stem>[-N]``)
-    and lock a run's, on the first process; launched processes take the same folder."""
+    """Create (rank 0) the log folder, ``version_N`` or ``evals/<stem>[-N]``, and lock a fit's."""
     logger = trainer.logger
     if not isinstance(logger, TensorBoardLogger):
         return
@@ -225,9 +200,9 @@ def claim_log_dir(
         return
     if subcommand != "fit" and stem is not None:
         names = itertools.chain([stem], (f"{stem}-{n}" for n in itertools.count(2)))
-        logger._version = allocate_folder(Path(logger.root_dir), names).name
+        logger._version = folders.allocate_folder(Path(logger.root_dir), names).name
     elif subcommand == "fit" and logger._version is None:
-        logger._version, folder = new_version(logger.root_dir)
+        logger._version, folder = folders.new_version(logger.root_dir)
         RunLock.acquire(folder, "fit")
     elif subcommand == "fit":
         folder = Path(logger.log_dir)
@@ -238,11 +213,6 @@ def claim_log_dir(
                 "new run"
             )
         RunLock.acquire(folder, "fit")
-    os.environ[RUN_HANDOFF] = json.dumps(
-        {
-            "version": logger.version,
-            "ckpt_path": ckpt_path,
-            "purge_step": (getattr(logger, "_kwargs", None) or {}).get("purge_step"),
-            "config_filename": config_filename,
-        }
-    )
+    purge_step = (getattr(logger, "_kwargs", None) or {}).get("purge_step")
+    chosen = {"version": logger.version, "ckpt_path": ckpt_path, "purge_step": purge_step}
+    os.environ[RUN_HANDOFF] = json.dumps({**chosen, "config_filename": config_filename})

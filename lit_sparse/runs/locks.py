@@ -1,5 +1,4 @@
-"""Run locks: a fit holds an exclusive ``flock`` on its run's ``.lock`` file (the kernel drops it
-when the process ends), and the file names the holder for a second process's refusal."""
+"""Run locks: an exclusive ``flock`` on ``<run>/.lock`` (the kernel drops it), naming the holder."""
 
 from __future__ import annotations
 
@@ -83,12 +82,8 @@ class RunLock:
                     f"{folder} is in use by {_holder_text(holder)}: two processes must not "
                     "write one run; wait for it to end or stop it, then run the command again"
                 ) from None
-        info = {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "command": command,
-            "started": datetime.datetime.now().isoformat(timespec="seconds"),
-        }
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "command": command}
+        info["started"] = datetime.datetime.now().isoformat(timespec="seconds")
         with contextlib.suppress(OSError):  # the lock holds even if its note cannot be written
             os.ftruncate(fd, 0)
             os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
@@ -97,8 +92,7 @@ class RunLock:
         return lock
 
     def release(self, everyone: bool = False) -> None:
-        """Drop this holder's claim (``everyone``: all claims); the lock goes with the last one. Its
-        descriptor is closed exactly once (its number may be reused)."""
+        """Drop this holder's claim (``everyone``: all); the last closes the descriptor, once."""
         self._holders = 0 if everyone else self._holders - 1
         if self._holders > 0 or self._fd is None:
             return
@@ -120,12 +114,10 @@ def _read_holder(fd: int, wait_s: float = 0.5) -> dict[str, Any]:
     """The holder's note, re-read for up to ``wait_s`` seconds while empty or partial."""
     deadline = time.monotonic() + wait_s
     while True:
-        try:
+        with contextlib.suppress(OSError, ValueError):
             found = json.loads(os.pread(fd, 4096, 0).decode())
             if isinstance(found, dict):
                 return found
-        except (OSError, ValueError):
-            pass
         if time.monotonic() >= deadline:
             return {}
         time.sleep(0.01)

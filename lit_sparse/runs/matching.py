@@ -1,6 +1,4 @@
-"""A checkpoint checked against the command that would use it, before anything is built: the
-command's values hold (Lightning would take the checkpoint's), a different model or tokenizer
-is refused naming what differs, and a resume prints the values it changes."""
+"""A checkpoint checked against the command that would use it, before anything is built."""
 
 from __future__ import annotations
 
@@ -12,12 +10,7 @@ from jsonargparse import Namespace
 from lit_sparse.attention import build_attention
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import CheckpointError
-from lit_sparse.runs.checkpoints import (
-    check_tokenizer,
-    checkpoint_tokenizer,
-    differences,
-    read_checkpoint,
-)
+from lit_sparse.runs import checkpoints
 from lit_sparse.runs.locks import is_global_rank_zero
 from lit_sparse.runs.resume import changed_values, describe_changes
 from lit_sparse.runs.strategy import check_resume_strategy
@@ -34,7 +27,7 @@ def _resolved_arch(values: dict) -> dict:
 def _model_differences(wanted: Namespace, found: dict[str, Any], subcommand: str) -> list[str]:
     lines = []
     if "arch" in found:
-        lines += differences(
+        lines += checkpoints.differences(
             _resolved_arch(wanted.arch.as_dict()), _resolved_arch(found["arch"]), "arch"
         )
     if "attention" in found:
@@ -46,7 +39,7 @@ def _model_differences(wanted: Namespace, found: dict[str, Any], subcommand: str
                 f"checkpoint {type(ckpt_attention).name!r}"
             )
         else:
-            lines += differences(
+            lines += checkpoints.differences(
                 config_attention.init_args(), ckpt_attention.init_args(), "attention"
             )
     if subcommand == "fit" and found.get("optimizer", "adamw") != wanted.get("optimizer"):
@@ -58,13 +51,11 @@ def _model_differences(wanted: Namespace, found: dict[str, Any], subcommand: str
 
 
 def check_checkpoint(config: Namespace, subcommand: str, config_filename: str | None) -> None:
-    """Check the command's checkpoint (``config.ckpt_path``) is whole and of the config's model and
-    tokenizer; for fit, that its strategy can resume it, printing (and recording in
-    ``config_filename``) the optimizer and schedule values the resume changes."""
+    """Check ``config.ckpt_path`` is whole, of the config's model and tokenizer and resumable."""
     ckpt_path = config.get("ckpt_path")
     if subcommand == "fit":
         check_resume_strategy(ckpt_path, config.trainer.get("strategy"))
-    checkpoint = read_checkpoint(ckpt_path, weights=False)
+    checkpoint = checkpoints.read_checkpoint(ckpt_path, weights=False)
     found = checkpoint.get("hyper_parameters", {})
     wanted = config.model
     lines = _model_differences(wanted, found, subcommand)
@@ -79,10 +70,8 @@ def check_checkpoint(config: Namespace, subcommand: str, config_filename: str | 
     if init_args is not None and init_args.get("tokenizer"):
         from lit_sparse.data.tokenizer import load_tokenizer
 
-        spec = init_args.tokenizer
-        check_tokenizer(
-            checkpoint_tokenizer(checkpoint), load_tokenizer(spec).sha256, spec, ckpt_path
-        )
+        spec, trained = init_args.tokenizer, checkpoints.checkpoint_tokenizer(checkpoint)
+        checkpoints.check_tokenizer(trained, load_tokenizer(spec).sha256, spec, ckpt_path)
     if subcommand == "fit" and is_global_rank_zero():
         changes = changed_values(wanted.as_dict(), found)
         if changes:

@@ -1,7 +1,5 @@
-"""Keep freed memory in the process, so a training step does not fault its activations in anew.
-
-glibc unmaps large freed blocks (above its mmap threshold), so each step re-faults them (half
-a CPU far-MQAR step's time); raising the mmap and trim thresholds keeps them."""
+"""Keep freed memory in the process: glibc unmaps large freed blocks, so each training step would
+fault its activations in anew; raising the mmap and trim thresholds keeps them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""The model summary fit prints, with a FLOPs column from
-:func:`lit_sparse.evaluation.flops.flops_per_batch` (Lightning's counter sees no sparse
-kernel work and the module has no ``example_input_array``, so it printed 0)."""
+"""The model summary fit prints, with the FLOPs of the sparse kernels Lightning's counter misses."""
 
 from __future__ import annotations
 
@@ -66,6 +64,5 @@ _SPARSE = {ModelSummary: SparseModelSummary, RichModelSummary: SparseRichModelSu
 def use_sparse_flops_summary(trainer: pl.Trainer) -> None:
     """Give each of Lightning's own model summary callbacks the sparse FLOPs count."""
     for i, callback in enumerate(trainer.callbacks):
-        sparse = _SPARSE.get(type(callback))
-        if sparse is not None:
+        if (sparse := _SPARSE.get(type(callback))) is not None:
             trainer.callbacks[i] = sparse(callback._max_depth, **callback._summarize_kwargs)

@@ -1,5 +1,4 @@
-"""The Lightning commands' progress bar (Rich or tqdm), counted in optimizer steps: ``Step k/max``,
-no ``v_num``, one validation bar for every held-out set."""
+"""Progress bars in optimizer steps (``Step k/max``), no ``v_num``, one bar for all held-out."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Filters, one message each, for what Lightning and torch print that is not the user's business:
-Lightning's tips, torch's ``LeafSpec`` deprecation, and on evaluations ModelCheckpoint's
-"dirpath has changed"."""
+"""Filters for Lightning's tips, torch's LeafSpec deprecation and ModelCheckpoint's dirpath note."""
 
 from __future__ import annotations
 
@@ -32,11 +30,8 @@ def quiet_lightning() -> None:
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
-    warnings.filterwarnings(
-        "ignore",
-        message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
-        category=FutureWarning,
-    )
+    leaf_spec = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
+    warnings.filterwarnings("ignore", message=leaf_spec, category=FutureWarning)
 
 
 def quiet_evaluation() -> None:

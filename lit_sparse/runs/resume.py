@@ -1,14 +1,12 @@
-"""Which run ``fit --ckpt_path last`` continues, and which values a resume may change.
-
-"last" is the experiment's run whose newest config has the same model, data, seed and
-``trainer.max_steps``; ties drop a locked run, then a finished one; what stays ambiguous is
-refused naming the runs. A resume may change :data:`RESUMABLE` (docs/training.md)."""
+"""Which run ``fit --ckpt_path last`` continues: the one whose newest config has the same model,
+data, seed and max_steps (ties drop a locked, then a finished run); :data:`RESUMABLE` may change."""
 
 from __future__ import annotations
 
 import copy
+import functools
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +25,7 @@ _NOT_RUN_DATA = ("cache_dir", "num_workers")
 
 
 def signature(config: dict[str, Any], exact: bool = True) -> dict[str, Any]:
-    """What identifies a run in a config dump: model, data, seed and steps (``exact=False``: without
-    the values a resume may change)."""
+    """A config dump's model, data, seed, steps (``exact=False``: not what a resume may change)."""
     model = copy.deepcopy(dict(config.get("model") or {}))
     model.pop("max_steps", None)  # linked from trainer.max_steps (absent from saved configs)
     if isinstance(model.get("arch"), dict):
@@ -70,32 +67,29 @@ class _Candidate:
     path: Path
     checkpoint: Path
     config: dict[str, Any] | None
-    _peeked: dict[str, Any] | None = field(default=None, repr=False)
 
-    def _peek(self) -> dict[str, Any]:
+    @functools.cached_property
+    def peek(self) -> tuple[Any, Any]:
         """The checkpoint's step and its schedule's end (not verified: only to choose)."""
-        if self._peeked is None:
-            try:
-                file = self.checkpoint  # a sharded checkpoint: its folder's meta.pt
-                file = file / METADATA if file.is_dir() else file
-                saved = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
-                hparams = saved.get("hyper_parameters") or {}
-                self._peeked = {"step": saved.get("global_step"), "end": hparams.get("max_steps")}
-            except Exception:  # damaged: the chosen run's file is verified before use
-                self._peeked = {"step": None, "end": None}
-        return self._peeked
+        file = self.checkpoint  # a sharded checkpoint: its folder's meta.pt
+        file = file / METADATA if file.is_dir() else file
+        try:
+            saved = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+            return saved.get("global_step"), (saved.get("hyper_parameters") or {}).get("max_steps")
+        except Exception:  # damaged: the chosen run's file is verified before use
+            return None, None
 
     @property
     def finished(self) -> bool:
-        peek = self._peek()
-        return peek["step"] is not None and peek["end"] is not None and peek["step"] >= peek["end"]
+        step, end = self.peek
+        return step is not None and end is not None and step >= end
 
     @property
     def holder(self) -> str | None:
         return lock_holder(self.path)
 
     def describe(self) -> str:
-        step = self._peek()["step"]
+        step = self.peek[0]
         notes = [f"step {step}" if step is not None else "unreadable checkpoint"]
         if self.finished:
             notes.append("finished")
@@ -125,8 +119,7 @@ def choose_run(
         command = {**command, "seed_everything": None}
     candidates = []
     for run in experiment_runs(experiment):
-        checkpoint = run_checkpoint(run)
-        if checkpoint is not None:
+        if (checkpoint := run_checkpoint(run)) is not None:
             saved = run_config(run)
             if saved is not None and command.get("seed_everything") is None:
                 saved = {**saved, "seed_everything": None}

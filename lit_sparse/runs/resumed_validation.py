@@ -1,5 +1,4 @@
-"""Keep the validation a resume in place does not run again: the checkpoint's step's ``val/*``
-scalars, hidden by TensorBoard's ``purge_step``, are written again from the earlier events."""
+"""A resume in place logs again the checkpoint step's ``val/*`` scalars TensorBoard would hide."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ def logged_scalars(files: list[Path], step: int) -> dict[str, float]:
 
 
 class ResumedValidation(Callback):
-    """On a resume in place (a TensorBoard ``purge_step``), logs again the ``val/*`` scalars of the
-    checkpoint's step, except tags another callback rewrites (its ``prefix``)."""
+    """Logs the scalars again, except tags another callback rewrites (its ``prefix``)."""
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         logger = next((lg for lg in trainer.loggers if isinstance(lg, TensorBoardLogger)), None)

@@ -1,6 +1,4 @@
-"""FSDP2 training (``configs/strategy/fsdp2.yaml``): Lightning's ModelParallelStrategy with
-checkpoint folders written beside the target, recorded in ``crc32.json`` and swapped in whole.
-An FSDP2 folder resumes under FSDP2 only; a single file resumes under FSDP2 too."""
+"""FSDP2 training: Lightning's ModelParallelStrategy, checkpoint folders saved atomically."""
 
 from __future__ import annotations
 
@@ -31,16 +29,10 @@ __all__ = ["FSDP2Strategy", "check_resume_strategy"]
 STRATEGY_CONFIG = "configs/strategy/fsdp2.yaml"
 
 
-def _resumes_shards(strategy: Any) -> bool:
-    """Whether a trainer.strategy value is a ModelParallelStrategy (resumes a folder of shards)."""
-    return names_subclass(strategy, ModelParallelStrategy)
-
-
 def check_resume_strategy(ckpt_path: Any, strategy: Any) -> None:
-    """CheckpointError when the sharded ``ckpt_path`` would resume under a strategy other than
-    FSDP2."""
-    if not is_sharded_checkpoint(ckpt_path) or _resumes_shards(strategy):
-        return
+    """CheckpointError when a sharded ``ckpt_path`` would resume under a strategy but FSDP2."""
+    if not is_sharded_checkpoint(ckpt_path) or names_subclass(strategy, ModelParallelStrategy):
+        return  # a ModelParallelStrategy resumes a folder of shards
     shown = strategy.get("class_path") if hasattr(strategy, "get") else strategy
     if isinstance(strategy, Strategy):
         shown = type(strategy).__name__
@@ -53,10 +45,8 @@ def check_resume_strategy(ckpt_path: Any, strategy: Any) -> None:
 
 
 def _storage_failure(err: BaseException, path: Path) -> StorageError | None:
-    """The storage error (full disk, read-only folder...) behind a failed save of ``path``, found in
-    the error's chain, a gathered process failure, or torch's short zip write."""
-    found = storage_failure(err, path)
-    if found is not None:
+    """The storage error behind a failed save (its chain, a process failure, a short zip)."""
+    if (found := storage_failure(err, path)) is not None:
         return found
     for cause in error_chain(err):
         if isinstance(cause, OSError):

@@ -1,5 +1,4 @@
-"""What the Lightning commands print: the held-out metrics as one table, and at the end of fit
-the extrapolation table, where the logs and checkpoints went."""
+"""What the Lightning commands print: the held-out table; at the end of fit where things went."""
 
 from __future__ import annotations
 
@@ -30,9 +29,8 @@ def _number(value: Any) -> float | None:
 def held_out_table(
     metrics: Mapping[str, Any] | Iterable[Mapping[str, Any]], prefix: str, sets: list[str]
 ) -> str | None:
-    """The metrics ``<prefix>/<metric>/<set>`` as a Markdown table (a row per metric, a column per
-    set, the mean last; the perplexity's mean is exp of the mean loss); None when there is none.
-    ``metrics``: ``trainer.callback_metrics`` or the list ``trainer.validate`` returns."""
+    """``<prefix>/<metric>/<set>`` of ``trainer.callback_metrics`` or ``trainer.validate``'s list as
+    a Markdown table (a row per metric, a column per set, the mean last), or None."""
     loaders = [metrics] if isinstance(metrics, Mapping) else metrics
     merged = {tag: value for loader in loaders for tag, value in loader.items()}
     values: dict[str, dict[str, float]] = {}
@@ -96,15 +94,13 @@ def fit_summary(trainer: Trainer, log_dir: str | None) -> str:
         )
     lines = []
     sets = trainer.lightning_module.val_set_names()
-    validation = held_out_table(trainer.callback_metrics, "val", sets)
-    if validation is not None:
+    if (validation := held_out_table(trainer.callback_metrics, "val", sets)) is not None:
         lines.append(f"\nheld-out sets at the last validation:\n{validation}")
     for callback in trainer.callbacks:  # a finished run resumed: the table it saved
         if isinstance(callback, LengthExtrapolation) and callback.result is not None:
             saved = f" ({callback.filename}.md)" if callback.filename else ""
             lines.append(f"\nlength extrapolation{saved}:\n{callback.result.to_markdown()}")
     lines.append(logs_hint(trainer, log_dir))
-    callback = trainer.checkpoint_callback
-    if callback is not None and callback.dirpath:
+    if (callback := trainer.checkpoint_callback) is not None and callback.dirpath:
         lines.append(f"checkpoints: {callback.dirpath}  (resume: fit ... --ckpt_path last)")
     return "\n".join(lines)

@@ -1,6 +1,4 @@
-"""The Trainer of the Lightning commands: ``extrapolate``, one held-out table from ``validate`` and
-``test``, a fit loop that completes a resumed run's end-of-fit work, early trainer checks, and
-:func:`run_trainer` for commands that train outside the CLI."""
+"""The Lightning commands' Trainer, early trainer checks, and :func:`run_trainer` outside CLIs."""
 
 from __future__ import annotations
 
@@ -37,13 +35,10 @@ __all__ = [
 
 
 def check_trainer_options(trainer: Any, subcommand: str) -> None:
-    """ConfigError for trainer values Lightning would refuse late or confusingly, naming the field,
-    value and what is allowed. ``trainer``: the parsed group (Namespace or dict)."""
+    """ConfigError for ``trainer`` values (a Namespace or dict) Lightning would refuse late."""
     get = trainer.get
     accumulate = get("accumulate_grad_batches")
-    if accumulate is not None and (
-        isinstance(accumulate, bool) or not isinstance(accumulate, int) or accumulate < 1
-    ):
+    if accumulate is not None and not _is_count(accumulate):
         raise ConfigError(
             f"trainer.accumulate_grad_batches={accumulate!r}: must be an integer >= 1 "
             "(micro-batches per optimizer step)"
@@ -65,13 +60,15 @@ def check_trainer_options(trainer: Any, subcommand: str) -> None:
         )
     _check_cpu_devices(get("devices"), get("accelerator"))
     max_steps = get("max_steps")
-    if subcommand == "fit" and (
-        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
-    ):
+    if subcommand == "fit" and not _is_count(max_steps):
         raise ConfigError(
             f"trainer.max_steps={max_steps!r}: must be an integer >= 1 (the optimizer steps "
             "to train; the learning-rate schedule ends there)"
         )
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 FORCE_DEVICES = "LIT_SPARSE_FORCE_DEVICES"
@@ -82,7 +79,7 @@ def _check_cpu_devices(devices: Any, accelerator: Any) -> None:
     """Refuse more CPU devices than usable cores, unless ``LIT_SPARSE_FORCE_DEVICES=1``."""
     if isinstance(devices, str) and devices.strip().isdigit():
         devices = int(devices)
-    if isinstance(devices, bool) or not isinstance(devices, int) or devices <= 1:
+    if not _is_count(devices) or devices == 1:
         return
     if accelerator in (None, "auto"):
         import torch
@@ -100,8 +97,7 @@ def _check_cpu_devices(devices: Any, accelerator: Any) -> None:
 
 
 def drop_checkpoint_callbacks(trainer: Any) -> int:
-    """With ``trainer.enable_checkpointing: false``, remove the ModelCheckpoint callbacks from the
-    parsed group (Lightning refuses the pair); returns how many."""
+    """Remove ModelCheckpoint callbacks when checkpointing is off (Lightning refuses the pair)."""
     if trainer.get("enable_checkpointing") is not False:
         return 0
     callbacks = trainer.get("callbacks") or []
@@ -111,17 +107,13 @@ def drop_checkpoint_callbacks(trainer: Any) -> int:
 
 
 class _CompletingFitLoop(_FitLoop):
-    """Lightning's fit loop, except that a run resumed at its final step runs the end-of-fit hooks
-    (final checkpoint, extrapolation...) a kill or full disk interrupted."""
+    """Lightning's fit loop; a run resumed at its final step runs the end-of-fit hooks it missed."""
 
     def run(self) -> None:
         self.setup_data()
         trainer = self.trainer
-        if (
-            self.skip
-            and trainer.ckpt_path is not None
-            and 0 < self.max_steps <= self.epoch_loop.global_step
-        ):
+        ended = 0 < self.max_steps <= self.epoch_loop.global_step
+        if self.skip and trainer.ckpt_path is not None and ended:
             bar = trainer.progress_bar_callback
             if bar is not None:  # its on_train_end closes the bar on_train_start opens
                 bar.on_train_start(trainer, trainer.lightning_module)
@@ -166,10 +158,8 @@ def _scoring_held_out(name: str, prefix: str, summary: str):
 
 
 class LitSparseTrainer(Trainer):
-    """The training loop, devices, precision, logging and callbacks (Lightning's Trainer).
-
-    Adds ``extrapolate``; ``validate`` and ``test`` print one held-out table; the summary's FLOPs
-    count the sparse attention; the progress bar counts optimizer steps."""
+    """Lightning's Trainer with ``extrapolate``; ``validate`` and ``test`` print one held-out table,
+    the summary's FLOPs count the sparse attention, the progress bar counts optimizer steps."""
 
     def __init__(self, *args, **kwargs):
         given = kwargs.get("callbacks")  # Lightning appends its default bar to this list
@@ -184,9 +174,7 @@ class LitSparseTrainer(Trainer):
         use_sparse_flops_summary(self)
 
     validate = _scoring_held_out("validate", "val", "Score a checkpoint on every held-out set")
-    test = _scoring_held_out(
-        "test", "test", "Score a checkpoint on the held-out sets as validate does"
-    )
+    test = _scoring_held_out("test", "test", "Score a checkpoint as validate does")
 
     def _print_held_out(self, results: list[Mapping[str, float]], prefix: str) -> None:
         """Print one table of the held-out sets (rank 0), not Lightning's column per loader."""
@@ -224,23 +212,12 @@ class LitSparseTrainer(Trainer):
             batch_size: windows per batch (default: about the validation batch's tokens).
             weights_only: how the checkpoint is loaded (torch.load's; as ``validate``).
         """
-        callback = LengthExtrapolation(
-            multiples=multiples,
-            lengths=lengths,
-            new_offsets=new_offsets,
-            batch_size=batch_size,
-            stages=["validate"],
-            print_table=True,
-        )
+        options = {"stages": ["validate"], "print_table": True}
+        callback = LengthExtrapolation(multiples, lengths, new_offsets, batch_size, **options)
         self.callbacks.append(callback)
         try:
-            self.validate(
-                model,
-                datamodule=datamodule,
-                ckpt_path=ckpt_path,
-                verbose=False,
-                weights_only=weights_only,
-            )
+            loading = {"ckpt_path": ckpt_path, "weights_only": weights_only}
+            self.validate(model, datamodule=datamodule, verbose=False, **loading)
         finally:
             self.callbacks.remove(callback)
         return callback.result
@@ -261,9 +238,8 @@ def run_trainer(
     callbacks: list[Callback] | None = None,
     **trainer_args: Any,
 ) -> Iterator[LitSparseTrainer]:
-    """The Trainer of a run a command trains outside the CLI, handled as fit's: the run locked for
-    ``command``, atomic verified checkpoints, ``last.ckpt`` every ``checkpoint_every`` steps and
-    at the end."""
+    """The Trainer of a run trained outside the CLI, as fit's: locked for ``command``, atomic
+    verified checkpoints, ``last.ckpt`` every ``checkpoint_every`` steps and at the end."""
     lock = RunLock.acquire(logger.log_dir, command)
     try:
         last = ModelCheckpoint(save_last=True, save_top_k=0, every_n_train_steps=checkpoint_every)

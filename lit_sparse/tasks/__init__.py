@@ -1,9 +1,6 @@
-"""Tasks, registered as attention patterns are, each in one file of this package.
-
-``synthetic`` tasks (MQAR, distance, passkey, the retrieval probe) are LightningDataModules
-trained on and evaluated at other lengths; ``choice`` tasks (LEGO, RULER variable tracking)
-are forced-choice items scored on a text model. A new task registers with
-``@register_task("name")`` or the ``lit_sparse.tasks`` entry point (docs/tasks.md)."""
+"""Tasks, registered as attention patterns are, each in one file of this package: ``synthetic``
+(LightningDataModules trained on and evaluated at other lengths) and ``choice`` (forced-choice
+items scored on a text model). See docs/tasks.md to add one."""
 
 from __future__ import annotations
 

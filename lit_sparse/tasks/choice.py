@@ -32,8 +32,7 @@ class ChoiceTask(Task):
         self.seed = check_int("seed", seed, low=0)
 
     def check(self) -> None:
-        """Draw one item a group, so a bad option is refused before any work (subclasses call
-        it)."""
+        """Draw one item a group: a bad option is refused before any work (subclasses call it)."""
         self.draw(1)
 
     def draw(self, per_group: int) -> list[ChoiceItem]:

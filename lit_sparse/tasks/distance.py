@@ -41,12 +41,9 @@ def distance_retrieval(
     seed: Seed = 0,
     values_in_filler: bool = True,
 ) -> tuple[Tensor, Tensor]:
-    """One key-value pair per example and its query exactly d tokens after the key: (inputs,
-    labels).
-
-    A key from [1, V/2) at a random p, its value from [V/2, V) at p + 1, the key again at p + d,
-    and filler from [0, V) without the key (``values_in_filler=False``: from [0, V/2)); the label
-    at the query is the value. ``distances``: one d or one per example, each in [2, L - 2]."""
+    """(inputs, labels): a key from [1, V/2) at a random p, its value from [V/2, V) at p + 1, the
+    key again at p + d (labelled with the value), filler from [0, V) without the key (from
+    [0, V/2) with ``values_in_filler=False``). ``distances``: one d or one per example."""
     check_positive(num_examples=num_examples, seq_len=seq_len, vocab_size=vocab_size)
     d = _distances(distances, num_examples)
     bad = d[(d < 2) | (d > seq_len - 2)]
@@ -90,9 +87,8 @@ def distance_pairs(
     seed: Seed = 0,
     values_in_filler: bool = True,
 ) -> tuple[Tensor, Tensor]:
-    """``pairs`` key-value pairs per example, each asked once at its own d uniform in [2, L - 2]:
-    (inputs, labels). As :func:`distance_retrieval`, with distinct keys and filler without any of
-    them, so every query has one answer and a batch asks ``pairs`` times as many questions."""
+    """As :func:`distance_retrieval` with ``pairs`` distinct keys per example, each asked once at
+    its own d uniform in [2, L - 2], and filler without any of them (one answer per query)."""
     check_positive(num_examples=num_examples, seq_len=seq_len, vocab_size=vocab_size)
     check_pairs(pairs, seq_len, vocab_size)
     half = vocab_size // 2
@@ -153,24 +149,18 @@ def distance_buckets(low: int, high: int) -> list[tuple[int, int]]:
     return buckets
 
 
-def _bucket_name(low: int, high: int) -> str:
-    return f"d{low}-{high}"
-
-
 @register_task("distance")
 class DistanceDataModule(RecallDataModule):
     """Distance-controlled retrieval: one key-value pair, its query exactly d tokens later.
 
-    Held-out sets at a length T' are the power-of-two buckets of d in [2, T' - 2] (``d2-3``,
-    ``d4-7``, ...), d uniform within a bucket.
+    Held-out sets at length T' are the power-of-two buckets ``d2-3``, ``d4-7``, ... of d <= T' - 2.
 
     Args:
         seq_len: T, the training length.
         vocab_size: V, keys from [1, V/2), values from [V/2, V), filler from [0, V).
         batch_size: training examples per batch, each with d uniform in [2, T - 2].
         pairs: key-value pairs per training example (held-out examples have one).
-        values_in_filler: filler from the whole vocabulary (default), or from the key range
-            [0, V/2) only, so the values stand out as MQAR's do.
+        values_in_filler: filler from the whole vocabulary, or (false) from [0, V/2) only.
         val_examples: examples per distance bucket at T.
         min_examples: examples per bucket at longer lengths, at least.
         val_batch_size: held-out examples per validation batch.
@@ -222,8 +212,7 @@ class DistanceDataModule(RecallDataModule):
             return distance_pairs(
                 n, self.seq_len, self.pairs, self._vocab_size, seed, self.values_in_filler
             )
-        rng = np.random.default_rng(np.random.SeedSequence([*seed, 1]))
-        distances = rng.integers(2, self.seq_len - 1, size=n)  # uniform in [2, T - 2]
+        distances = seeded_rng((*seed, 1)).integers(2, self.seq_len - 1, size=n)  # in [2, T - 2]
         return distance_retrieval(
             n, self.seq_len, distances, self._vocab_size, seed, self.values_in_filler
         )
@@ -241,7 +230,7 @@ class DistanceDataModule(RecallDataModule):
         return [(lo, 2 * lo - 1 if lo > 2 else 3) for lo, _ in distance_buckets(2, length - 2)]
 
     def set_names_at(self, length: int) -> list[str]:
-        return [_bucket_name(lo, hi) for lo, hi in self.buckets_at(length)]
+        return [f"d{lo}-{hi}" for lo, hi in self.buckets_at(length)]
 
     def distance_range(self, name: str) -> tuple[int, int] | None:
         """A bucket's whole range (at a length L its distances stop at L - 2)."""
@@ -251,9 +240,8 @@ class DistanceDataModule(RecallDataModule):
     def make_set(self, length: int, name: str, seed: tuple[int, ...]) -> Examples:
         low, high = self.distance_range(name)
         high = min(high, length - 2)
-        rng = np.random.default_rng(np.random.SeedSequence([*seed, 1]))
         n = self.examples_at(length)
-        distances = rng.integers(low, high + 1, size=n)
+        distances = seeded_rng((*seed, 1)).integers(low, high + 1, size=n)
         return distance_retrieval(
             n, length, distances, self._vocab_size, seed, self.values_in_filler
         )

@@ -52,15 +52,10 @@ def multiquery_ar(
     seed: Seed = 0,
     gap: int = 0,
 ) -> tuple[Tensor, Tensor]:
-    """MQAR examples: (inputs, labels), each (N, L) int64.
-
-    - keys: distinct tokens from [1, V/2), values from [V/2, V), first as ``k0 v0 k1 v1 ...``;
-    - then G random tokens (far MQAR; 0 is Zoology's task);
-    - in the remaining region key i comes again at offset 2·g_i, the gaps distinct with
-      p(i) ∝ a·i^(a-1) (:func:`gap_probabilities`), other positions random from [0, V);
-    - the label after a query is its value; -100 elsewhere.
-
-    Constraints: L even, 4·kv + G <= L, V > L."""
+    """MQAR examples (inputs, labels), each (N, L) int64: distinct keys from [1, V/2) with values
+    from [V/2, V) as ``k0 v0 k1 v1 ...``, G random tokens (far MQAR), then key i again at offset
+    2·g_i of the rest (distinct gaps, p(i) ∝ a·i^(a-1)), random tokens from [0, V) elsewhere; the
+    label at a query is its value. Needs L even, 4·kv + G <= L and V > L."""
     check_positive(num_examples=num_examples, seq_len=seq_len, num_kv_pairs=num_kv_pairs)
     check_positive(vocab_size=vocab_size)
     check_int("gap", gap, low=0)
@@ -109,12 +104,10 @@ class MQARDataModule(RecallDataModule):
         num_kv_pairs: key-value pairs per example (4 * num_kv_pairs <= L).
         vocab_size: V, keys from [1, V/2), values from [V/2, V) (V > L; Zoology: 8,192).
         power_a: the power law of the query gaps, p(i) ∝ a·i^(a-1) (Zoology: 0.01).
-        gap: G filler tokens between the pairs and the queries (far MQAR; 0 is Zoology's;
-            4 * num_kv_pairs + G <= L).
+        gap: G filler tokens between the pairs and the queries (far MQAR; 0 is Zoology's).
         batch_size: training examples per batch (fresh every step).
         val_examples: examples per held-out set.
-        val_settings: held-out settings ``[[L, kv], ...]`` besides the training one, for
-            ``recall_sets(L)`` (validation runs at the training length only).
+        val_settings: held-out settings ``[[L, kv], ...]`` besides the training one.
         val_batch_size: held-out examples per validation batch.
         seed: seed of the training stream (the preset sets it to the run's seed).
         val_seed: seed of the held-out sets (the same for every run).

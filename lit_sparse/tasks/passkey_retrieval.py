@@ -1,6 +1,4 @@
-"""Passkey retrieval: a key of digits hidden at a chosen depth of real filler text (the
-embedded Shakespeare), asked for at the end.
-"""
+"""Passkey retrieval: a key of digits hidden in Shakespeare at a depth, asked for at the end."""
 
 from __future__ import annotations
 
@@ -41,8 +39,7 @@ class PasskeyTemplate:
 
     @classmethod
     def from_tokenizer(cls, tokenizer) -> PasskeyTemplate:
-        """The English prompt (" The pass key is 7 2 9 1 4. Remember it." ...) encoded by
-        ``tokenizer``."""
+        """The prompt (" The pass key is 7 2 9 1 4. Remember it." ...) in ``tokenizer``'s ids."""
 
         def ids(text: str) -> tuple[int, ...]:
             return tuple(tokenizer.encode(text).ids)
@@ -59,9 +56,7 @@ class PasskeyTemplate:
 
     def overhead(self, key_length: int) -> int:
         """Tokens of an example that are not filler."""
-        return (
-            len(self.needle_prefix) + len(self.needle_suffix) + len(self.question) + 2 * key_length
-        )
+        return len(self.needle_prefix + self.needle_suffix + self.question) + 2 * key_length
 
 
 def passkey(
@@ -207,7 +202,7 @@ class PasskeyDataModule(RecallDataModule):
         return self.model_vocab_size()
 
     def train_batch(self, n: int, seed: tuple[int, ...]) -> Examples:
-        depths = np.random.default_rng(np.random.SeedSequence([*seed, 1])).random(n)
+        depths = seeded_rng((*seed, 1)).random(n)
         return passkey(
             n, self.seq_len, depths, corpus_tokens("train"), embedded_template(),
             self.key_length, seed,

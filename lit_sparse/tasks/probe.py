@@ -127,13 +127,11 @@ class ProbeDataModule(RecallDataModule):
         return ["probe"] if length > min(self.distances) else []
 
     def make_set(self, length: int, name: str, seed: tuple[int, ...]) -> Examples:
-        """At the training length the set from ``val_seed`` alone; at other lengths from
-        ``seed``."""
-        generator = (
-            torch.Generator().manual_seed(self.val_seed)
-            if length == self.seq_len
-            else batch_generator(*seed)
-        )
+        """At the training length the set of ``val_seed`` alone; at other lengths of ``seed``."""
+        if length == self.seq_len:
+            generator = torch.Generator().manual_seed(self.val_seed)
+        else:
+            generator = batch_generator(*seed)
         n = self.examples_at(length)
         return marked_shift_copy(n, length, self.distances, self.payload, generator)
 

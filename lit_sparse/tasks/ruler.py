@@ -64,8 +64,7 @@ def ruler_vt_items(
 
 @register_task("ruler_vt")
 class RulerVariableTracking(ChoiceTask):
-    """RULER variable tracking: the value at the end of a chain of copies among distractors
-    (chance 1/9).
+    """RULER variable tracking: the last value of a chain of copies among distractors (chance 1/9).
 
     Args:
         hops: copies in the chain, one group each (>= 1).

@@ -1,9 +1,6 @@
 """Synthetic tasks: what every trained-on task shares (:class:`RecallDataModule`) and the seeded
-helpers its generators draw with.
-
-Batch n of rank r is drawn from (seed, r, n): fresh every step, reproducible, resumable.
-Held-out sets come from ``val_seed``; rank r validates examples r, r + R, ... (no padding).
-Labels are -100 except where an answer is asked."""
+helpers its generators draw with. Batch n of rank r is drawn from (seed, r, n); held-out sets
+from ``val_seed``, rank r validating examples r, r + R, ...; labels are -100 but where asked."""
 
 from __future__ import annotations
 
@@ -43,8 +40,7 @@ Seed = int | Sequence[int]
 
 
 def seeded_rng(seed: Seed) -> np.random.Generator:
-    """numpy's generator of an integer ``seed`` or a sequence of them; ConfigError for anything
-    else."""
+    """numpy's generator of an integer ``seed`` >= 0 or a sequence of them (else ConfigError)."""
     keys = [seed] if isinstance(seed, (int, float, np.integer, np.floating)) else seed
     sequence = isinstance(keys, (Sequence, np.ndarray)) and not isinstance(keys, (str, bytes))
     if not sequence or not all(is_whole(k) for k in keys):
@@ -115,12 +111,7 @@ class RecallDataModule(Task, pl.LightningDataModule):
     """Labels only at the asked positions: the module scores accuracy there."""
 
     def __init__(
-        self,
-        seq_len: int,
-        batch_size: int,
-        val_batch_size: int,
-        seed: int,
-        val_seed: int,
+        self, seq_len: int, batch_size: int, val_batch_size: int, seed: int, val_seed: int
     ):
         super().__init__()
         self.seq_len = check_int("data.seq_len", seq_len)
@@ -130,7 +121,6 @@ class RecallDataModule(Task, pl.LightningDataModule):
         self.val_seed = check_int("data.val_seed", val_seed, low=0)
         self._sets: dict[tuple[int, str], Examples] = {}
 
-    # ------------------------------------------------------------------ the task
     @property
     def vocab_size(self) -> int:
         raise NotImplementedError
@@ -161,7 +151,6 @@ class RecallDataModule(Task, pl.LightningDataModule):
             return self.val_examples
         return max(self.min_examples, self.val_examples * self.seq_len // length)
 
-    # ------------------------------------------------------------------ held-out sets
     @property
     def val_set_names(self) -> list[str]:
         """The held-out sets at the training length, in the order of the loaders."""
@@ -172,10 +161,9 @@ class RecallDataModule(Task, pl.LightningDataModule):
         length = self.seq_len if length is None else check_int("data.length", length)
         names = self.set_names_at(length)
         for index, name in enumerate(names):
-            if (length, name) not in self._sets:
-                self._sets[length, name] = self.make_set(
-                    length, name, (self.val_seed, length, index)
-                )
+            key = (length, name)
+            if key not in self._sets:
+                self._sets[key] = self.make_set(length, name, (self.val_seed, length, index))
         return {name: self._sets[length, name] for name in names}
 
     def loaders_at(self, length: int, batch_size: int | None = None) -> dict[str, DataLoader]:
@@ -187,13 +175,11 @@ class RecallDataModule(Task, pl.LightningDataModule):
             for name, examples in self.recall_sets(length).items()
         }
 
-    # ------------------------------------------------------------------ loaders
     def train_dataloader(self) -> DataLoader:
-        trainer = self.trainer
-        first = 0
+        trainer, first = self.trainer, 0
         if trainer is not None:  # a resume continues the stream at its step
             first = int(trainer.global_step) * int(trainer.accumulate_grad_batches)
-        rank, _ = rank_of(self.trainer)
+        rank, _ = rank_of(trainer)
         return DataLoader(_Stream(self, rank, first), batch_size=None)
 
     def val_dataloader(self) -> list[DataLoader]:
@@ -205,8 +191,8 @@ class RecallDataModule(Task, pl.LightningDataModule):
 
 
 def recall_data_from_config(data: Any, **overrides: Any) -> RecallDataModule:
-    """The synthetic task of a run config's ``data`` section with ``overrides`` of its init args;
-    ConfigError for other data, listing the registered synthetic tasks."""
+    """The synthetic task of a run config's ``data`` section, ``overrides`` applied to its init args
+    (ConfigError for other data)."""
     from lit_sparse.io.class_paths import import_class
 
     class_path = data.get("class_path") if isinstance(data, dict) else None

@@ -1,11 +1,11 @@
-"""The plugin conformance kit: the checks every attention plugin must pass.
+"""The plugin conformance kit: the checks every attention plugin must pass (docs/plugins.md).
 
-Each check is a function of a plugin (an instance, a registry name or a ``{"class_path",
-"init_args"}`` dict) that returns None or raises AssertionError; :data:`CHECKS` lists them for
-a third-party package's parametrized test (docs/plugins.md). Small fp32 shapes on the CPU."""
+Each check takes a plugin (an instance, a registry name or a ``{"class_path", "init_args"}``
+dict) and returns None or raises AssertionError; :data:`CHECKS` lists them. CPU, small fp32."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -20,10 +20,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from lit_sparse.attention import AttentionPattern, AttentionPlugin, build_attention
+from lit_sparse.attention import AttentionPattern, AttentionPlugin, SlotPattern, build_attention
 from lit_sparse.attention.registry import all_conformance_cases, get_attention
 from lit_sparse.config import ModelConfig
 from lit_sparse.io.forks import call_in_fork
+from lit_sparse.kernels import sparse_attention
 from lit_sparse.model import LanguageModel
 
 __all__ = [
@@ -64,8 +65,7 @@ def tiny_config(training_length: int = TRAINING_LENGTH, n_layers: int = N_LAYERS
 def layer_patterns(
     plugin: PluginSpec, training_length: int = TRAINING_LENGTH, n_layers: int = N_LAYERS
 ) -> list[AttentionPattern]:
-    """Every layer's pattern, layer l's parameters shifted by 0.37 - 0.9 l (away from their
-    start)."""
+    """Every layer's pattern, layer l's parameters moved from their start by 0.37 - 0.9 l."""
     plugin = build_attention(plugin)
     plugin.check(n_layers)
     patterns = [plugin.build(layer, n_layers, training_length) for layer in range(n_layers)]
@@ -85,9 +85,6 @@ def qkv(length: int, batch: int = 2, seed: int = 0, dtype=torch.float32) -> list
 
 def _name(plugin: AttentionPlugin) -> str:
     return type(plugin).name or type(plugin).__name__
-
-
-# --- the checks -------------------------------------------------------------------------
 
 
 def check_reference(
@@ -227,11 +224,6 @@ def check_slot_bounds(
 ) -> None:
     """Every layer's slots pass ``KeySlots.check`` at each length, and the CPU kernel refuses slots
     made to read outside its inputs with a ValueError. A pattern without slots passes."""
-    import dataclasses
-
-    from lit_sparse.attention import SlotPattern
-    from lit_sparse.kernels import sparse_attention
-
     plugin = build_attention(plugin)
     for layer, pattern in enumerate(layer_patterns(plugin, training_length)):
         if not isinstance(pattern, SlotPattern):
@@ -269,11 +261,8 @@ def check_linear_memory(
 ) -> None:
     """Memory grows linearly in the length: one forward + backward at the paper's head shape (B = 1,
     8 query and 2 KV heads of 64) raises the peak by at most ``budget`` x the bytes of q, k and
-    v, and from the shorter length to the longer by at most twice their ratio.
-
-    Each length runs in a process that has run nothing else (:func:`peak_rises_mb`; the plugin
-    must be importable by its class path). Fibonacci (W = 12) measured 3-5x q, k, v; its dense
-    reference 24x and 85x."""
+    v, and from the shorter length to the longer by at most twice their ratio. Each length runs
+    in a fresh process (the plugin must be importable by its class path)."""
     plugin = build_attention(plugin)
     rises = peak_rises_mb(plugin, sorted(lengths), training_length)
     _check_memory_rises(_name(plugin), rises, budget)
@@ -282,7 +271,7 @@ def check_linear_memory(
 def _check_memory_rises(name: str, rises: Mapping[int, float], budget: float) -> None:
     short, long = sorted(rises)
     for length, rise in rises.items():
-        allowed = budget * _qkv_megabytes(length)
+        allowed = budget * length * (8 + 2 + 2) * 64 * 4 / 2**20  # x the MB of q, k, v
         assert rise <= allowed, (
             f"{name}: one forward + backward at T={length} raised the peak memory by "
             f"{rise:.0f} MB, more than {budget:g} x its q, k, v ({allowed:.0f} MB)"
@@ -373,15 +362,9 @@ CHECKS: tuple[Callable[..., None], ...] = (
 """Every check, for ``pytest.mark.parametrize("check", CHECKS)`` (ids: the names)."""
 
 
-# --- cases --------------------------------------------------------------------------------
-
-
 def plugin_cases(window: int, n_layers: int = N_LAYERS) -> dict[str, AttentionPlugin]:
     """Every registered plugin's ``conformance_cases(window, n_layers)``: case id -> plugin."""
     return all_conformance_cases(window, n_layers)
-
-
-# --- helpers --------------------------------------------------------------------------------
 
 
 def _tiny_model(plugin: PluginSpec, training_length: int = 32) -> LanguageModel:
@@ -390,8 +373,7 @@ def _tiny_model(plugin: PluginSpec, training_length: int = 32) -> LanguageModel:
 
 
 def output_and_grads(path, inputs: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
-    """``path(q, k, v)`` and the gradients of ``inputs`` (q, k, v, parameters; zeros where
-    unused)."""
+    """``path(q, k, v)`` and the gradients of ``inputs`` (q, k, v, parameters; zero if unused)."""
     out = path(*inputs[:3])
     weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(7))
     grads = torch.autograd.grad((out * weights).sum(), inputs, allow_unused=True)
@@ -409,14 +391,9 @@ def _scramble_after(x: Tensor, cut: int, seed: int) -> Tensor:
 
 
 def _assert_close(actual: Tensor, expected: Tensor, rtol: float, atol: float, what: str) -> None:
-    try:
-        torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol)
-    except AssertionError as err:
-        raise AssertionError(f"{what}: {err}") from None
-
-
-def _qkv_megabytes(length: int) -> float:
-    return length * (8 + 2 + 2) * 64 * 4 / 2**20
+    torch.testing.assert_close(
+        actual, expected, rtol=rtol, atol=atol, msg=lambda error: f"{what}: {error}"
+    )
 
 
 _MEMORY_SCRIPT = (
@@ -424,8 +401,7 @@ _MEMORY_SCRIPT = (
 )
 
 FORKS_FOR_PEAKS = sys.platform == "linux" and hasattr(os, "fork")
-"""Whether one fresh process measures every length in forks of itself (Linux), paying torch's
-import once per check instead of once per length."""
+"""Whether one fresh process measures every length in forks of itself (one torch import)."""
 
 
 def peak_rises_mb(
@@ -457,8 +433,7 @@ def peak_rises_mb(
 
 
 def _memory_child(argument: str) -> None:
-    """In a fresh process: per length, how far one forward + backward raises the resident set's
-    peak; each length but a lone one in a fork."""
+    """In a fresh process: per length (in a fork unless alone), the resident peak's rise."""
     spec = json.loads(argument)
     if len(spec["lengths"]) == 1:
         print(json.dumps({spec["lengths"][0]: _peak_rise_mb(spec, spec["lengths"][0])}))
@@ -477,9 +452,7 @@ def _peak_rise_mb(spec: dict[str, Any], length: int) -> float:
     plugin = build_attention(spec["config"])
     pattern = plugin.build(N_LAYERS - 1, N_LAYERS, spec["training_length"])
     run = pattern if spec["path"] == "training" else pattern.reference
-    q = torch.randn(1, 8, length, 64, requires_grad=True)
-    k = torch.randn(1, 2, length, 64, requires_grad=True)
-    v = torch.randn(1, 2, length, 64, requires_grad=True)
+    q, k, v = (torch.randn(1, heads, length, 64, requires_grad=True) for heads in (8, 2, 2))
     run(q[:, :, :64], k[:, :, :64], v[:, :, :64]).sum().backward()  # warm-up
     before = _reset_peak_kb()
     run(q, k, v).sum().backward()
@@ -496,24 +469,21 @@ def _status_kb(key: str) -> int | None:
 
 
 def _reset_peak_kb() -> int:
-    """Reset the peak to the current resident set (Linux: /proc/self/clear_refs) and return it;
-    elsewhere the peak so far (``ru_maxrss``)."""
+    """Reset the peak to the current resident set (Linux) and return it; else the peak so far."""
     try:
         Path("/proc/self/clear_refs").write_text("5")
         rss = _status_kb("VmRSS")
-        if rss is not None:
-            return rss
     except OSError:
-        pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        rss = None
+    return _max_rss_kb() if rss is None else rss
 
 
 def _peak_kb() -> int:
     peak = _status_kb("VmHWM")
-    if peak is not None:
-        return peak
+    return _max_rss_kb() if peak is None else peak
+
+
+def _max_rss_kb() -> int:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

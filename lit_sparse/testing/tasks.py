@@ -1,8 +1,5 @@
-"""The task conformance kit: the checks every registered task must pass (docs/tasks.md).
-
-Each check is a function of a task instance that returns None or raises AssertionError;
-:data:`TASK_CHECKS` lists them. Synthetic tasks' checks draw small batches and held-out sets at
-half to four times the training length; no model needed."""
+"""The task conformance kit: the checks every registered task must pass (docs/tasks.md). Each
+takes a task instance and returns None or raises AssertionError; :data:`TASK_CHECKS` lists them."""
 
 from __future__ import annotations
 
@@ -92,8 +89,7 @@ def _check_examples(task: RecallDataModule, examples: Any, length: int, what: st
 
 
 def check_task_labels(task: Task) -> None:
-    """Labels only where asked (-100 elsewhere), all in the vocabulary; choice answers among
-    choices."""
+    """Labels only where asked (-100 elsewhere), in the vocabulary; choice answers among choices."""
     if _kind(task) == "choice":
         for item in task.items():
             assert item.prompt and len(item.choices) >= 2, f"{_label(task)}: {item}"
@@ -106,13 +102,12 @@ def check_task_labels(task: Task) -> None:
 
 
 def check_task_lengths(task: Task) -> None:
-    """Held-out sets and loaders at half to four times the training length (or one ConfigError
-    line)."""
+    """Held-out sets and loaders at half to four times the training length (or a one-line
+    ConfigError)."""
     if _kind(task) == "choice":
         return
-    for length in sorted(
-        {max(task.seq_len // 2, 2), task.seq_len, 2 * task.seq_len, 4 * task.seq_len}
-    ):
+    lengths = {max(task.seq_len // 2, 2), task.seq_len, 2 * task.seq_len, 4 * task.seq_len}
+    for length in sorted(lengths):
         try:
             task.check_length(length)
         except ConfigError as err:
@@ -164,8 +159,7 @@ def check_task_shares(task: Task) -> None:
 
 
 def check_task_refuses_impossible_settings(task: Task) -> None:
-    """Each of ``impossible_settings`` is refused with one ConfigError line naming field and
-    value."""
+    """Each of ``impossible_settings`` is refused by a one-line ConfigError naming field, value."""
     cls = type(task)
     settings = cls.impossible_settings()
     assert settings, f"{cls.__name__}.impossible_settings() lists none to check"

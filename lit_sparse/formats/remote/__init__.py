@@ -1,7 +1,5 @@
-"""The remote-code files a model folder carries (the modules beside this one) and the
-``auto_map`` pointing at them, so ``AutoModelForCausalLM.from_pretrained(folder,
-trust_remote_code=True)`` works without importing lit_sparse first. They subclass
-``lit_sparse.interop.hf``'s classes; lit_sparse reads them as text only."""
+"""The remote-code files a model folder carries (the modules beside this one, read as text) and
+the ``auto_map`` to them, so transformers loads the folder with ``trust_remote_code=True``."""
 
 from __future__ import annotations
 

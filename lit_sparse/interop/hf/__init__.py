@@ -1,15 +1,9 @@
-"""lit_sparse models in Hugging Face transformers (the ``hf`` extra): ``LitSparseConfig`` and
-``LitSparseForCausalLM``, whose ``generate`` decodes through each pattern's bounded
-``LitSparseCache``.
+"""lit_sparse models in transformers (the ``hf`` extra): ``LitSparseConfig`` and
+``LitSparseForCausalLM``, whose ``generate`` decodes through each pattern's ``LitSparseCache``.
+Importing this package registers them with the Auto classes (a folder loads without remote
+code); ``import lit_sparse`` alone never imports transformers."""
 
-Importing this package registers them with the Auto classes (model type ``lit_sparse``), so a
-folder loads without remote code; ``import lit_sparse`` alone never imports transformers."""
-
-from lit_sparse.interop.extras import (
-    MIN_TRANSFORMERS,
-    MissingExtraError,
-    require_transformers,
-)
+from lit_sparse.interop.extras import MIN_TRANSFORMERS, MissingExtraError, require_transformers
 
 require_transformers()
 

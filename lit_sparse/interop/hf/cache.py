@@ -1,8 +1,6 @@
-"""``LitSparseCache``: a transformers ``Cache`` whose layers are lit_sparse's own decoders.
-
-Each layer keeps what its pattern reads, so a Fibonacci or sliding-window token costs the same
-at any context. Rows with the same left padding share decoders (:mod:`.padding`). Built
-without a length, it keeps the token ids and rebuilds for twice the length when outgrown."""
+"""``LitSparseCache``: a transformers ``Cache`` whose layers are lit_sparse's own decoders (each
+keeps what its pattern reads). Rows with the same left padding share decoders (:mod:`.padding`).
+Built without a length, it keeps the token ids and rebuilds for twice the length when outgrown."""
 
 from __future__ import annotations
 
@@ -27,8 +25,7 @@ RIGHT_PADDED = (
 
 @dataclass
 class RowGroup:
-    """The batch rows sharing a left padding, and their decoders (positions from their first
-    token)."""
+    """The batch rows sharing a left padding, and their decoders (positions from their first)."""
 
     rows: Tensor
     """(G,) int64 indices into the batch."""
@@ -39,8 +36,7 @@ class RowGroup:
 
 
 class LitSparseCacheLayer(CacheLayerMixin):
-    """One layer's decoders, one per row group (the decoders write their own rows, not
-    ``update``)."""
+    """One layer's decoders, one per row group (they write their rows, not ``update``)."""
 
     is_compileable = False
     is_croppable = False
@@ -105,13 +101,8 @@ class LitSparseCacheLayer(CacheLayerMixin):
 
 
 class LitSparseCache(Cache):
-    """Every layer's decoders for one batch, built from the prompt.
-
-    Args:
-        network: the ``lit_sparse.LanguageModel``.
-        max_length: columns (padding included) the cache serves, refused past them; None:
-            grows as calls come.
-    """
+    """Every layer's decoders for one batch of ``network`` (a ``LanguageModel``), built from the
+    prompt; ``max_length``: the columns (padding included) it serves (None: it grows)."""
 
     def __init__(self, network, max_length: int | None = None):
         layers = [LitSparseCacheLayer(self, i) for i in range(network.config.n_layers)]
@@ -123,7 +114,6 @@ class LitSparseCache(Cache):
         self.layout: RowLayout | None = None
         self._continuation: RowLayout | None = None
 
-    # ------------------------------------------------------------------ the model's calls
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None, position_ids: Tensor | None
     ) -> Tensor:
@@ -139,10 +129,9 @@ class LitSparseCache(Cache):
             raise ConfigError(RIGHT_PADDED)
         if attention_mask is not None:
             self._check_mask(attention_mask, batch, n)
-        columns = self.seen + n
         if position_ids is not None:  # every row's tokens go on to the last column
             check_positions(position_ids, self._continuing(), self.seen)
-        self._ensure(columns)
+        self._ensure(self.seen + n)
         steps = []
         for t in range(n):  # the decoders take one token at a time after the prompt
             steps.append(self._run(input_ids[:, t : t + 1], offset=0))
@@ -161,8 +150,7 @@ class LitSparseCache(Cache):
         batch, n = input_ids.shape
         self.layout = layout = row_layout(attention_mask, batch, n)
         check_positions(position_ids, layout, 0)
-        total = max(self.max_length or 0, n)
-        self.max_length = total
+        self.max_length = total = max(self.max_length or 0, n)
         self.groups = [
             RowGroup(rows, left, self.network.new_cache(int(rows.numel()), total - left))
             for left, rows in layout.groups()
@@ -181,8 +169,7 @@ class LitSparseCache(Cache):
             group.tokens = [*(group.tokens or []), kept]
 
     def _run(self, input_ids: Tensor, offset: int | None) -> Tensor:
-        """Each group's rows through its decoders: the whole prompt (``offset`` None) or the next
-        column."""
+        """Each group's rows through its decoders: the prompt (``offset`` None) or a column."""
         batch, n = input_ids.shape
         if len(self.groups) == 1 and self.groups[0].left == 0:
             return self.network(input_ids, self.groups[0].decoding)
@@ -213,8 +200,7 @@ class LitSparseCache(Cache):
             )
 
     def _ensure(self, columns: int) -> None:
-        """Rebuild the decoders for twice the length from the seen ids when ``columns`` outgrows
-        them."""
+        """Rebuild the decoders for twice the length from the seen ids when ``columns`` outgrows."""
         if columns <= self.max_length:
             return
         if not self.grows:
@@ -229,7 +215,6 @@ class LitSparseCache(Cache):
             self.network(tokens, group.decoding)  # the prompt path: the same rows, exactly
             group.tokens = [tokens]
 
-    # ------------------------------------------------------------ transformers' interface
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.seen
 
@@ -238,8 +223,7 @@ class LitSparseCache(Cache):
         return self.get_max_length()
 
     def get_max_length(self, layer_idx: int | None = None) -> int:
-        """The most rows a layer keeps (largest distance + 1); -1 when a layer keeps the whole
-        past."""
+        """The most rows a layer keeps (largest distance + 1); -1 when one keeps the whole past."""
         layers = self.layers if layer_idx is None else [self.layers[layer_idx]]
         values = [layer.get_max_length() for layer in layers]
         return -1 if -1 in values else max(values)
@@ -287,7 +271,6 @@ class LitSparseCache(Cache):
     def crop(self, max_length: int) -> None:
         self.layers[0].crop(max_length)
 
-    # --------------------------------------------------------------------------- extras
     @property
     def nbytes(self) -> int:
         """Bytes of every decoder's cache buffers."""
@@ -300,8 +283,7 @@ class LitSparseCache(Cache):
         return self.groups[0].decoding.describe()
 
     def fill_random(self, batch: int, length: int, seed: int = 0) -> None:
-        """As if ``length`` columns of ``batch`` rows were decoded, with random keys and values
-        (benchmarks)."""
+        """As if ``length`` columns of ``batch`` rows were decoded (random keys and values)."""
         total = max(self.max_length or 0, length + 1)
         self.max_length, self.grows = total, False
         decoding = self.network.new_cache(batch, total)

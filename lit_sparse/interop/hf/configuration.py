@@ -1,9 +1,6 @@
-"""``LitSparseConfig``: a lit_sparse model folder's config.json as a transformers config.
-
-lit_sparse's keys ``arch`` (``ModelConfig`` fields) and ``attention`` (the plugin's
-``{class_path, init_args}``) are the truth; the standard keys (``hidden_size``...) derive
-from them. A config.json without ``arch`` or ``attention`` is refused: defaults would not be
-the weights'."""
+"""``LitSparseConfig``: a folder's config.json as a transformers config. ``arch`` (``ModelConfig``
+fields) and ``attention`` (the plugin) are the truth, the standard keys derive from them; a
+config.json without both is refused (defaults would not be the weights')."""
 
 from __future__ import annotations
 
@@ -33,10 +30,8 @@ class LitSparseConfig(PretrainedConfig):
         """
         Args:
             arch: ``ModelConfig`` fields (default: the paper's model).
-            attention: the plugin as ``{"class_path", "init_args"}`` or a registry name (default:
-                dense); a plugin whose package is missing is refused in one line.
-            kwargs: transformers' own keys (``eos_token_id``, ...); shape keys come from
-                ``arch``.
+            attention: ``{"class_path", "init_args"}`` or a registry name (default: dense).
+            kwargs: transformers' own keys (``eos_token_id``, ...); shape keys come from ``arch``.
         """
         shape = ModelConfig.from_dict(dict(arch or {}))
         plugin = build_attention(attention)
@@ -56,8 +51,7 @@ class LitSparseConfig(PretrainedConfig):
             setattr(self, key, value)
 
     def to_diff_dict(self) -> dict[str, Any]:
-        """transformers' diff, always with lit_sparse's own and the shape keys (lit_sparse reads
-        them)."""
+        """transformers' diff, always with lit_sparse's own keys and the shape keys."""
         values = super().to_diff_dict()
         keep = ("format", "arch", "attention", *shape_fields(self.model_config))
         values.update({key: getattr(self, key) for key in keep})
@@ -65,8 +59,7 @@ class LitSparseConfig(PretrainedConfig):
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs):
-        """transformers' ``from_dict``, refusing a config without ``arch`` or ``attention`` in one
-        line."""
+        """transformers' ``from_dict``, refusing a config without ``arch`` or ``attention``."""
         name = kwargs.get("name_or_path")  # the Auto classes pass the folder
         check_model_keys(config_dict, None if name is None else str(name))
         return super().from_dict(config_dict, **kwargs)

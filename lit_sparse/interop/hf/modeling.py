@@ -1,9 +1,6 @@
-"""``LitSparseForCausalLM``: lit_sparse's ``LanguageModel`` as a transformers causal LM.
-
-It holds the ``LanguageModel``'s modules under their own names, so the state dicts match key
-for key and either loads the other's folder. ``from_pretrained`` runs
-``lit_sparse.load_pretrained``'s checks first; ``save_pretrained`` records the weights'
-digest and shape, so lit_sparse loads a fine-tune back."""
+"""``LitSparseForCausalLM``: lit_sparse's ``LanguageModel`` as a transformers causal LM, its
+modules under their own names (the state dicts match key for key). ``from_pretrained`` runs
+``load_pretrained``'s checks; ``save_pretrained`` records the weights' digest and shape."""
 
 from __future__ import annotations
 
@@ -23,13 +20,6 @@ from lit_sparse.attention import build_attention
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError
 from lit_sparse.formats import pretrained
-from lit_sparse.formats.pretrained import (
-    CONFIG_FILE,
-    TOKENIZER_FILE,
-    TOKENIZER_SHA256,
-    WEIGHTS_FILE,
-    WEIGHTS_SHA256,
-)
 from lit_sparse.formats.remote import AUTO_MAP, REMOTE_CODE
 from lit_sparse.interop.hf.cache import RIGHT_PADDED, LitSparseCache
 from lit_sparse.interop.hf.configuration import LitSparseConfig
@@ -69,9 +59,8 @@ class LitSparsePreTrainedModel(PreTrainedModel):
     _is_stateful = False
 
     def _init_weights(self, module) -> None:
-        """lit_sparse's own initialisation (``LanguageModel.reset_parameters``) for what
-        transformers initialises itself (missing tensors, new embedding rows), and RoPE's unsaved
-        table."""
+        """lit_sparse's initialisation for what transformers initialises (missing tensors, new
+        embedding rows), and RoPE's unsaved table."""
         arch = self.config.model_config
         if isinstance(module, RotaryEmbedding):
             with torch.device("cpu"):
@@ -114,13 +103,8 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
     def from_pretrained(
         cls, pretrained_model_name_or_path, *model_args, verify_weights: bool = True, **kwargs
     ):
-        """transformers' ``from_pretrained`` after ``lit_sparse.load_pretrained``'s checks (config,
-        weights' and tokenizer's sha256, shape), each failure one line.
-
-        Args:
-            verify_weights: check the sha256s; False loads files changed on purpose (the shape
-                is checked all the same).
-        """
+        """transformers' ``from_pretrained`` after ``load_pretrained``'s checks (config, sha256s,
+        shape); ``verify_weights=False`` skips the sha256s (files changed on purpose)."""
         name = str(pretrained_model_name_or_path)
         raw = _verify(pretrained_model_name_or_path, kwargs, verify_weights)
         model = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
@@ -137,8 +121,7 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
 
     @classmethod
     def from_network(cls, network: LanguageModel, **config) -> LitSparseForCausalLM:
-        """A transformers model with a copy of ``network``'s weights; ``config``: extra config
-        keys."""
+        """A transformers model with a copy of ``network``'s weights and extra ``config`` keys."""
         model = cls(LitSparseConfig.from_network(network, **config))
         model.load_state_dict(network.state_dict())
         weight = network.embedding.weight
@@ -198,12 +181,10 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
             attention_mask: (B, columns) 1 for tokens, 0 for padding, left or right; each row is
                 computed as if alone (logits at pad columns are 0).
             position_ids: optional; each row's tokens must be at 0, 1, 2, ... from its first.
-            past_key_values: a :class:`LitSparseCache` to continue (``cache``: transformers 5's
-                name for it).
+            past_key_values: a :class:`LitSparseCache` to continue (transformers 5: ``cache``).
             labels: (B, n) targets; the loss is the mean cross-entropy of ``logits[:, :-1]``
                 against ``labels[:, 1:]``, -100 ignored.
             use_cache: return a new cache when none is given (default: no).
-            logits_to_keep: return only the last k positions' logits (0: all).
             kwargs: ``cache_position`` (checked against the cache's length); loss options.
         """
         cache = cache if cache is not None else past_key_values
@@ -223,7 +204,13 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
                 "their own cache (LitSparseCache, model.new_cache()): leave it out and "
                 "generate builds one"
             )
-        self._check_cache_position(kwargs.pop("cache_position", None), cache)
+        position = kwargs.pop("cache_position", None)
+        start = 0 if cache is None else cache.get_seq_length()
+        if position is not None and int(position.reshape(-1)[0]) != start:
+            raise ConfigError(
+                f"cache_position starts at {int(position.reshape(-1)[0])}, but the cache holds "
+                f"{start} columns: a lit_sparse cache continues where it ended"
+            )
         if cache is None and use_cache:
             cache = self.new_cache()
         batch, n = input_ids.shape
@@ -245,20 +232,8 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
         output = CausalLMOutputWithPast(loss=loss, logits=logits, **{_OUTPUT_CACHE: cache})
         return output if return_dict is not False else output.to_tuple()
 
-    @staticmethod
-    def _check_cache_position(cache_position: Tensor | None, cache: LitSparseCache | None):
-        if cache_position is None:
-            return
-        start = 0 if cache is None else cache.get_seq_length()
-        if int(cache_position.reshape(-1)[0]) != start:
-            raise ConfigError(
-                f"cache_position starts at {int(cache_position.reshape(-1)[0])}, but the cache "
-                f"holds {start} columns: a lit_sparse cache continues where it ended"
-            )
-
     def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
-        """A :class:`LitSparseCache` for prompt plus ``max_new_tokens``, unless given or turned
-        off."""
+        """A :class:`LitSparseCache` for prompt and new tokens, unless given or turned off."""
         given = model_kwargs.get(CACHE_ARGUMENT)
         if given is not None:
             if not isinstance(given, LitSparseCache):
@@ -285,21 +260,20 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
         return None
 
     def save_pretrained(self, save_directory, *args, **kwargs):
-        """transformers' ``save_pretrained`` plus the remote-code files and ``auto_map``;
-        config.json records the live modules' shape and the new weights' sha256, so a fine-tune
-        loads in lit_sparse."""
+        """transformers' ``save_pretrained`` plus remote code, ``auto_map``, the live shape and
+        the weights' sha256 (so a fine-tune loads in lit_sparse)."""
         self._sync_shape()
         result = super().save_pretrained(save_directory, *args, **kwargs)
         folder = Path(save_directory)
-        config_path = folder / CONFIG_FILE
+        config_path = folder / pretrained.CONFIG_FILE
         if config_path.is_file() and kwargs.get("is_main_process", True):
             config = json.loads(config_path.read_text())
             config["auto_map"] = dict(AUTO_MAP)
-            weights = folder / WEIGHTS_FILE
+            weights = folder / pretrained.WEIGHTS_FILE
             if weights.is_file():  # one file (lit_sparse reads no other)
-                config[WEIGHTS_SHA256] = pretrained.file_sha256(weights)
+                config[pretrained.WEIGHTS_SHA256] = pretrained.file_sha256(weights)
             else:
-                config.pop(WEIGHTS_SHA256, None)
+                config.pop(pretrained.WEIGHTS_SHA256, None)
             write_text(config_path, json.dumps(config, indent=2, sort_keys=True) + "\n")
             for name, text in REMOTE_CODE.items():
                 write_text(folder / name, text)
@@ -319,12 +293,14 @@ def _resolve(name: str, filename: str, kwargs: dict[str, Any]) -> str | None:
 
 
 def _verify(name_or_path, kwargs: dict[str, Any], verify_weights: bool) -> dict | None:
-    """``lit_sparse.load_pretrained``'s checks on the folder ``from_pretrained`` reads; returns its
-    config.json (None: nothing checked, e.g. a state dict, sharded or ``.bin`` weights)."""
+    """``load_pretrained``'s checks on the folder ``from_pretrained`` reads; its config.json (None:
+    nothing checked, e.g. a state dict, sharded or ``.bin`` weights)."""
     if name_or_path is None or kwargs.get("state_dict") is not None:
         return None
     name = str(name_or_path)
-    config_path, weights = (_resolve(name, f, kwargs) for f in (CONFIG_FILE, WEIGHTS_FILE))
+    config_path, weights = (
+        _resolve(name, f, kwargs) for f in (pretrained.CONFIG_FILE, pretrained.WEIGHTS_FILE)
+    )
     if config_path is None or weights is None:
         return None
     raw = pretrained.read_config(Path(config_path).parent)
@@ -334,8 +310,8 @@ def _verify(name_or_path, kwargs: dict[str, Any], verify_weights: bool) -> dict 
         config = LitSparseConfig.from_dict(raw)
     if verify_weights:
         pretrained.check_weights_digest(weights, raw)
-        tokenizer = isinstance(raw.get(TOKENIZER_SHA256), str) and _resolve(
-            name, TOKENIZER_FILE, kwargs
+        tokenizer = isinstance(raw.get(pretrained.TOKENIZER_SHA256), str) and _resolve(
+            name, pretrained.TOKENIZER_FILE, kwargs
         )
         if tokenizer:
             from lit_sparse.data.tokenizer import load_tokenizer

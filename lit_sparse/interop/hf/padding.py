@@ -1,9 +1,5 @@
-"""Padded batches, exactly: each row computed as if it were alone.
-
-A row is ``left`` pad columns, its tokens, then right padding (harmless: attention is causal).
-Left padding would shift positions (RoPE, BigBird's absolute keys), so rows with the same left
-padding run together on their tokens alone, from position 0. Logits at pad columns are 0; a
-mask with a hole in a row is refused."""
+"""Padded batches, each row as if alone: right padding is harmless (attention is causal); left
+padding would shift positions, so rows sharing a left padding run together from position 0."""
 
 from __future__ import annotations
 
@@ -42,8 +38,7 @@ class RowLayout:
 
 
 def row_layout(mask: Tensor | None, batch: int, columns: int) -> RowLayout:
-    """The layout of a (B, columns) ``attention_mask`` (None: no padding); a broken row is
-    refused."""
+    """The layout of a (B, columns) ``attention_mask`` (None: no padding); refuses a broken row."""
     if mask is None:
         zeros = torch.zeros(batch, dtype=torch.long)
         return RowLayout(zeros, torch.full((batch,), columns, dtype=torch.long), columns)
@@ -97,8 +92,7 @@ def check_positions(position_ids: Tensor | None, layout: RowLayout, start: int) 
 
 
 def padded_forward(network, input_ids: Tensor, layout: RowLayout) -> Tensor:
-    """Logits (B, n, V) of a padded batch: one forward per group of rows with the same left
-    padding."""
+    """Logits (B, n, V) of a padded batch: one forward per group of rows sharing a left padding."""
     if not layout.left_padded:
         return network(input_ids)
     batch, columns = input_ids.shape
