@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     sampling["eos_id"] = None if args.ignore_eos else tokenizer.eos_id
     chunk = args.prefill_chunk
     generation = Generation(model, [ids], args.max_new_tokens, **sampling, prefill_chunk=chunk)
-    stream = TextStream(tokenizer.tokenizer)
+    stream = TextStream(tokenizer.tokenizer, ids)  # the prompt: decoded beside its last tokens
     print(prompt, end="", flush=True)
     made = 0
     try:

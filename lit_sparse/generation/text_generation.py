@@ -11,7 +11,7 @@ from lit_sparse.errors import ConfigError
 from lit_sparse.generation.generate import Generation
 from lit_sparse.generation.sampling import Sampler
 from lit_sparse.generation.scoring import check_length_options, length_limit
-from lit_sparse.generation.text import REPLACEMENT
+from lit_sparse.generation.text import TextStream
 
 __all__ = ["cut_at_stop", "generate_text"]
 
@@ -133,34 +133,11 @@ def generate_text(
     return texts
 
 
-class _IncrementalText:
-    """One row's continuation decoded as tokens arrive, each with a few before it (a decoder reads
-    neighbours): a step costs the same at any length; a split character waits up to ``HOLD``."""
-
-    HOLD = 8
-
-    def __init__(self, tokenizer):
-        self.tokenizer, self.ids = tokenizer, []
-        self.prefix = self.read = 0  # ids[prefix:read] were decoded already; ids[read:] wait
-
-    def push(self, token: int) -> str:
-        """Add ``token``; returns the text that became complete (often empty)."""
-        self.ids.append(token)
-        decode = self.tokenizer.decode
-        before = decode(self.ids[self.prefix : self.read])
-        after = decode(self.ids[self.prefix :])
-        waiting = after.endswith(REPLACEMENT) or len(after) < len(before)
-        if waiting and len(self.ids) - self.read < self.HOLD:
-            return ""
-        self.prefix, self.read = self.read, len(self.ids)
-        return after[len(before) :]
-
-
 def _continue(generation: Generation, tokenizer, stop: list[str], eos_id: int | None):
     """Each row's text up to its first stop string or end-of-text; ends the generation once every
     row has. Stop strings are searched only where new text could complete one."""
     rows = generation.prompt.shape[0]
-    streams = [_IncrementalText(tokenizer) for _ in range(rows)]
+    streams = [TextStream(tokenizer, row) for row in generation.prompt.tolist()]
     ended, tails = [False] * rows, [""] * rows  # tails: the last reach characters
     reach = max((len(s) for s in stop), default=1) - 1
     for tokens in generation:
@@ -178,4 +155,4 @@ def _continue(generation: Generation, tokenizer, stop: list[str], eos_id: int | 
         if all(ended):
             break
     # the whole text once per row: a character still held back, and the text before the stop
-    return [cut_at_stop(tokenizer.decode(stream.ids), stop)[0] for stream in streams]
+    return [cut_at_stop(stream.text(), stop)[0] for stream in streams]
