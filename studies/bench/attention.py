@@ -341,6 +341,9 @@ def attention_case(spec: dict[str, Any]):
     """(case, device): case(length) gives run() = one forward + backward at ``length``."""
     import torch
 
+    from lit_sparse.runs.memory import keep_freed_memory
+
+    keep_freed_memory()  # as fit does: a row's scratch is not faulted in again at every call
     device = torch.device(spec["device"])
     info: dict[str, Any] = {"pass": "fwd+bwd"}
     if spec["plugin"] == NATTEN:
