@@ -1,7 +1,7 @@
 """The training path is linear in memory: the conformance kit's check over every built-in
 plugin's bench configurations (the ones bench times, W = 12, 23 keys per query; a plugin
 from another package runs the kit in its own tests, as examples/ does), and at 16k for
-fibonacci (tests/test_testing.py shows the check failing on a [T, T] path)."""
+fibonacci (tests/testing/test_plugin_kit.py shows the check failing on a [T, T] path)."""
 
 import pytest
 

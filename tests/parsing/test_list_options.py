@@ -14,7 +14,7 @@ from lit_sparse.cli import main
 from lit_sparse.parsing.config_files import read_model_config
 from lit_sparse.parsing.list_options import join_list_values, list_kind
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "configs" / "tiny.yaml"
 
 
