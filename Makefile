@@ -29,7 +29,7 @@ quickstart: torch
 
 # The example third-party packages: an attention plugin (its entry point registers `dilated`)
 # and a task (`segment_copy`); the tests select them by name. The llama-cpp extra: llama.cpp beside lit_sparse on the same weights
-# (tests/interop/test_gguf.py, bench decode --llama-cpp); PyPI has no Linux CPU wheel of
+# (tests/formats/test_gguf.py, bench decode --llama-cpp); PyPI has no Linux CPU wheel of
 # llama-cpp-python, so pip builds llama.cpp from its sdist with CMake and the C++ compiler:
 # 686 s of CPU time on one core (measured 2026-12-02, CMAKE_BUILD_PARALLEL_LEVEL=1), less
 # wall time with more cores.

@@ -90,7 +90,7 @@ def test_a_dense_run_exports_as_a_stock_llama_folder_by_default(dense_run, tmp_p
 
 
 def test_a_dense_run_exports_as_a_gguf_file_llama_cpp_runs(dense_run, tmp_path, capsys):
-    """The run route of --format gguf (tests/interop/test_gguf.py takes an exported folder):
+    """The run route of --format gguf (tests/formats/test_gguf.py takes an exported folder):
     the trained weights' greedy tokens through llama.cpp equal the run's own."""
     pytest.importorskip("gguf")
     out = tmp_path / "dense.gguf"
