@@ -17,6 +17,7 @@ from lightning.pytorch.callbacks import ThroughputMonitor
 from lightning.pytorch.trainer.states import RunningStage, TrainerFn
 from lightning.pytorch.utilities import rank_zero_only
 
+from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.flops import flops_per_batch
 
 __all__ = ["SparseThroughputMonitor", "batch_size", "batch_tokens"]
@@ -36,15 +37,25 @@ class SparseThroughputMonitor(ThroughputMonitor):
     """ThroughputMonitor for (x, y) token batches, with the model's own FLOPs count.
 
     Args:
-        window_size: batches over which throughput is averaged (Lightning's default 100).
+        average_over: batches over which throughput is averaged (Lightning's ``window_size``).
         separator: between the stage and the metric name in the logged keys.
+        window_size: the earlier name of ``average_over`` (read in older configs).
     """
 
-    def __init__(self, window_size: int = 100, separator: str = "/"):
+    def __init__(
+        self, average_over: int = 100, separator: str = "/", window_size: int | None = None
+    ):
+        if window_size is not None:
+            if average_over not in (100, window_size):
+                raise ConfigError(
+                    f"window_size={window_size} and average_over={average_over}: window_size "
+                    "is the earlier name of average_over; give one of them"
+                )
+            average_over = window_size
         super().__init__(
             batch_size_fn=batch_size,
             length_fn=batch_tokens,
-            window_size=window_size,
+            window_size=average_over,
             separator=separator,
         )
         self._flops: dict[tuple[int, int, bool], int] = {}

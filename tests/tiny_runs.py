@@ -96,7 +96,7 @@ def all_callbacks(every_n_steps: int = 2) -> list[pl.Callback]:
         AlphaTrajectory(every_n_steps=every_n_steps),
         PositionLoss(n_bins=N_BINS),
         LengthExtrapolation(),
-        SparseThroughputMonitor(window_size=2),
+        SparseThroughputMonitor(average_over=2),
         ModelCheckpoint(every_n_train_steps=3, save_last=True, save_top_k=1),
     ]
 
