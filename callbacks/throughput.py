@@ -33,6 +33,10 @@ def batch_tokens(batch: Any) -> int:
     return int(batch[0].numel())
 
 
+AVERAGE_OVER = 100
+"""Batches a throughput is averaged over by default (Lightning's ``window_size`` default)."""
+
+
 class SparseThroughputMonitor(ThroughputMonitor):
     """ThroughputMonitor for (x, y) token batches, with the model's own FLOPs count.
 
@@ -43,10 +47,13 @@ class SparseThroughputMonitor(ThroughputMonitor):
     """
 
     def __init__(
-        self, average_over: int = 100, separator: str = "/", window_size: int | None = None
+        self,
+        average_over: int = AVERAGE_OVER,
+        separator: str = "/",
+        window_size: int | None = None,
     ):
         if window_size is not None:
-            if average_over not in (100, window_size):
+            if average_over not in (AVERAGE_OVER, window_size):  # both given, and unequal
                 raise ConfigError(
                     f"window_size={window_size} and average_over={average_over}: window_size "
                     "is the earlier name of average_over; give one of them"
