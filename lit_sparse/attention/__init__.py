@@ -1,28 +1,17 @@
 """Attention plugins: a registry of named patterns sharing the model's projections and RoPE
 (built-ins here with ``@register_attention``, packages by ``lit_sparse.attention`` entry points)."""
 
-from lit_sparse.attention.base import AttentionPattern, AttentionPlugin, SlotPattern
-from lit_sparse.attention.bigbird import BigBirdAttention
-from lit_sparse.attention.dense import DenseAttention
-from lit_sparse.attention.fibonacci import FibonacciAttention
-from lit_sparse.attention.registry import (
-    build_attention,
-    get_attention,
-    list_attention,
-    register_attention,
-)
-from lit_sparse.attention.sliding_window import SlidingWindowAttention
+from lit_sparse._lazy import reexported
+from lit_sparse.attention.base import AttentionPattern as AttentionPattern
+from lit_sparse.attention.base import AttentionPlugin as AttentionPlugin
+from lit_sparse.attention.base import SlotPattern as SlotPattern
+from lit_sparse.attention.bigbird import BigBirdAttention as BigBirdAttention
+from lit_sparse.attention.dense import DenseAttention as DenseAttention
+from lit_sparse.attention.fibonacci import FibonacciAttention as FibonacciAttention
+from lit_sparse.attention.registry import build_attention as build_attention
+from lit_sparse.attention.registry import get_attention as get_attention
+from lit_sparse.attention.registry import list_attention as list_attention
+from lit_sparse.attention.registry import register_attention as register_attention
+from lit_sparse.attention.sliding_window import SlidingWindowAttention as SlidingWindowAttention
 
-__all__ = [
-    "AttentionPattern",
-    "AttentionPlugin",
-    "BigBirdAttention",
-    "DenseAttention",
-    "FibonacciAttention",
-    "SlidingWindowAttention",
-    "SlotPattern",
-    "build_attention",
-    "get_attention",
-    "list_attention",
-    "register_attention",
-]
+__all__ = sorted(reexported(__name__))

@@ -94,6 +94,6 @@ def config_parser(command: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--config", action="append", required=True, help="config file (repeat to layer)"
     )
-    parser.add_argument("--length", type=int, default=None, help="T (default: training length)")
-    parser.add_argument("--json", default=None, help="also write the result to this JSON file")
+    parser.add_argument("--length", type=int, help="T (default: training length)")
+    parser.add_argument("--json", help="also write the result to this JSON file")
     return parser

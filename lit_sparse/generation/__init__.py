@@ -2,17 +2,13 @@
 pattern's cache; ``generate_text`` (text to text, stop strings), ``score`` (continuations'
 log-likelihoods), int8 and bfloat16 weights for CPU decoding."""
 
-from lit_sparse.generation.generate import Generation, GenerationStats, generate
-from lit_sparse.generation.sampling import Sampler
-from lit_sparse.generation.scoring import Score, score
-from lit_sparse.generation.text_generation import generate_text
+from lit_sparse._lazy import reexported
+from lit_sparse.generation.generate import Generation as Generation
+from lit_sparse.generation.generate import GenerationStats as GenerationStats
+from lit_sparse.generation.generate import generate as generate
+from lit_sparse.generation.sampling import Sampler as Sampler
+from lit_sparse.generation.scoring import Score as Score
+from lit_sparse.generation.scoring import score as score
+from lit_sparse.generation.text_generation import generate_text as generate_text
 
-__all__ = [
-    "Generation",
-    "GenerationStats",
-    "Sampler",
-    "Score",
-    "generate",
-    "generate_text",
-    "score",
-]
+__all__ = sorted(reexported(__name__))

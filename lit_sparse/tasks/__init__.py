@@ -4,49 +4,43 @@ items scored on a text model). See docs/tasks.md to add one."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lit_sparse._lazy import lazy_names
 
-_PUBLIC = {
-    **dict.fromkeys(
-        ["TASKS", "Task", "get_task", "list_tasks", "register_task", "task_options"],
-        "lit_sparse.tasks.registry",
-    ),
-    **dict.fromkeys(
-        [
-            "IGNORE_INDEX",
-            "Examples",
-            "HeldOutExamples",
-            "RecallDataModule",
-            "recall_data_from_config",
-        ],
-        "lit_sparse.tasks.synthetic",
-    ),
-    **dict.fromkeys(
-        ["MQARDataModule", "gap_probabilities", "multiquery_ar"], "lit_sparse.tasks.mqar"
-    ),
-    **dict.fromkeys(
-        [
-            "DistanceDataModule",
-            "check_pairs",
-            "distance_buckets",
-            "distance_pairs",
-            "distance_retrieval",
-        ],
-        "lit_sparse.tasks.distance",
-    ),
-    **dict.fromkeys(
-        ["PasskeyDataModule", "PasskeyTemplate", "corpus_tokens", "embedded_template", "passkey"],
-        "lit_sparse.tasks.passkey_retrieval",
-    ),
-    **dict.fromkeys(["ProbeDataModule", "marked_shift_copy"], "lit_sparse.tasks.probe"),
-    "ChoiceTask": "lit_sparse.tasks.choice",
-    **dict.fromkeys(["Lego", "lego_items", "lego_value"], "lit_sparse.tasks.lego"),
-    **dict.fromkeys(
-        ["RulerVariableTracking", "ruler_vt_items", "value_pool"], "lit_sparse.tasks.ruler"
-    ),
-}
-"""public name -> the module it comes from."""
+if TYPE_CHECKING:
+    from lit_sparse.tasks.choice import ChoiceTask as ChoiceTask
+    from lit_sparse.tasks.distance import DistanceDataModule as DistanceDataModule
+    from lit_sparse.tasks.distance import check_pairs as check_pairs
+    from lit_sparse.tasks.distance import distance_buckets as distance_buckets
+    from lit_sparse.tasks.distance import distance_pairs as distance_pairs
+    from lit_sparse.tasks.distance import distance_retrieval as distance_retrieval
+    from lit_sparse.tasks.lego import Lego as Lego
+    from lit_sparse.tasks.lego import lego_items as lego_items
+    from lit_sparse.tasks.lego import lego_value as lego_value
+    from lit_sparse.tasks.mqar import MQARDataModule as MQARDataModule
+    from lit_sparse.tasks.mqar import gap_probabilities as gap_probabilities
+    from lit_sparse.tasks.mqar import multiquery_ar as multiquery_ar
+    from lit_sparse.tasks.passkey_retrieval import PasskeyDataModule as PasskeyDataModule
+    from lit_sparse.tasks.passkey_retrieval import PasskeyTemplate as PasskeyTemplate
+    from lit_sparse.tasks.passkey_retrieval import corpus_tokens as corpus_tokens
+    from lit_sparse.tasks.passkey_retrieval import embedded_template as embedded_template
+    from lit_sparse.tasks.passkey_retrieval import passkey as passkey
+    from lit_sparse.tasks.probe import ProbeDataModule as ProbeDataModule
+    from lit_sparse.tasks.probe import marked_shift_copy as marked_shift_copy
+    from lit_sparse.tasks.registry import TASKS as TASKS
+    from lit_sparse.tasks.registry import Task as Task
+    from lit_sparse.tasks.registry import get_task as get_task
+    from lit_sparse.tasks.registry import list_tasks as list_tasks
+    from lit_sparse.tasks.registry import register_task as register_task
+    from lit_sparse.tasks.registry import task_options as task_options
+    from lit_sparse.tasks.ruler import RulerVariableTracking as RulerVariableTracking
+    from lit_sparse.tasks.ruler import ruler_vt_items as ruler_vt_items
+    from lit_sparse.tasks.ruler import value_pool as value_pool
+    from lit_sparse.tasks.synthetic import IGNORE_INDEX as IGNORE_INDEX
+    from lit_sparse.tasks.synthetic import Examples as Examples
+    from lit_sparse.tasks.synthetic import HeldOutExamples as HeldOutExamples
+    from lit_sparse.tasks.synthetic import RecallDataModule as RecallDataModule
+    from lit_sparse.tasks.synthetic import recall_data_from_config as recall_data_from_config
 
-__all__ = sorted(_PUBLIC)
-
-__getattr__, __dir__ = lazy_names(__name__, _PUBLIC)
+__getattr__, __dir__, __all__ = lazy_names(__name__)

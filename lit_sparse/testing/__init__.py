@@ -5,6 +5,7 @@ dict) and returns None or raises AssertionError; :data:`CHECKS` lists them. CPU,
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -459,31 +460,21 @@ def _peak_rise_mb(spec: dict[str, Any], length: int) -> float:
     return (_peak_kb() - before) / 1024
 
 
-def _status_kb(key: str) -> int | None:
-    try:
-        text = Path("/proc/self/status").read_text()
-    except OSError:
-        return None
-    found = re.search(rf"^{key}:\s+(\d+) kB", text, re.M)
-    return int(found.group(1)) if found else None
-
-
 def _reset_peak_kb() -> int:
     """Reset the peak to the current resident set (Linux) and return it; else the peak so far."""
-    try:
+    with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
-        rss = _status_kb("VmRSS")
-    except OSError:
-        rss = None
-    return _max_rss_kb() if rss is None else rss
+    return _peak_kb()
 
 
 def _peak_kb() -> int:
-    peak = _status_kb("VmHWM")
-    return _max_rss_kb() if peak is None else peak
-
-
-def _max_rss_kb() -> int:
+    """The resident set's peak: Linux's VmHWM (which ``_reset_peak_kb`` resets), else maxrss."""
+    try:
+        found = re.search(r"^VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M)
+    except OSError:
+        found = None
+    if found:
+        return int(found.group(1))
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

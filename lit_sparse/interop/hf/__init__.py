@@ -3,30 +3,23 @@
 Importing this package registers them with the Auto classes (a folder loads without remote
 code); ``import lit_sparse`` alone never imports transformers."""
 
-from lit_sparse.interop.extras import MIN_TRANSFORMERS, MissingExtraError, require_transformers
+# ruff: noqa: E402 (transformers is imported once require_transformers() has passed)
+from lit_sparse._lazy import reexported
+from lit_sparse.interop.extras import MIN_TRANSFORMERS as MIN_TRANSFORMERS
+from lit_sparse.interop.extras import MissingExtraError as MissingExtraError
+from lit_sparse.interop.extras import require_transformers as require_transformers
 
 require_transformers()
 
-from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
+from transformers import AutoConfig, AutoModelForCausalLM
 
-from lit_sparse.interop.hf.cache import LitSparseCache, LitSparseCacheLayer  # noqa: E402
-from lit_sparse.interop.hf.configuration import LitSparseConfig  # noqa: E402
-from lit_sparse.interop.hf.modeling import (  # noqa: E402
-    LitSparseForCausalLM,
-    LitSparsePreTrainedModel,
-)
+from lit_sparse.interop.hf.cache import LitSparseCache as LitSparseCache
+from lit_sparse.interop.hf.cache import LitSparseCacheLayer as LitSparseCacheLayer
+from lit_sparse.interop.hf.configuration import LitSparseConfig as LitSparseConfig
+from lit_sparse.interop.hf.modeling import LitSparseForCausalLM as LitSparseForCausalLM
+from lit_sparse.interop.hf.modeling import LitSparsePreTrainedModel as LitSparsePreTrainedModel
 
-__all__ = [
-    "MIN_TRANSFORMERS",
-    "LitSparseCache",
-    "LitSparseCacheLayer",
-    "LitSparseConfig",
-    "LitSparseForCausalLM",
-    "LitSparsePreTrainedModel",
-    "MissingExtraError",
-    "register",
-    "require_transformers",
-]
+__all__ = sorted([*reexported(__name__), "register"])
 
 
 def register() -> None:

@@ -1,0 +1,39 @@
+"""Each package's public names (its ``from module import name as name`` lines, read by
+``lit_sparse._lazy.reexported``) make its ``__all__``, and every one of them resolves."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+PACKAGES = {
+    "lit_sparse": 16,
+    "lit_sparse.attention": 11,
+    "lit_sparse.data": 10,
+    "lit_sparse.evaluation": 11,
+    "lit_sparse.generation": 7,
+    "lit_sparse.interop.hf": 9,
+    "lit_sparse.kernels": 5,
+    "lit_sparse.runs": 12,
+    "lit_sparse.tasks": 33,
+}
+"""package -> how many public names it has at least (a package whose source cannot be read
+would list none)."""
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_all_lists_the_reexported_names_and_each_resolves(package):
+    module = importlib.import_module(package)
+    assert len(module.__all__) >= PACKAGES[package], module.__all__
+    assert module.__all__ == sorted(module.__all__)
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+        assert name in dir(module)
+
+
+def test_an_unknown_name_is_an_attribute_error_naming_it():
+    import lit_sparse
+
+    with pytest.raises(AttributeError, match="'lit_sparse' has no attribute 'nothing_here'"):
+        lit_sparse.nothing_here  # noqa: B018
