@@ -36,11 +36,10 @@ def _parser() -> argparse.ArgumentParser:
         required=True,
         help="the folder to write (new, empty or an earlier export); --format gguf: the file",
     )
-    parser.add_argument("--tokenizer", default=None, help="default: the run's own")
+    parser.add_argument("--tokenizer", help="default: the run's own")
     parser.add_argument(
         "--format",
         choices=FORMATS,
-        default=None,
         help="lit_sparse: any attention, loaded by transformers through the remote-code files "
         "it carries; llama (dense) / mistral (sliding window): transformers' stock classes, "
         "no remote code (default: the stock format where one fits, else lit_sparse); "
@@ -49,7 +48,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--gguf-type",
         choices=GGUF_TYPES,
-        default=None,
         help=f"--format gguf: the matrices' type (default {DEFAULT_GGUF_TYPE}; norms stay f32)",
     )
     return parser

@@ -25,10 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = command_parser("generate", __doc__.split("\n\n")[1])
     parser.add_argument("path", help="a run folder, a .ckpt file of a run or an exported folder")
     prompt = parser.add_mutually_exclusive_group()
-    prompt.add_argument(
-        "--prompt", default=None, help="the text to continue (default: start a new document)"
-    )
-    prompt.add_argument("--prompt_file", "--prompt-file", default=None, help="read it from a file")
+    prompt.add_argument("--prompt", help="the text to continue (default: start a new document)")
+    prompt.add_argument("--prompt_file", "--prompt-file", help="read it from a file")
     parser.add_argument(
         "--max_new_tokens", "--max-new-tokens", type=int, default=100, help="tokens to generate"
     )
@@ -39,20 +37,14 @@ def _parser() -> argparse.ArgumentParser:
         "--top_k",
         "--top-k",
         type=int,
-        default=None,
         help="sample among the k most likely tokens (default: all of them)",
     )
     parser.add_argument(
-        "--top_p",
-        "--top-p",
-        type=float,
-        default=None,
-        help="nucleus sampling, in (0, 1] (default: off)",
+        "--top_p", "--top-p", type=float, help="nucleus sampling, in (0, 1] (default: off)"
     )
     parser.add_argument(
         "--seed",
         type=int,
-        default=None,
         help="makes sampling reproducible (default: none, a random seed: each call samples "
         "other text)",
     )
@@ -62,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep going past the end-of-text token",
     )
-    parser.add_argument("--tokenizer", default=None, help="default: the run's own")
+    parser.add_argument("--tokenizer", help="default: the run's own")
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
     parser.add_argument(
         "--dtype",

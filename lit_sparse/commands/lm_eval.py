@@ -46,9 +46,9 @@ class _RunOptions(argparse.ArgumentParser):
 
     def __init__(self):
         super().__init__(add_help=False, allow_abbrev=False)
-        self.add_argument("--model", default=None)
-        self.add_argument("--limit", "-L", default=None)
-        self.add_argument("--apply_chat_template", nargs="?", const=True, default=None)
+        self.add_argument("--model")
+        self.add_argument("--limit", "-L")
+        self.add_argument("--apply_chat_template", nargs="?", const=True)
 
     def error(self, message):
         raise _Unparsed(message)

@@ -30,13 +30,10 @@ def _parser() -> argparse.ArgumentParser:
         "--multiples",
         type=float,
         nargs="+",
-        default=None,
         help="lengths as multiples of the training length (default 1 4 16 64; MQAR: its "
         "settings' lengths)",
     )
-    parser.add_argument(
-        "--lengths", type=int, nargs="+", default=None, help="explicit lengths (replace them)"
-    )
+    parser.add_argument("--lengths", type=int, nargs="+", help="explicit lengths (replace them)")
     parser.add_argument(
         "--new-offsets",
         nargs="+",
@@ -45,12 +42,9 @@ def _parser() -> argparse.ArgumentParser:
         help="policies for the distances that appear only beyond the training length",
     )
     parser.add_argument(
-        "--val-examples",
-        type=int,
-        default=None,
-        help="examples per held-out set (default: the run's)",
+        "--val-examples", type=int, help="examples per held-out set (default: the run's)"
     )
-    parser.add_argument("--out", default=None, help="also write the result to this JSON file")
+    parser.add_argument("--out", help="also write the result to this JSON file")
     return parser
 
 

@@ -33,9 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--tasks", nargs="+", choices=choices, default=choices, help="which tasks")
     parser.add_argument("--per-group", type=int, default=120, help="items per length/hops")
     parser.add_argument("--seed", type=int, default=0, help="seed of the items")
-    parser.add_argument("--tokenizer", default=None, help="default: the run's tokenizer")
+    parser.add_argument("--tokenizer", help="default: the run's tokenizer")
     parser.add_argument("--batch-size", type=int, default=64, help="items scored per forward pass")
-    parser.add_argument("--json", default=None, help="also write the results to this file")
+    parser.add_argument("--json", help="also write the results to this file")
     return parser
 
 

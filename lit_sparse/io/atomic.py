@@ -90,9 +90,9 @@ def fsync_dir(path: str | os.PathLike) -> None:
         _fsync(path)
 
 
-def temporary_name(path: Path) -> Path:
-    """The temporary file beside ``path`` that this process writes before the rename."""
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+def temporary_name(path: Path, kind: str = "tmp") -> Path:
+    """A new name beside ``path`` for this process's temporary file (``kind`` "tmp") or folder."""
+    return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}")
 
 
 class AtomicFile:
@@ -229,17 +229,13 @@ class AtomicFolder:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self._clear_leftovers()
-        self.temporary = self._sibling("build")
+        self.temporary = temporary_name(self.path, "build")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.temporary.mkdir()
         except OSError as err:
             target = self.path if self.path.parent.is_dir() else self.path.parent
             raise storage_error(target, err, "create the folder") from None
-
-    def _sibling(self, kind: str) -> Path:
-        name = f".{self.path.name}.{kind}-{os.getpid()}-{secrets.token_hex(4)}"
-        return self.path.with_name(name)
 
     def _clear_leftovers(self) -> None:
         parent = self.path.parent
@@ -265,7 +261,7 @@ class AtomicFolder:
             elif _exchange(self.temporary, self.path):
                 old = self.temporary  # now holds the previous folder
             else:
-                old = self._sibling("old")
+                old = temporary_name(self.path, "old")
                 os.rename(self.path, old)
                 try:
                     os.rename(self.temporary, self.path)

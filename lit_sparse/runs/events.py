@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
-__all__ = ["read_scalars", "wait_for_a_later_event_file"]
+__all__ = ["read_scalars", "wait_for_a_later_event_file", "writer_file"]
 
 EVENT_FILES = "events.out.tfevents.*"
 
@@ -17,9 +18,7 @@ def wait_for_a_later_event_file(run_dir: str | Path) -> float:
         for path in Path(run_dir).rglob(EVENT_FILES)
         if (stamp := path.name.split(".")[3]).isdigit()
     ]
-    wait = max(seconds, default=0) + 1 - time.time()
-    if wait <= 0:
-        return 0.0
+    wait = max(0.0, max(seconds, default=0) + 1 - time.time())
     time.sleep(wait)
     return wait
 
@@ -38,3 +37,9 @@ def read_scalars(run_dir: str | Path, prefix: str = "") -> dict[str, dict[int, f
             ordered = sorted(events.Scalars(tag), key=lambda e: (e.step, e.wall_time))
             found[tag] = {e.step: float(e.value) for e in ordered}
     return found
+
+
+def writer_file(logger: Any) -> str:
+    """The event file a TensorBoardLogger's writer appends to ("" if none is open)."""
+    writer = getattr(logger.experiment, "file_writer", None)
+    return getattr(getattr(writer, "event_writer", None), "_file_name", None) or ""

@@ -19,7 +19,7 @@ from lit_sparse.errors import CheckpointError, ConfigError
 from lit_sparse.io.atomic import remove_stale_temporaries, write_text
 from lit_sparse.runs import folders
 from lit_sparse.runs.checkpoints import is_checkpoint, read_checkpoint
-from lit_sparse.runs.events import wait_for_a_later_event_file
+from lit_sparse.runs.events import wait_for_a_later_event_file, writer_file
 from lit_sparse.runs.locks import RunLock, is_global_rank_zero
 from lit_sparse.runs.resume import choose_run
 
@@ -93,8 +93,7 @@ def _event_file(trainer: Trainer) -> Path | None:
     logger = trainer.logger
     if not isinstance(logger, TensorBoardLogger) or getattr(logger, "_experiment", None) is None:
         return None
-    writer = getattr(logger.experiment, "file_writer", None)
-    name = getattr(getattr(writer, "event_writer", None), "_file_name", None)
+    name = writer_file(logger)
     logger.experiment.close()
     return Path(name) if name else None
 

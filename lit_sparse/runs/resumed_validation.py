@@ -8,6 +8,8 @@ import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import TensorBoardLogger
 
+from lit_sparse.runs.events import writer_file
+
 __all__ = ["ResumedValidation", "logged_scalars"]
 
 PREFIX = "val/"
@@ -42,7 +44,7 @@ class ResumedValidation(Callback):
         step = trainer.global_step
         if step != int(purge):  # a finished run completed at its end: nothing is hidden
             return
-        own = _writer_file(logger)
+        own = writer_file(logger)
         files = [p for p in sorted(Path(logger.log_dir).glob("events.*")) if str(p) != own]
         prefixes = [getattr(callback, "prefix", None) for callback in trainer.callbacks]
         rewritten = tuple(f"{prefix}/" for prefix in prefixes if isinstance(prefix, str))
@@ -53,9 +55,3 @@ class ResumedValidation(Callback):
         }
         if scalars:
             logger.log_metrics(scalars, step=step)
-
-
-def _writer_file(logger: TensorBoardLogger) -> str:
-    """The event file this process's writer appends to."""
-    writer = getattr(logger.experiment, "file_writer", None)
-    return str(getattr(getattr(writer, "event_writer", None), "_file_name", ""))
