@@ -268,8 +268,7 @@ class LanguageModel(
     @property
     def max_length(self) -> int | None:
         """The longest sequence every layer's pattern supports (None: any length)."""
-        limits = [p.max_length for p in self.patterns if p.max_length is not None]
-        return min(limits) if limits else None
+        return min((p.max_length for p in self.patterns if p.max_length is not None), default=None)
 
     @property
     def patterns(self) -> list[AttentionPattern]:

@@ -45,14 +45,8 @@ def _are_betas(betas: Any) -> bool:
 
 
 def _shown(value: Any) -> Any:
-    """A tuple as the list a command line or config file writes."""
+    """A tuple as the list a command line or config file writes (so the two compare equal)."""
     return list(value) if isinstance(value, tuple) else value
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return list(a) == list(b)
-    return a == b
 
 
 class LitLanguageModel(pl.LightningModule):
@@ -151,11 +145,9 @@ class LitLanguageModel(pl.LightningModule):
 
     # ----------------------------------------------------------------- training
     def on_fit_start(self) -> None:
-        if self.hparams.tokens_per_step is None:
-            return
         trainer, datamodule = self.trainer, self.trainer.datamodule
         batch = getattr(datamodule, "batch_size", None)
-        if batch is None:
+        if self.hparams.tokens_per_step is None or batch is None:
             return
         tokens = batch * trainer.accumulate_grad_batches * trainer.world_size * datamodule.seq_len
         if tokens != self.hparams.tokens_per_step:
@@ -223,13 +215,10 @@ class LitLanguageModel(pl.LightningModule):
         self._checkpoint_step = checkpoint.get("global_step")
 
     def on_train_start(self) -> None:
-        self._apply_resumed_changes()
-
-    def _apply_resumed_changes(self) -> None:
         """Apply a resume's changed RESUMABLE_HPARAMS (restored states keep the checkpoint's)."""
         saved, hp = getattr(self, "_resumed_hparams", None), self.hparams
         self._resumed_hparams = None
-        if not saved or all(_same(saved[k], hp.get(k)) for k in saved):
+        if not saved or all(_shown(saved[k]) == _shown(hp.get(k)) for k in saved):
             return
         optimizer, config = self.trainer.optimizers[0], self.trainer.lr_scheduler_configs[0]
         for i, group in enumerate(optimizer.param_groups):
@@ -312,18 +301,16 @@ class LitLanguageModel(pl.LightningModule):
 
     def _log_sets(self, prefix: str) -> None:
         # every process computes every set in the same order: the sums reduce across ranks
-        losses = {}
+        losses = []
         for name in self.val_set_names():
             metric = self.val_nll[name]
-            losses[name] = metric.compute()
+            losses.append(loss := metric.compute())
             metric.reset()
-        for name, loss in losses.items():
             self.log(f"{prefix}/loss/{name}", loss)
             self.log(f"{prefix}/ppl/{name}", loss.exp())
         if losses:
-            stacked = torch.stack(list(losses.values()))
-            # the perplexity of the mean loss (exp of val/loss, what Lightning and HF users
-            # read as ppl), not the mean of the sets' perplexities
+            stacked = torch.stack(losses)
+            # exp of the mean loss (what Lightning and HF users read as ppl), not the mean ppl
             self.log(f"{prefix}/loss", stacked.mean(), prog_bar=True)
             self.log(f"{prefix}/ppl", stacked.mean().exp(), prog_bar=True)
         if self._sparse_labels:
@@ -331,10 +318,8 @@ class LitLanguageModel(pl.LightningModule):
         fitting = self.trainer.state.fn == TrainerFn.FITTING
         step = self.trainer.global_step if fitting else getattr(self, "_checkpoint_step", None)
         if step is not None:
-            # at the optimizer step of the weights, like the callbacks' tags of this
-            # validation (Lightning would log it one step earlier: it counts the step after
-            # validation; validate and test at 0); a logged "step" is the x value Lightning
-            # gives the loggers
+            # the weights' optimizer step, as the callbacks tag this validation (Lightning's
+            # is one earlier; validate and test log 0): the x value the loggers get
             self.log("step", float(step), sync_dist=True)
 
     def _log_accuracy(self, prefix: str) -> None:

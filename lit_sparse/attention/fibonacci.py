@@ -49,16 +49,12 @@ class FibonacciAttention(AttentionPlugin):
         self.schedule, self.new_offsets = to_schedule(schedule), new_offsets
         check_choices(self)
         if rungs == "fibonacci":  # pow2's rungs are known in build, at the training length
-            self._check_reach(offsets.fibonacci_rungs(n_rungs))
+            offsets.check_alpha_reach(offsets.fibonacci_rungs(n_rungs), **self.schedule.largest())
 
     @classmethod
     def upgrade_init_args(cls, init_args: Mapping[str, Any]) -> dict[str, Any]:
         """Options written before the schedule types (flat ``alpha_min``, ...) as today's."""
         return from_flat_options(init_args)
-
-    def _check_reach(self, rungs: list[int]) -> None:
-        """The largest alpha times the largest rung must be exact (``check_alpha_reach``)."""
-        offsets.check_alpha_reach(rungs, **self.schedule.largest())
 
     def check(self, n_layers: int) -> None:
         self.schedule.check(n_layers)
@@ -68,7 +64,9 @@ class FibonacciAttention(AttentionPlugin):
 
     def build(self, layer: int, n_layers: int, training_length: int) -> FibonacciPattern:
         if self.rungs == "pow2":
-            self._check_reach(offsets.pow2_rungs(training_length))
+            offsets.check_alpha_reach(
+                offsets.pow2_rungs(training_length), **self.schedule.largest()
+            )
         alpha = self.layer_alphas(n_layers)[layer]
         options = (self.window, self.rungs, self.n_rungs, self.new_offsets)
         return self.schedule.pattern(RungLayout(training_length, *options), alpha)

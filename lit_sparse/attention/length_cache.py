@@ -33,6 +33,3 @@ class LengthCache(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._values)
-
-    def clear(self) -> None:
-        self._values.clear()

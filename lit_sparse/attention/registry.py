@@ -67,11 +67,9 @@ def get_attention(name: str) -> type[AttentionPlugin]:
 def resolve_attention(value: str, field: str = "attention") -> type[AttentionPlugin]:
     """The plugin class of a registry name, registered class name or import path."""
     registry = ATTENTION.load()
-    if value in registry:
-        return registry[value]
-    by_class_name = {cls.__name__: cls for cls in registry.values()}
-    if value in by_class_name:
-        return by_class_name[value]
+    by_name = {**{cls.__name__: cls for cls in registry.values()}, **registry}
+    if value in by_name:
+        return by_name[value]
     module_name, _, attr = value.rpartition(".")
     try:
         cls = getattr(importlib.import_module(module_name), attr, None) if module_name else None

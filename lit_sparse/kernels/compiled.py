@@ -16,18 +16,7 @@ __all__ = ["available", "bf16_linear", "compiled_attention", "decode_step", "int
 def _resolve(slots: KeySlots, length: int):
     """The valid exact distances, the used rungs (and their indices), the absolute keys and
     their readers at ``length``; ValueError for reads outside q, k, v."""
-    slots.check(length, "the compiled CPU kernel", built=False)
-    exact = slots.distances.to("cpu", torch.long)
-    exact = exact[exact < length].contiguous()
-    keep = lo = frac = None
-    if slots.n_rungs:
-        lo_all = slots.rung_lo.detach().to("cpu", torch.long)
-        keep = torch.nonzero(slots.rung_valid.to("cpu") & (lo_all < length)).flatten()
-        lo = lo_all[keep].contiguous()
-        frac = slots.rung_frac.detach().to("cpu", torch.float64)[keep].contiguous()
-    else:
-        lo = torch.zeros(0, dtype=torch.long)
-        frac = torch.zeros(0, dtype=torch.float64)
+    exact, keep, lo, frac = slots.read_at(length, "the compiled CPU kernel")
     empty = torch.zeros(0, dtype=torch.long)
     block_keys, readers = torch.zeros(0, 0, dtype=torch.long), (empty, empty, empty)
     if slots.n_absolute:

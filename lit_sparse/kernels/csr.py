@@ -43,7 +43,7 @@ class _Plan:
     """Distance of each relative column: the exact distances, each rung's lo, each lo + 1."""
     rung_keep: Tensor | None
     """(R,) indices of the kept rungs (valid somewhere in the sequence) into slots.rung_*."""
-    frac: Tensor | None
+    frac: Tensor
     """(R,) weight of the upper tap of each kept rung (detached, accumulation dtype)."""
     abs_columns: Tensor | None
     """(T, KV, A) row of each absolute key in the (T + 1) * KV rows of K (0: zeros)."""
@@ -82,17 +82,9 @@ class _Plan:
 
 def _plan(slots: KeySlots, q: Tensor, k: Tensor, dtype: torch.dtype) -> _Plan:
     batch, heads, length, head_dim = q.shape
-    slots.check(length, "the CSR CPU kernel", built=False)  # no read outside q, k, v
     kv_heads = k.shape[1]
-    exact = [d for d in slots.distances.tolist() if d < length]  # larger ones never valid
-    rung_lo: list[int] = []
-    rung_keep = frac = None
-    if slots.n_rungs:
-        lo_all, valid_all = slots.rung_lo.tolist(), slots.rung_valid.tolist()
-        keep = [r for r, lo in enumerate(lo_all) if valid_all[r] and lo < length]
-        rung_lo = [lo_all[r] for r in keep]
-        rung_keep = torch.tensor(keep, dtype=torch.long)
-        frac = slots.rung_frac.detach().to(device="cpu", dtype=dtype)[rung_keep]
+    exact, rung_keep, rung_lo, frac = slots.read_at(length, "the CSR CPU kernel")
+    exact, rung_lo, frac = exact.tolist(), rung_lo.tolist(), frac.to(dtype)
     n_abs = slots.n_absolute
     relative = exact + rung_lo  # a rung is valid where t >= lo
     rows = length if n_abs else min(length, max(relative, default=0))

@@ -52,24 +52,24 @@ def _chunk_size(slots: KeySlots, batch: int, kv_heads: int, head_dim: int, lengt
     return max(16, min(length, _CHUNK_ELEMENTS // max(1, batch * kv_heads * rows * head_dim)))
 
 
-def _padded(x: Tensor, pad: int, dtype: torch.dtype) -> Tensor:
-    """x (B, KV, T, D) with ``pad`` zero rows in front."""
-    return torch.nn.functional.pad(x.to(dtype), (0, 0, pad, 0))
+def _inputs(q: Tensor, k: Tensor, v: Tensor, pad: int, dtype: torch.dtype):
+    """q (B, H, T, D) as (B, KV, G, T, D), k and v (B, KV, T, D) with ``pad`` zero rows in front,
+    all in ``dtype``."""
+    batch, heads, length, head_dim = q.shape
+    qg = q.to(dtype).view(batch, k.shape[1], heads // k.shape[1], length, head_dim)
+    return qg, *(torch.nn.functional.pad(x.to(dtype), (0, 0, pad, 0)) for x in (k, v))
 
 
 class _GatherAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, frac_in, slots: KeySlots):
-        batch, heads, length, head_dim = q.shape
-        kv_heads = k.shape[1]
-        groups = heads // kv_heads
-        scale = head_dim**-0.5
         pad = slots.reach + 1
         acc = torch.promote_types(q.dtype, torch.float32)  # float64 stays (gradcheck)
         frac = frac_in.to(acc) if slots.n_rungs else None
         with torch.autocast(q.device.type, enabled=False):
-            qg = q.to(acc).view(batch, kv_heads, groups, length, head_dim)
-            k_pad, v_pad = _padded(k, pad, acc), _padded(v, pad, acc)
+            qg, k_pad, v_pad = _inputs(q, k, v, pad, acc)
+            batch, kv_heads, groups, length, head_dim = qg.shape
+            scale = head_dim**-0.5
             out = torch.empty_like(qg)
             lse = torch.empty(batch, kv_heads, groups, length, device=q.device, dtype=acc)
             chunk = _chunk_size(slots, batch, kv_heads, head_dim, length)
@@ -89,23 +89,19 @@ class _GatherAttention(torch.autograd.Function):
                 lse[:, :, :, start:stop] = lse_c
         ctx.slots, ctx.pad, ctx.chunk, ctx.frac_dtype = slots, pad, chunk, frac_in.dtype
         ctx.save_for_backward(q, k, v, frac if frac is not None else q.new_empty(0), out, lse)
-        return out.view(batch, heads, length, head_dim).to(q.dtype)
+        return out.view(q.shape).to(q.dtype)
 
     @staticmethod
     def backward(ctx, grad_out):
         q, k, v, frac, out, lse = ctx.saved_tensors
         slots, pad, chunk = ctx.slots, ctx.pad, ctx.chunk
         frac = frac if slots.n_rungs else None
-        batch, heads, length, head_dim = q.shape
-        kv_heads = k.shape[1]
-        groups = heads // kv_heads
-        scale = head_dim**-0.5
-        acc = out.dtype
         with torch.autocast(q.device.type, enabled=False):
-            qg = q.to(acc).view(batch, kv_heads, groups, length, head_dim)
-            d_out = grad_out.to(acc).reshape(batch, kv_heads, groups, length, head_dim)
+            qg, k_pad, v_pad = _inputs(q, k, v, pad, out.dtype)
+            batch, kv_heads, groups, length, head_dim = qg.shape
+            scale = head_dim**-0.5
+            d_out = grad_out.to(out.dtype).reshape(qg.shape)
             delta = (d_out * out).sum(-1)  # (B, KV, G, T): sum_j p_ij dP_ij
-            k_pad, v_pad = _padded(k, pad, acc), _padded(v, pad, acc)
             dq = torch.empty_like(qg)
             dk_pad, dv_pad = torch.zeros_like(k_pad), torch.zeros_like(v_pad)
             d_frac = torch.zeros_like(frac) if frac is not None else None
@@ -132,7 +128,7 @@ class _GatherAttention(torch.autograd.Function):
                     m, r = plan.n_exact, plan.n_rungs
                     p_rung, dl_rung = probs[..., m : m + r], d_logits[..., m : m + r]
                     d_frac += (dl_rung * (s_hi - s_lo) + p_rung * (dp_hi - dp_lo)).sum((0, 1, 2, 3))
-        dq = dq.view(batch, heads, length, head_dim).to(q.dtype)
+        dq = dq.view(q.shape).to(q.dtype)
         dk = dk_pad[:, :, pad:].to(k.dtype)
         dv = dv_pad[:, :, pad:].to(v.dtype)
         d_frac = None if d_frac is None else d_frac.to(ctx.frac_dtype)

@@ -46,6 +46,20 @@ class KeySlots:
         """Slots per query (an upper bound on the keys one query attends to)."""
         return int(self.distances.numel()) + self.n_rungs + self.n_absolute
 
+    def read_at(self, length: int, owner: str) -> tuple[Tensor, Tensor | None, Tensor, Tensor]:
+        """What a kernel reads at ``length``, on the CPU after :meth:`check` (``built=False``):
+        the exact distances < length, the indices of the valid rungs with lo < length (None
+        without rungs), their lo and their frac (detached float64)."""
+        self.check(length, owner, built=False)
+        exact = self.distances.to("cpu", torch.long)
+        exact = exact[exact < length]
+        if not self.n_rungs:
+            empty = torch.zeros(0, dtype=torch.long)
+            return exact, None, empty, empty.double()
+        lo = self.rung_lo.detach().to("cpu", torch.long)
+        keep = torch.nonzero(self.rung_valid.to("cpu") & (lo < length)).flatten()
+        return exact, keep, lo[keep], self.rung_frac.detach().to("cpu", torch.float64)[keep]
+
     def check(self, length: int, owner: str = "KeySlots", built: bool = True) -> None:
         """ValueError naming ``owner`` and the bad value for a slot before position 0 or after
         its query, or a missing block of keys; ``built`` (a pattern's slots, not a kernel's

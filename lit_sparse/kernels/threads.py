@@ -41,12 +41,8 @@ def _cgroup_folders(root: Path, membership: Path) -> list[tuple[Path, bool]]:
         (root / "cpu", v1_path, True),
         (root / "cpu,cpuacct", v1_path, True),
     ):
-        folder = base / path.strip("/")
-        while True:
-            folders.append((folder, v1))
-            if folder == base:
-                break
-            folder = folder.parent
+        inner = Path(path.strip("/"))
+        folders += [(base / part, v1) for part in (inner, *inner.parents)]
     return folders
 
 
@@ -63,7 +59,8 @@ def _quota(folder: Path, v1: bool) -> float | None:
 
 
 @functools.cache
-def _machine_threads() -> int:
+def usable_cores() -> int:
+    """The CPU cores this process may use: its affinity and its cgroup's CPU quota, the least."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -74,11 +71,6 @@ def _machine_threads() -> int:
     return max(1, cores)
 
 
-def usable_cores() -> int:
-    """The CPU cores this process may use: its affinity and its cgroup's CPU quota, the least."""
-    return _machine_threads()
-
-
 def usable_threads() -> int:
     """Threads for one call: affinity, cgroup quota and torch.get_num_threads(), the least."""
-    return max(1, min(_machine_threads(), torch.get_num_threads()))
+    return max(1, min(usable_cores(), torch.get_num_threads()))

@@ -213,7 +213,7 @@ def test_the_quota_is_read_where_the_process_is(tmp_path):
 
 
 def test_threads_follow_affinity_quota_and_torch(monkeypatch):
-    threads._machine_threads.cache_clear()
+    threads.usable_cores.cache_clear()
     monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     monkeypatch.setattr(threads, "cgroup_cpus", lambda: 1.5)
     saved = torch.get_num_threads()
@@ -224,7 +224,7 @@ def test_threads_follow_affinity_quota_and_torch(monkeypatch):
         assert threads.usable_threads() == 1  # the user asked torch for one thread
     finally:
         torch.set_num_threads(saved)
-        threads._machine_threads.cache_clear()
+        threads.usable_cores.cache_clear()
 
 
 def test_the_build_is_keyed_by_torch_the_python_abi_and_the_source(monkeypatch, tmp_path):
