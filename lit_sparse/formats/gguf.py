@@ -32,8 +32,8 @@ __all__ = [
     "write_gguf",
 ]
 
-GGUF_TYPES = ("f32", "f16", "q8_0")
 _FILE_TYPES = {"f32": "ALL_F32", "f16": "MOSTLY_F16", "q8_0": "MOSTLY_Q8_0"}  # gguf.LlamaFileType
+GGUF_TYPES = tuple(_FILE_TYPES)
 DEFAULT_GGUF_TYPE = "f16"
 """Half f32's bytes, logits within about 1e-3 (llama.cpp's converter's default too)."""
 

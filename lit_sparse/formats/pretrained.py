@@ -249,7 +249,7 @@ def save(
         state = stock.to_stock_names(state, model.config.n_layers)
     weights = safetensors_bytes(state, metadata={"format": "pt"})
     dtype = str(model.embedding.weight.dtype).removeprefix("torch.")
-    lit_sparse_keys = {
+    keys = {
         "format": FORMAT,
         "arch": model.config.to_dict(),
         "attention": model.attention.to_config(),
@@ -257,14 +257,13 @@ def save(
         TRAINED_ATTENTION: trained_attention(model),
     }
     if tokenizer_sha256 is None:  # the tokenizer LanguageModel.save_pretrained writes beside
-        shipped = getattr(model, "_tokenizer_to_save", None)
-        tokenizer_sha256 = getattr(shipped, "sha256", None)
+        tokenizer_sha256 = getattr(getattr(model, "_tokenizer_to_save", None), "sha256", None)
     if isinstance(tokenizer_sha256, str):
-        lit_sparse_keys[TOKENIZER_SHA256] = tokenizer_sha256
+        keys[TOKENIZER_SHA256] = tokenizer_sha256
     files = {}
     if layout == "lit_sparse":
         config = {
-            **lit_sparse_keys,
+            **keys,
             "model_type": "lit_sparse",
             "architectures": [stock.LIT_SPARSE_CLASS],
             "auto_map": dict(AUTO_MAP),
@@ -272,7 +271,7 @@ def save(
         }
         files.update(REMOTE_CODE)
     else:
-        config = stock.stock_config(layout, model.config, lit_sparse_keys)
+        config = stock.stock_config(layout, model.config, keys)
     config.update({"torch_dtype": dtype, **(extra or {})})
     folder = Path(folder)
     write_bytes(folder / WEIGHTS_FILE, weights)
@@ -341,7 +340,13 @@ def load(
     weights = _weights_file(model_id, revision, cache_dir, force_download, local_files_only, token)
     if verify_weights:
         check_weights_digest(weights, config)
-    state = _read_weights(weights, map_location)
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        state = load_file(weights, device=str(map_location))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise _unreadable(weights, err) from None
     if layout is not None:
         state = stock.from_stock_names(state, model.config.n_layers)
     expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
@@ -380,17 +385,6 @@ def _unreadable(weights: str | os.PathLike, err: Exception) -> DamagedFileError:
     )
 
 
-def _read_weights(weights: str, map_location: str) -> dict[str, torch.Tensor]:
-    """The tensors of a safetensors file; one line naming it when it is not one."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    try:
-        return load_file(weights, device=str(map_location))
-    except (SafetensorError, OSError, ValueError) as err:
-        raise _unreadable(weights, err) from None
-
-
 def describe_attention(attention) -> str:
     """A plugin in one line: its registry name (or class path) and its options."""
     config = attention.to_config()
@@ -411,8 +405,7 @@ def model_card(
         f"{config.vocab_size}, trained at {config.context_length} tokens"
     )
     library = "lit_sparse" if layout == "lit_sparse" else "transformers"
-    # the hub's task and license fields (its widget and filters read them); the license is
-    # the project's, under which the code and the weights it trains are released
+    # the task and license (the project's) feed the hub's widget and filters
     header = (
         f"---\nlibrary_name: {library}\npipeline_tag: text-generation\nlicense: apache-2.0\n"
         "tags:\n- lit_sparse\n- sparse-attention\n- text-generation\n---\n"

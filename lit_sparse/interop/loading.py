@@ -138,18 +138,14 @@ def load_source(
 def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
     """A torch dtype from a dtype or its name (``auto`` or None: as saved), else ConfigError."""
     allowed = f"allowed: auto, {', '.join(DTYPES)}"
-    if dtype is None:
-        return None
     if isinstance(dtype, torch.dtype):
         if dtype not in DTYPES.values():
             raise ConfigError(f"dtype={dtype}: the weights are floating point; {allowed}")
         return dtype
-    name = str(dtype).removeprefix("torch.").lower()
-    if name == "auto":
-        return None
-    if name not in DTYPES:
+    name = "auto" if dtype is None else str(dtype).removeprefix("torch.").lower()
+    if name != "auto" and name not in DTYPES:
         raise ConfigError(f"dtype={dtype!r}: {allowed}")
-    return DTYPES[name]
+    return DTYPES.get(name)
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:

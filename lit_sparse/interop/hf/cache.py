@@ -36,7 +36,8 @@ class RowGroup:
 
 
 class LitSparseCacheLayer(CacheLayerMixin):
-    """One layer's decoders, one per row group (they write their rows, not ``update``)."""
+    """One layer's decoders, one per row group (they write their rows, not ``update``); the
+    cache resets and reorders every layer at once."""
 
     is_compileable = False
     is_croppable = False
@@ -71,27 +72,8 @@ class LitSparseCacheLayer(CacheLayerMixin):
         rows = decoders[0].cache.capacity
         return rows if rows < decoders[0].shape.max_length else -1
 
-    def get_max_cache_shape(self) -> int:
-        """The name of :meth:`get_max_length` before transformers 5."""
-        return self.get_max_length()
-
     def get_mask_sizes(self, query_length: int, *args) -> tuple[int, int]:
         return self._cache.seen + query_length, 0
-
-    def reset(self) -> None:
-        self._cache.reset()
-
-    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        if self.index == 0:  # the cache reorders every layer at once
-            self._cache.select_rows(beam_idx)
-
-    def batch_repeat_interleave(self, repeats: int) -> None:
-        if self.index == 0:
-            self._cache.batch_repeat_interleave(repeats)
-
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        if self.index == 0:
-            self._cache.batch_select_indices(indices)
 
     def crop(self, tokens_to_remove: int) -> None:
         raise NotImplementedError(
@@ -112,7 +94,6 @@ class LitSparseCache(Cache):
         self.groups: list[RowGroup] = []
         self.seen = 0
         self.layout: RowLayout | None = None
-        self._continuation: RowLayout | None = None
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None, position_ids: Tensor | None
@@ -129,22 +110,15 @@ class LitSparseCache(Cache):
             raise ConfigError(RIGHT_PADDED)
         if attention_mask is not None:
             self._check_mask(attention_mask, batch, n)
-        if position_ids is not None:  # every row's tokens go on to the last column
-            check_positions(position_ids, self._continuing(), self.seen)
+        if position_ids is not None:  # every row's tokens go on past the last column
+            endless = torch.full_like(self.layout.left, 1 << 62)
+            check_positions(position_ids, RowLayout(self.layout.left, endless, 1 << 62), self.seen)
         self._ensure(self.seen + n)
         steps = []
         for t in range(n):  # the decoders take one token at a time after the prompt
-            steps.append(self._run(input_ids[:, t : t + 1], offset=0))
+            steps.append(self._run(input_ids[:, t : t + 1], prompt=False))
             self.seen += 1
-        self._remember(input_ids, offset=0)
         return steps[0] if n == 1 else torch.cat(steps, dim=1)
-
-    def _continuing(self) -> RowLayout:
-        """The rows' layout as they continue: the prompt's left padding, then tokens."""
-        if self._continuation is None:
-            endless = torch.full_like(self.layout.left, 1 << 62)
-            self._continuation = RowLayout(self.layout.left, endless, 1 << 62)
-        return self._continuation
 
     def _prompt(self, input_ids, attention_mask, position_ids) -> Tensor:
         batch, n = input_ids.shape
@@ -155,29 +129,24 @@ class LitSparseCache(Cache):
             RowGroup(rows, left, self.network.new_cache(int(rows.numel()), total - left))
             for left, rows in layout.groups()
         ]
-        logits = self._run(input_ids, offset=None)
-        self._remember(input_ids, offset=None)
+        logits = self._run(input_ids, prompt=True)
         self.seen = n
         return logits
 
-    def _remember(self, input_ids: Tensor, offset: int | None) -> None:
-        if not self.grows:
-            return
-        for group in self.groups:
-            start = group.left if offset is None else 0
-            kept = input_ids[group.rows.to(input_ids.device), start:]
-            group.tokens = [*(group.tokens or []), kept]
-
-    def _run(self, input_ids: Tensor, offset: int | None) -> Tensor:
-        """Each group's rows through its decoders: the prompt (``offset`` None) or a column."""
+    def _run(self, input_ids: Tensor, prompt: bool) -> Tensor:
+        """Each group's rows through its decoders (the prompt after its padding, or a column);
+        a cache that grows keeps the ids."""
         batch, n = input_ids.shape
-        if len(self.groups) == 1 and self.groups[0].left == 0:
-            return self.network(input_ids, self.groups[0].decoding)
         logits = None
         for group in self.groups:
             rows = group.rows.to(input_ids.device)
-            start = group.left if offset is None else 0
-            part = self.network(input_ids[rows, start:], group.decoding)
+            start = group.left if prompt else 0
+            ids = input_ids[rows, start:]
+            if self.grows:
+                group.tokens = [*(group.tokens or []), ids]
+            part = self.network(ids, group.decoding)
+            if len(self.groups) == 1 and start == 0:
+                return part
             if logits is None:
                 logits = part.new_zeros(batch, n, part.shape[-1])
             logits[rows, start:] = part
@@ -215,9 +184,6 @@ class LitSparseCache(Cache):
             self.network(tokens, group.decoding)  # the prompt path: the same rows, exactly
             group.tokens = [tokens]
 
-    def get_seq_length(self, layer_idx: int = 0) -> int:
-        return self.seen
-
     def get_max_cache_shape(self, layer_idx: int = 0) -> int:
         """The name of ``get_max_length`` before transformers 5: the largest reach."""
         return self.get_max_length()
@@ -229,35 +195,26 @@ class LitSparseCache(Cache):
         return -1 if -1 in values else max(values)
 
     def reset(self) -> None:
-        self.groups, self.seen, self.layout, self._continuation = [], 0, None, None
+        self.groups, self.seen, self.layout = [], 0, None
         if self.grows:
             self.max_length = None
-
-    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        self.select_rows(beam_idx)
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         if self.groups:
             count = self.layout.left.numel()
             self.select_rows(torch.arange(count).repeat_interleave(repeats))
 
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        self.select_rows(indices)
-
     def select_rows(self, rows: Tensor) -> None:
         """Keep batch rows ``rows`` (in that order; a row may repeat)."""
         if not self.groups:
             return
         rows = rows.detach().cpu().long()
-        owner = {}
+        wanted, groups = rows.tolist(), []
         for group in self.groups:
-            for place, row in enumerate(group.rows.tolist()):
-                owner[row] = (group, place)
-        groups = []
-        for group in self.groups:
-            picked = [i for i, row in enumerate(rows.tolist()) if owner[row][0] is group]
+            place = {row: i for i, row in enumerate(group.rows.tolist())}
+            picked = [i for i, row in enumerate(wanted) if row in place]
             if picked:
-                places = torch.tensor([owner[int(rows[i])][1] for i in picked])
+                places = torch.tensor([place[wanted[i]] for i in picked])
                 decoding = rows_of(group.decoding, places)
                 tokens = None
                 if group.tokens is not None:
@@ -266,10 +223,8 @@ class LitSparseCache(Cache):
         self.groups = groups
         layout = self.layout
         self.layout = RowLayout(layout.left[rows], layout.length[rows], layout.columns)
-        self._continuation = None
 
-    def crop(self, max_length: int) -> None:
-        self.layers[0].crop(max_length)
+    reorder_cache = batch_select_indices = select_rows
 
     @property
     def nbytes(self) -> int:
@@ -291,4 +246,4 @@ class LitSparseCache(Cache):
         zeros = torch.zeros(batch, dtype=torch.long)
         self.groups = [RowGroup(torch.arange(batch), 0, decoding)]
         self.layout = RowLayout(zeros, torch.full((batch,), length), length)
-        self.seen, self._continuation = length, None
+        self.seen = length

@@ -225,10 +225,8 @@ class LitSparseForCausalLM(LitSparsePreTrainedModel, GenerationMixin):
             loss = self.loss_function(
                 logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs
             )
-        if isinstance(logits_to_keep, int) and logits_to_keep > 0:
-            logits = logits[:, -logits_to_keep:]
-        elif isinstance(logits_to_keep, Tensor):
-            logits = logits[:, logits_to_keep]
+        keep = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+        logits = logits[:, keep]  # 0: every position
         output = CausalLMOutputWithPast(loss=loss, logits=logits, **{_OUTPUT_CACHE: cache})
         return output if return_dict is not False else output.to_tuple()
 
