@@ -125,11 +125,11 @@ class TextDataModule(pl.LightningDataModule):
         token_budget: int | None = None,
     ) -> None:
         super().__init__()
-        check_int("seq_len", seq_len)
-        check_int("batch_size", batch_size)
-        check_int("val_windows", val_windows, allow_none=True)
-        check_int("num_workers", num_workers, low=0)
-        check_int("token_budget", token_budget, allow_none=True)
+        self.seq_len = check_int("seq_len", seq_len)
+        self.batch_size = check_int("batch_size", batch_size)
+        self.val_windows = check_int("val_windows", val_windows, allow_none=True)
+        self.num_workers = check_int("num_workers", num_workers, low=0)
+        self.token_budget = check_int("token_budget", token_budget, allow_none=True)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ConfigError(f"seed={seed!r}: expected an integer")
         sources = embedded_sources() if sources is None else list(sources)
@@ -153,12 +153,7 @@ class TextDataModule(pl.LightningDataModule):
             )
         self.sources = sources
         self.tokenizer_spec = tokenizer
-        self.seq_len = seq_len
-        self.batch_size = batch_size
-        self.val_windows = val_windows
-        self.num_workers = num_workers
         self.seed = seed
-        self.token_budget = token_budget
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
 
         self._tok = load_tokenizer(tokenizer)
@@ -185,8 +180,7 @@ class TextDataModule(pl.LightningDataModule):
         """The model vocabulary these init args imply (the CLI's parse-time links): ``vocab_size``
         without a tokenizer (so a config parses offline), else the tokenizer's size rounded up."""
         if vocab_size is not None:
-            check_int("vocab_size", vocab_size)
-            return vocab_size
+            return check_int("vocab_size", vocab_size)
         return resolve_vocab_size(None, load_tokenizer(tokenizer).size)
 
     @property

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from lit_sparse.sharding import full_state_dict, gathered
 __all__ = [
     "ExtrapolationResult",
     "evaluate_lengths",
+    "evaluating",
     "extrapolation_lengths",
     "format_distances",
     "with_new_offsets",
@@ -69,6 +70,21 @@ def with_new_offsets(model: LanguageModel, new_offsets: str | None) -> LanguageM
     rebuilt = LanguageModel(model.config, build_attention(attention, new_offsets=new_offsets))
     rebuilt.load_state_dict(full_state_dict(model))  # a sharded model's whole weights
     return rebuilt.to(next(model.parameters()).device)
+
+
+@contextlib.contextmanager
+def evaluating(
+    model: nn.Module, context: Callable[[], contextlib.AbstractContextManager] | None = None
+) -> Iterator[None]:
+    """``model`` in eval mode under ``torch.inference_mode`` and ``context()`` (the precision's),
+    its training mode restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode(), context() if context is not None else contextlib.nullcontext():
+            yield
+    finally:
+        model.train(was_training)
 
 
 def format_distances(values: Sequence[int], limit: int = 8) -> str:
@@ -314,20 +330,14 @@ def _score_sets(
     bar = tqdm(
         total=windows, unit="window", desc="length extrapolation", disable=not progress or None
     )
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode(), context() if context is not None else contextlib.nullcontext():
-            for i, j, loader in loaders:
-                bar.set_description(f"length extrapolation: {names[i]} at {lengths[j]}")
-                for x, y in loader:
-                    nll = token_nll(model(x.to(device)), y.to(device))
-                    local[0, i, j] += nll.double().sum()
-                    local[1, i, j] += nll.shape[0]
-                    bar.update(nll.shape[0])
-    finally:
-        bar.close()
-        model.train(was_training)
+    with bar, evaluating(model, context):
+        for i, j, loader in loaders:
+            bar.set_description(f"length extrapolation: {names[i]} at {lengths[j]}")
+            for x, y in loader:
+                nll = token_nll(model(x.to(device)), y.to(device))
+                local[0, i, j] += nll.double().sum()
+                local[1, i, j] += nll.shape[0]
+                bar.update(nll.shape[0])
     return local
 
 

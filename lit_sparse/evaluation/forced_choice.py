@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
+from lit_sparse.evaluation.extrapolation import evaluating
 from lit_sparse.io.tables import markdown_table
 
 __all__ = ["ChoiceItem", "TaskResult", "choose", "score_task"]
@@ -58,23 +59,16 @@ def choose(
     scores = torch.full((len(items), max(len(i.choices) for i in items)), float("-inf"))
     device = _device(model)
     order = sorted(range(len(sequences)), key=lambda s: len(sequences[s][2]))
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                chunk = [sequences[s] for s in order[start : start + batch_size]]
-                batch = pad_sequence(
-                    [torch.tensor(ids) for _, _, ids, _ in chunk], batch_first=True
-                )
-                logits = model(batch.to(device))  # (B, T, V)
-                for row, (item, choice, ids, n_prompt) in enumerate(chunk):
-                    targets = torch.tensor(ids[n_prompt:], device=logits.device)
-                    steps = logits[row, n_prompt - 1 : len(ids) - 1].float()  # predict targets
-                    logprobs = F.log_softmax(steps, dim=-1).gather(-1, targets[:, None])
-                    scores[item, choice] = logprobs.sum().cpu()
-    finally:
-        model.train(was_training)
+    with evaluating(model):
+        for start in range(0, len(order), batch_size):
+            chunk = [sequences[s] for s in order[start : start + batch_size]]
+            batch = pad_sequence([torch.tensor(ids) for _, _, ids, _ in chunk], batch_first=True)
+            logits = model(batch.to(device))  # (B, T, V)
+            for row, (item, choice, ids, n_prompt) in enumerate(chunk):
+                targets = torch.tensor(ids[n_prompt:], device=logits.device)
+                steps = logits[row, n_prompt - 1 : len(ids) - 1].float()  # predict targets
+                logprobs = F.log_softmax(steps, dim=-1).gather(-1, targets[:, None])
+                scores[item, choice] = logprobs.sum().cpu()
     return scores.argmax(dim=-1).tolist()
 
 

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from lit_sparse.attention.offsets import composed_reach
 from lit_sparse.errors import ConfigError, check_format
-from lit_sparse.evaluation.extrapolation import extrapolation_lengths, with_new_offsets
+from lit_sparse.evaluation.extrapolation import evaluating, extrapolation_lengths, with_new_offsets
 from lit_sparse.io.tables import markdown_table
 from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, labelled_counts
 from lit_sparse.model import LanguageModel
@@ -221,12 +221,9 @@ def _check_lengths(
     model: nn.Module, datamodule: Any, lengths: Sequence[int], batch_tokens: int | None
 ) -> None:
     """One ConfigError line for a length the task cannot make or whose scoring will not fit."""
-    check = getattr(datamodule, "check_length", None)
-    if callable(check):
-        for length in lengths:
-            check(length)
     free = available_memory()
     for length in lengths:
+        datamodule.check_length(length)
         need = scoring_bytes(model, datamodule, length, batch_tokens)
         if free is not None and need > free:
             raise ConfigError(
@@ -274,17 +271,10 @@ def evaluate_recall(
     columns = [(p, t, name) for p in scored for t in lengths for name in names_at[t]]
     local = torch.zeros(3, len(columns), dtype=torch.float64)
     models = {p: with_new_offsets(inner, p if has_option else None) for p in scored}
-    was_training = inner.training
-    for evaluated in models.values():
-        evaluated.eval()
     start = 0
-    try:
-        with (
-            gathered(inner),  # sharded: each process runs the forwards of its own examples
-            torch.inference_mode(),
-            context() if context is not None else contextlib.nullcontext(),
-        ):
-            for policy, evaluated in models.items():
+    with gathered(inner):  # sharded: each process runs the forwards of its own examples
+        for policy, evaluated in models.items():
+            with evaluating(evaluated, context):
                 for length in lengths:
                     names = names_at[length]
                     loaders = datamodule.loaders_at(length, max(1, tokens // length))
@@ -294,8 +284,6 @@ def evaluate_recall(
                         )
                     local[:, start : start + len(names)] = _score(evaluated, loaders, names, device)
                     start += len(names)
-    finally:
-        inner.train(was_training)
     total = (reduce(local.to(device)) if reduce is not None else local).detach().cpu()
     buckets = {name: datamodule.distance_range(name) for t in lengths for name in names_at[t]}
     scores: dict[str, dict[int, dict[str, dict[str, Any]]]] = {p: {} for p in policies}

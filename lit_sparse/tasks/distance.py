@@ -128,8 +128,7 @@ def _distances(distances, num_examples: int) -> np.ndarray:
             f"distances: {count} for num_examples={num_examples}; give one distance, or one "
             "per example"
         )
-    flat = values.reshape(-1)
-    bad = next((v for v in flat.tolist() if not is_whole(v)), None)
+    bad = next((v for v in values.reshape(-1).tolist() if not is_whole(v)), None)
     if bad is not None or values.dtype == bool:
         shown = bad if bad is not None else distances
         raise ConfigError(f"distances={shown!r}: expected whole numbers of tokens (>= 2)")
@@ -190,9 +189,9 @@ class DistanceDataModule(RecallDataModule):
         super().__init__(seq_len, batch_size, val_batch_size, seed, val_seed)
         if seq_len < 4:
             raise ConfigError(f"data.seq_len={seq_len}: the distance task needs at least 4")
-        self._vocab_size = check_int("data.vocab_size", vocab_size, low=4)
-        self.pairs = check_int("data.pairs", pairs)
-        check_pairs(self.pairs, seq_len, self._vocab_size, field="data.pairs")
+        self.vocab_size = self.model_vocab_size(vocab_size)
+        check_pairs(pairs, seq_len, self.vocab_size, field="data.pairs")
+        self.pairs = pairs
         if not isinstance(values_in_filler, bool):
             raise ConfigError(f"data.values_in_filler={values_in_filler!r}: expected true or false")
         self.values_in_filler = values_in_filler
@@ -203,18 +202,14 @@ class DistanceDataModule(RecallDataModule):
     def model_vocab_size(cls, vocab_size: int = 512, **init_args: Any) -> int:
         return check_int("data.vocab_size", vocab_size, low=4)
 
-    @property
-    def vocab_size(self) -> int:
-        return self._vocab_size
-
     def train_batch(self, n: int, seed: tuple[int, ...]) -> Examples:
         if self.pairs > 1:
             return distance_pairs(
-                n, self.seq_len, self.pairs, self._vocab_size, seed, self.values_in_filler
+                n, self.seq_len, self.pairs, self.vocab_size, seed, self.values_in_filler
             )
         distances = seeded_rng((*seed, 1)).integers(2, self.seq_len - 1, size=n)  # in [2, T - 2]
         return distance_retrieval(
-            n, self.seq_len, distances, self._vocab_size, seed, self.values_in_filler
+            n, self.seq_len, distances, self.vocab_size, seed, self.values_in_filler
         )
 
     def check_length(self, length: int) -> None:
@@ -243,5 +238,5 @@ class DistanceDataModule(RecallDataModule):
         n = self.examples_at(length)
         distances = seeded_rng((*seed, 1)).integers(low, high + 1, size=n)
         return distance_retrieval(
-            n, length, distances, self._vocab_size, seed, self.values_in_filler
+            n, length, distances, self.vocab_size, seed, self.values_in_filler
         )

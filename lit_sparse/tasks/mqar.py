@@ -135,22 +135,21 @@ class MQARDataModule(RecallDataModule):
     ):
         super().__init__(seq_len, batch_size, val_batch_size, seed, val_seed)
         self.num_kv_pairs = check_int("data.num_kv_pairs", num_kv_pairs)
-        self._vocab_size = check_int("data.vocab_size", vocab_size, low=2)
+        self.vocab_size = self.model_vocab_size(vocab_size)
         self.power_a = float(power_a)
         self.gap = check_int("data.gap", gap, low=0)
         self.val_examples = self.min_examples = check_int("data.val_examples", val_examples)
-        settings = [(seq_len, num_kv_pairs)]
+        self.settings = [(seq_len, num_kv_pairs)]
         for entry in val_settings or []:
             if len(entry) != 2:
                 raise ConfigError(f"data.val_settings: {entry!r} is not a pair [L, kv]")
             length, kv = entry
             pair = (check_int("data.val_settings L", length), check_int("data.val_settings kv", kv))
-            if pair not in settings:
-                settings.append(pair)
-        self.settings = settings
-        for length, kv in settings:  # every setting's constraints, before any work
+            if pair not in self.settings:
+                self.settings.append(pair)
+        for length, kv in self.settings:  # every setting's constraints, before any work
             try:
-                multiquery_ar(1, length, kv, self._vocab_size, self.power_a, gap=self.gap)
+                multiquery_ar(1, length, kv, self.vocab_size, self.power_a, gap=self.gap)
             except ConfigError as err:
                 raise ConfigError(f"data.{err}") from None
 
@@ -158,13 +157,9 @@ class MQARDataModule(RecallDataModule):
     def model_vocab_size(cls, vocab_size: int = 8192, **init_args: Any) -> int:
         return check_int("data.vocab_size", vocab_size, low=2)
 
-    @property
-    def vocab_size(self) -> int:
-        return self._vocab_size
-
     def train_batch(self, n: int, seed: tuple[int, ...]) -> Examples:
         return multiquery_ar(
-            n, self.seq_len, self.num_kv_pairs, self._vocab_size, self.power_a, seed, self.gap
+            n, self.seq_len, self.num_kv_pairs, self.vocab_size, self.power_a, seed, self.gap
         )
 
     def set_names_at(self, length: int) -> list[str]:
@@ -173,7 +168,7 @@ class MQARDataModule(RecallDataModule):
     def make_set(self, length: int, name: str, seed: tuple[int, ...]) -> Examples:
         kv = next(kv for L, kv in self.settings if _setting_name(L, kv) == name)
         return multiquery_ar(
-            self.val_examples, length, kv, self._vocab_size, self.power_a, seed, self.gap
+            self.val_examples, length, kv, self.vocab_size, self.power_a, seed, self.gap
         )
 
     def eval_lengths(self) -> list[int]:

@@ -184,6 +184,7 @@ class PasskeyDataModule(RecallDataModule):
         if len({_depth_name(d) for d in self.depths}) != len(self.depths):
             raise ConfigError(f"data.depths={depths!r}: expected distinct depths (in percent)")
         self.val_examples = check_int("data.val_examples", val_examples)
+        self.vocab_size = self.model_vocab_size()
         overhead = embedded_template().overhead(self.key_length)
         if seq_len <= overhead:
             raise ConfigError(
@@ -196,10 +197,6 @@ class PasskeyDataModule(RecallDataModule):
         from lit_sparse.data.tokenizer import load_tokenizer, round_up
 
         return round_up(load_tokenizer("embedded").size)
-
-    @property
-    def vocab_size(self) -> int:
-        return self.model_vocab_size()
 
     def train_batch(self, n: int, seed: tuple[int, ...]) -> Examples:
         depths = seeded_rng((*seed, 1)).random(n)

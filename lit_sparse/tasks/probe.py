@@ -93,6 +93,7 @@ class ProbeDataModule(RecallDataModule):
         if len(set(distances)) != len(distances):
             raise ConfigError(f"data.distances={distances}: expected distinct distances")
         self.distances, self.payload = distances, payload
+        self.vocab_size = self.model_vocab_size(payload, distances)
         self.val_examples, self.min_examples = val_sequences, min(val_sequences, 8)
 
     @classmethod
@@ -101,10 +102,6 @@ class ProbeDataModule(RecallDataModule):
     ) -> int:
         """The vocabulary these init args imply: payload x number of markers."""
         return payload * len([200, 350] if distances is None else distances)
-
-    @property
-    def vocab_size(self) -> int:
-        return self.payload * len(self.distances)
 
     @classmethod
     def impossible_settings(cls) -> list[dict[str, Any]]:

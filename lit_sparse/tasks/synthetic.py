@@ -121,9 +121,8 @@ class RecallDataModule(Task, pl.LightningDataModule):
         self.val_seed = check_int("data.val_seed", val_seed, low=0)
         self._sets: dict[tuple[int, str], Examples] = {}
 
-    @property
-    def vocab_size(self) -> int:
-        raise NotImplementedError
+    vocab_size: int
+    """The model's vocabulary: every input token and label is below it."""
 
     def train_batch(self, n: int, seed: tuple[int, ...]) -> Examples:
         """``n`` fresh training examples from ``seed``."""
