@@ -152,3 +152,35 @@ def test_no_file_the_suite_reads_is_ignored_by_git():
     caches = ("__pycache__", ".pytest_cache", ".hypothesis", ".ipynb_checkpoints")
     ignored = [path for path in listed if not any(part in caches for part in Path(path).parts)]
     assert ignored == [], f"git ignores these files under tests/; a clean clone lacks: {ignored}"
+
+
+def test_every_test_path_named_outside_the_suite_exists():
+    """CI's scripts, the Makefile and the docs name test files (and tests) by path; a moved test
+    file left CI's minimum-versions step running nothing (pytest exit 5)."""
+    import re
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(
+        ["git", "ls-files", ".ci", "Makefile", "*.md", "docs", "examples"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    placeholder = "tests/x/test_y.py"  # CONTRIBUTING's example of a path
+    reference = re.compile(r"(?<![\w/.-])(tests/[\w/]+\.py)(?:::(\w+))?")
+    missing = []
+    for name in tracked:
+        path = ROOT / name
+        if not path.is_file() or path.suffix not in ("", ".md", ".sh", ".toml", ".yaml", ".py"):
+            continue
+        for file, test in reference.findall(path.read_text(errors="replace")):
+            target = ROOT / file
+            if file == placeholder:
+                continue
+            if not target.is_file():
+                missing.append(f"{name}: {file}")
+            elif test and not re.search(rf"def {test}\b", target.read_text()):
+                missing.append(f"{name}: {file}::{test}")
+    assert missing == [], f"these name a test file or test that does not exist: {missing}"
