@@ -22,7 +22,9 @@ from lit_sparse.io.atomic import write_bytes
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("slots_cpu.cpp")
-_FLAGS = ["-O3", "-march=native", "-fno-math-errno"]  # native: at::vec's AVX-512 or AVX2 code
+# native: at::vec's AVX-512 or AVX2 code; OpenMP: at::parallel_for is inline OpenMP in torch's
+# headers, serial without it (torch's own libgomp.so.1, already loaded, serves the calls)
+_FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fopenmp"]
 
 
 def _cpu_signature() -> str:
@@ -133,6 +135,7 @@ def extension():
                 name=name,
                 sources=[str(build_source(folder))],
                 extra_cflags=_FLAGS,
+                extra_ldflags=["-fopenmp"],
                 build_directory=str(folder),
                 verbose=False,
             )

@@ -1218,10 +1218,24 @@ torch::Tensor int8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale)
   return y;
 }
 
+// How many threads at::parallel_for runs on here: torch's intra-op threads when the extension is
+// built with OpenMP (torch's parallel backend is inline OpenMP in its headers), 1 without it.
+int64_t parallel_threads() {
+  std::atomic<int64_t> most{0};
+  at::parallel_for(0, 1024, 1, [&](int64_t, int64_t) {
+    const int64_t id = at::get_thread_num() + 1;
+    int64_t seen = most.load();
+    while (id > seen && !most.compare_exchange_weak(seen, id)) {
+    }
+  });
+  return most.load();
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward, "sparse attention over key slots, forward (CPU)");
   m.def("backward", &backward, "sparse attention over key slots, backward (CPU)");
   m.def("decode_step", &decode_step, "one decoding position over a ring of cached rows (CPU)");
   m.def("bf16_linear", &bf16_linear, "float32 x times bfloat16 weights, float32 sums (CPU)");
   m.def("int8_linear", &int8_linear, "float32 x times int8 weights and per-row scales (CPU)");
+  m.def("parallel_threads", &parallel_threads, "threads at::parallel_for runs on (CPU)");
 }

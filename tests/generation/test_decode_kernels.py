@@ -69,6 +69,30 @@ def test_bfloat16_weights_are_widened_exactly(rows, inner):
     assert torch.equal(got, alone)
 
 
+@pytest.fixture
+def set_threads():
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)
+
+
+def test_decoding_products_run_on_torch_threads_with_the_same_bits(set_threads):
+    """The narrow products and the decoding step share their work among torch's intra-op
+    threads (at::parallel_for is inline OpenMP in torch's headers: serial unless the extension
+    is built with OpenMP), and give the same bits at one thread and at two."""
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(3, 520, generator=gen)
+    bf16 = torch.randn(1030, 520, generator=gen).to(torch.bfloat16)
+    int8 = torch.randint(-127, 128, (1030, 520), generator=gen, dtype=torch.int8)
+    scale = torch.rand(1030, generator=gen)
+    products = {}
+    for threads in (1, 2):
+        set_threads(threads)
+        assert compiled.extension().parallel_threads() == threads
+        products[threads] = (compiled.bf16_linear(x, bf16), compiled.int8_linear(x, int8, scale))
+    assert all(torch.equal(one, two) for one, two in zip(products[1], products[2]))
+
+
 def test_a_model_with_bfloat16_weights_keeps_float32_activations():
     model = bfloat16_weights(tiny_model(generation_cases()["sliding_window"]))
     assert model.embedding.weight.dtype == torch.bfloat16
