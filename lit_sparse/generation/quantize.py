@@ -49,12 +49,10 @@ class Int8Weight(nn.Module):
     def product(self, x: Tensor) -> Tensor:
         """``x @ W.T`` (..., out_features) for x (..., in_features): up to ``SMALL_ROWS`` rows
         through the compiled kernel in float32, more through torch's kernel with bfloat16 inputs."""
-        count = x.numel() // self.in_features
-        if count <= SMALL_ROWS and x.device.type == "cpu" and compiled.available():
-            flat = x.reshape(count, self.in_features).float().contiguous()
-            columns = self.weight[:, : self.in_features]  # the padding left out: rows strided
-            out = compiled.int8_linear(flat, columns, self.scale)
-            return out.view(*x.shape[:-1], self.out_features)
+        small = x.is_cpu and x.numel() <= SMALL_ROWS * self.in_features
+        if small and x.shape[-1] == self.in_features and compiled.available():
+            # the kernel reads x's shape and skips the weight rows' padding itself
+            return compiled.int8_linear(x.float().contiguous(), self.weight, self.scale)
         rows = x.reshape(-1, self.in_features).to(torch.bfloat16, copy=True)  # aligned, new
         padding = self.weight.shape[1] - self.in_features
         if padding:

@@ -111,11 +111,11 @@ def decode_step(
 
 
 def bf16_linear(x: Tensor, weight: Tensor) -> Tensor:
-    """x (M, K) float32 @ bfloat16 ``weight`` (N, K).T, summed in float32: (M, N)."""
+    """x (..., K) float32 @ bfloat16 ``weight`` (N, K).T, summed in float32: (..., N)."""
     return extension().bf16_linear(x, weight)
 
 
 def int8_linear(x: Tensor, weight: Tensor, scale: Tensor) -> Tensor:
-    """x (M, K) float32 @ int8 ``weight`` (N, K; rows contiguous, maybe padded) .T, channel n times
-    ``scale[n]`` (float32), summed in float32: (M, N)."""
+    """x (..., K) float32 @ int8 ``weight`` (N, K or more: its rows' padding is skipped) .T,
+    channel n times ``scale[n]`` (float32), summed in float32: (..., N)."""
     return extension().int8_linear(x, weight, scale)

@@ -19,14 +19,12 @@ def linear(x: Tensor, weight: Tensor) -> Tensor:
     """``x @ weight.T`` (no bias) in x's dtype, whatever dtype ``weight`` is stored in."""
     if weight.dtype == x.dtype:
         return F.linear(x, weight)
-    rows = x.numel() // x.shape[-1]
     if (
         weight.dtype == torch.bfloat16
         and x.dtype == torch.float32
-        and x.device.type == "cpu"
-        and rows <= SMALL_ROWS
+        and x.is_cpu
+        and x.numel() <= SMALL_ROWS * x.shape[-1]
         and compiled.available()
     ):
-        flat = x.reshape(rows, x.shape[-1]).contiguous()
-        return compiled.bf16_linear(flat, weight.contiguous()).view(*x.shape[:-1], -1)
+        return compiled.bf16_linear(x.contiguous(), weight.contiguous())  # (..., out)
     return F.linear(x, weight.to(x.dtype))

@@ -1188,14 +1188,22 @@ struct Int8Tile {
   }
 };
 
+// x (..., K) contiguous: M = its rows; y (..., N). Taking x's shape here saves a decoding
+// step's hundred products their Python reshapes and views (microseconds each).
+torch::Tensor narrow_output(const torch::Tensor& x, int64_t N) {
+  auto sizes = x.sizes().vec();
+  sizes.back() = N;
+  return torch::empty(sizes, x.options());
+}
+
 torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
-  TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), "bf16_linear: x (M, K), w (N, K)");
+  TORCH_CHECK(x.dim() >= 1 && w.dim() == 2 && x.size(-1) == w.size(1), "bf16_linear: x (..., K), w (N, K)");
   TORCH_CHECK(x.scalar_type() == torch::kFloat && w.scalar_type() == torch::kBFloat16,
               "bf16_linear: float32 x and bfloat16 w");
   TORCH_CHECK(x.is_contiguous() && w.is_contiguous() && x.device().is_cpu() && w.device().is_cpu(),
               "bf16_linear: contiguous CPU tensors");
-  const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
-  auto y = torch::empty({M, N}, x.options());
+  const int64_t K = x.size(-1), M = K ? x.numel() / K : 0, N = w.size(0);
+  auto y = narrow_output(x, N);
   narrow_product(M, N, K, K, x.data_ptr<float>(), w.data_ptr<c10::BFloat16>(), y.data_ptr<float>(),
                  Bf16Tile{K, N});
   return y;
@@ -1204,15 +1212,16 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
 // int8: w ~ scale * q per output channel (weight-only int8, a quarter of float32's bytes);
 // rows of w may be padded (row stride >= K).
 torch::Tensor int8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale) {
-  TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), "int8_linear: x (M, K), w (N, K)");
+  TORCH_CHECK(x.dim() >= 1 && w.dim() == 2 && x.size(-1) <= w.size(1),
+              "int8_linear: x (..., K), w (N, K or more: rows may be padded)");
   TORCH_CHECK(x.scalar_type() == torch::kFloat && w.scalar_type() == torch::kChar &&
                   scale.scalar_type() == torch::kFloat && scale.numel() == w.size(0),
               "int8_linear: float32 x, int8 w, float32 scale (N,)");
   TORCH_CHECK(x.is_contiguous() && w.stride(1) == 1 && w.stride(0) >= w.size(1) && scale.is_contiguous() &&
                   x.device().is_cpu() && w.device().is_cpu() && scale.device().is_cpu(),
               "int8_linear: CPU tensors, x and scale contiguous, w's rows contiguous");
-  const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
-  auto y = torch::empty({M, N}, x.options());
+  const int64_t K = x.size(-1), M = K ? x.numel() / K : 0, N = w.size(0);
+  auto y = narrow_output(x, N);
   narrow_product(M, N, K, w.stride(0), x.data_ptr<float>(), w.data_ptr<int8_t>(), y.data_ptr<float>(),
                  Int8Tile{K, N, scale.data_ptr<float>()});
   return y;

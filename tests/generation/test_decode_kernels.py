@@ -90,7 +90,27 @@ def test_decoding_products_run_on_torch_threads_with_the_same_bits(set_threads):
         set_threads(threads)
         assert compiled.extension().parallel_threads() == threads
         products[threads] = (compiled.bf16_linear(x, bf16), compiled.int8_linear(x, int8, scale))
-    assert all(torch.equal(one, two) for one, two in zip(products[1], products[2]))
+    assert all(torch.equal(one, two) for one, two in zip(products[1], products[2], strict=True))
+
+
+def test_narrow_products_take_any_leading_shape_and_skip_a_rows_padding():
+    """x (..., K) gives (..., N), as the 2-D call on its rows; int8 rows padded past K are
+    read up to K (the padding, filled with 99 here, never enters a sum)."""
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 3, 40, generator=gen)
+    int8 = torch.full((70, 64), 99, dtype=torch.int8)
+    int8[:, :40] = torch.randint(-127, 128, (70, 40), generator=gen, dtype=torch.int8)
+    scale = torch.rand(70, generator=gen)
+    got = compiled.int8_linear(x, int8, scale)
+    assert got.shape == (2, 3, 70)
+    assert torch.equal(
+        got, compiled.int8_linear(x.reshape(6, 40), int8[:, :40], scale).view(2, 3, 70)
+    )
+    want = x @ (int8[:, :40].float() * scale[:, None]).T
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+    bf16 = torch.randn(70, 40, generator=gen).to(torch.bfloat16)
+    got = compiled.bf16_linear(x, bf16)
+    assert torch.equal(got, compiled.bf16_linear(x.reshape(6, 40), bf16).view(2, 3, 70))
 
 
 def test_a_model_with_bfloat16_weights_keeps_float32_activations():
