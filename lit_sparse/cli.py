@@ -219,6 +219,3 @@ def main(args: Sequence[str] | None = None) -> int:
     finally:
         release_all()  # the run folder is free for the next command of this process
     return 0
-
-
-__all__ = ["LitSparseCLI", "main"]

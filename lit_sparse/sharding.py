@@ -21,15 +21,6 @@ from torch.distributed.fsdp import (
 
 from lit_sparse.errors import ConfigError
 
-__all__ = [
-    "data_parallel_mesh",
-    "full_state_dict",
-    "gathered",
-    "is_sharded",
-    "mixed_precision",
-    "shard_model",
-]
-
 FORWARD_METHODS = ("features",)
 """Methods besides ``forward`` that enter the network (the sparse-label loss)."""
 

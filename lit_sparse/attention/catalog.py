@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from lit_sparse.attention.registry import ENTRY_POINT_GROUP, builtin_names, get_attention
 from lit_sparse.attention.registry import list_attention as registered_names
 
-__all__ = ["PluginInfo", "PluginOption", "describe_plugins"]
-
 
 @dataclass(frozen=True)
 class PluginOption:

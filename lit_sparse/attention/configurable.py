@@ -6,8 +6,6 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-__all__ = ["Configurable", "plain"]
-
 
 def plain(value: Any) -> Any:
     """``value`` as YAML/JSON data: a :class:`Configurable` as its ``to_config()``."""

@@ -18,17 +18,6 @@ from lit_sparse.kernels.slots import KeySlots, blend_rungs, split_rungs
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "DecodeShape",
-    "DecodingCache",
-    "DecodingMemoryError",
-    "DenseDecoder",
-    "KVCache",
-    "LayerDecoder",
-    "RecomputeDecoder",
-    "SlotDecoder",
-]
-
 
 class DecodingMemoryError(LitSparseError, MemoryError):
     """A layer's cache could not grow (the message names the rows, bytes and what to do)."""

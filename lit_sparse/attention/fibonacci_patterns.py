@@ -15,10 +15,7 @@ from lit_sparse.attention.base import SlotPattern
 from lit_sparse.attention.length_cache import LengthCache
 from lit_sparse.kernels import KeySlots, exact_slots
 
-__all__ = ["FibonacciPattern", "LearnedFibonacciPattern", "NewOffsets", "RungLayout", "RungRead"]
-
 NewOffsets = Literal["use", "drop"]
-RungRead = Literal["interpolate", "gaussian"]
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,6 @@ from lit_sparse.attention.decoding import DecodeShape, LayerDecoder
 from lit_sparse.attention.fibonacci_patterns import LearnedFibonacciPattern, RungLayout
 from lit_sparse.kernels import KeySlots
 
-__all__ = ["GaussianDecoder", "GaussianFibonacciPattern", "rung_width_at"]
-
 
 def rung_width_at(progress: float, start: float, end: float, anneal: float) -> float:
     """Width (sigma, positions) at training ``progress`` in [0, 1]: linear from ``start`` to

@@ -10,8 +10,6 @@ from typing import Any, Literal
 
 from lit_sparse.errors import ConfigError
 
-__all__ = ["at_least", "check_choices", "choices_of", "positive", "share"]
-
 
 def at_least(low: float, **values: float) -> None:
     """Every value is >= ``low``: ``window must be >= 0, got -1``."""

@@ -22,21 +22,6 @@ from lit_sparse.attention.gaussian_read import GaussianFibonacciPattern
 from lit_sparse.attention.options import positive, share
 from lit_sparse.errors import ConfigError
 
-__all__ = [
-    "Coprime",
-    "Custom",
-    "Fixed",
-    "Gaussian",
-    "Interpolate",
-    "Learned",
-    "Linear",
-    "RungRead",
-    "Schedule",
-    "ScheduleName",
-    "from_flat_options",
-    "to_schedule",
-]
-
 log = logging.getLogger(__name__)
 
 ScheduleName = Literal["fixed", "linear", "coprime", "custom", "learned"]

@@ -21,8 +21,6 @@ from lit_sparse.formats.pretrained import LAYOUTS
 
 FORMATS = (*LAYOUTS, "gguf")
 
-__all__ = ["main"]
-
 
 def _parser() -> argparse.ArgumentParser:
     parser = command_parser("export", __doc__.split("\n\n")[1])
@@ -72,7 +70,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: {result.note}", file=sys.stderr)
     print(result.to_text())
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -18,8 +18,6 @@ from pathlib import Path
 from lit_sparse.commands import command_parser, reports_errors
 from lit_sparse.errors import ConfigError, interrupted
 
-__all__ = ["main"]
-
 
 def _parser() -> argparse.ArgumentParser:
     parser = command_parser("generate", __doc__.split("\n\n")[1])
@@ -163,7 +161,3 @@ def main(argv: list[str] | None = None) -> int:
     if args.stats:
         print(f"{source.description}: {generation.stats.to_text()}", file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

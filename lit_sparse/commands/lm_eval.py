@@ -18,8 +18,6 @@ import sys
 from lit_sparse.commands import reports_errors
 from lit_sparse.errors import ConfigError
 
-__all__ = ["main"]
-
 PROG = "python -m lit_sparse lm-eval"
 MODEL = "lit_sparse"  # the registered name (lit_sparse.interop.lm_eval.MODEL_NAME)
 
@@ -104,7 +102,3 @@ def main(argv: list[str] | None = None) -> int:
             ) from None
         raise
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

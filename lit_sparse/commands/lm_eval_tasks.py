@@ -12,11 +12,8 @@ from the installed package's held-out split when a task loads (no download).
 from __future__ import annotations
 
 import argparse
-import sys
 
 from lit_sparse.commands import command_parser, reports_errors
-
-__all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,7 +39,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{task.name} ({task.output_type})\n  {task.description}")
     print(f"\nin {TASKS_DIR} (--tasks lit_sparse runs them all)")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

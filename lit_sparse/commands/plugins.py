@@ -17,8 +17,6 @@ import textwrap
 from lit_sparse.commands import command_parser, reports_errors
 from lit_sparse.parsing.help_text import plain
 
-__all__ = ["main"]
-
 
 def _parser() -> argparse.ArgumentParser:
     parser = command_parser("plugins", __doc__.split("\n\n")[1])

@@ -20,8 +20,6 @@ from lit_sparse.commands import command_parser, reports_errors
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.atomic import write_json
 
-__all__ = ["main"]
-
 
 def _parser() -> argparse.ArgumentParser:
     parser = command_parser("recall", __doc__.split("\n\n")[1])
@@ -80,7 +78,3 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         write_json(args.out, result.to_dict())
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,15 +12,12 @@ rate and the share of items given the most common answer (1.0: the same answer t
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from lit_sparse.commands import command_parser, reports_errors
 from lit_sparse.data.tokenizer import run_tokenizer
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.atomic import write_json
-
-__all__ = ["main", "run_tokenizer"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -93,7 +90,3 @@ def main(argv: list[str] | None = None) -> int:
         record = {"checkpoint": str(run.checkpoint), "step": run.step, "tokenizer": spec}
         write_json(args.json, {**record, "tasks": [r.as_dict() for r in results]})
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

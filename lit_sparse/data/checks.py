@@ -8,8 +8,6 @@ from typing import Any
 
 from lit_sparse.errors import ConfigError
 
-__all__ = ["check_int"]
-
 
 def check_int(field: str, value: Any, low: int = 1, allow_none: bool = False) -> Any:
     """``value`` if an integer >= ``low`` (or None with ``allow_none``), else a ConfigError."""

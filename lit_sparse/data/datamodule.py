@@ -26,8 +26,6 @@ from lit_sparse.data.tokenizer import load_tokenizer, resolve_vocab_size
 from lit_sparse.data.windows import HeldOutWindows, num_windows, rank_of
 from lit_sparse.errors import CheckpointError, ConfigError
 
-__all__ = ["TextDataModule", "checked_seq_len", "default_cache_dir", "embedded_sources"]
-
 log = logging.getLogger(__name__)
 
 

@@ -12,16 +12,6 @@ from urllib.parse import urlparse
 
 from lit_sparse.errors import LitSparseError, find_error
 
-__all__ = [
-    "DataSourceUnavailable",
-    "OFFLINE_HINT",
-    "find_unavailable",
-    "hub_endpoint",
-    "hub_unreachable_reason",
-    "is_network_error",
-    "require_hub",
-]
-
 OFFLINE_HINT = (
     "to train offline, add --config configs/quickstart.yaml (the small CPU run on the embedded "
     "Shakespeare + math corpus, a few minutes) or --data configs/data/embedded.yaml (this model "

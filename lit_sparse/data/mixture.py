@@ -19,8 +19,6 @@ from torch.utils.data import IterableDataset, get_worker_info
 from lit_sparse.data.token_cache import TokenFile, open_tokens
 from lit_sparse.errors import ConfigError
 
-__all__ = ["MixtureWindows", "mix64", "sample_key"]
-
 _MASK64 = (1 << 64) - 1
 _TWO64 = float(1 << 64)
 

@@ -18,8 +18,6 @@ from lit_sparse.data import embedded
 from lit_sparse.data.hub import OFFLINE_HINT, DataSourceUnavailable, is_network_error, require_hub
 from lit_sparse.errors import ConfigError
 
-__all__ = ["LOCAL_BUILDERS", "SourceConfig", "iter_text_batches"]
-
 LOCAL_BUILDERS = ("text", "json", "parquet", "csv", "arrow")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _EMBEDDED_PREFIX = "embedded:"

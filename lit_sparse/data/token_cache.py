@@ -31,18 +31,6 @@ from lit_sparse.io.atomic import (
     write_text,
 )
 
-__all__ = [
-    "FORMAT_VERSION",
-    "CachePlan",
-    "TokenFile",
-    "build_source",
-    "check_part",
-    "file_sha256",
-    "make_plan",
-    "open_tokens",
-    "token_dtype",
-]
-
 FORMAT_VERSION = 1
 
 

@@ -20,17 +20,6 @@ from lit_sparse.errors import ConfigError
 from lit_sparse.formats.pretrained import CONFIG_FILE, TOKENIZER_FILE
 from lit_sparse.io.atomic import write_text
 
-__all__ = [
-    "EOS_CANDIDATES",
-    "TOKENIZER_FILE",
-    "LoadedTokenizer",
-    "Tokenizer",
-    "load_tokenizer",
-    "resolve_vocab_size",
-    "round_up",
-    "run_tokenizer",
-]
-
 # Document separator, first match wins (GPT-2/our BPE, Llama/T5, Llama-3, Gemma).
 EOS_CANDIDATES = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>", "<|eos|>")
 VOCAB_MULTIPLE = 64

@@ -14,8 +14,6 @@ from torch.utils.data import IterableDataset, get_worker_info
 from lit_sparse.data.token_cache import TokenFile, open_tokens
 from lit_sparse.errors import ConfigError
 
-__all__ = ["HeldOutWindows", "num_windows", "rank_of"]
-
 
 def rank_of(trainer) -> tuple[int, int]:
     """(rank, world size) of this process under ``trainer``; (0, 1) without one."""

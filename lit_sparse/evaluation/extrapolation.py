@@ -21,15 +21,6 @@ from lit_sparse.io.tables import markdown_table
 from lit_sparse.model import LanguageModel, token_nll
 from lit_sparse.sharding import full_state_dict, gathered
 
-__all__ = [
-    "ExtrapolationResult",
-    "evaluate_lengths",
-    "evaluating",
-    "extrapolation_lengths",
-    "format_distances",
-    "with_new_offsets",
-]
-
 FORMAT = "lit_sparse.extrapolation/1"
 
 

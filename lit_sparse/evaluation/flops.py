@@ -15,15 +15,6 @@ from torch import nn
 from lit_sparse.attention import AttentionPattern, SlotPattern
 from lit_sparse.config import ModelConfig
 
-__all__ = [
-    "FlopsBreakdown",
-    "flops_per_batch",
-    "forward_flops_per_token",
-    "keys_per_query",
-    "model_flops_per_token",
-    "pattern_keys",
-]
-
 
 @dataclass(frozen=True)
 class FlopsBreakdown:

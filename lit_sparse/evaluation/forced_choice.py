@@ -19,8 +19,6 @@ from torch.nn.utils.rnn import pad_sequence
 from lit_sparse.evaluation.extrapolation import evaluating
 from lit_sparse.io.tables import markdown_table
 
-__all__ = ["ChoiceItem", "TaskResult", "choose", "score_task"]
-
 Encode = Callable[[str], list[int]]
 
 

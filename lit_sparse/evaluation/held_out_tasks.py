@@ -11,8 +11,6 @@ from typing import Any
 from lit_sparse.data.embedded import EMBEDDED_SOURCES, read_records
 from lit_sparse.errors import ConfigError
 
-__all__ = ["CHOICE_OFFSETS", "held_out_documents", "math_items"]
-
 CHOICE_OFFSETS = (-10, -2, -1, 1, 2, 10)
 """The distractors of the multiple choice: three of these added to the answer."""
 

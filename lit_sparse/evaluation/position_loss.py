@@ -14,8 +14,6 @@ from torchmetrics import Metric
 
 from lit_sparse.errors import ConfigError
 
-__all__ = ["PositionBinnedNLL", "bin_edges"]
-
 
 def bin_edges(n_positions: int, n_bins: int = 8) -> list[int]:
     """Edges ``int(linspace(0, n_positions, n_bins + 1))``; bin k: edges[k] <= p < edges[k + 1]."""

@@ -20,8 +20,6 @@ from lit_sparse.metrics import IGNORE_INDEX
 from lit_sparse.model import token_nll
 from lit_sparse.module import LitLanguageModel
 
-__all__ = ["PROBE_MODEL", "ProbeAccuracy", "ProbeModule", "ProbeScores", "probe_counts"]
-
 PROBE_MODEL = ModelConfig(
     vocab_size=512,
     context_length=512,

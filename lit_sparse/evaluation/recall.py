@@ -22,8 +22,6 @@ from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, labelled_counts
 from lit_sparse.model import LanguageModel
 from lit_sparse.sharding import gathered
 
-__all__ = ["FORMAT", "POLICIES", "RecallResult", "evaluate_recall", "pattern_offer"]
-
 FORMAT = "lit_sparse.recall/1"
 POLICIES = ("use", "drop")
 

@@ -19,19 +19,6 @@ from lit_sparse.errors import ConfigError
 from lit_sparse.formats.stock import BLOCK_NAMES, stock_layout_of
 from lit_sparse.io.atomic import AtomicFile, storage_error, storage_failure
 
-__all__ = [
-    "DEFAULT_GGUF_TYPE",
-    "GGUF_TYPES",
-    "GGUFVocab",
-    "byte_vocab",
-    "check_gguf_model",
-    "check_gguf_type",
-    "check_trained_dense",
-    "gguf_tensors",
-    "tokenizer_vocab",
-    "write_gguf",
-]
-
 _FILE_TYPES = {"f32": "ALL_F32", "f16": "MOSTLY_F16", "q8_0": "MOSTLY_Q8_0"}  # gguf.LlamaFileType
 GGUF_TYPES = tuple(_FILE_TYPES)
 DEFAULT_GGUF_TYPE = "f16"

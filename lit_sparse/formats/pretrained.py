@@ -19,33 +19,6 @@ from lit_sparse.formats import stock
 from lit_sparse.formats.remote import AUTO_MAP, REMOTE_CODE
 from lit_sparse.io.atomic import write_bytes, write_text
 
-__all__ = [
-    "CONFIG_FILE",
-    "FORMAT",
-    "LAYOUTS",
-    "TOKENIZER_FILE",
-    "TOKENIZER_SHA256",
-    "TRAINED_ATTENTION",
-    "WEIGHTS_FILE",
-    "WEIGHTS_SHA256",
-    "attention_changes",
-    "check_fit",
-    "check_model_keys",
-    "check_savable",
-    "check_tokenizer_digest",
-    "check_weights_digest",
-    "describe_attention",
-    "file_sha256",
-    "lit_sparse_keys",
-    "load",
-    "model_card",
-    "read_config",
-    "save",
-    "trained_attention",
-    "warn_attention_changes",
-    "weight_shapes",
-]
-
 log = logging.getLogger(__name__)
 
 FORMAT = "lit_sparse.io.pretrained/1"  # every folder saved so far: a name, not a module path

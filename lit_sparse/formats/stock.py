@@ -8,17 +8,6 @@ from typing import Any
 
 from lit_sparse.errors import ConfigError
 
-__all__ = [
-    "LIT_SPARSE_CLASS",
-    "STOCK_CLASSES",
-    "describe_stock_layouts",
-    "from_stock_names",
-    "shape_fields",
-    "stock_config",
-    "stock_layout_of",
-    "to_stock_names",
-]
-
 LIT_SPARSE_CLASS = "LitSparseForCausalLM"
 STOCK_CLASSES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}
 _STOCK_PLUGINS = {"llama": "DenseAttention", "mistral": "SlidingWindowAttention"}

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["GENERATION_CONFIG_FILE", "TOKENIZER_CONFIG_FILE", "transformers_files"]
-
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_FILE = "special_tokens_map.json"
 GENERATION_CONFIG_FILE = "generation_config.json"

@@ -20,8 +20,6 @@ from lit_sparse.generation.prefill import DEFAULT_CHUNK, check_chunk, prefill
 from lit_sparse.generation.sampling import Sampler
 from lit_sparse.generation.weights import decoding_layout
 
-__all__ = ["Generation", "GenerationStats", "generate"]
-
 
 @dataclass
 class GenerationStats:

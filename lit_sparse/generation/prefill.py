@@ -9,8 +9,6 @@ from torch import Tensor
 
 from lit_sparse.errors import ConfigError
 
-__all__ = ["DEFAULT_CHUNK", "prefill"]
-
 DEFAULT_CHUNK = 2048
 """Prompt tokens per chunk: efficient products, activations of tens of MB at the paper's shape."""
 

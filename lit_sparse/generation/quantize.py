@@ -13,16 +13,6 @@ from lit_sparse.kernels import compiled
 from lit_sparse.kernels.mixed_linear import SMALL_ROWS
 from lit_sparse.model import LanguageModel, Linear
 
-__all__ = [
-    "QUANTIZE",
-    "Int8Embedding",
-    "Int8Linear",
-    "Int8Weight",
-    "check_quantize",
-    "quantize",
-    "quantize_int8",
-]
-
 QUANTIZE = ("none", "int8")
 """The ``--quantize`` choices: none (the weights as they are) or int8."""
 

@@ -11,8 +11,6 @@ from torch import Tensor
 
 from lit_sparse.errors import ConfigError
 
-__all__ = ["Sampler"]
-
 
 @dataclass(frozen=True)
 class Sampler:

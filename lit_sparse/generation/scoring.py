@@ -12,8 +12,6 @@ from torch import Tensor
 
 from lit_sparse.errors import ConfigError
 
-__all__ = ["TRUNCATION", "Score", "check_length_options", "length_limit", "score"]
-
 TRUNCATION = ("error", "left")
 """An input over ``max_length``: one ConfigError, or its oldest tokens dropped with a warning."""
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["TextStream"]
-
 REPLACEMENT = "\ufffd"
 
 

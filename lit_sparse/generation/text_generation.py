@@ -13,8 +13,6 @@ from lit_sparse.generation.sampling import Sampler
 from lit_sparse.generation.scoring import check_length_options, length_limit
 from lit_sparse.generation.text import TextStream
 
-__all__ = ["cut_at_stop", "generate_text"]
-
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
     """``text`` up to the earliest occurrence of any stop string, and whether one occurs."""

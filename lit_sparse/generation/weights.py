@@ -9,8 +9,6 @@ from torch import nn
 from lit_sparse.errors import ConfigError
 from lit_sparse.model import Attention, FeedForward, FusedProjection
 
-__all__ = ["WEIGHT_DTYPES", "bfloat16_weights", "decoding_layout", "weight_dtype"]
-
 WEIGHT_DTYPES = ("float32", "bfloat16")
 
 

@@ -20,17 +20,6 @@ from lit_sparse.io.tables import markdown_table
 from lit_sparse.runs.checkpoint_folders import checkpoint_bytes
 from lit_sparse.runs.locks import lock_holder
 
-__all__ = [
-    "FORMATS",
-    "GGUF",
-    "ExportResult",
-    "choose_format",
-    "export_gguf",
-    "export_run",
-    "file_size",
-    "run_card",
-]
-
 GGUF = "gguf"
 FORMATS = (*pretrained.LAYOUTS, GGUF)
 """``lit_sparse`` (any plugin; remote code for transformers), ``llama`` (dense), ``mistral``

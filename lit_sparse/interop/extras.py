@@ -7,16 +7,6 @@ import importlib.metadata
 
 from lit_sparse.errors import MissingExtraError
 
-__all__ = [
-    "MIN_GGUF",
-    "MIN_LLAMA_CPP",
-    "MIN_TRANSFORMERS",
-    "MissingExtraError",
-    "require_gguf",
-    "require_llama_cpp",
-    "require_transformers",
-]
-
 MIN_TRANSFORMERS = "4.56"
 """The oldest transformers tested (.ci/minimum-versions): per-layer ``CacheLayerMixin`` caches."""
 

@@ -24,8 +24,6 @@ except ImportError as err:  # pragma: no cover - exercised in a test with lm_eva
         "(or pip install 'lm_eval>=0.4.13')"
     ) from None
 
-__all__ = ["LitSparseLM", "MODEL_NAME", "run_cli"]
-
 MODEL_NAME = "lit_sparse"
 DEFAULT_BATCH = 16
 AUTO_BATCH_TOKENS = 16384  # batch_size=auto: about this many input tokens per forward

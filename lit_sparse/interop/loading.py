@@ -15,16 +15,6 @@ from lit_sparse.data.tokenizer import Tokenizer, run_tokenizer
 from lit_sparse.errors import ConfigError
 from lit_sparse.formats import pretrained
 
-__all__ = [
-    "ModelSource",
-    "is_exported",
-    "load_pretrained",
-    "load_source",
-    "resolve_device",
-    "resolve_dtype",
-    "run_tokenizer_checked",
-]
-
 log = logging.getLogger(__name__)
 
 DTYPES = {

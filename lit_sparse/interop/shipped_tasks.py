@@ -8,8 +8,6 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["TASKS_DIR", "TASK_TAG", "ShippedTask", "shipped_tasks"]
-
 TASKS_DIR = Path(__file__).resolve().parent / "lm_eval_tasks"
 TASK_TAG = "lit_sparse"
 """The tag every shipped task carries: ``--tasks lit_sparse`` runs them all."""

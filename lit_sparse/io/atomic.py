@@ -18,18 +18,6 @@ from typing import IO, Any
 
 from lit_sparse.errors import StorageError, error_chain
 
-__all__ = [
-    "AtomicFile",
-    "AtomicFolder",
-    "fsync_dir",
-    "remove_stale_temporaries",
-    "storage_error",
-    "storage_failure",
-    "write_bytes",
-    "write_json",
-    "write_text",
-]
-
 _TEMPORARY = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]+$")
 
 _STORAGE_ERRNOS = {

@@ -5,8 +5,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["import_class", "names_subclass"]
-
 
 def import_class(class_path: Any) -> Any:
     """The object ``class_path`` names, or None when it is no dotted path or does not import."""

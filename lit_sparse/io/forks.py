@@ -10,8 +10,6 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["call_in_fork"]
-
 
 def call_in_fork(function: Callable[..., Any], *args: Any) -> Any:
     """``function(*args)`` in a fork, its result passed back as JSON; ChildProcessError when the

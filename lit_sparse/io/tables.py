@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["markdown_table"]
-
 _RULES = {"l": "---", "r": "---:", "c": ":---:"}
 
 

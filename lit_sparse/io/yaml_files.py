@@ -10,8 +10,6 @@ import yaml
 
 from lit_sparse.errors import ConfigError
 
-__all__ = ["check_config_files", "load_yaml"]
-
 
 def load_yaml(path: str | Path, what: str = "--config") -> dict[str, Any]:
     """A YAML file holding a mapping (empty: {}); else ConfigError naming ``what`` and the file:

@@ -6,11 +6,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from lit_sparse.kernels.build import available, extension
+from lit_sparse.kernels.build import available as available  # compiled.available()
+from lit_sparse.kernels.build import extension
 from lit_sparse.kernels.slots import KeySlots, rung_grad
 from lit_sparse.kernels.threads import usable_threads
-
-__all__ = ["available", "bf16_linear", "compiled_attention", "decode_step", "int8_linear"]
 
 
 def _resolve(slots: KeySlots, length: int):

@@ -9,8 +9,6 @@ from torch import Tensor
 
 from lit_sparse.kernels import compiled
 
-__all__ = ["SMALL_ROWS", "linear"]
-
 SMALL_ROWS = 64
 """Rows of x up to which the CPU kernel reads bfloat16 weights directly."""
 

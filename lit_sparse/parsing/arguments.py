@@ -14,17 +14,6 @@ from lit_sparse.parsing.list_options import join_list_values, list_options
 from lit_sparse.parsing.parse_errors import condense_parse_error
 from lit_sparse.parsing.short_help import FULL_HELP, short_help
 
-__all__ = [
-    "FULL_HELP",
-    "OPTIMIZER_OPTIONS",
-    "LitSparseArgumentParser",
-    "check_optimizer_args",
-    "check_optimizer_values",
-    "full_help_requested",
-    "help_requested",
-    "refuse_optimizer_option",
-]
-
 
 def full_help_requested(args: Sequence[str]) -> tuple[list[str], bool]:
     """``args`` with ``--help=full`` as ``--help``, and whether it was there."""

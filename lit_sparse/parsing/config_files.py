@@ -16,8 +16,6 @@ from lit_sparse.parsing.config_loader import MODE
 from lit_sparse.parsing.list_options import split_option_values
 from lit_sparse.parsing.parse_errors import condense_parse_error
 
-__all__ = ["ModelSpec", "read_model_config"]
-
 
 @dataclass
 class ModelSpec:

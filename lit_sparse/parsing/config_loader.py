@@ -8,8 +8,6 @@ from jsonargparse import get_loader, set_loader
 
 from lit_sparse.attention.registry import upgrade_attention_specs
 
-__all__ = ["MODE"]
-
 MODE = "lit_sparse_yaml"
 _yaml_load = get_loader("yaml")
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import re
 
-__all__ = ["HelpFormatter", "plain"]
-
 _ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`(~?)([^`<]*?)(?:\s*<[^>]*>)?`")
 _LITERAL = re.compile(r"``(.+?)``", re.S)
 _LINK = re.compile(r"`([^`<]+?)\s*<[^>]+>`_+")

@@ -8,8 +8,6 @@ import typing
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, Union
 
-__all__ = ["join_list_values", "list_options", "split_option_values"]
-
 _SCALARS = (int, float, str, bool)
 _NUMBER = re.compile(r"^-\d|^-\.\d")  # a negative number is a value, not an option
 

@@ -6,8 +6,6 @@ import re
 
 from lit_sparse.attention.schedules import FLAT_OPTIONS
 
-__all__ = ["condense_parse_error"]
-
 
 def condense_parse_error(message: str) -> str:
     """One line from jsonargparse's report, saying where a moved fibonacci option went."""

@@ -9,8 +9,6 @@ import shutil
 from lit_sparse.parsing.help_text import HelpFormatter, plain
 from lit_sparse.parsing.list_options import list_kind
 
-__all__ = ["FULL_HELP", "short_help"]
-
 FULL_HELP = "--help=full"
 """The option that prints every option of a Lightning command (LightningCLI's own help)."""
 

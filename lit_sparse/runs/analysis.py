@@ -16,18 +16,6 @@ from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse.runs.checkpoints import checkpoint_tokenizer, is_checkpoint, read_checkpoint
 from lit_sparse.runs.folders import experiment_runs, run_checkpoint
 
-__all__ = [
-    "AlphaHistory",
-    "Run",
-    "build_module",
-    "find_checkpoint",
-    "load_run",
-    "read_extrapolation",
-    "read_result_json",
-    "resolve_run_path",
-    "run_name",
-]
-
 
 class AlphaHistory(NamedTuple):
     """Every layer's alpha over optimizer steps."""

@@ -16,17 +16,6 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-__all__ = [
-    "CHECKSUMS",
-    "METADATA",
-    "checkpoint_bytes",
-    "file_checksums",
-    "folder_problem",
-    "is_checkpoint",
-    "is_sharded_checkpoint",
-    "read_folder",
-]
-
 METADATA = "meta.pt"
 """Lightning's file of everything but the weights and optimizer states."""
 

@@ -6,8 +6,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["read_scalars", "wait_for_a_later_event_file", "writer_file"]
-
 EVENT_FILES = "events.out.tfevents.*"
 
 

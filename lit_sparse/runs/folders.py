@@ -16,18 +16,6 @@ from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse.runs.checkpoint_folders import is_checkpoint
 from lit_sparse.runs.locks import RunLock
 
-__all__ = [
-    "allocate_folder",
-    "experiment_runs",
-    "has_checkpoint",
-    "new_eval_folder",
-    "new_version",
-    "remove_failed_start",
-    "resume_config_name",
-    "run_checkpoint",
-    "run_config",
-]
-
 VERSION = re.compile(r"^version_(\d+)$")
 RESUME_CONFIG = re.compile(r"^config\.resume-(\d+)(?:-(\d+))?\.yaml$")
 _STARTED_FILES = re.compile(

@@ -23,16 +23,6 @@ from lit_sparse.runs.events import wait_for_a_later_event_file, writer_file
 from lit_sparse.runs.locks import RunLock, is_global_rank_zero
 from lit_sparse.runs.resume import choose_run
 
-__all__ = [
-    "RUN_HANDOFF",
-    "RunConfigCallback",
-    "claim_log_dir",
-    "continue_run",
-    "evaluation_log_dir",
-    "tensorboard_logger",
-    "without_hp_metric",
-]
-
 RUN_HANDOFF = "LIT_SPARSE_RUN"
 """Environment variable handing a DDP job's launched processes rank 0's run choices."""
 

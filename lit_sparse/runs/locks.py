@@ -19,15 +19,6 @@ try:
 except ImportError:  # not POSIX: runs are not locked
     fcntl = None
 
-__all__ = [
-    "LOCK_NAME",
-    "RunLock",
-    "holds_lock",
-    "is_global_rank_zero",
-    "lock_holder",
-    "release_all",
-]
-
 LOCK_NAME = ".lock"
 
 _HELD: dict[str, RunLock] = {}

@@ -15,8 +15,6 @@ from lit_sparse.runs.locks import is_global_rank_zero
 from lit_sparse.runs.resume import changed_values, describe_changes
 from lit_sparse.runs.strategy import check_resume_strategy
 
-__all__ = ["check_checkpoint"]
-
 
 def _resolved_arch(values: dict) -> dict:
     """Architecture values with derived fields filled in, for comparison."""

@@ -9,8 +9,6 @@ import functools
 import os
 import sys
 
-__all__ = ["keep_freed_memory"]
-
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 _KEEP = 1 << 30  # allocations up to 1 GiB come from the heap and stay there when freed
 ENV = "LIT_SPARSE_KEEP_FREED_MEMORY"

@@ -10,13 +10,6 @@ from lightning.pytorch.utilities.model_summary import ModelSummary as Summary
 
 from lit_sparse.evaluation.flops import flops_per_batch
 
-__all__ = [
-    "SparseFlopsSummary",
-    "SparseModelSummary",
-    "SparseRichModelSummary",
-    "use_sparse_flops_summary",
-]
-
 
 class SparseFlopsSummary(Summary):
     """Lightning's layer summary with one training sequence's forward FLOPs in the ``model`` row."""

@@ -9,8 +9,6 @@ import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback, ProgressBar, RichProgressBar, TQDMProgressBar
 from lightning.pytorch.callbacks.progress.tqdm_progress import convert_inf
 
-__all__ = ["StepRichProgressBar", "StepTQDMProgressBar", "step_description", "with_step_bar"]
-
 
 def step_description(trainer: pl.Trainer) -> str:
     """``Step <k>/<max_steps>`` (``Step <k>`` without a step limit)."""

@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 import warnings
 
-__all__ = ["quiet_evaluation", "quiet_lightning"]
-
 _RANK_ZERO_LOGGERS = (
     "lightning.pytorch.utilities.rank_zero",
     "lightning.fabric.utilities.rank_zero",

@@ -18,8 +18,6 @@ from lit_sparse.runs.checkpoint_folders import METADATA
 from lit_sparse.runs.folders import experiment_runs, run_checkpoint, run_config
 from lit_sparse.runs.locks import lock_holder
 
-__all__ = ["RESUMABLE", "changed_values", "choose_run", "describe_changes", "signature"]
-
 _NOT_RUN_DATA = ("cache_dir", "num_workers")
 """Data options that do not change what a run trains on."""
 

@@ -10,8 +10,6 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from lit_sparse.runs.events import writer_file
 
-__all__ = ["ResumedValidation", "logged_scalars"]
-
 PREFIX = "val/"
 
 

@@ -24,8 +24,6 @@ from lit_sparse.io.class_paths import names_subclass
 from lit_sparse.runs.checkpoint_folders import CHECKSUMS, file_checksums, is_sharded_checkpoint
 from lit_sparse.runs.checkpoints import verify_checkpoint
 
-__all__ = ["FSDP2Strategy", "check_resume_strategy"]
-
 STRATEGY_CONFIG = "configs/strategy/fsdp2.yaml"
 
 

@@ -13,8 +13,6 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lit_sparse.callbacks import LengthExtrapolation
 from lit_sparse.io.tables import markdown_table
 
-__all__ = ["fit_summary", "held_out_table", "logs_hint"]
-
 MEAN = "mean over sets"
 
 

@@ -25,14 +25,6 @@ from lit_sparse.runs.progress import with_step_bar
 from lit_sparse.runs.resumed_validation import ResumedValidation
 from lit_sparse.runs.summary import held_out_table, logs_hint
 
-__all__ = [
-    "LitSparseTrainer",
-    "check_trainer_options",
-    "drop_checkpoint_callbacks",
-    "run_trainer",
-    "with_run_callbacks",
-]
-
 
 def check_trainer_options(trainer: Any, subcommand: str) -> None:
     """ConfigError for ``trainer`` values (a Namespace or dict) Lightning would refuse late."""

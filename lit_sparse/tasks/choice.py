@@ -12,8 +12,6 @@ from lit_sparse.data.checks import check_int
 from lit_sparse.evaluation.forced_choice import ChoiceItem, TaskResult, score_task
 from lit_sparse.tasks.registry import Task
 
-__all__ = ["ChoiceTask"]
-
 
 class ChoiceTask(Task):
     """A task of forced-choice items.

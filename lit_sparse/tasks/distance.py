@@ -24,14 +24,6 @@ from lit_sparse.tasks.synthetic import (
     seeded_rng,
 )
 
-__all__ = [
-    "DistanceDataModule",
-    "check_pairs",
-    "distance_buckets",
-    "distance_pairs",
-    "distance_retrieval",
-]
-
 
 def distance_retrieval(
     num_examples: int,

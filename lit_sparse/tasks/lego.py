@@ -15,8 +15,6 @@ from lit_sparse.evaluation.forced_choice import ChoiceItem
 from lit_sparse.tasks.choice import ChoiceTask
 from lit_sparse.tasks.registry import register_task
 
-__all__ = ["Lego", "CHOICES", "lego_items", "lego_value"]
-
 CHOICES = (" +1", " -1")
 
 

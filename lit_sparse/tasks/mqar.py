@@ -23,8 +23,6 @@ from lit_sparse.tasks.synthetic import (
     seeded_rng,
 )
 
-__all__ = ["MQARDataModule", "gap_probabilities", "multiquery_ar"]
-
 
 def gap_probabilities(space: int, power_a: float = 0.01) -> np.ndarray:
     """p(i) ∝ a·i^(a-1) for i = 1..space, normalised (Zoology's power law of query gaps)."""

@@ -23,8 +23,6 @@ from lit_sparse.tasks.synthetic import (
     seeded_rng,
 )
 
-__all__ = ["PasskeyDataModule", "PasskeyTemplate", "corpus_tokens", "embedded_template", "passkey"]
-
 
 @dataclass(frozen=True)
 class PasskeyTemplate:

@@ -18,8 +18,6 @@ from lit_sparse.errors import ConfigError
 from lit_sparse.tasks.registry import register_task
 from lit_sparse.tasks.synthetic import IGNORE_INDEX, Examples, RecallDataModule
 
-__all__ = ["IGNORE_INDEX", "ProbeDataModule", "marked_shift_copy", "shift_copy_targets"]
-
 
 def shift_copy_targets(x: Tensor, distances: Sequence[int], payload: int) -> Tensor:
     """Targets (B, T) of x (B, T): ``y[t] = x[t - D[x[t] // P]]``, ``IGNORE_INDEX`` before it."""

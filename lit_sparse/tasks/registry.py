@@ -9,8 +9,6 @@ from typing import Any, ClassVar, Literal
 
 from lit_sparse.registry import Registry
 
-__all__ = ["TASKS", "Task", "get_task", "list_tasks", "register_task", "task_options"]
-
 Kind = Literal["synthetic", "choice"]
 
 

@@ -17,21 +17,8 @@ from torch.utils.data import DataLoader, IterableDataset
 from lit_sparse.data.checks import check_int
 from lit_sparse.data.windows import rank_of
 from lit_sparse.errors import ConfigError
-from lit_sparse.metrics import IGNORE_INDEX
+from lit_sparse.metrics import IGNORE_INDEX as IGNORE_INDEX  # the tasks' label padding
 from lit_sparse.tasks.registry import TASKS, Task, list_tasks
-
-__all__ = [
-    "IGNORE_INDEX",
-    "Examples",
-    "HeldOutExamples",
-    "RecallDataModule",
-    "Seed",
-    "check_positive",
-    "is_whole",
-    "recall_data_from_config",
-    "sample_without_replacement",
-    "seeded_rng",
-]
 
 Examples = tuple[Tensor, Tensor]
 """(inputs, labels), each (N, L) int64."""

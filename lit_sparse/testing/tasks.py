@@ -14,15 +14,6 @@ from lit_sparse.errors import ConfigError
 from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy
 from lit_sparse.tasks import ChoiceTask, RecallDataModule, Task, task_options
 
-__all__ = [
-    "TASK_CHECKS",
-    "check_task_labels",
-    "check_task_lengths",
-    "check_task_refuses_impossible_settings",
-    "check_task_seeded",
-    "check_task_shares",
-]
-
 BATCH = 8
 
 

@@ -15,8 +15,6 @@ from lit_sparse.errors import ConfigError
 from lit_sparse.interop.hf.decoders import rows_of
 from lit_sparse.interop.hf.padding import RowLayout, check_positions, row_layout
 
-__all__ = ["RIGHT_PADDED", "LitSparseCache", "LitSparseCacheLayer"]
-
 RIGHT_PADDED = (
     "attention_mask: the prompt is padded on the right, so a row cannot continue after its "
     "padding; pad prompts on the left to generate (tokenizer.padding_side = 'left')"

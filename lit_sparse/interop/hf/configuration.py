@@ -13,8 +13,6 @@ from lit_sparse.config import ModelConfig
 from lit_sparse.formats.pretrained import FORMAT, check_model_keys
 from lit_sparse.formats.stock import shape_fields
 
-__all__ = ["LitSparseConfig"]
-
 
 class LitSparseConfig(PretrainedConfig):
     """A lit_sparse model's shape (``arch``), attention plugin, training length and special ids."""

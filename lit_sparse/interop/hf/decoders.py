@@ -11,8 +11,6 @@ from torch import Tensor
 
 from lit_sparse.attention.decoding import DecodingCache, KVCache, LayerDecoder
 
-__all__ = ["rows_of"]
-
 
 def rows_of(cache: DecodingCache, rows: Tensor) -> DecodingCache:
     """Copies of the decoders of batch rows ``rows`` of ``cache`` (a row may repeat)."""

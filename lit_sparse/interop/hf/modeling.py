@@ -32,8 +32,6 @@ try:  # transformers 5: init functions that skip a tensor the checkpoint already
 except ImportError:  # transformers 4 initialises only the modules a checkpoint lacks
     from torch.nn import init
 
-__all__ = ["CACHE_ARGUMENT", "LitSparseForCausalLM", "LitSparsePreTrainedModel"]
-
 CACHE_ARGUMENT = (
     "cache"
     if "cache" in inspect.signature(GenerationMixin.prepare_inputs_for_generation).parameters

@@ -10,8 +10,6 @@ from torch import Tensor
 
 from lit_sparse.errors import ConfigError
 
-__all__ = ["RowLayout", "check_positions", "padded_forward", "row_layout"]
-
 
 @dataclass(frozen=True)
 class RowLayout:
