@@ -70,6 +70,10 @@ class LitSparseCacheLayer(CacheLayerMixin):
         rows = decoders[0].cache.capacity
         return rows if rows < decoders[0].shape.max_length else -1
 
+    def get_max_cache_shape(self) -> int:
+        """The name of :meth:`get_max_length` before transformers 5 (abstract in 4.56)."""
+        return self.get_max_length()
+
     def get_mask_sizes(self, query_length: int, *args) -> tuple[int, int]:
         return self._cache.seen + query_length, 0
 
