@@ -144,8 +144,9 @@ class LitSparseCache(Cache):
             rows = group.rows.to(input_ids.device)
             start = group.left if prompt else 0
             ids = input_ids[rows, start:]
-            if self.grows:
-                group.tokens = [*(group.tokens or []), ids]
+            if self.grows:  # appended in place: a step costs O(1), not a copy of every step's ids
+                group.tokens = group.tokens if group.tokens is not None else []
+                group.tokens.append(ids)
             part = self.network(ids, group.decoding)
             if len(self.groups) == 1 and start == 0:
                 return part
