@@ -26,6 +26,7 @@ __all__ = [
     "compute_coverage",
     "example_distances",
     "format_ranges",
+    "one_hop_reach",
     "recorded_patterns",
     "rows_read",
     "sampled_coverage",
@@ -218,17 +219,26 @@ def rows_read(pattern, length: int) -> int:
 
 
 def example_distances(inputs, labels, ignore_index: int = IGNORE_INDEX) -> np.ndarray:
-    """(N,) the key-to-query distance of each distance-task example: from its one asked
-    position q back to the key's first occurrence (the query repeats the key, and the
-    filler never holds it)."""
+    """(Q,) the key-to-query distance of every asked position, example by example: from the
+    query back to its key's first occurrence (the query repeats the key; the distance task's
+    filler never holds it, and MQAR's pairs come before any filler). One a distance-task
+    example; kv an MQAR example, whose value sits one after its key."""
     x, y = np.asarray(inputs), np.asarray(labels)
     asked = y != ignore_index
     if not asked.any(axis=1).all():
         raise ConfigError("example_distances: an example has no asked position")
-    query = asked.argmax(axis=1)
-    keys = x[np.arange(len(x)), query]
-    first = (x == keys[:, None]).argmax(axis=1)
+    rows, query = np.nonzero(asked)
+    keys = x[rows, query]
+    first = (x[rows] == keys[:, None]).argmax(axis=1)
     return query - first
+
+
+def one_hop_reach(per_layer: Sequence[Sequence[int]], length: int) -> np.ndarray:
+    """(length,) booleans: the distances a layer after the first reads directly (their
+    union). The first cannot retrieve by key: a value learns its key (one back) there."""
+    reach = np.zeros(length, dtype=bool)
+    reach[[d for d in offsets.union_distances(per_layer[1:]) if 0 <= d < length]] = True
+    return reach
 
 
 def sampled_coverage(reach: np.ndarray, distances: Sequence[int]) -> float | None:

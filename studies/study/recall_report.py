@@ -180,13 +180,17 @@ class Geometry:
         ]
         return float(np.mean(per_run))
 
-    def reach(self, run: RecallRun, policy: str, length: int) -> np.ndarray:
-        key = (id(run), policy, length)
+    def reach(self, run: RecallRun, policy: str, length: int, hops: str = "stack") -> np.ndarray:
+        """(length,) the distances ``run``'s pattern reaches: composed through its stack of
+        layers, one attended distance a layer (``stack``), or read by some layer directly
+        (``one``)."""
+        key = (id(run), policy, length, hops)
         if key not in self._reach:
             from lit_sparse.attention.offsets import composed_reach
 
             layers = [p.distances(length) for p in self.patterns(run, policy)]
-            self._reach[key] = composed_reach(layers, length)
+            reached = reach_of.one_hop_reach if hops == "one" else composed_reach
+            self._reach[key] = reached(layers, length)
         return self._reach[key]
 
     def distances(self, length: int, name: str) -> np.ndarray:
@@ -195,11 +199,14 @@ class Geometry:
             self._distances.update(_held_out_distances(self.task, length))
         return self._distances[length, name]
 
-    def coverage(self, variant: VariantRecall, policy: str, length: int, name: str) -> float:
-        """The share of the bucket's sampled distances the stack reaches; mean over seeds."""
+    def coverage(
+        self, variant: VariantRecall, policy: str, length: int, name: str, hops: str = "stack"
+    ) -> float:
+        """The share of the set's sampled queries whose value the pattern reaches (``hops``
+        as :meth:`reach`); mean over seeds."""
         samples = self.distances(length, name)
         values = [
-            reach_of.sampled_coverage(self.reach(run, policy, length), samples)
+            reach_of.sampled_coverage(self.reach(run, policy, length, hops), samples)
             for run in variant.runs
         ]
         finite = [v for v in values if v is not None]
@@ -207,26 +214,36 @@ class Geometry:
 
 
 def _held_out_distances(task: TaskResults, length: int) -> dict[tuple[int, str], np.ndarray]:
-    """Every bucket's sampled distances at ``length``, from the task's data module built as
-    the runs' setup records it (``val_seed``: the recorded one, else the module's default;
-    the example count: the records')."""
-    from lit_sparse.tasks import DistanceDataModule
+    """Every held-out set's key-to-query distances at ``length`` (a distance bucket's, or
+    every query of an MQAR setting's), from the task's data module built as the runs' setup
+    records it (``val_seed``: the recorded one, else the module's default; the example
+    count: the records')."""
+    from lit_sparse.tasks import DistanceDataModule, MQARDataModule
 
-    s, names = task.setup, _buckets(task, length)
+    s, kind = task.setup, _task_kind(task)
+    names = task.sets(length)[:1] if kind == "mqar" else _buckets(task, length)
     if not names:
         return {}
     count = int((task.first.cell(task.policies[0], length, names[0]) or {}).get("examples") or 0)
-    default = inspect.signature(DistanceDataModule).parameters["val_seed"].default
-    module = DistanceDataModule(
-        seq_len=int(s["data.init_args.seq_len"]),
-        vocab_size=int(s.get("data.init_args.vocab_size") or 512),
-        val_examples=int(s["data.init_args.val_examples"]),
-        min_examples=max(1, count),
-        val_seed=int(s.get("data.init_args.val_seed") or default),
-    )
+    module_class = MQARDataModule if kind == "mqar" else DistanceDataModule
+    default = inspect.signature(module_class).parameters["val_seed"].default
+    common = {
+        "seq_len": int(s["data.init_args.seq_len"]),
+        "vocab_size": int(s.get("data.init_args.vocab_size") or 512),
+        "val_examples": int(s["data.init_args.val_examples"]),
+        "val_seed": int(s.get("data.init_args.val_seed") or default),
+    }
+    if kind == "mqar":
+        module = MQARDataModule(
+            num_kv_pairs=int(s["data.init_args.num_kv_pairs"]),
+            gap=int(s.get("data.init_args.gap") or 0),
+            **common,
+        )
+    else:
+        module = DistanceDataModule(min_examples=max(1, count), **common)
     if module.examples_at(length) != count:
         raise ConfigError(
-            f"{task.task.name}: the records hold {count} examples a bucket at {length}, the "
+            f"{task.task.name}: the records hold {count} examples a set at {length}, the "
             f"data module draws {module.examples_at(length)}: cannot regenerate its distances"
         )
     sets = module.recall_sets(length)
@@ -287,18 +304,24 @@ def _steps(variant: VariantRecall) -> str:
     return f"{steps} ({early}/{len(variant.runs)})"
 
 
+HOPS = ("one", "stack")
+"""The MQAR table's reach columns: one hop, and composed through the stack."""
+
+
 def _mqar_table(study: RecallStudy, geometry: dict[str, Geometry]) -> str | None:
     tasks = [t for t in study.tasks if _task_kind(t) == "mqar"]
     if not tasks:
         return None
     header = [
         "setting", "variant", "accuracy [95 % interval]", "per seed", "steps (early stops)",
-        "rows read a query", "slots a query", "cache rows",
+        "rows read a query", "slots a query", "cache rows", "values in one hop",
+        "values through the stack",
     ]  # fmt: skip
     rows = []
     for task in tasks:
-        length = task.training_length
+        length, shape = task.training_length, geometry[task.task.name]
         for variant in task.variants:
+            name = task.sets(length)[0]
             rows.append(
                 [
                     task.sets(length)[0],
@@ -306,9 +329,10 @@ def _mqar_table(study: RecallStudy, geometry: dict[str, Geometry]) -> str | None
                     headline_interval(task, variant, "use", length).format(3),
                     _per_seed(headline(task, variant, "use", length)),
                     _steps(variant),
-                    f"{geometry[task.task.name].rows(variant, length):.1f}",
+                    f"{shape.rows(variant, length):.1f}",
                     _slots(variant, length),
                     _cache_rows(variant, length),
+                    *(f"{shape.coverage(variant, 'use', length, name, h):.3f}" for h in HOPS),
                 ]
             )
     return seeds.section(
@@ -318,8 +342,15 @@ def _mqar_table(study: RecallStudy, geometry: dict[str, Geometry]) -> str | None
         "trained (a run stops early once held-out accuracy reaches the config's threshold; "
         "the learning curves are in the records and learning.png), and at the setting's "
         "length each pattern's distinct key rows read by a query (mean over layers and "
-        "seeds: a learned rung is one slot but reads two rows), its slots (mean over layers) "
-        "and its decoding cache (rows of the largest layer).",
+        "seeds: a learned rung is one slot but reads two rows), its slots (mean over layers), "
+        "its decoding cache (rows of the largest layer), and the share of the held-out "
+        "queries whose value the pattern reaches (regenerated from the data module's "
+        "val_seed; mean over seeds): read directly by a layer after the first (one hop: "
+        "the first layer cannot match a key, a value learns its key there), or by composing "
+        "one attended distance a layer through the whole stack. Reach is necessary, not "
+        "sufficient: a query must also match its key, and a value passed on through a relay "
+        "position shares it with whatever else that position read. BigBird's global and "
+        "random keys are not counted.",
         markdown_table(header, rows),
     )
 

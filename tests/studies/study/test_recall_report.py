@@ -5,6 +5,7 @@ record reaching what the run itself recorded."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -71,3 +72,53 @@ def test_a_rebuilt_pattern_reaches_what_its_run_recorded(study):
                         whole = float(np.mean(reach[low - 1 : min(high, length - 2)]))
                         recorded = run.result.accuracy(policy, length, name, "coverage")
                         assert whole == pytest.approx(recorded), (variant.name, policy, name)
+
+
+def test_mqar_distances_lead_every_query_back_to_its_key_and_value():
+    from lit_sparse.tasks.mqar import multiquery_ar
+    from lit_sparse_studies.study.coverage import example_distances
+
+    x, y = multiquery_ar(50, 256, 8, 512, seed=3, gap=96)
+    rows, query = np.nonzero(y.numpy() != -100)
+    distances = example_distances(x, y)
+    assert len(distances) == len(query) == 50 * 8
+    key = query - distances
+    assert (x[rows, key] == x[rows, query]).all() and (key < 16).all()
+    assert (x[rows, key + 1] == y[rows, query]).all()  # the value, one after its key
+    assert (distances - 1 > 96).all()  # far MQAR: every value more than G back
+
+
+def test_mqar_reach_counts_the_held_out_queries(study):
+    """One hop: the layers after the first (a value learns its key in the first), so a window
+    of 13 reaches exactly the queries whose value lies within 13; the counts of fixed and
+    linear spacing are issue 44's (one hop 0.198 and 0.091, through 2 layers 0.738 and 0.858,
+    on 4,000 other examples)."""
+    task = study.task("mqar128")
+    geometry, name = Geometry(task), task.sets(128)[0]
+    value_distances = geometry.distances(128, name) - 1
+    window = task.variant("sw_keys")
+    one = geometry.coverage(window, "use", 128, name, "one")
+    assert one == pytest.approx(np.mean(value_distances <= 13))
+    fixed = task.variant("fib_fixed")
+    assert geometry.coverage(fixed, "use", 128, name, "one") == pytest.approx(0.198, abs=0.01)
+    assert geometry.coverage(fixed, "use", 128, name) == pytest.approx(0.738, abs=0.01)
+    linear = task.variant("fib_linear")
+    assert geometry.coverage(linear, "use", 128, name, "one") == pytest.approx(0.091, abs=0.01)
+    assert geometry.coverage(linear, "use", 128, name) == pytest.approx(0.858, abs=0.01)
+    dense = task.variant("dense")
+    assert geometry.coverage(dense, "use", 128, name, "one") == 1.0
+
+
+@pytest.mark.slow
+def test_the_committed_tables_are_what_the_records_make(study):
+    """tables.md is ``matrix --table`` of the committed records, and every table the document
+    marks (``<!-- name -->`` ... ``<!-- /name -->``) is one of its tables, line for line."""
+    from lit_sparse_studies.study.recall_report import recall_tables
+
+    made = recall_tables(study)
+    assert (RESULTS.parent / "tables.md").read_text().strip() == made.strip()
+    document = (ROOT / "docs" / "recall-study.md").read_text()
+    marked = re.findall(r"<!-- (\w+) -->\n(.*?)<!-- /\1 -->", document, re.S)
+    assert {name for name, _ in marked} >= {"mqar", "distance", "coverage", "alpha"}
+    for name, block in marked:
+        assert block.strip() in made, f"docs/recall-study.md's {name} table is not the records'"
