@@ -583,6 +583,10 @@ QUESTIONS: tuple[Question, ...] = (
     ),  # fmt: skip
     Question("(c) staggered against fixed", "fib_linear", "fib_fixed"),
     Question("(c) staggered against fixed", "fib_coprime", "fib_fixed"),
+    *(
+        Question("(c) staggering, or one alpha value? (the alpha control)", "fib_linear", b)
+        for b in ("alphas_05_05", "alphas_15_15", "alphas_15_05")
+    ),
     Question("(d) learned alpha against fixed", "fib_learned", "fib_fixed"),
     *(
         Question(
