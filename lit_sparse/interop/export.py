@@ -116,7 +116,8 @@ def choose_format(attention, requested: str | None, has_mlp: bool = True) -> str
 
 
 def run_card(run, model, format: str = "lit_sparse") -> str:
-    """A run's model card: the model, the run, its held-out perplexities and extrapolation table."""
+    """A run's model card: the model, the run, its held-out perplexities and extrapolation
+    table, and a recall task's accuracy table."""
     variant = run.path.parent.name
     lines = [
         "## Training",
@@ -126,12 +127,15 @@ def run_card(run, model, format: str = "lit_sparse") -> str:
         "",
     ]
     result = run.extrapolation
-    if result is None:
+    if run.recall is not None:  # a recall task's held-out accuracy (no local paths in a card)
+        lines.append(dataclasses.replace(run.recall, checkpoint=None).to_markdown())
+    elif result is None:
         lines.append(
-            "The run folder has no extrapolation.json (the LengthExtrapolation callback did "
-            "not run): no held-out perplexities were recorded for these weights."
+            "The run folder has no extrapolation.json or recall.json (neither the "
+            "LengthExtrapolation nor the RecallEvaluation callback ran): no held-out scores "
+            "were recorded for these weights."
         )
-    else:
+    if result is not None:
         result = dataclasses.replace(result, checkpoint=None)  # no local paths in a card
         length = result.reference_length
         rows = [[name, f"{result.ppl(name, length):.2f}"] for name in result.sets]

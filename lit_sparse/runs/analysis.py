@@ -10,8 +10,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from lit_sparse.errors import DamagedFileError, RunNotFoundError
+from lit_sparse.errors import ConfigError, DamagedFileError, RunNotFoundError
 from lit_sparse.evaluation.extrapolation import ExtrapolationResult
+from lit_sparse.evaluation.recall import RecallResult
 from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse.runs.checkpoints import checkpoint_tokenizer, is_checkpoint, read_checkpoint
 from lit_sparse.runs.folders import experiment_runs, run_checkpoint
@@ -44,6 +45,8 @@ class Run:
     position_loss: dict[str, Any] | None = None
     """position_loss.json: ``edges``, ``sets`` {set: [bin values]}, ``history``..."""
     extrapolation: ExtrapolationResult | None = None
+    recall: RecallResult | None = None
+    """recall.json: accuracy on a recall task's held-out sets (RecallEvaluation)."""
     tokenizer_sha256: str | None = None
     """The sha256 of the tokenizer the checkpoint was trained with (None: not recorded)."""
 
@@ -113,15 +116,23 @@ def read_result_json(path: str | Path) -> dict[str, Any] | None:
 
 def read_extrapolation(path: str | Path) -> ExtrapolationResult | None:
     """An ``extrapolation.json`` (None if missing; DamagedFileError naming it if invalid)."""
+    return _read_table(path, ExtrapolationResult, "an extrapolation table")
+
+
+def read_recall(path: str | Path) -> RecallResult | None:
+    """A ``recall.json`` (None if missing; DamagedFileError naming it if invalid)."""
+    return _read_table(path, RecallResult, "a recall table")
+
+
+def _read_table(path: str | Path, table: type, what: str):
     saved = read_result_json(path)
     if saved is None:
         return None
     try:
-        return ExtrapolationResult.from_dict(saved)
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        return table.from_dict(saved)
+    except (ConfigError, KeyError, TypeError, ValueError, AttributeError) as err:
         raise DamagedFileError(
-            f"{path}: not an extrapolation table ({type(err).__name__}: {err}); delete it and "
-            "evaluate again"
+            f"{path}: not {what} ({type(err).__name__}: {err}); delete it and evaluate again"
         ) from None
 
 
@@ -236,5 +247,6 @@ def load_run(path: str | Path, load_model: bool = True) -> Run:
         alpha_trajectory=trajectory,
         position_loss=position,
         extrapolation=extrapolation,
+        recall=read_recall(run_dir / "recall.json"),
         tokenizer_sha256=checkpoint_tokenizer(checkpoint) if checkpoint else None,
     )
