@@ -6,6 +6,7 @@ record reaching what the run itself recorded."""
 from __future__ import annotations
 
 import re
+import runpy
 from pathlib import Path
 
 import numpy as np
@@ -109,36 +110,18 @@ def test_mqar_reach_counts_the_held_out_queries(study):
     assert geometry.coverage(dense, "use", 128, name, "one") == 1.0
 
 
-GENERATED = {  # a committed tables file: the tasks and variants of the matrix --table made it
-    "tables.md": (("mqar64", "mqar128", "distance"), None),
-    "alpha-control.md": (
-        ("mqar128",),
-        ("fib_fixed", "fib_linear", "alphas_05_05", "alphas_15_15", "alphas_15_05"),
-    ),
-}
-
-
 @pytest.mark.slow
 def test_the_committed_tables_are_what_the_records_make():
-    """Every committed tables file is ``matrix --table`` of the committed records, and every
-    table the document marks (``<!-- name -->`` ... ``<!-- /name -->``) is one of theirs, line
-    for line."""
-    from lit_sparse_studies.study.recall_report import recall_tables
-
-    made = []
-    for name, (tasks, variants) in GENERATED.items():
-        runs = preset_runs("recall", seeds=(0, 1, 2), tasks=tasks, variants=variants)
-        made.append(recall_tables(collect_recall(runs, RESULTS)))
-        assert (RESULTS.parent / name).read_text().strip() == made[-1].strip(), name
-    document = (ROOT / "docs" / "recall-study.md").read_text()
-    marked = re.findall(r"<!-- ([\w-]+) -->\n(.*?)<!-- /\1 -->", document, re.S)
-    assert {name for name, _ in marked} >= {"mqar", "distance", "coverage", "alpha"}
-    assert {"alpha-control", "alpha-control-comparisons"} <= {name for name, _ in marked}
-    for name, block in marked:
-        assert any(block.strip() in tables for tables in made), (
-            f"docs/recall-study.md's {name} table is not the records'"
-        )
-    made_intervals = {i for tables in made for i in _intervals(tables)}
+    """Every committed tables file is ``matrix --table`` of the committed records, every table
+    the document marks (``<!-- name -->`` ... ``<!-- /name -->``) is one of theirs, line for
+    line, and every interval the README and the document quote is one they make (as a - b or
+    b - a): ``docs/recall-study/refresh_tables.py --check``."""
+    refresh = runpy.run_path(str(RESULTS.parent / "refresh_tables.py"))
+    made = refresh["made_tables"]()
+    assert refresh["stale"](made) == []
+    marked = {name for name, _ in refresh["MARKED"].findall(refresh["DOCUMENT"].read_text())}
+    assert {"mqar", "distance", "coverage", "alpha", "alpha-control", "far-mqar"} <= marked
+    made_intervals = {i for tables in made.values() for i in _intervals(tables)}
     made_intervals |= {(-m, -high, -low) for m, low, high in made_intervals}  # b - a
     for path in (ROOT / "README.md", ROOT / "docs" / "recall-study.md"):
         quoted = _intervals(path.read_text())
