@@ -1,6 +1,8 @@
 """Rebuild the recall study's committed tables from its committed records: every tables file
 below (``matrix --table`` of its tasks and variants), and the progress tables that
 docs/recall-study.md marks with ``<!-- name -->`` ... ``<!-- /name -->`` from their files.
+The check also finds a marked table no tables file holds, and an interval (``0.458 [0.440,
+0.475]``) that the README or the document quotes and no table makes.
 
     python docs/recall-study/refresh_tables.py           # rewrite what is stale
     python docs/recall-study/refresh_tables.py --check   # exit 1 naming what is stale
@@ -21,6 +23,7 @@ from lit_sparse_studies.study.recall_results import collect_recall
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 DOCUMENT = HERE.parent / "recall-study.md"
+README = HERE.parents[1] / "README.md"
 SEEDS = (0, 1, 2)
 
 GENERATED = {  # a tables file: the tasks and variants (None: the preset's defaults) it holds
@@ -82,7 +85,20 @@ def stale(made: dict[str, str] | None = None) -> list[str]:
     for name, block in MARKED.findall(document):
         if not any(block.strip() in text for text in made.values()):
             found.append(f"docs/recall-study.md's table {name!r}")
+    intervals = {i for text in made.values() for i in _intervals(text)}
+    intervals |= {(-m, -high, -low) for m, low, high in intervals}  # quoted as b - a
+    for path in (README, DOCUMENT):
+        for mean, low, high in sorted(_intervals(path.read_text()) - intervals):
+            found.append(f"{path.name}'s interval {mean:.3f} [{low:.3f}, {high:.3f}]")
     return found
+
+
+INTERVAL = re.compile(r"([+-]?\d\.\d{3}) \[([+-]?\d\.\d{3}), ([+-]?\d\.\d{3})\]")
+
+
+def _intervals(text: str) -> set[tuple[float, float, float]]:
+    """Every ``0.458 [0.440, 0.475]`` of a text, as numbers (so -0.000 is 0.000)."""
+    return {tuple(round(float(v), 3) + 0.0 for v in m) for m in INTERVAL.findall(text)}
 
 
 def main(argv: list[str]) -> int:
