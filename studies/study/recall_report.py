@@ -182,8 +182,8 @@ class Geometry:
 
     def reach(self, run: RecallRun, policy: str, length: int, hops: str = "stack") -> np.ndarray:
         """(length,) the distances ``run``'s pattern reaches: composed through its stack of
-        layers, one attended distance a layer (``stack``), or read by some layer directly
-        (``one``)."""
+        layers, one attended distance a layer (``stack``), or read directly by a layer after
+        the first (``one``: :func:`coverage.one_hop_reach`)."""
         key = (id(run), policy, length, hops)
         if key not in self._reach:
             from lit_sparse.attention.offsets import composed_reach
