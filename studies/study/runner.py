@@ -15,11 +15,13 @@ checkpoint left is cleared and its number reused, not left as an orphan ``versio
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -51,22 +53,68 @@ STOP_SECONDS = 120.0
 
 def fit_in_subprocess(args: Sequence[str]) -> int:
     """``python -m lit_sparse <args>`` as a child process (its output goes where ours does);
-    its exit status. On Ctrl-C the child is stopped too (SIGINT, as the terminal sends it,
-    then SIGKILL if it has not stopped within :data:`STOP_SECONDS` or on a second Ctrl-C)
-    and the KeyboardInterrupt goes on."""
+    its exit status (:func:`run_child`)."""
     env = {key: value for key, value in os.environ.items() if key != RUN_HANDOFF}
-    process = subprocess.Popen([sys.executable, "-m", "lit_sparse", *args], env=env)
-    try:
-        return process.wait()
-    except KeyboardInterrupt:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
+    return run_child([sys.executable, "-m", "lit_sparse", *args], env)
+
+
+def run_child(argv: Sequence[str], env: dict[str, str] | None = None) -> int:
+    """``argv`` as a child process; its exit status. The child never outlives the study:
+    on Ctrl-C or SIGTERM (a ``kill``, a scheduler's stop) it is stopped too (SIGINT, as the
+    terminal sends it, then SIGKILL if it has not stopped within :data:`STOP_SECONDS` or on
+    a second signal) and KeyboardInterrupt goes on; on Linux, a parent killed outright
+    (SIGKILL) sends it SIGINT as it dies. A fit left running after its study would train on
+    without the study's claim, and the study run again would meet it mid-run."""
+    process = subprocess.Popen(argv, env=env, preexec_fn=_interrupt_when_parent_dies())
+    with _sigterm_as_interrupt():
         try:
-            process.wait(timeout=STOP_SECONDS)
-        except (KeyboardInterrupt, subprocess.TimeoutExpired):
-            process.kill()
-            process.wait()
-        raise
+            return process.wait()
+        except KeyboardInterrupt:
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=STOP_SECONDS)
+            except (KeyboardInterrupt, subprocess.TimeoutExpired):
+                process.kill()
+                process.wait()
+            raise
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt meanwhile (main thread only: signals go there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"stopped by {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt_when_parent_dies():
+    """A ``preexec_fn`` asking Linux to send the child SIGINT when its parent dies (prctl's
+    PR_SET_PDEATHSIG); None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGINT)
+        if os.getppid() != parent:  # the parent died before the request was made
+            os.kill(os.getpid(), signal.SIGINT)
+
+    return arm
+
+
+PR_SET_PDEATHSIG = 1
+"""prctl's option: the signal a process gets when its parent thread dies."""
 
 
 def describe_exit(code: int) -> str:

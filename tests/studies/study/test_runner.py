@@ -211,3 +211,50 @@ def test_list_and_dry_run_name_a_smoke_tests_options(tmp_path, capsys, monkeypat
     assert lit_main([*base, "--run", "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "was started with options" in err[0]
+
+
+CHILD = """
+import os, pathlib, sys, time
+out = pathlib.Path(sys.argv[1])
+try:
+    out.write_text(f"started {os.getpid()}")
+    time.sleep(120)
+except KeyboardInterrupt:
+    out.write_text(f"interrupted {os.getpid()}")
+"""
+
+
+@pytest.mark.slow  # real processes: a study and its fit
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
+def test_a_stopped_study_interrupts_its_fit(tmp_path, stop):
+    """A ``matrix --run`` stopped with SIGTERM (kill, a scheduler) or killed outright left its
+    fit training on, unclaimed; the fit is now interrupted as on Ctrl-C."""
+    import os
+    import time
+
+    out = tmp_path / "child.txt"
+    study = (
+        "import sys; from lit_sparse_studies.study.runner import run_child; "
+        f"run_child([sys.executable, '-c', {CHILD!r}, {str(out)!r}])"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", study], stderr=subprocess.DEVNULL)
+
+    def child_says(word: str) -> int:
+        for _ in range(600):
+            text = out.read_text() if out.exists() else ""
+            if text.startswith(word):
+                return int(text.split()[1])
+            time.sleep(0.05)
+        raise AssertionError(f"the fit never said {word!r}: {text!r}")
+
+    pid = child_says("started")
+    parent.send_signal(stop)
+    assert parent.wait(timeout=30) != 0
+    assert child_says("interrupted") == pid
+    for _ in range(200):  # and it is gone
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the fit {pid} still runs")
