@@ -57,7 +57,9 @@ class ForkedPopen:
     """What Lightning's launcher gets for ``subprocess.Popen`` in a forked command: the rank
     it starts is a fork of the server (its pid, exit status and signals as a child's)."""
 
-    def __init__(self, args, env=None, cwd=None):
+    def __init__(self, args, env=None, cwd=None, preexec_fn=None):
+        # preexec_fn (the study's "interrupt my fit when I die") is not run: the rank is a
+        # fork of the server, not of the caller, so the caller's death is not its parent's
         command = [sys.executable, "-m", "lit_sparse"]
         start = 3 if list(args[:3]) == command else 2
         assert list(args[:start]) in (command, [sys.executable, entry]), args
