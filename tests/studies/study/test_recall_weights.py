@@ -1,6 +1,7 @@
-"""The far-MQAR weights the recall study commits: each export loads, scores its own record's
-accuracy on the held-out examples regenerated from the data module, and the page's snippet
-that rescores them on examples of one's own runs as written."""
+"""The weights the recall study commits (``docs/recall-study/weights/<task>-<variant>-seed<K>``):
+each export loads and scores its own record's accuracy on the held-out examples regenerated
+from the data module, and the page's snippet that rescores one on examples of one's own runs
+as written."""
 
 from __future__ import annotations
 
@@ -16,25 +17,25 @@ from lit_sparse.metrics import IGNORE_INDEX
 from lit_sparse.tasks import MQARDataModule
 
 ROOT = Path(__file__).resolve().parents[3]
-WEIGHTS = ROOT / "docs" / "recall-study" / "weights" / "far_mqar"
-RESULTS = ROOT / "docs" / "recall-study" / "results" / "far_mqar"
-EXPORTS = sorted(p.name for p in WEIGHTS.iterdir()) if WEIGHTS.is_dir() else []
+WEIGHTS = ROOT / "docs" / "recall-study" / "weights"
+RESULTS = ROOT / "docs" / "recall-study" / "results"
+EXPORTS = sorted(p.name for p in WEIGHTS.iterdir())
 
 
-def test_dense_seed_0_is_committed():
-    assert "dense-seed0" in EXPORTS, EXPORTS
+def test_far_mqar_dense_and_every_mqar64_variant_are_committed():
+    assert "far_mqar-dense-seed0" in EXPORTS and len(EXPORTS) >= 9, EXPORTS
 
 
 @pytest.mark.parametrize("name", EXPORTS)
 def test_the_weights_score_their_record_on_its_held_out_examples(name):
-    variant, seed = name.rsplit("-", 1)
-    record = json.loads((RESULTS / variant / f"{seed}.json").read_text())
+    task, variant, seed = name.split("-")
+    record = json.loads((RESULTS / task / variant / f"{seed}.json").read_text())
     setup = record["setup"]
     data = MQARDataModule(
         seq_len=setup["data.init_args.seq_len"],
         num_kv_pairs=setup["data.init_args.num_kv_pairs"],
         vocab_size=setup["data.init_args.vocab_size"],
-        gap=setup["data.init_args.gap"],
+        gap=setup.get("data.init_args.gap") or 0,
         val_examples=setup["data.init_args.val_examples"],
     )
     ((set_name, (x, y)),) = data.recall_sets().items()
