@@ -22,8 +22,9 @@ RESULTS = ROOT / "docs" / "recall-study" / "results"
 EXPORTS = sorted(p.name for p in WEIGHTS.iterdir())
 
 
-def test_far_mqar_dense_and_every_mqar64_variant_are_committed():
-    assert "far_mqar-dense-seed0" in EXPORTS and len(EXPORTS) >= 9, EXPORTS
+def test_far_mqar_dense_and_best_sparse_and_every_mqar64_variant_are_committed():
+    assert {"far_mqar-dense-seed0", "far_mqar-sw_cache-seed0"} <= set(EXPORTS), EXPORTS
+    assert len([name for name in EXPORTS if name.startswith("mqar64-")]) == 8, EXPORTS
 
 
 @pytest.mark.parametrize("name", EXPORTS)
