@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,15 @@ from lit_sparse_studies.study.recall_results import (
 )
 from lit_sparse_studies.study.seeds import Interval, Spread
 
-__all__ = ["QUESTIONS", "Geometry", "Question", "headline", "headline_interval", "recall_tables"]
+__all__ = [
+    "QUESTIONS",
+    "Geometry",
+    "Question",
+    "headline",
+    "headline_interval",
+    "held_out_module",
+    "recall_tables",
+]
 
 BOOTSTRAP_SEED = 0
 """Every interval draws from a generator seeded with this, so the tables are reproducible."""
@@ -213,34 +222,40 @@ class Geometry:
         return float(np.mean(finite)) if finite else math.nan
 
 
-def _held_out_distances(task: TaskResults, length: int) -> dict[tuple[int, str], np.ndarray]:
-    """Every held-out set's key-to-query distances at ``length`` (a distance bucket's, or
-    every query of an MQAR setting's), from the task's data module built as the runs' setup
-    records it (``val_seed``: the recorded one, else the module's default; the example
-    count: the records')."""
+def held_out_module(setup: Mapping[str, Any], min_examples: int = 1):
+    """The MQAR or distance data module a run's recorded ``setup`` describes, as its held-out
+    sets were drawn (``val_seed``: the recorded one, else the module's default)."""
     from lit_sparse.tasks import DistanceDataModule, MQARDataModule
 
-    s, kind = task.setup, _task_kind(task)
-    names = task.sets(length)[:1] if kind == "mqar" else _buckets(task, length)
-    if not names:
-        return {}
-    count = int((task.first.cell(task.policies[0], length, names[0]) or {}).get("examples") or 0)
+    kind = KINDS.get(str(setup.get("data.class_path") or "").rsplit(".", 1)[-1])
+    if kind not in ("mqar", "distance"):
+        raise ConfigError(f"data.class_path={setup.get('data.class_path')!r}: not MQAR or distance")
     module_class = MQARDataModule if kind == "mqar" else DistanceDataModule
     default = inspect.signature(module_class).parameters["val_seed"].default
     common = {
-        "seq_len": int(s["data.init_args.seq_len"]),
-        "vocab_size": int(s.get("data.init_args.vocab_size") or 512),
-        "val_examples": int(s["data.init_args.val_examples"]),
-        "val_seed": int(s.get("data.init_args.val_seed") or default),
+        "seq_len": int(setup["data.init_args.seq_len"]),
+        "vocab_size": int(setup.get("data.init_args.vocab_size") or 512),
+        "val_examples": int(setup["data.init_args.val_examples"]),
+        "val_seed": int(setup.get("data.init_args.val_seed") or default),
     }
     if kind == "mqar":
-        module = MQARDataModule(
-            num_kv_pairs=int(s["data.init_args.num_kv_pairs"]),
-            gap=int(s.get("data.init_args.gap") or 0),
+        return MQARDataModule(
+            num_kv_pairs=int(setup["data.init_args.num_kv_pairs"]),
+            gap=int(setup.get("data.init_args.gap") or 0),
             **common,
         )
-    else:
-        module = DistanceDataModule(min_examples=max(1, count), **common)
+    return DistanceDataModule(min_examples=min_examples, **common)
+
+
+def _held_out_distances(task: TaskResults, length: int) -> dict[tuple[int, str], np.ndarray]:
+    """Every held-out set's key-to-query distances at ``length`` (a distance bucket's, or
+    every query of an MQAR setting's), from :func:`held_out_module` (the example count: the
+    records')."""
+    names = task.sets(length)[:1] if _task_kind(task) == "mqar" else _buckets(task, length)
+    if not names:
+        return {}
+    count = int((task.first.cell(task.policies[0], length, names[0]) or {}).get("examples") or 0)
+    module = held_out_module(task.setup, max(1, count))
     if module.examples_at(length) != count:
         raise ConfigError(
             f"{task.task.name}: the records hold {count} examples a set at {length}, the "

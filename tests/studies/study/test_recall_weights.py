@@ -10,11 +10,10 @@ import re
 from pathlib import Path
 
 import pytest
-import torch
 
 from lit_sparse import LanguageModel
-from lit_sparse.metrics import IGNORE_INDEX
-from lit_sparse.tasks import MQARDataModule
+from lit_sparse.evaluation.recall import evaluate_recall
+from lit_sparse_studies.study.recall_report import held_out_module
 
 ROOT = Path(__file__).resolve().parents[3]
 WEIGHTS = ROOT / "docs" / "recall-study" / "weights"
@@ -31,20 +30,11 @@ def test_far_mqar_dense_and_best_sparse_and_every_mqar64_variant_are_committed()
 def test_the_weights_score_their_record_on_its_held_out_examples(name):
     task, variant, seed = name.split("-")
     record = json.loads((RESULTS / task / variant / f"{seed}.json").read_text())
-    setup = record["setup"]
-    data = MQARDataModule(
-        seq_len=setup["data.init_args.seq_len"],
-        num_kv_pairs=setup["data.init_args.num_kv_pairs"],
-        vocab_size=setup["data.init_args.vocab_size"],
-        gap=setup.get("data.init_args.gap") or 0,
-        val_examples=setup["data.init_args.val_examples"],
-    )
-    ((set_name, (x, y)),) = data.recall_sets().items()
-    model = LanguageModel.from_pretrained(WEIGHTS / name).eval()
-    with torch.no_grad():
-        right = model(x).argmax(-1) == y
-    asked = y != IGNORE_INDEX
-    accuracy = ((right & asked).sum(-1).double() / asked.sum(-1)).mean().item()
+    data = held_out_module(record["setup"])
+    ((set_name, _),) = data.recall_sets().items()
+    model = LanguageModel.from_pretrained(WEIGHTS / name)
+    scored = evaluate_recall(model, data, [data.seq_len], ["use"])
+    accuracy = scored.accuracy("use", data.seq_len, set_name)
     recorded = record["recall"]["scores"]["use"][str(data.seq_len)][set_name]["accuracy"]
     assert accuracy == pytest.approx(recorded, abs=1e-9)
 
