@@ -102,10 +102,9 @@ def _interrupt_when_parent_dies():
     PR_SET_PDEATHSIG); None elsewhere."""
     if not sys.platform.startswith("linux"):
         return None
-    parent = os.getpid()
+    parent, libc = os.getpid(), ctypes.CDLL(None, use_errno=True)  # loaded before the fork
 
     def arm() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGINT)
         if os.getppid() != parent:  # the parent died before the request was made
             os.kill(os.getpid(), signal.SIGINT)
