@@ -367,9 +367,14 @@ def describe_attention(attention) -> str:
 
 
 def model_card(
-    model, title: str | None = None, sections: str = "", layout: str = "lit_sparse"
+    model,
+    title: str | None = None,
+    sections: str = "",
+    layout: str = "lit_sparse",
+    use: str | None = None,
 ) -> str:
-    """A Markdown model card (hub metadata header, shape, attention, usage) and ``sections``."""
+    """A Markdown model card (hub metadata header, shape, attention, usage) and ``sections``;
+    ``use`` replaces the usage (a text model's) with its own Markdown."""
     config = model.config
     title = title or f"lit_sparse {type(model.attention).name or 'custom'} language model"
     shape = (
@@ -386,11 +391,7 @@ def model_card(
     remote = ", trust_remote_code=True" if layout == "lit_sparse" else ""
     cls = stock.STOCK_CLASSES.get(layout)
     loads_as = f" (a stock `{cls}`: no remote code)" if cls else " (remote code: lit_sparse[hf])"
-    return (
-        f"{header}\n# {title}\n\n"
-        f"A decoder-only language model ({model.num_parameters():,} parameters: {shape}) "
-        f"whose attention is `{describe_attention(model.attention)}`.\n\n"
-        "## Use\n\n"
+    use = use or (
         "```python\n"
         "import lit_sparse\n"
         'model = lit_sparse.LanguageModel.from_pretrained("THIS_FOLDER_OR_REPO")\n'
@@ -402,5 +403,11 @@ def model_card(
         "```python\n"
         "from transformers import pipeline\n"
         f'generator = pipeline("text-generation", model="THIS_FOLDER_OR_REPO"{remote})\n'
-        "```\n" + (f"\n{sections.strip()}\n" if sections.strip() else "")
+        "```\n"
+    )
+    return (
+        f"{header}\n# {title}\n\n"
+        f"A decoder-only language model ({model.num_parameters():,} parameters: {shape}) "
+        f"whose attention is `{describe_attention(model.attention)}`.\n\n"
+        f"## Use\n\n{use.strip()}\n" + (f"\n{sections.strip()}\n" if sections.strip() else "")
     )

@@ -118,7 +118,6 @@ def choose_format(attention, requested: str | None, has_mlp: bool = True) -> str
 def run_card(run, model, format: str = "lit_sparse") -> str:
     """A run's model card: the model, the run, its held-out perplexities and extrapolation
     table, and a recall task's accuracy table."""
-    variant = run.path.parent.name
     lines = [
         "## Training",
         "",
@@ -148,7 +147,38 @@ def run_card(run, model, format: str = "lit_sparse") -> str:
             "",
             result.to_markdown(),
         ]
-    return pretrained.model_card(model, f"lit_sparse {variant}", "\n".join(lines), layout=format)
+    title = "lit_sparse " + run.name.rsplit("/version_", 1)[0]  # e.g. recall/mqar64/dense/seed0
+    use = task_use(run.config.get("data"), model.config.context_length)
+    return pretrained.model_card(model, title, "\n".join(lines), layout=format, use=use)
+
+
+def task_use(data, length: int) -> str | None:
+    """The Use section of a model trained on a synthetic task (its data config ``data``): a
+    text prompt means little to it, so the card rebuilds the run's held-out examples and scores
+    the weights on them. None for any other data."""
+    from lit_sparse import tasks
+
+    try:
+        module = tasks.recall_data_from_config(data)
+    except (ConfigError, ImportError, TypeError, ValueError):
+        return None
+    cls = type(module)
+    where = "lit_sparse.tasks" if getattr(tasks, cls.__name__, None) is cls else cls.__module__
+    # every option the run set, defaults included: a later default must not change the examples
+    given = {k: v for k, v in (data.get("init_args") or {}).items() if v is not None}
+    options = "".join(f"    {k}={v!r},\n" for k, v in given.items())
+    return (
+        f"The model was trained on a synthetic task (`{cls.__name__}`). To score it on the "
+        "run's held-out examples, regenerated from their seed:\n\n"
+        "```python\n"
+        "from lit_sparse import LanguageModel\n"
+        "from lit_sparse.evaluation.recall import evaluate_recall\n"
+        f"from {where} import {cls.__name__}\n\n"
+        'model = LanguageModel.from_pretrained("THIS_FOLDER_OR_REPO").eval()\n'
+        f"data = {cls.__name__}(  # the run's task\n{options})\n"
+        f'print(evaluate_recall(model, data, [{length}], ["use"]).to_markdown())\n'
+        "```\n"
+    )
 
 
 def _files_in_order(folder: Path) -> dict[str, int]:

@@ -496,7 +496,7 @@ def test_a_file_that_is_no_record_is_named_as_damaged(tmp_path, text):
 
 
 @pytest.mark.slow  # the tiny study's runs
-def test_an_export_of_a_recall_run_carries_its_accuracy_in_the_card(tiny_study, tmp_path):
+def test_an_export_of_a_recall_run_carries_its_accuracy_in_the_card(tiny_study, tmp_path, capsys):
     from lit_sparse.interop.export import export_run
     from lit_sparse.runs.analysis import load_run
 
@@ -504,9 +504,17 @@ def test_an_export_of_a_recall_run_carries_its_accuracy_in_the_card(tiny_study, 
     run_dir = root / "mqar64" / "fib_learned" / "seed0"
     run = load_run(run_dir, load_model=False)
     assert run.recall.to_dict()["scores"] == recall_json(root, "mqar64", "fib_learned", 0)["scores"]
-    card = (export_run(run_dir, tmp_path / "export").folder / "README.md").read_text()
+    folder = export_run(run_dir, tmp_path / "export").folder
+    card = (folder / "README.md").read_text()
     for policy in ("use", "drop"):
         accuracy = run.recall.accuracy(policy, 64, "L64_kv4")
         table = f"| set | 64 (1x) |\n|---|---:|\n| L64_kv4 | {accuracy:.3f} |"
         assert f"new_offsets={policy}:\n\n{table}" in card
     assert "## Recall" in card and "no held-out scores" not in card
+    assert "# lit_sparse recall/mqar64/fib_learned/seed0\n" in card
+    # the Use section scores the task, not a text prompt, and runs as written
+    assert "--prompt" not in card and "pipeline(" not in card
+    (snippet,) = re.findall(r"## Use\n\n.*?```python\n(.*?)```", card, re.S)
+    exec(compile(snippet.replace("THIS_FOLDER_OR_REPO", str(folder)), "README.md", "exec"), {})
+    use = run.recall.accuracy("use", 64, "L64_kv4")
+    assert f"| L64_kv4 | {use:.3f} |" in capsys.readouterr().out

@@ -1,7 +1,7 @@
 """The weights the recall study commits (``docs/recall-study/weights/<task>-<variant>-seed<K>``):
-each export loads and scores its own record's accuracy on the held-out examples regenerated
-from the data module, and the page's snippet that rescores one on examples of one's own runs
-as written."""
+each export's card holds a snippet that regenerates its record's held-out examples and scores
+the weights on them at the record's accuracy, and the page's snippet that rescores one on
+examples of one's own runs as written."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from lit_sparse import LanguageModel
 from lit_sparse.evaluation.recall import evaluate_recall
@@ -27,12 +28,23 @@ def test_far_mqar_dense_and_best_sparse_and_every_mqar64_variant_are_committed()
 
 
 @pytest.mark.parametrize("name", EXPORTS)
-def test_the_weights_score_their_record_on_its_held_out_examples(name):
+def test_the_cards_snippet_scores_the_weights_at_their_records_accuracy(name):
+    """The card's Use snippet rebuilds the record's held-out examples (the same as the record's
+    setup makes) and its scoring call gives the record's accuracy, exactly."""
     task, variant, seed = name.split("-")
     record = json.loads((RESULTS / task / variant / f"{seed}.json").read_text())
-    data = held_out_module(record["setup"])
-    ((set_name, _),) = data.recall_sets().items()
-    model = LanguageModel.from_pretrained(WEIGHTS / name)
+    card = (WEIGHTS / name / "README.md").read_text()
+    (snippet,) = re.findall(r"## Use\n\n.*?```python\n(.*?)```", card, re.S)
+    *body, last = snippet.replace("THIS_FOLDER_OR_REPO", str(WEIGHTS / name)).strip().splitlines()
+    namespace: dict = {}
+    exec(compile("\n".join(body), "README.md", "exec"), namespace)
+    model, data = namespace["model"], namespace["data"]
+    assert isinstance(model, LanguageModel)
+    assert last == f'print(evaluate_recall(model, data, [{data.seq_len}], ["use"]).to_markdown())'
+    recorded_data = held_out_module(record["setup"])
+    ((set_name, examples),) = data.recall_sets().items()
+    ((_, recorded_examples),) = recorded_data.recall_sets().items()
+    assert all(map(torch.equal, examples, recorded_examples))  # inputs and labels
     scored = evaluate_recall(model, data, [data.seq_len], ["use"])
     accuracy = scored.accuracy("use", data.seq_len, set_name)
     recorded = record["recall"]["scores"]["use"][str(data.seq_len)][set_name]["accuracy"]
