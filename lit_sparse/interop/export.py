@@ -160,7 +160,7 @@ def task_use(data, length: int) -> str | None:
 
     try:
         module = tasks.recall_data_from_config(data)
-    except (ConfigError, ImportError, TypeError, ValueError):
+    except (ConfigError, ImportError, TypeError):  # other data, or options it no longer takes
         return None
     cls = type(module)
     where = "lit_sparse.tasks" if getattr(tasks, cls.__name__, None) is cls else cls.__module__
