@@ -93,7 +93,8 @@ def stale(made: dict[str, str] | None = None) -> list[str]:
     return found
 
 
-INTERVAL = re.compile(r"([+-]?\d\.\d{3}) \[([+-]?\d\.\d{3}), ([+-]?\d\.\d{3})\]")
+# a quoted interval, its parts possibly wrapped onto the next line of the Markdown source
+INTERVAL = re.compile(r"([+-]?\d\.\d{3})\s+\[([+-]?\d\.\d{3}),\s+([+-]?\d\.\d{3})\]")
 
 
 def _intervals(text: str) -> set[tuple[float, float, float]]:

@@ -122,3 +122,11 @@ def test_the_committed_tables_are_what_the_records_make():
     assert {"mqar", "distance", "coverage", "alpha", "alpha-control", "far-mqar"} <= marked
     quoted = refresh["_intervals"](refresh["README"].read_text())
     assert quoted and quoted <= {i for text in made.values() for i in refresh["_intervals"](text)}
+
+
+def test_a_quoted_interval_wrapped_across_lines_is_still_checked():
+    """Markdown wraps at about 95 columns, so a quote's mean and bracket often sit on two
+    lines; the check reads them as one interval either way."""
+    refresh = runpy.run_path(str(RESULTS.parent / "refresh_tables.py"))
+    wrapped = "fib fixed - window +0.021\n[-0.009, +0.049] at 16x, and 0.458 [0.440,\n0.475]"
+    assert refresh["_intervals"](wrapped) == {(0.021, -0.009, 0.049), (0.458, 0.44, 0.475)}
