@@ -88,10 +88,12 @@ def figure_legend(fig, title: str = "variant (seeds)", size: int = 7):
     )
 
 
-def finish_figure(fig, title: str, path: Path, title_size: int = 9) -> Path:
-    """The figure's one legend (:func:`figure_legend`), its title, and the figure saved to
-    ``path``."""
-    figure_legend(fig)
+def finish_figure(
+    fig, title: str, path: Path, title_size: int = 9, legend: str = "variant (seeds)"
+) -> Path:
+    """The figure's one legend (:func:`figure_legend`, titled ``legend``), its title, and the
+    figure saved to ``path``."""
+    figure_legend(fig, legend)
     fig.suptitle(title, fontsize=title_size)
     return save(fig, path)
 

@@ -2,13 +2,14 @@
 
 - ``mqar.png``: accuracy per MQAR setting per variant: a bar at the mean over seeds, its 95 %
   bootstrap interval, and a dot per seed;
-- ``distance_<policy>.png``: accuracy against the key-to-query distance per variant, one
-  panel per evaluation length, the pattern's coverage of each bucket's sampled distances
-  dotted below;
-- ``passkey.png``: keys recalled whole against evaluation length per variant, one panel per
-  depth and a row per policy;
+- ``<task>_<policy>.png`` (``distance_use.png``, ``distance_budget_drop.png``): accuracy
+  against the key-to-query distance per variant, one panel per evaluation length, the
+  pattern's coverage of each bucket's sampled distances dotted below;
+- ``<task>.png`` (``passkey.png``): keys recalled whole against evaluation length per
+  variant, one panel per depth and a row per policy;
 - ``alpha_recall.png``: learned alpha per layer over steps, per task and variant;
-- ``learning.png``: held-out accuracy against training examples, a line per run, per task.
+- ``learning.png``: held-out accuracy against training examples, a line per run, a panel per
+  task; a variant's seeds per panel in its one legend entry.
 
 Every variant has one colour in every panel and figure (:func:`figures.variant_color`), and a
 figure of several panels has one legend beside them all.
@@ -133,11 +134,14 @@ def plot_learning(study: RecallStudy, path: Path) -> Path | None:
     ]
     if not tasks:
         return None
+    from matplotlib.ticker import EngFormatter
+
+    seeds = _seeds_per_panel(tasks)
     fig, (axes,) = figure(len(tasks), height=3.8)
     for ax, task in zip(axes, tasks, strict=True):
         batch = task.setup.get("data.init_args.batch_size") or 1
         for variant in task.variants:
-            name = f"{variant.name} ({len(variant.runs)})"
+            name = f"{variant.name} ({seeds[variant.name]})"
             for index, run in enumerate(r for r in variant.runs if r.curve.get("val/acc")):
                 steps, acc = run.curve["step"], run.curve["val/acc"]
                 points = [(s * batch, a) for s, a in zip(steps, acc, strict=True) if a is not None]
@@ -150,9 +154,23 @@ def plot_learning(study: RecallStudy, path: Path) -> Path | None:
                 line.set_gid(name)
         ax.set_title(task.task.label or task.task.name, fontsize=9)
         ax.set_xlabel("training examples seen")
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 120k, not 120000 run together
         ax.set_ylabel("held-out accuracy")
         ax.set_ylim(-0.02, 1.02)
-    return finish_figure(fig, "learning curves: a line per run (seed)", path)
+    uneven = any("/" in count for count in seeds.values())
+    legend = "variant (seeds a panel, left to right)" if uneven else "variant (seeds)"
+    return finish_figure(fig, "learning curves: a line per run (seed)", path, legend=legend)
+
+
+def _seeds_per_panel(tasks: list[TaskResults]) -> dict[str, str]:
+    """Each variant's seeds in each panel, as its one legend entry shows them: ``3`` when
+    every panel has the same count, else the counts left to right (``1/3``; ``-``: not in
+    that panel), so a variant is named once however many panels draw it."""
+    counts: dict[str, list[str]] = {}
+    for index, task in enumerate(tasks):
+        for variant in task.variants:
+            counts.setdefault(variant.name, ["-"] * len(tasks))[index] = str(len(variant.runs))
+    return {name: c[0] if len(set(c)) == 1 else "/".join(c) for name, c in counts.items()}
 
 
 def write_recall_plots(study: RecallStudy, folder: str | Path) -> list[Path]:
@@ -163,11 +181,11 @@ def write_recall_plots(study: RecallStudy, folder: str | Path) -> list[Path]:
         kind = _task_kind(task)
         if kind == "distance":
             geometry = Geometry(task)
-            for policy in task.policies:
-                out = folder / f"distance_{policy}.png"
+            for policy in task.policies:  # named by task: two distance tasks, two files
+                out = folder / f"{task.task.name}_{policy}.png"
                 written.append(plot_distance(task, policy, out, geometry))
         elif kind == "passkey":
-            written.append(plot_passkey(task, folder / "passkey.png"))
+            written.append(plot_passkey(task, folder / f"{task.task.name}.png"))
     alpha = [(f"{t.task.name}: {v.name}", v) for t in study.tasks for v in t.variants]
     written.append(plot_alpha(alpha, folder / "alpha_recall.png"))
     written.append(plot_learning(study, folder / "learning.png"))

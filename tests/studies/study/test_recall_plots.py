@@ -72,3 +72,32 @@ def test_the_mqar_bars_carry_a_dot_per_seed(drawn):
     (ax,) = drawn["mqar.png"].axes
     dots = sum(len(c.get_offsets()) for c in ax.collections if isinstance(c, PathCollection))
     assert dots == 2 * 8 * 3  # 2 settings x 8 variants x 3 seeds
+
+
+def test_panels_with_other_seed_counts_name_each_variant_once(tmp_path):
+    """A figure over tasks whose seed counts differ (a study still running beside a finished
+    one) names each variant once, its seeds per panel in the label; and two distance tasks
+    write two files, not one over the other."""
+    runs = preset_runs("recall", seeds=(0, 1, 2), tasks=("mqar128", "distance", "distance_budget"))
+    study = collect_recall(runs, RESULTS)
+    dense = study.task("mqar128").variants[0]
+    dense.runs = dense.runs[:1]
+    saved = {}
+
+    def keep(fig, path):
+        saved[Path(path).name] = fig
+        return Path(path)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(figures, "save", keep)
+        written = recall_plots.write_recall_plots(study, tmp_path)
+    names = {path.name for path in written}
+    assert {"distance_use.png", "distance_budget_use.png", "distance_budget_drop.png"} <= names
+    legend = _legend(saved["learning.png"])
+    variants = [label.split(" (")[0] for label in legend]
+    assert len(variants) == len(set(variants)), f"a variant named twice: {list(legend)}"
+    assert f"{dense.name} (1/3/3)" in legend
+    assert "fib_coprime (-/3/3)" in legend  # not run on MQAR (128, 8)
+    assert saved["learning.png"].legends[0].get_title().get_text().startswith("variant (seeds a")
+    for ax in saved["learning.png"].axes:
+        assert all(line.get_gid() in legend for line in ax.get_lines() if line.get_gid())
