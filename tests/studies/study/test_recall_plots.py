@@ -74,6 +74,7 @@ def test_the_mqar_bars_carry_a_dot_per_seed(drawn):
     assert dots == 2 * 8 * 3  # 2 settings x 8 variants x 3 seeds
 
 
+@pytest.mark.slow  # reads three tasks' records (about 8 s)
 def test_panels_with_other_seed_counts_name_each_variant_once(tmp_path):
     """A figure over tasks whose seed counts differ (a study still running beside a finished
     one) names each variant once, its seeds per panel in the label; and two distance tasks
