@@ -19,11 +19,8 @@ ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "docs" / "recall-study" / "results"
 
 
-@pytest.fixture(scope="module")
-def drawn(tmp_path_factory):
-    """Every figure of the committed study, as Figure objects by file name."""
-    runs = preset_runs("recall", seeds=(0, 1, 2), tasks=("mqar64", "mqar128", "distance"))
-    study = collect_recall(runs, RESULTS)
+def _draw(study, folder: Path) -> dict:
+    """The study's figures, as Figure objects by file name (none is rendered to PNG)."""
     saved = {}
 
     def keep(fig, path):
@@ -33,8 +30,16 @@ def drawn(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(figures, "save", keep)
         patch.setattr(recall_plots, "save", keep)
-        recall_plots.write_recall_plots(study, tmp_path_factory.mktemp("plots"))
+        written = recall_plots.write_recall_plots(study, folder)
+    assert {path.name for path in written} == set(saved)
     return saved
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    """Every figure of the committed study, as Figure objects by file name."""
+    runs = preset_runs("recall", seeds=(0, 1, 2), tasks=("mqar64", "mqar128", "distance"))
+    return _draw(collect_recall(runs, RESULTS), tmp_path_factory.mktemp("plots"))
 
 
 def _legend(fig) -> dict[str, tuple]:
@@ -83,17 +88,8 @@ def test_panels_with_other_seed_counts_name_each_variant_once(tmp_path):
     study = collect_recall(runs, RESULTS)
     dense = study.task("mqar128").variants[0]
     dense.runs = dense.runs[:1]
-    saved = {}
-
-    def keep(fig, path):
-        saved[Path(path).name] = fig
-        return Path(path)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(figures, "save", keep)
-        written = recall_plots.write_recall_plots(study, tmp_path)
-    names = {path.name for path in written}
-    assert {"distance_use.png", "distance_budget_use.png", "distance_budget_drop.png"} <= names
+    saved = _draw(study, tmp_path)
+    assert {"distance_use.png", "distance_budget_use.png", "distance_budget_drop.png"} <= set(saved)
     legend = _legend(saved["learning.png"])
     variants = [label.split(" (")[0] for label in legend]
     assert len(variants) == len(set(variants)), f"a variant named twice: {list(legend)}"
