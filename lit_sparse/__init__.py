@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lit_sparse import _moved
+from lit_sparse._checkout import require_one_checkout
 from lit_sparse._lazy import lazy_names
-from lit_sparse.checkout import require_one_checkout
 
 __version__ = "0.1.0"
 
