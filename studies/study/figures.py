@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lit_sparse_studies.study.seeds import Spread, VariantRuns
+from lit_sparse_studies.study.seeds import SeedRun, Spread, VariantRuns
 
 __all__ = [
     "VARIANT_COLORS",
@@ -123,8 +123,18 @@ def palette(n: int):
     return [cmap(i % 10) for i in range(n)]
 
 
+def shared_steps(runs: Sequence[SeedRun]) -> np.ndarray:
+    """The steps every run logged, up to where the first of them stopped (an early stop ends
+    some seeds sooner): where a mean over seeds is taken. Empty if the runs logged at other
+    steps."""
+    n = min(len(r.alpha_steps) for r in runs)
+    steps = runs[0].alpha_steps[:n]
+    return steps if all((r.alpha_steps[:n] == steps).all() for r in runs) else steps[:0]
+
+
 def plot_alpha(panels: Sequence[tuple[str, VariantRuns]], path: Path) -> Path | None:
-    """A panel per (title, variant) that learns alpha: every layer's alpha over steps."""
+    """A panel per (title, variant) that learns alpha: every layer's alpha over steps, each
+    seed thin and the mean over seeds thick (over :func:`shared_steps`)."""
     panels = [(title, variant) for title, variant in panels if variant.learns_alpha]
     if not panels:
         return None
@@ -133,24 +143,24 @@ def plot_alpha(panels: Sequence[tuple[str, VariantRuns]], path: Path) -> Path | 
         runs = variant.alpha_runs()
         n_layers = runs[0].alphas.shape[1]
         color = palette(n_layers)
-        steps = runs[0].alpha_steps
-        same = all(
-            len(r.alpha_steps) == len(steps) and (r.alpha_steps == steps).all() for r in runs
-        )
+        steps = shared_steps(runs)
         for index, run in enumerate(runs):
             for k in range(n_layers):
-                label = f"layer {k}" if index == 0 and not same else None  # no mean: name a seed's
+                label = f"layer {k}" if index == 0 and not len(steps) else None  # no mean line
                 ax.plot(
                     run.alpha_steps, run.alphas[:, k], color=color[k], alpha=0.35, linewidth=0.8,
                     label=label,
                 )  # fmt: skip
-        if same:
-            mean = np.mean([r.alphas for r in runs], axis=0)  # (S, L) over seeds
+        if len(steps):
+            mean = np.mean([r.alphas[: len(steps)] for r in runs], axis=0)  # (S, L) over seeds
             for k in range(n_layers):
                 ax.plot(steps, mean[:, k], color=color[k], linewidth=2, label=f"layer {k}")
         ax.set_title(f"{title} ({len(runs)} seeds)")
         ax.set_xlabel("optimizer step")
         ax.set_ylabel("alpha")
         ax.legend(fontsize=7)
-    fig.suptitle("thin: each seed; thick: mean over seeds", fontsize=8)
+    fig.suptitle(
+        "thin: each seed; thick: mean over seeds, up to the step where the first seed stopped",
+        fontsize=8,
+    )
     return save(fig, path)

@@ -98,3 +98,17 @@ def test_panels_with_other_seed_counts_name_each_variant_once(tmp_path):
     assert saved["learning.png"].legends[0].get_title().get_text().startswith("variant (seeds a")
     for ax in saved["learning.png"].axes:
         assert all(line.get_gid() in legend for line in ax.get_lines() if line.get_gid())
+
+
+def test_every_alpha_panel_draws_the_mean_over_seeds(drawn):
+    """Early-stopped seeds end at other steps: the mean is drawn up to the first stop, and the
+    panel's legend names its thick lines."""
+    for ax in drawn["alpha_recall.png"].axes:
+        thick = [line for line in ax.get_lines() if line.get_linewidth() == 2]
+        thin = [line for line in ax.get_lines() if line.get_linewidth() != 2]
+        assert thick, f"{ax.get_title()}: no mean line"
+        assert [line.get_label() for line in thick] == [
+            text.get_text() for text in ax.get_legend().get_texts()
+        ]
+        first_stop = min(max(line.get_xdata()) for line in thin)
+        assert all(max(line.get_xdata()) == first_stop for line in thick), ax.get_title()
