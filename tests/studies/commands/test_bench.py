@@ -371,3 +371,7 @@ def test_the_recall_study_shapes_are_its_configs_and_train_at_the_asked_position
     step = case(128)
     torch.manual_seed(0)
     step()  # one AdamW step of the loss at the 8 queries of each example
+    far = _parser().parse_args(["train", "--shape", "far_mqar"])
+    far.plugins, far.lengths = ["fibonacci"], None
+    spec = {**length_spec(far, 256), "plugin": "fibonacci"}
+    train_case(spec)[0](64)  # the memory row's warm-up: a batch at 64, where G = 96 has no room
