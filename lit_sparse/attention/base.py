@@ -14,7 +14,8 @@ from lit_sparse.attention.configurable import Configurable
 from lit_sparse.attention.decoding import DecodeShape, LayerDecoder, RecomputeDecoder, SlotDecoder
 from lit_sparse.attention.length_cache import LengthCache
 from lit_sparse.kernels import KeySlots, sparse_attention
-from lit_sparse.kernels.reference import slots_attention
+from lit_sparse.kernels.masked import masked_is_cheaper
+from lit_sparse.kernels.reference import masked_attention, slots_attention, slots_mask
 
 
 class AttentionPattern(nn.Module, ABC):
@@ -61,6 +62,7 @@ class SlotPattern(AttentionPattern):
     def __init__(self, training_length: int):
         super().__init__(training_length)
         self._cache: LengthCache[KeySlots] = LengthCache()
+        self._masks: LengthCache[Tensor] = LengthCache(entries=2)
 
     @abstractmethod
     def build_slots(self, length: int, device: torch.device) -> KeySlots:
@@ -77,7 +79,14 @@ class SlotPattern(AttentionPattern):
         return slots
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-        return sparse_attention(q, k, v, self.slots(q.shape[-2], q.device))
+        """The slot op, or SDPA with the slots' mask where that is cheaper (a wide window on
+        the CPU: :func:`~lit_sparse.kernels.masked.masked_is_cheaper`)."""
+        length, device = q.shape[-2], q.device
+        slots = self.slots(length, device)
+        if masked_is_cheaper(q, slots):
+            mask = self._masks.get((length, device), lambda: slots_mask(slots, length))
+            return masked_attention(q, k, v, mask)
+        return sparse_attention(q, k, v, slots)
 
     def reference(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         return slots_attention(q, k, v, self.slots(q.shape[-2], q.device))

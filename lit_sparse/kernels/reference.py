@@ -1,4 +1,5 @@
-"""Reference attention through dense [T, T] structures: O(T^2), for tests only."""
+"""Attention through dense [T, T] structures, O(T^2): the references the tests hold the kernels
+to, and the masked product a wide slot set runs on the CPU (:mod:`lit_sparse.kernels.masked`)."""
 
 from __future__ import annotations
 

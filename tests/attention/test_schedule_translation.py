@@ -85,8 +85,8 @@ def test_an_old_export_gives_the_same_logits_and_greedy_text(name):
     assert isinstance(config["attention"]["init_args"]["schedule"], str)  # the old form
     model = LanguageModel.from_pretrained(folder).eval()
     expected, prompt = EXPORTS["outputs"][name], EXPORTS["prompt"]
-    with torch.no_grad():
-        torch.testing.assert_close(model(prompt), expected["logits"], rtol=0, atol=0)
+    with torch.no_grad():  # to float rounding: a short prompt of a wide pattern runs masked SDPA
+        torch.testing.assert_close(model(prompt), expected["logits"], rtol=1e-5, atol=1e-5)
     greedy = torch.cat(list(generate(model, prompt, 12, temperature=0))).tolist()
     assert greedy == expected["greedy"]
 
