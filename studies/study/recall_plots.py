@@ -1,6 +1,6 @@
 """The recall study's figures (:mod:`lit_sparse_studies.study.figures`):
 
-- ``mqar.png``: accuracy per MQAR setting per variant: a bar at the mean over seeds, its 95 %
+- ``mqar.png``: accuracy per MQAR task per variant: a bar at the mean over seeds, its 95 %
   bootstrap interval, and a dot per seed;
 - ``<task>_<policy>.png`` (``distance_use.png``, ``distance_budget_drop.png``): accuracy
   against the key-to-query distance per variant, one panel per evaluation length, the
@@ -9,7 +9,7 @@
   variant, one panel per depth and a row per policy;
 - ``alpha_recall.png``: learned alpha per layer over steps, per task and variant;
 - ``learning.png``: held-out accuracy against training examples, a line per run, a panel per
-  task; a variant's seeds per panel in its one legend entry.
+  task (three a row); a variant's seeds per panel in its one legend entry.
 
 Every variant has one colour in every panel and figure (:func:`figures.variant_color`), and a
 figure of several panels has one legend beside them all.
@@ -33,6 +33,8 @@ from lit_sparse_studies.study.recall_report import Geometry, _task_kind, headlin
 from lit_sparse_studies.study.recall_results import RecallStudy, TaskResults
 
 __all__ = ["write_recall_plots"]
+
+LEARNING_COLUMNS = 3  # learning.png's panels a row: five tasks in one row are too small to read
 
 
 def plot_mqar(study: RecallStudy, path: Path) -> Path | None:
@@ -60,13 +62,13 @@ def plot_mqar(study: RecallStudy, path: Path) -> Path | None:
                 position + np.asarray(offsets), values, s=9, color="black", zorder=3,
                 label="a seed" if index == 0 and position == x[0] else None,
             )  # fmt: skip
-        label = task.sets(task.training_length)[0]
+        label = task.task.label or task.sets(task.training_length)[0]  # far MQAR says so
         ax.bar(x, means, width, yerr=[low, high], capsize=2, label=label, alpha=0.75)
     ax.set_xticks(np.arange(len(names)), names, rotation=30, ha="right", fontsize=8)
     ax.set_ylim(0, 1.02)
     ax.set_ylabel("accuracy at the queries")
     ax.set_title(
-        "MQAR: accuracy per setting\nbar: mean over seeds; whisker: 95 % bootstrap interval; "
+        "MQAR: accuracy per task\nbar: mean over seeds; whisker: 95 % bootstrap interval; "
         "dot: a seed",
         fontsize=9,
     )
@@ -137,8 +139,12 @@ def plot_learning(study: RecallStudy, path: Path) -> Path | None:
     from matplotlib.ticker import EngFormatter
 
     seeds = _seeds_per_panel(tasks)
-    fig, (axes,) = figure(len(tasks), height=3.8)
-    for ax, task in zip(axes, tasks, strict=True):
+    columns = min(len(tasks), LEARNING_COLUMNS)
+    fig, grid = figure(columns, height=3.8, rows=-(-len(tasks) // columns))
+    axes = [ax for row in grid for ax in row]
+    for ax in axes[len(tasks) :]:
+        fig.delaxes(ax)  # the last row's empty places
+    for ax, task in zip(axes, tasks, strict=False):
         batch = task.setup.get("data.init_args.batch_size") or 1
         for variant in task.variants:
             name = f"{variant.name} ({seeds[variant.name]})"

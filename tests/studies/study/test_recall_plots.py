@@ -77,14 +77,18 @@ def test_the_mqar_bars_carry_a_dot_per_seed(drawn):
     (ax,) = drawn["mqar.png"].axes
     dots = sum(len(c.get_offsets()) for c in ax.collections if isinstance(c, PathCollection))
     assert dots == 2 * 8 * 3  # 2 settings x 8 variants x 3 seeds
+    bars = [text.get_text() for text in ax.get_legend().get_texts()][1:]  # after "a seed"
+    assert bars == ["MQAR L=64, kv=4", "MQAR L=128, kv=8"]  # the tasks, as the pages name them
 
 
 @pytest.mark.slow  # reads three tasks' records (about 8 s)
 def test_panels_with_other_seed_counts_name_each_variant_once(tmp_path):
     """A figure over tasks whose seed counts differ (a study still running beside a finished
-    one) names each variant once, its seeds per panel in the label; and two distance tasks
-    write two files, not one over the other."""
-    runs = preset_runs("recall", seeds=(0, 1, 2), tasks=("mqar128", "distance", "distance_budget"))
+    one) names each variant once, its seeds per panel in the label; two distance tasks write
+    two files, not one over the other; four tasks' learning curves wrap onto a second row;
+    and far MQAR's bars are named far MQAR, not by the setting it shares with plain MQAR."""
+    tasks = ("mqar128", "distance", "distance_budget", "far_mqar")
+    runs = preset_runs("recall", seeds=(0, 1, 2), tasks=tasks)
     study = collect_recall(runs, RESULTS)
     dense = study.task("mqar128").variants[0]
     dense.runs = dense.runs[:1]
@@ -93,11 +97,19 @@ def test_panels_with_other_seed_counts_name_each_variant_once(tmp_path):
     legend = _legend(saved["learning.png"])
     variants = [label.split(" (")[0] for label in legend]
     assert len(variants) == len(set(variants)), f"a variant named twice: {list(legend)}"
-    assert f"{dense.name} (1/3/3)" in legend
-    assert "fib_coprime (-/3/3)" in legend  # not run on MQAR (128, 8)
+    order = ["mqar128", "far_mqar", "distance", "distance_budget"]  # the preset's order
+    assert [t.task.name for t in study.tasks] == order
+    assert f"{dense.name} (1/3/3/3)" in legend
+    assert "fib_coprime (-/-/3/3)" in legend  # run on neither MQAR task
     assert saved["learning.png"].legends[0].get_title().get_text().startswith("variant (seeds a")
-    for ax in saved["learning.png"].axes:
+    panels = saved["learning.png"].axes
+    assert [ax.get_title() for ax in panels] == [t.task.label for t in study.tasks]
+    assert sorted({ax.get_subplotspec().rowspan.start for ax in panels}) == [0, 1]
+    for ax in panels:
         assert all(line.get_gid() in legend for line in ax.get_lines() if line.get_gid())
+    (bars,) = saved["mqar.png"].axes
+    names = [text.get_text() for text in bars.get_legend().get_texts()]
+    assert names[1:] == ["MQAR L=128, kv=8", "far MQAR L=256, kv=8, gap 96"]
 
 
 def test_every_alpha_panel_draws_the_mean_over_seeds(drawn):
