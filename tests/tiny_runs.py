@@ -24,6 +24,7 @@ from lit_sparse.callbacks import (
 )
 from lit_sparse.config import ModelConfig
 from lit_sparse.data import TextDataModule
+from lit_sparse.kernels.denormals import denormals_flushed
 from lit_sparse.module import LitLanguageModel
 
 SEQ_LEN = 32
@@ -91,8 +92,21 @@ def tiny_trainer(
     return pl.Trainer(**options)
 
 
+class FloatModeProbe(pl.Callback):
+    """Whether subnormal floats read as zero at each training and validation batch."""
+
+    def __init__(self) -> None:
+        self.flushed: list[bool] = []
+
+    def on_train_batch_start(self, *args: Any) -> None:
+        self.flushed.append(denormals_flushed())
+
+    on_validation_batch_start = on_train_batch_start
+
+
 def all_callbacks(every_n_steps: int = 2) -> list[pl.Callback]:
     return [
+        FloatModeProbe(),
         AlphaTrajectory(every_n_steps=every_n_steps),
         PositionLoss(n_bins=N_BINS),
         LengthExtrapolation(),

@@ -1240,6 +1240,18 @@ int64_t parallel_threads() {
   return most.load();
 }
 
+// Subnormal floats read and written as zero (x86's DAZ and FTZ) on every thread at::parallel_for
+// runs on, the caller included: the mode is per thread, and torch.set_flush_denormal sets only
+// the caller's. One item per thread (at::parallel_for gives each of n threads one of n items).
+// Returns whether the CPU has the mode.
+bool set_flush_denormal(bool on) {
+  std::atomic<bool> supported{true};
+  at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) {
+    if (!at::globalContext().setFlushDenormal(on)) supported = false;
+  });
+  return at::globalContext().setFlushDenormal(on) && supported.load();
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward, "sparse attention over key slots, forward (CPU)");
   m.def("backward", &backward, "sparse attention over key slots, backward (CPU)");
@@ -1247,4 +1259,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("bf16_linear", &bf16_linear, "float32 x times bfloat16 weights, float32 sums (CPU)");
   m.def("int8_linear", &int8_linear, "float32 x times int8 weights and per-row scales (CPU)");
   m.def("parallel_threads", &parallel_threads, "threads at::parallel_for runs on (CPU)");
+  m.def("set_flush_denormal", &set_flush_denormal, "subnormals as zero on every intra-op thread");
 }
