@@ -164,13 +164,13 @@ def plot_learning(study: RecallStudy, path: Path) -> Path | None:
         ax.set_ylabel("held-out accuracy")
         ax.set_ylim(-0.02, 1.02)
     uneven = any("/" in count for count in seeds.values())
-    legend = "variant (seeds a panel, left to right)" if uneven else "variant (seeds)"
+    legend = "variant (seeds a panel, in reading order)" if uneven else "variant (seeds)"
     return finish_figure(fig, "learning curves: a line per run (seed)", path, legend=legend)
 
 
 def _seeds_per_panel(tasks: list[TaskResults]) -> dict[str, str]:
     """Each variant's seeds in each panel, as its one legend entry shows them: ``3`` when
-    every panel has the same count, else the counts left to right (``1/3``; ``-``: not in
+    every panel has the same count, else the counts in reading order (``1/3``; ``-``: not in
     that panel), so a variant is named once however many panels draw it."""
     counts: dict[str, list[str]] = {}
     for index, task in enumerate(tasks):
