@@ -264,8 +264,8 @@ class LitLanguageModel(pl.LightningModule):
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
         self._sparse_labels = bool(getattr(datamodule, "sparse_labels", False))
-        self._build_cpu_kernel()
-        if self._trainer is not None and self.trainer.strategy.root_device.type == "cpu":
+        if self._on_cpu():
+            self._build_cpu_kernel()
             self._float_mode.enter_context(flushed_denormals())
         for name in self.val_set_names():
             if name not in self.val_nll:
@@ -276,10 +276,12 @@ class LitLanguageModel(pl.LightningModule):
     def teardown(self, stage: str) -> None:
         self._float_mode.close()  # the process's float mode as it was before setup
 
+    def _on_cpu(self) -> bool:
+        """Whether a trainer is attached and computes on the CPU."""
+        return self._trainer is not None and self.trainer.strategy.root_device.type == "cpu"
+
     def _build_cpu_kernel(self) -> None:
         """Build the CPU kernel (a minute, once) with its own message, before the progress bar."""
-        if self._trainer is None or self.trainer.strategy.root_device.type != "cpu":
-            return
         if any(isinstance(m, SlotPattern) for m in self.model.modules()):
             compiled.available()
 
