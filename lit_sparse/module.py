@@ -20,7 +20,7 @@ from lit_sparse.attention.registry import upgrade_attention_specs
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError, NonFiniteLossError
 from lit_sparse.kernels import compiled
-from lit_sparse.kernels.denormals import flushed_denormals
+from lit_sparse.kernels.denormals import FlushedSubnormals
 from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, TokenNLL, labelled_counts
 from lit_sparse.model import LanguageModel, token_nll
 from lit_sparse.optimizers import OPTIMIZERS, eight_bit_adamw
@@ -118,7 +118,6 @@ class LitLanguageModel(pl.LightningModule):
         self.val_acc = nn.ModuleDict()
         self._sparse_labels = False
         self._evaluating = contextlib.ExitStack()
-        self._float_mode = contextlib.ExitStack()  # subnormals flushed from setup to teardown
 
     def configure_model(self) -> None:
         """Under a device mesh (configs/strategy/fsdp2.yaml) shard each block and the rest."""
@@ -264,21 +263,17 @@ class LitLanguageModel(pl.LightningModule):
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None) if self._trainer else None
         self._sparse_labels = bool(getattr(datamodule, "sparse_labels", False))
-        if self._on_cpu():
+        if self._trainer is not None and self.trainer.strategy.root_device.type == "cpu":
             self._build_cpu_kernel()
-            self._float_mode.enter_context(flushed_denormals())
         for name in self.val_set_names():
             if name not in self.val_nll:
                 self.val_nll[name] = TokenNLL()
             if self._sparse_labels and name not in self.val_acc:
                 self.val_acc[name] = RecallAccuracy()
 
-    def teardown(self, stage: str) -> None:
-        self._float_mode.close()  # the process's float mode as it was before setup
-
-    def _on_cpu(self) -> bool:
-        """Whether a trainer is attached and computes on the CPU."""
-        return self._trainer is not None and self.trainer.strategy.root_device.type == "cpu"
+    def configure_callbacks(self) -> list[pl.Callback]:
+        """Subnormal floats flushed while a CPU trainer runs (lit_sparse.kernels.denormals)."""
+        return [FlushedSubnormals()]
 
     def _build_cpu_kernel(self) -> None:
         """Build the CPU kernel (a minute, once) with its own message, before the progress bar."""

@@ -32,6 +32,18 @@ def isolated_token_cache(tmp_path_factory):
             os.environ[key] = value
 
 
+@pytest.fixture(autouse=True)
+def float_mode_left_as_found():
+    """A test, or a fixture it set up, that leaves subnormal floats flushed errors here by name:
+    the mode would outlive it in the worker and change every later test's arithmetic."""
+    from lit_sparse.kernels.denormals import denormals_flushed, flush_denormals
+
+    yield
+    if denormals_flushed():
+        flush_denormals(False)  # the next test starts as the process did
+        pytest.fail("subnormal floats were left flushed (lit_sparse.kernels.denormals)")
+
+
 TRAINING_FIXTURES = {
     "learned_run",
     "staggered_run",

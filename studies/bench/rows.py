@@ -80,10 +80,14 @@ def measure(spec: dict[str, Any], fresh: bool = False) -> dict[str, Any]:
     what a fresh process per row measures, without its start-up."""
     import torch
 
+    from lit_sparse.kernels.denormals import flush_denormals
+
     forks = fresh and spec.get("fork_peaks") and spec["mode"] == "time"
     peaks = _row_peaks(spec, spec["plugins"], _in_fork) if forks else None
     if spec.get("threads"):
         torch.set_num_threads(spec["threads"])
+    if spec["kind"] == "train" and spec["device"] == "cpu":
+        flush_denormals(True)  # subnormals as zero on every thread, as fit does
     if spec["mode"] == "memory":
         return _memory(spec)
     measured = _timing(spec)

@@ -52,14 +52,11 @@ def train_case(spec: dict[str, Any]):
     import torch.nn.functional as F
 
     from lit_sparse.config import ModelConfig
-    from lit_sparse.kernels.denormals import flush_denormals
     from lit_sparse.model import LanguageModel
     from lit_sparse.runs.memory import keep_freed_memory
 
     keep_freed_memory()  # as fit does
     device = torch.device(spec["device"])
-    if device.type == "cpu":
-        flush_denormals(True)  # as fit does (this process times one case)
     gen = torch.Generator(device="cpu").manual_seed(0)
     shape = dict(TRAIN_SHAPES[spec["shape"]])
     task = shape.pop("task", None)

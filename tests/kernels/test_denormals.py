@@ -3,11 +3,13 @@ torch.set_flush_denormal sets the calling thread only, so these check the other 
 
 from __future__ import annotations
 
+import lightning.pytorch as pl
 import pytest
 import torch
 
 from lit_sparse.kernels import compiled
 from lit_sparse.kernels.denormals import KEEP_VARIABLE, denormals_flushed, flushed_denormals
+from tests.tiny_runs import tiny_datamodule, tiny_module, tiny_trainer
 
 pytestmark = pytest.mark.skipif(not compiled.available(), reason="needs the compiled CPU kernel")
 
@@ -55,4 +57,25 @@ def test_fit_flushes_while_it_trains_and_validates_and_restores_after(learned_ru
     """The shared tiny run trained on the CPU: every batch it saw had subnormals flushed."""
     seen = learned_run.callbacks["FloatModeProbe"].flushed
     assert len(seen) > 6 and all(seen)  # 6 training steps and their validation batches
+    assert not denormals_flushed()
+
+
+class RaiseAtStart(pl.Callback):
+    """Notes the float mode at the start of training, then ends the fit with an error."""
+
+    flushed: bool | None = None
+
+    def on_train_start(self, *args) -> None:
+        self.flushed = denormals_flushed()
+        raise RuntimeError("stop before the first step")
+
+
+def test_a_fit_that_raises_restores_the_mode(tmp_path):
+    """Lightning skips every teardown hook when fit raises; the mode is restored all the same."""
+    datamodule = tiny_datamodule()
+    raising = RaiseAtStart()
+    trainer = tiny_trainer(tmp_path, "raises", [raising])
+    with pytest.raises(RuntimeError, match="before the first step"):
+        trainer.fit(tiny_module(datamodule.vocab_size), datamodule)
+    assert raising.flushed
     assert not denormals_flushed()

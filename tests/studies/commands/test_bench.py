@@ -292,6 +292,21 @@ def test_a_failed_row_carries_its_error_and_the_exit_code_is_1(tmp_path, monkeyp
     assert "no_such_plugin failed" in capsys.readouterr().err
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="measures in a fork")
+def test_training_is_measured_with_subnormals_flushed_as_fit_runs(monkeypatch):
+    """A train row's process reads and writes subnormals as zero, as fit does; an attention
+    row's keeps IEEE floats. Each is a child, so the caller's mode is untouched."""
+    from lit_sparse.io.forks import call_in_fork
+    from lit_sparse.kernels.denormals import denormals_flushed
+    from lit_sparse_studies.bench import rows
+
+    monkeypatch.setattr(rows, "_memory", lambda spec: {"flushed": denormals_flushed()})
+    spec = {"kind": "train", "device": "cpu", "mode": "memory"}
+    assert call_in_fork(rows.measure, spec) == {"flushed": True}
+    assert call_in_fork(rows.measure, {**spec, "kind": "attention"}) == {"flushed": False}
+    assert not denormals_flushed()
+
+
 def test_heads_must_be_a_multiple_of_kv_heads(capsys):
     assert main(["attention", "--heads", "6", "--kv-heads", "4"]) == 2
     assert "--heads 6" in capsys.readouterr().err
