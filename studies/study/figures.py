@@ -60,6 +60,20 @@ def figure(panels: int, height: float = 3.6, rows: int = 1):
     return fig, fig.subplots(rows, panels, squeeze=False)
 
 
+PANELS_A_ROW = 3  # more panels than that in one row are too small to read
+
+
+def panel_grid(count: int, height: float, columns: int = PANELS_A_ROW):
+    """A figure of ``count`` panels, at most ``columns`` a row, and its panels in reading
+    order (the last row's empty places removed)."""
+    columns = min(count, columns)
+    fig, grid = figure(columns, height=height, rows=-(-count // columns))
+    axes = [ax for row in grid for ax in row]
+    for ax in axes[count:]:
+        fig.delaxes(ax)
+    return fig, axes[:count]
+
+
 def save(fig, path: Path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -138,7 +152,7 @@ def plot_alpha(panels: Sequence[tuple[str, VariantRuns]], path: Path) -> Path | 
     panels = [(title, variant) for title, variant in panels if variant.learns_alpha]
     if not panels:
         return None
-    fig, (axes,) = figure(len(panels), height=4.0)
+    fig, axes = panel_grid(len(panels), height=4.0)
     for ax, (title, variant) in zip(axes, panels, strict=True):
         runs = variant.alpha_runs()
         n_layers = runs[0].alphas.shape[1]

@@ -25,6 +25,7 @@ from lit_sparse_studies.study.figures import (
     band,
     figure,
     finish_figure,
+    panel_grid,
     plot_alpha,
     save,
     variant_color,
@@ -33,8 +34,6 @@ from lit_sparse_studies.study.recall_report import Geometry, _task_kind, headlin
 from lit_sparse_studies.study.recall_results import RecallStudy, TaskResults
 
 __all__ = ["write_recall_plots"]
-
-LEARNING_COLUMNS = 3  # learning.png's panels a row: five tasks in one row are too small to read
 
 
 def plot_mqar(study: RecallStudy, path: Path) -> Path | None:
@@ -139,12 +138,8 @@ def plot_learning(study: RecallStudy, path: Path) -> Path | None:
     from matplotlib.ticker import EngFormatter
 
     seeds = _seeds_per_panel(tasks)
-    columns = min(len(tasks), LEARNING_COLUMNS)
-    fig, grid = figure(columns, height=3.8, rows=-(-len(tasks) // columns))
-    axes = [ax for row in grid for ax in row]
-    for ax in axes[len(tasks) :]:
-        fig.delaxes(ax)  # the last row's empty places
-    for ax, task in zip(axes, tasks, strict=False):
+    fig, axes = panel_grid(len(tasks), height=3.8)
+    for ax, task in zip(axes, tasks, strict=True):
         batch = task.setup.get("data.init_args.batch_size") or 1
         for variant in task.variants:
             name = f"{variant.name} ({seeds[variant.name]})"

@@ -85,8 +85,8 @@ def test_the_mqar_bars_carry_a_dot_per_seed(drawn):
 def test_panels_with_other_seed_counts_name_each_variant_once(tmp_path):
     """A figure over tasks whose seed counts differ (a study still running beside a finished
     one) names each variant once, its seeds per panel in the label; two distance tasks write
-    two files, not one over the other; four tasks' learning curves wrap onto a second row;
-    and far MQAR's bars are named far MQAR, not by the setting it shares with plain MQAR."""
+    two files, not one over the other; four tasks' learning curves and learned alphas wrap
+    onto a second row; and far MQAR's bars are named far MQAR, not by the setting it shares with plain MQAR."""
     tasks = ("mqar128", "distance", "distance_budget", "far_mqar")
     runs = preset_runs("recall", seeds=(0, 1, 2), tasks=tasks)
     study = collect_recall(runs, RESULTS)
@@ -107,6 +107,8 @@ def test_panels_with_other_seed_counts_name_each_variant_once(tmp_path):
     assert sorted({ax.get_subplotspec().rowspan.start for ax in panels}) == [0, 1]
     for ax in panels:
         assert all(line.get_gid() in legend for line in ax.get_lines() if line.get_gid())
+    alphas = saved["alpha_recall.png"].axes  # fib_learned on each of the four tasks
+    assert [ax.get_subplotspec().rowspan.start for ax in alphas] == [0, 0, 0, 1]
     (bars,) = saved["mqar.png"].axes
     names = [text.get_text() for text in bars.get_legend().get_texts()]
     assert names[1:] == ["MQAR L=128, kv=8", "far MQAR L=256, kv=8, gap 96"]
