@@ -17,6 +17,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
 
+from lit_sparse.kernels.denormals import denormals_flushed, flush_denormals  # noqa: E402
+
+WORKER_FLUSHES_SUBNORMALS = denormals_flushed()  # the process's float mode before any test
+
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_token_cache(tmp_path_factory):
@@ -34,14 +38,15 @@ def isolated_token_cache(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def float_mode_left_as_found():
-    """A test, or a fixture it set up, that leaves subnormal floats flushed errors here by name:
-    the mode would outlive it in the worker and change every later test's arithmetic."""
-    from lit_sparse.kernels.denormals import denormals_flushed, flush_denormals
-
+    """A test, or a fixture it set up, that leaves subnormal floats flushed (or not) otherwise
+    than the worker started errors here by name: the mode would outlive it in the worker and
+    change every later test's arithmetic."""
     yield
-    if denormals_flushed():
-        flush_denormals(False)  # the next test starts as the process did
-        pytest.fail("subnormal floats were left flushed (lit_sparse.kernels.denormals)")
+    flushed = denormals_flushed()
+    if flushed != WORKER_FLUSHES_SUBNORMALS:
+        flush_denormals(WORKER_FLUSHES_SUBNORMALS)  # the next test starts as the worker did
+        left = "flushed" if flushed else "kept"
+        pytest.fail(f"subnormal floats left {left}, unlike the worker's start (kernels.denormals)")
 
 
 TRAINING_FIXTURES = {
