@@ -292,19 +292,20 @@ def test_a_failed_row_carries_its_error_and_the_exit_code_is_1(tmp_path, monkeyp
     assert "no_such_plugin failed" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="measures in a fork")
 def test_training_is_measured_with_subnormals_flushed_as_fit_runs(monkeypatch):
-    """A train row's process reads and writes subnormals as zero, as fit does; an attention
-    row's keeps IEEE floats. Each is a child, so the caller's mode is untouched."""
-    from lit_sparse.io.forks import call_in_fork
-    from lit_sparse.kernels.denormals import denormals_flushed
+    """A train row reads and writes subnormals as zero while it is measured, as fit does (and
+    keeps IEEE floats under LIT_SPARSE_KEEP_DENORMALS, as fit does); an attention row keeps
+    IEEE floats. The caller's mode is restored after."""
+    from lit_sparse.kernels.denormals import KEEP_VARIABLE, denormals_flushed
     from lit_sparse_studies.bench import rows
 
     monkeypatch.setattr(rows, "_memory", lambda spec: {"flushed": denormals_flushed()})
     spec = {"kind": "train", "device": "cpu", "mode": "memory"}
-    assert call_in_fork(rows.measure, spec) == {"flushed": True}
-    assert call_in_fork(rows.measure, {**spec, "kind": "attention"}) == {"flushed": False}
+    assert rows.measure(spec) == {"flushed": True}
     assert not denormals_flushed()
+    assert rows.measure({**spec, "kind": "attention"}) == {"flushed": False}
+    monkeypatch.setenv(KEEP_VARIABLE, "1")
+    assert rows.measure(spec) == {"flushed": False}
 
 
 def test_heads_must_be_a_multiple_of_kv_heads(capsys):

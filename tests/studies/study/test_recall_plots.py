@@ -86,7 +86,8 @@ def test_panels_with_other_seed_counts_name_each_variant_once(tmp_path):
     """A figure over tasks whose seed counts differ (a study still running beside a finished
     one) names each variant once, its seeds per panel in the label; two distance tasks write
     two files, not one over the other; four tasks' learning curves and learned alphas wrap
-    onto a second row; and far MQAR's bars are named far MQAR, not by the setting it shares with plain MQAR."""
+    onto a second row; and far MQAR's bars are named far MQAR, not by the setting it shares
+    with plain MQAR."""
     tasks = ("mqar128", "distance", "distance_budget", "far_mqar")
     runs = preset_runs("recall", seeds=(0, 1, 2), tasks=tasks)
     study = collect_recall(runs, RESULTS)
