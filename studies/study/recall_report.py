@@ -49,7 +49,9 @@ RULE = (
     "whose examples hold several queries each, that overstates the example noise). With 3 "
     "seeds the seed part of an interval can be no wider than the seeds' range: read it as a "
     "lower bound on the uncertainty. A difference is marked where its interval excludes 0 "
-    "(a paired bootstrap over seeds for a run against itself at 1x)."
+    "(a paired bootstrap over seeds for a run against itself at 1x). Cache rows: the "
+    "decoding cache's rows in its largest layer, the largest over seeds (a learned alpha's "
+    "cache differs from seed to seed)."
 )
 
 
@@ -303,7 +305,8 @@ def _header(study: RecallStudy) -> list[str]:
 
 
 def _cache_rows(variant: VariantRecall, length: int, policy: str = "use") -> str:
-    """The decoding cache (rows of the largest layer) at ``length`` under ``policy``."""
+    """The decoding cache (rows of the largest layer, the largest over seeds) at ``length``
+    under ``policy``."""
     offer = variant.offer(length, policy)
     return "-" if offer is None else str(offer[1])
 

@@ -72,12 +72,15 @@ class VariantRecall(seeds.VariantRuns):
         return sum(finite) / len(finite) if finite else None
 
     def offer(self, length: int, policy: str = "use") -> tuple[float, int] | None:
-        """(keys per query, mean over layers; decoding-cache rows, largest layer) at length."""
-        offer = self.runs[0].result.offer.get(policy, {}).get(length)
-        if not offer:
+        """(keys per query: mean over layers, then over seeds; decoding-cache rows: the
+        largest layer's, the largest over seeds) at ``length``. A learned alpha's cache
+        differs from seed to seed, so one seed's would not be the variant's."""
+        offers = [r.result.offer.get(policy, {}).get(length) for r in self.runs]
+        offers = [o for o in offers if o]
+        if not offers:
             return None
-        keys, rows = offer["keys_per_query"], offer["cache_rows"]
-        return sum(keys) / len(keys), max(rows)
+        keys = [sum(o["keys_per_query"]) / len(o["keys_per_query"]) for o in offers]
+        return sum(keys) / len(keys), max(max(o["cache_rows"]) for o in offers)
 
 
 @dataclass(kw_only=True)
