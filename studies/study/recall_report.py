@@ -36,6 +36,7 @@ __all__ = [
     "headline_interval",
     "held_out_module",
     "recall_tables",
+    "strict_reach",
 ]
 
 BOOTSTRAP_SEED = 0
@@ -193,14 +194,17 @@ class Geometry:
 
     def reach(self, run: RecallRun, policy: str, length: int, hops: str = "stack") -> np.ndarray:
         """(length,) the distances ``run``'s pattern reaches: composed through its stack of
-        layers, one attended distance a layer (``stack``), or read directly by a layer after
+        layers, one attended distance a layer (``stack``), the same with the value's key
+        carried along (``strict``: :func:`strict_reach`), or read directly by a layer after
         the first (``one``: :func:`coverage.one_hop_reach`)."""
         key = (id(run), policy, length, hops)
         if key not in self._reach:
             from lit_sparse.attention.offsets import composed_reach
 
             layers = [p.distances(length) for p in self.patterns(run, policy)]
-            reached = reach_of.one_hop_reach if hops == "one" else composed_reach
+            reached = {"one": reach_of.one_hop_reach, "strict": strict_reach}.get(
+                hops, composed_reach
+            )
             self._reach[key] = reached(layers, length)
         return self._reach[key]
 
@@ -222,6 +226,19 @@ class Geometry:
         ]
         finite = [v for v in values if v is not None]
         return float(np.mean(finite)) if finite else math.nan
+
+
+def strict_reach(per_layer: Sequence[Sequence[int]], length: int) -> np.ndarray:
+    """(length,) the distances a stack reaches with each value's key carried along: the
+    first layer, where a value has not yet read its key (one back), moves it by a distance
+    r only where it also reads r + 1, the key, into the same position; later layers, whose
+    input already holds the pair, by any distance. ``composed_reach`` counts every first-layer
+    hop, also those that leave the key behind."""
+    from lit_sparse.attention.offsets import composed_reach
+
+    first = {int(d) for d in per_layer[0]} if len(per_layer) else set()
+    carried = sorted(r for r in first if r + 1 in first)
+    return composed_reach([carried, *per_layer[1:]], length)
 
 
 def held_out_module(setup: Mapping[str, Any], min_examples: int = 1):
@@ -322,8 +339,9 @@ def _steps(variant: VariantRecall) -> str:
     return f"{steps} ({early}/{len(variant.runs)})"
 
 
-HOPS = ("one", "stack")
-"""The MQAR table's reach columns: one hop, and composed through the stack."""
+HOPS = ("one", "stack", "strict")
+"""The MQAR table's reach columns: one hop, composed through the stack, and composed with the
+key carried (:func:`strict_reach`)."""
 
 
 def _mqar_table(study: RecallStudy, geometry: dict[str, Geometry]) -> str | None:
@@ -333,7 +351,7 @@ def _mqar_table(study: RecallStudy, geometry: dict[str, Geometry]) -> str | None
     header = [
         "setting", "variant", "accuracy [95 % interval]", "per seed", "steps (early stops)",
         "rows read a query", "slots a query", "cache rows", "values in one hop",
-        "values through the stack",
+        "values through the stack", "values through the stack, strict",
     ]  # fmt: skip
     rows = []
     for task in tasks:
@@ -364,8 +382,11 @@ def _mqar_table(study: RecallStudy, geometry: dict[str, Geometry]) -> str | None
         "its decoding cache (rows of the largest layer), and the share of the held-out "
         "queries whose value the pattern reaches (regenerated from the data module's "
         "val_seed; mean over seeds): read directly by a layer after the first (one hop: "
-        "the first layer cannot match a key, a value learns its key there), or by composing "
-        "one attended distance a layer through the whole stack. Reach is necessary, not "
+        "the first layer cannot match a key, a value learns its key there), by composing "
+        "one attended distance a layer through the whole stack, and strictly so: a hop "
+        "through the first layer counts only where that layer also reads the key (one "
+        "before the value) into the same position, since a value there does not yet carry "
+        "its key. Reach is necessary, not "
         "sufficient: a query must also match its key, and a value passed on through a relay "
         "position shares it with whatever else that position read. BigBird's global and "
         "random keys are not counted.",

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from lit_sparse_studies.study.preset import preset_runs
-from lit_sparse_studies.study.recall_report import Geometry, _buckets
+from lit_sparse_studies.study.recall_report import Geometry, _buckets, strict_reach
 from lit_sparse_studies.study.recall_results import collect_recall
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -117,6 +117,31 @@ def test_mqar_reach_counts_the_held_out_queries(study):
     assert geometry.coverage(linear, "use", 128, name) == pytest.approx(0.858, abs=0.01)
     dense = task.variant("dense")
     assert geometry.coverage(dense, "use", 128, name, "one") == 1.0
+
+
+def test_strict_reach_moves_a_value_through_the_first_layer_only_with_its_key():
+    """The first layer's distance r counts only beside r + 1 (the key, one before the
+    value): 0 beside 1, and 8 beside 9, but not a lone 5; later layers count every
+    distance."""
+    assert np.flatnonzero(strict_reach([[0, 1, 5], [0, 3]], 12)).tolist() == [0, 3]
+    reached = strict_reach([[0, 1, 2, 8, 9], [0, 4]], 16)
+    assert np.flatnonzero(reached).tolist() == [0, 1, 4, 5, 8, 12]
+
+
+def test_far_mqar_strict_reach_counts_only_hops_that_carry_the_key():
+    """Issue 56's strict count of far MQAR's held-out queries: linear staggering 0.903
+    (0.993 composed), fixed spacing 0.732 (0.765)."""
+    runs = preset_runs(
+        "recall", seeds=(0,), tasks=("far_mqar",), variants=("fib_fixed", "fib_linear")
+    )
+    task = collect_recall(runs, RESULTS).task("far_mqar")
+    geometry, name = Geometry(task), task.sets(256)[0]
+    for variant, composed, strict in (("fib_linear", 0.993, 0.903), ("fib_fixed", 0.765, 0.732)):
+        coverage = [
+            geometry.coverage(task.variant(variant), "use", 256, name, h)
+            for h in ("stack", "strict")
+        ]
+        assert coverage == pytest.approx([composed, strict], abs=5e-4), variant
 
 
 @pytest.mark.slow
