@@ -1,4 +1,5 @@
-"""Alpha trajectories: every layer's alpha at step 0 and every N optimizer steps.
+"""Alpha trajectories: the alpha of every layer that has one, at step 0 and every N optimizer
+steps (a hybrid's layers without alpha, such as its dense layers, have no line).
 
 Logged as scalars ``alpha/layer_00`` ... and, at each validation, a layers x steps heatmap
 ``alpha/heatmap``; each layer's alpha is also the tag ``alpha`` of its own small run
@@ -24,6 +25,8 @@ from lit_sparse.errors import ConfigError
 __all__ = ["AlphaTrajectory", "alpha_tag", "custom_scalars_layout", "layer_run"]
 
 FORMAT = "lit_sparse.alpha_trajectory/1"
+"""Its state's format; ``layers`` (the layers with alpha) was added without a new version: a
+state without it holds every layer."""
 
 
 def alpha_tag(layer: int, prefix: str = "alpha") -> str:
@@ -78,6 +81,7 @@ class AlphaTrajectory(pl.Callback):
         self.layer_runs = layer_runs
         self.steps: list[int] = []
         self.alphas: list[list[float]] = []
+        self.layers: list[int] | None = None  # the model's layers with an alpha, in order
         self._logged_dir: str | None = None  # the log folder the points were written to
         self._series = SeriesRuns()
         self._checkpoint_step: int | None = None  # the evaluated weights' step (validate)
@@ -89,12 +93,17 @@ class AlphaTrajectory(pl.Callback):
             "every_n_steps": self.every_n_steps,
             "steps": list(self.steps),
             "alphas": [list(a) for a in self.alphas],
+            "layers": self.layers,
             "log_dir": self._logged_dir,
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.steps = [int(s) for s in state_dict.get("steps", [])]
         self.alphas = [[float(v) for v in a] for a in state_dict.get("alphas", [])]
+        layers = state_dict.get("layers")
+        if layers is None and self.alphas:  # written before hybrids: every layer
+            layers = list(range(len(self.alphas[0])))
+        self.layers = None if layers is None else [int(layer) for layer in layers]
         self._logged_dir = state_dict.get("log_dir")
 
     def on_load_checkpoint(
@@ -109,17 +118,24 @@ class AlphaTrajectory(pl.Callback):
 
     # ------------------------------------------------------------------ recording
     @staticmethod
-    def _current(pl_module: pl.LightningModule) -> list[float] | None:
+    def _current(pl_module: pl.LightningModule) -> dict[int, float] | None:
+        """The alpha of each layer that has one; None when no layer has."""
         model = getattr(pl_module, "model", pl_module)
-        alphas = model.alphas() if hasattr(model, "alphas") else None
-        return None if alphas is None else [float(a) for a in alphas]
+        alphas = model.layer_alphas() if hasattr(model, "layer_alphas") else {}
+        return {layer: float(a) for layer, a in alphas.items()} or None
 
     def _record(self, trainer: pl.Trainer, pl_module: pl.LightningModule, step: int) -> None:
         if self.steps and self.steps[-1] >= step:
             return
-        values = self._current(pl_module)
-        if values is None:
+        current = self._current(pl_module)
+        if current is None:
             return
+        if self.layers is not None and self.layers != list(current):
+            raise ConfigError(
+                f"AlphaTrajectory: the model's layers with alpha are {list(current)}, the "
+                f"recorded trajectory's {self.layers} (another model was resumed)"
+            )
+        self.layers, values = list(current), list(current.values())
         self.steps.append(step)
         self.alphas.append(values)
         if trainer.is_global_zero:
@@ -127,11 +143,12 @@ class AlphaTrajectory(pl.Callback):
 
     def _log_points(self, trainer: pl.Trainer, points: list[tuple[int, list[float]]]) -> None:
         for step, values in points:
-            metrics = {alpha_tag(i, self.prefix): v for i, v in enumerate(values)}
+            layers = self.layers or range(len(values))
+            metrics = {alpha_tag(i, self.prefix): v for i, v in zip(layers, values, strict=True)}
             for logger in trainer.loggers:
                 logger.log_metrics(metrics, step=step)
             if self.layer_runs:
-                runs = {layer_run(i, self.prefix): v for i, v in enumerate(values)}
+                runs = {layer_run(i, self.prefix): v for i, v in zip(layers, values, strict=True)}
                 self._series.log(trainer, runs, tag=self.prefix, step=step)
 
     def custom_scalar_charts(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict:
@@ -178,7 +195,9 @@ class AlphaTrajectory(pl.Callback):
             return
         if self.heatmap:
             steps, alphas = self.as_array()
-            image = heatmap_image(alphas.T, steps, "alpha per layer", "optimizer step", "layer")
+            image = heatmap_image(
+                alphas.T, steps, "alpha per layer", "optimizer step", "layer", rows=self.layers
+            )
             step = evaluated_step(trainer, self._checkpoint_step)
             log_image(trainer, f"{self.prefix}/heatmap", image, step)
         self._write_json(trainer)

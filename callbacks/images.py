@@ -46,10 +46,15 @@ def cell_edges(x: Sequence[float]) -> np.ndarray:
 
 
 def heatmap_image(
-    values: np.ndarray, x: Sequence[float], title: str, xlabel: str, ylabel: str
+    values: np.ndarray,
+    x: Sequence[float],
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    rows: Sequence[int] | None = None,
 ) -> np.ndarray:
     """(H, W, 3) uint8 image of ``values`` (rows x columns), columns at ``x`` (see
-    :func:`cell_edges`), with a colour bar."""
+    :func:`cell_edges`), with a colour bar; ``rows`` names the rows (default 0, 1, ...)."""
     from matplotlib.ticker import MaxNLocator
 
     values = np.asarray(values, dtype=np.float64)
@@ -58,7 +63,10 @@ def heatmap_image(
     y_edges = np.arange(values.shape[0] + 1) - 0.5
     mesh = ax.pcolormesh(cell_edges(x), y_edges, values, shading="flat")
     fig.colorbar(mesh, ax=ax)
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if rows is None:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    else:  # only some layers have a row (a hybrid's): each row named by its layer
+        ax.set_yticks(range(len(rows)), [str(row) for row in rows])
     ax.invert_yaxis()
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     return _render(fig)

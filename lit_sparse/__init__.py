@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the public names, each imported on first use (lit_sparse._l
     from lit_sparse.attention import BigBirdAttention as BigBirdAttention
     from lit_sparse.attention import DenseAttention as DenseAttention
     from lit_sparse.attention import FibonacciAttention as FibonacciAttention
+    from lit_sparse.attention import HybridAttention as HybridAttention
     from lit_sparse.attention import SlidingWindowAttention as SlidingWindowAttention
     from lit_sparse.attention import build_attention as build_attention
     from lit_sparse.attention import list_attention as list_attention

@@ -139,7 +139,7 @@ class RotaryEmbedding(nn.Module):
 
 
 class Attention(nn.Module):
-    """Projections, RoPE and the layer's attention pattern."""
+    """Projections, RoPE (unless the pattern is a NoPE layer) and the layer's attention pattern."""
 
     def __init__(self, config: ModelConfig, pattern: AttentionPattern, rope: RotaryEmbedding):
         super().__init__()
@@ -163,7 +163,8 @@ class Attention(nn.Module):
             q = self.q_proj(x).view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
             k = self.k_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
             v = self.v_proj(x).view(batch, length, self.n_kv_heads, self.head_dim).transpose(1, 2)
-            q, k = self.rope(q, start), self.rope(k, start)
+            if self.pattern.rotary:  # a NoPE layer (a hybrid's global layers) keeps q, k as is
+                q, k = self.rope(q, start), self.rope(k, start)
         # q (B, H, T, D); k, v (B, KV, T, D): KV heads stay KV heads
         out = self.pattern(q, k, v) if decoder is None else decoder(q, k, v)  # (B, H, T, D)
         return self.o_proj(out.transpose(1, 2).reshape(batch, length, -1))  # (B, T, d_model)
@@ -173,7 +174,8 @@ class Attention(nn.Module):
         batch, length, _ = x.shape
         heads, rotated = self.n_heads + 2 * self.n_kv_heads, self.n_heads + self.n_kv_heads
         qkv = self.qkv(x).view(batch, length, heads, self.head_dim).transpose(1, 2)
-        q, k = self.rope(qkv[:, :rotated], start).split([self.n_heads, self.n_kv_heads], dim=1)
+        qk = self.rope(qkv[:, :rotated], start) if self.pattern.rotary else qkv[:, :rotated]
+        q, k = qk.split([self.n_heads, self.n_kv_heads], dim=1)
         return q, k, qkv[:, rotated:]
 
 
@@ -275,11 +277,17 @@ class LanguageModel(
         return [block.attn.pattern for block in self.blocks]
 
     def alphas(self) -> Tensor | None:
-        """Every layer's current alpha (L,), or None when the pattern has none."""
-        values = [pattern.alpha for pattern in self.patterns]
-        if any(a is None for a in values):
-            return None
-        return torch.stack([a.detach().float().cpu() for a in values])
+        """Every layer's current alpha (L,), or None when a layer's pattern has none."""
+        values = self.layer_alphas()
+        return torch.stack(list(values.values())) if len(values) == len(self.blocks) else None
+
+    def layer_alphas(self) -> dict[int, Tensor]:
+        """The current alpha of each layer that has one (a hybrid's dense layers have none)."""
+        return {
+            layer: pattern.alpha.detach().float().cpu()
+            for layer, pattern in enumerate(self.patterns)
+            if pattern.alpha is not None
+        }
 
     def distances(self, length: int | None = None) -> list[list[int]]:
         """Each layer's attended distances at ``length`` (default: the training length)."""

@@ -8,6 +8,7 @@ from lit_sparse.attention.base import SlotPattern as SlotPattern
 from lit_sparse.attention.bigbird import BigBirdAttention as BigBirdAttention
 from lit_sparse.attention.dense import DenseAttention as DenseAttention
 from lit_sparse.attention.fibonacci import FibonacciAttention as FibonacciAttention
+from lit_sparse.attention.hybrid import HybridAttention as HybridAttention
 from lit_sparse.attention.registry import build_attention as build_attention
 from lit_sparse.attention.registry import get_attention as get_attention
 from lit_sparse.attention.registry import list_attention as list_attention

@@ -25,6 +25,9 @@ class AttentionPattern(nn.Module, ABC):
     max_length: int | None = None
     """The longest sequence the pattern supports; None (every built-in): any length."""
 
+    rotary: bool = True
+    """Whether the model rotates this layer's q and k (False: a NoPE layer, set by a hybrid)."""
+
     def __init__(self, training_length: int):
         super().__init__()
         self.training_length = training_length
@@ -111,6 +114,15 @@ class AttentionPlugin(Configurable, ABC):
 
     def check(self, n_layers: int) -> None:  # noqa: B027 - optional hook
         """Raise ValueError for options that do not fit a model of ``n_layers`` layers."""
+
+    def new_offsets_policy(self) -> str | None:
+        """The policy for distances seen only beyond the training length ("use" or "drop"),
+        None for a plugin without a ``new_offsets`` option."""
+        return getattr(self, "new_offsets", None) if "new_offsets" in self._options() else None
+
+    def with_new_offsets(self, policy: str) -> AttentionPlugin:
+        """This plugin under ``policy`` (a plugin whose ``new_offsets_policy`` is not None)."""
+        return type(self)(**{**self._options(), "new_offsets": policy})
 
     @classmethod
     def conformance_cases(cls, window: int, n_layers: int) -> dict[str, AttentionPlugin]:

@@ -15,7 +15,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from lit_sparse.attention import build_attention
 from lit_sparse.errors import ConfigError, check_format
 from lit_sparse.io.tables import markdown_table
 from lit_sparse.model import LanguageModel, token_nll
@@ -49,16 +48,17 @@ def with_new_offsets(model: LanguageModel, new_offsets: str | None) -> LanguageM
     if new_offsets not in ("use", "drop"):
         raise ConfigError(f"new_offsets must be 'use' or 'drop', got {new_offsets!r}")
     attention = model.attention
-    if "new_offsets" not in attention.init_args():
+    policy = attention.new_offsets_policy()
+    if policy is None:
         if new_offsets == "use":
             return model
         raise ConfigError(
             f"new_offsets='drop': attention {type(attention).__name__} has no new_offsets "
-            "option (only FibonacciAttention has)"
+            "option (FibonacciAttention has, and a hybrid holding one)"
         )
-    if attention.new_offsets == new_offsets:
+    if policy == new_offsets:
         return model
-    rebuilt = LanguageModel(model.config, build_attention(attention, new_offsets=new_offsets))
+    rebuilt = LanguageModel(model.config, attention.with_new_offsets(new_offsets))
     rebuilt.load_state_dict(full_state_dict(model))  # a sharded model's whole weights
     return rebuilt.to(next(model.parameters()).device)
 
@@ -289,7 +289,7 @@ def evaluate_lengths(
             for length in lengths
             if length > training_length
         },
-        new_offsets=new_offsets or evaluated.attention.init_args().get("new_offsets"),
+        new_offsets=new_offsets or evaluated.attention.new_offsets_policy(),
     )
 
 

@@ -261,7 +261,7 @@ def evaluate_recall(
     bad = [p for p in policies if p not in POLICIES]
     if not policies or bad:
         raise ConfigError(f"new_offsets={policies!r}: expected one or more of use, drop")
-    has_option = "new_offsets" in inner.attention.init_args()
+    has_option = inner.attention.new_offsets_policy() is not None
     scored = policies if has_option else policies[:1]  # one model without the option
     tokens = batch_tokens or datamodule.val_batch_size * datamodule.seq_len
     device = next(inner.parameters()).device

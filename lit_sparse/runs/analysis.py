@@ -19,12 +19,14 @@ from lit_sparse.runs.folders import experiment_runs, run_checkpoint
 
 
 class AlphaHistory(NamedTuple):
-    """Every layer's alpha over optimizer steps."""
+    """The alpha of every layer that has one, over optimizer steps."""
 
     steps: np.ndarray
     """(S,) optimizer steps."""
     alphas: np.ndarray
-    """(S, L) alpha of each layer at each step."""
+    """(S, A) alpha of each such layer at each step (A = L unless a hybrid's layers lack one)."""
+    layers: tuple[int, ...] = ()
+    """The A layers, in column order."""
 
 
 @dataclass
@@ -146,9 +148,10 @@ def _callback_state(checkpoint: dict[str, Any], name: str) -> dict[str, Any] | N
 def _alpha_history(state: dict[str, Any] | None) -> AlphaHistory | None:
     if not state or not state.get("steps"):
         return None
-    return AlphaHistory(
-        np.asarray(state["steps"], dtype=np.int64), np.asarray(state["alphas"], dtype=np.float64)
-    )
+    alphas = np.asarray(state["alphas"], dtype=np.float64)
+    layers = state.get("layers")  # absent before hybrids: every layer
+    layers = tuple(range(alphas.shape[-1])) if layers is None else tuple(map(int, layers))
+    return AlphaHistory(np.asarray(state["steps"], dtype=np.int64), alphas, layers)
 
 
 def build_module(checkpoint: dict[str, Any]):
