@@ -85,6 +85,11 @@ class Task:
     same_as: tuple[tuple[str, str], ...] = ()
     """(variant, the variant it equals in this task): not run, since it would train the
     same model (coprime staggering at 2 or 4 layers has stride 1: the linear schedule)."""
+    overlays: tuple[str, ...] = ()
+    """Further configs layered after ``config`` (relative to ``configs/``): a task that is
+    another's with one change (far MQAR at 8,000 steps) names the change, not a copy."""
+    variants: tuple[str, ...] | None = None
+    """The only variants it runs (None: every variant the preset runs)."""
 
 
 @functools.cache
@@ -106,6 +111,15 @@ def custom_alphas(*alphas: float) -> tuple[str, ...]:
         "--model.attention.init_args.schedule", "Custom",
         "--model.attention.init_args.schedule.alphas", f"[{listed}]",
     )  # fmt: skip
+
+
+LOCAL = "--model.attention.init_args.local_attention.init_args"
+"""The options of a hybrid's local plugin."""
+LAST_LAYER_GLOBAL = (
+    "--model.attention.init_args.every", "null",
+    "--model.attention.init_args.global_layers", "[-1]",
+)  # fmt: skip
+"""A hybrid config's period replaced by one global layer, the last."""
 
 
 def fib_cache_window(seq_len: int) -> int:
@@ -130,6 +144,8 @@ class Variant:
     """The attention has a ``seed`` of its own (BigBird's random keys): set it to the run's."""
     window: Callable[[int], int] | None = None
     """The attention's window as a function of the task's length T (None: the config's)."""
+    window_option: str = "--model.attention.init_args.window"
+    """The option that sets that window (a hybrid's local plugin has its own)."""
     options: tuple[str, ...] = ()
     """Attention options it always takes: ``--model.attention.init_args.<key> VALUE`` pairs."""
     default: bool = True
@@ -139,7 +155,7 @@ class Variant:
         """The options this variant takes in ``task``: its window at the task's length, then
         its own ``options``."""
         window = [] if self.window is None else [str(self.window(task.seq_len))]
-        return [*(["--model.attention.init_args.window", *window] if window else []), *self.options]
+        return [*([self.window_option, *window] if window else []), *self.options]
 
     def seed_overrides(self, seed: int) -> list[str]:
         out = ["--seed_everything", str(seed), "--data.init_args.seed", str(seed)]
@@ -238,6 +254,15 @@ RECALL_TASKS = (
         default=False,
         same_as=_COPRIME_IS_LINEAR,
     ),
+    Task(
+        "far_mqar_budget",
+        "study/recall/far_mqar.yaml",
+        256,
+        "far MQAR L=256, kv=8, gap 96, 8,000 steps",
+        default=False,
+        overlays=("study/recall/budget_8000.yaml",),
+        variants=("fib_linear",),
+    ),
     Task("distance", "study/recall/distance.yaml", 256, "distance task, T=256"),
     Task(
         "distance_budget",
@@ -286,6 +311,35 @@ RECALL = Preset(
             "sliding window, fib's decoding cache",
             None,
             window=fib_cache_window,
+        ),
+        # hybrid stacks (issue 56): the local layers of a variant above, the last layer dense
+        Variant(
+            "hyb_fib_linear",
+            "hybrid.yaml",
+            "hybrid: fib linear local layers, the last layer dense",
+            None,
+            options=(*LAST_LAYER_GLOBAL, f"{LOCAL}.schedule", "Linear"),
+            default=False,
+        ),
+        Variant(
+            "hyb_sw_keys",
+            "sliding_window_hybrid.yaml",
+            "hybrid: sliding-window local layers (fib's keys per query), the last layer dense",
+            None,
+            window=fib_keys_window,
+            window_option=f"{LOCAL}.window",
+            options=LAST_LAYER_GLOBAL,
+            default=False,
+        ),
+        # the relay control (issue 56): a window that reaches no far-MQAR value in one hop
+        # but most in two, with no rungs
+        Variant(
+            "sw_relay",
+            "sliding_window.yaml",
+            "sliding window of 96 keys (the relay control)",
+            None,
+            options=("--model.attention.init_args.window", "95"),
+            default=False,
         ),
         # the alpha control (issue 44): staggering, or one alpha value? MQAR (128, 8)'s 2 layers
         *(
@@ -343,7 +397,8 @@ class PresetRun:
         return self.variant_dir / f"seed{self.seed}"
 
     def configs(self, config_dir: Path = CONFIG_DIR) -> list[Path]:
-        return [Path(config_dir) / self.variant.config, Path(config_dir) / self.setup.config]
+        names = (self.variant.config, self.setup.config, *self.setup.overlays)
+        return [Path(config_dir) / name for name in names]
 
     def options(self, extra: Sequence[str] = (), config_dir: Path = CONFIG_DIR) -> list[str]:
         """The fit options that define the run (its folder aside): configs, the variant's
@@ -421,7 +476,11 @@ def preset_runs(
         for seed in parse_seeds(seeds, preset)
         for task in setups
         for variant in chosen
-        if task is None or variant.name not in dict(task.same_as)
+        if task is None
+        or (
+            variant.name not in dict(task.same_as)
+            and variant.name in (task.variants or [variant.name])
+        )
     ]
 
 

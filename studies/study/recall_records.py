@@ -122,6 +122,7 @@ def make_record(
         "wall_s": None if wall_s is None else round(wall_s, 1),
         "cpu_s": None if cpu_s is None else round(cpu_s, 1),
         "curve": learning_curve(run_dir),
+        "train_curve": learning_curve(run_dir, "train/loss"),
         "alpha": None
         if trajectory is None
         else {

@@ -37,7 +37,7 @@ def listing(runs: Sequence[PresetRun], variants=None, tasks=None, root=None) -> 
     for run in runs:
         status = run_status(run)
         states.append(status.state.value)
-        configs = f"configs/{run.variant.config} configs/{run.setup.config}"
+        configs = " ".join(str(path) for path in run.configs(Path("configs")))
         options = run.variant.task_options(run.setup) + run.variant.seed_overrides(run.seed)
         complete = status.state is RunState.COMPLETE
         state = status.state.value + (f" ({status.detail})" if complete else "")
