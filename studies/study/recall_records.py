@@ -153,23 +153,50 @@ SHARES = ("accuracy", "exact", "coverage")
 
 def check_scores(recall: Any, path: Path, prefix: str = "recall.") -> None:
     """Refuse a share in ``recall``'s scores that is not a finite number in [0, 1] (NaN, an
-    infinity, 1.5, the string "0.9", true), naming the file, the field and the value."""
-    scores = recall.get("scores") if isinstance(recall, dict) else None
-    if not isinstance(scores, dict):
+    infinity, 1.5, the string "0.9", true), a scored set (one with examples) with no
+    accuracy, and scores or a cell that is no mapping, naming the file, the field and the
+    value."""
+    if not isinstance(recall, dict) or "scores" not in recall:
         return  # not a recall table at all: reading it says so
+
+    def refuse(field: str, value: Any, expected: str) -> None:
+        shown = f"a {type(value).__name__}" if isinstance(value, list | tuple) else repr(value)
+        raise DamagedFileError(f"{path}: {prefix}{field} is {shown}; expected {expected}")
+
+    def mapping(field: str, value: Any, of: str) -> dict:
+        if not isinstance(value, dict):
+            refuse(field, value, f"a mapping of {of}")
+        return value
+
+    scores = mapping("scores", recall["scores"], "policy -> length -> set -> cell")
     for policy, by_length in scores.items():
-        for length, by_set in (by_length or {}).items():
-            for name, cell in (by_set or {}).items():
+        field = f"scores.{policy}"
+        for length, by_set in mapping(field, by_length, "length -> set -> cell").items():
+            at = f"{field}.{length}"
+            for name, cell in mapping(at, by_set, "set -> cell").items():
+                cell = mapping(f"{at}.{name}", cell, "accuracy, exact, examples, coverage")
+                examples = cell.get("examples")
+                counted = isinstance(examples, int) and not isinstance(examples, bool)
+                if examples is not None and not (counted and examples >= 0):
+                    refuse(f"{at}.{name}.examples", examples, "a count of examples (>= 0)")
                 for key in SHARES:
-                    value = cell.get(key) if isinstance(cell, dict) else None
+                    value = cell.get(key)
                     if value is None:
+                        if key != "coverage" and examples:  # a scored set has its shares
+                            refuse(
+                                f"{at}.{name}.{key}",
+                                value,
+                                f"a number in [0, 1]: the set was scored on {examples} "
+                                "examples (None only for a set with none)",
+                            )
                         continue
                     number = isinstance(value, int | float) and not isinstance(value, bool)
                     if number and math.isfinite(value) and 0 <= value <= 1:
                         continue
-                    raise DamagedFileError(
-                        f"{path}: {prefix}scores.{policy}.{length}.{name}.{key} is {value!r}; "
-                        "expected a number in [0, 1] (None for a set with no examples)"
+                    refuse(
+                        f"{at}.{name}.{key}",
+                        value,
+                        "a number in [0, 1] (None for a set with no examples)",
                     )
 
 

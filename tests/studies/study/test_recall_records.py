@@ -180,6 +180,48 @@ def test_an_unscored_set_is_no_bad_value(records, capsys):
     assert table(records, capsys)[0] == 0
 
 
+@pytest.mark.parametrize("key", ["accuracy", "exact"])
+def test_a_scored_set_with_no_accuracy_is_refused(records, capsys, key):
+    """Issue 57 (SW1): a null accuracy in a set scored on 50 examples dropped the seed, made
+    the intervals [nan, nan] and flipped claim rows to "no": a nan interval is no verdict."""
+    target = records / "mqar128" / "fib_linear" / "seed2.json"
+
+    def null(record):
+        record["recall"]["scores"]["use"]["128"]["L128_kv8"][key] = None
+
+    edit(target, null)
+    code, _, err = table(records, capsys)
+    line = one_error(err)
+    assert code == 2 and str(target) in line
+    assert f"recall.scores.use.128.L128_kv8.{key} is None" in line and "examples" in line
+
+
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [
+        ((), "recall.scores is a list"),
+        (("use",), "recall.scores.use is a list"),
+        (("use", "128", "L128_kv8"), "recall.scores.use.128.L128_kv8 is a list"),
+    ],
+)
+def test_scores_or_a_cell_that_is_a_list_are_refused(records, capsys, where, field):
+    """Issue 57 (TB1, TB2): a record whose scores, or one score cell, is a list raised a bare
+    AttributeError."""
+    target = records / "mqar128" / "dense" / "seed1.json"
+
+    def listed(record):
+        parent = record["recall"]
+        for key in ("scores", *where)[:-1]:
+            parent = parent[key]
+        last = ("scores", *where)[-1]
+        parent[last] = list(parent[last].values())
+
+    edit(target, listed)
+    code, _, err = table(records, capsys)
+    line = one_error(err)
+    assert code == 2 and str(target) in line and field in line
+
+
 # -------------------------------------------------------------- options of a smoke test
 def test_records_of_one_task_trained_with_other_options_are_refused(records, capsys):
     """Issue 47: a smoke test's records (other fit options) among the study's are refused,
