@@ -39,6 +39,7 @@ __all__ = [
     "FORMAT",
     "RecordChecks",
     "check_scores",
+    "check_stopped_early",
     "learning_curve",
     "make_record",
     "read_record",
@@ -106,6 +107,7 @@ def make_record(
     if recall is None:
         raise DamagedFileError(f"{run_dir}: no recall.json; the run has not finished")
     check_scores(recall, run_dir / "recall.json", "")
+    check_stopped_early(recall.get("stopped_early"), run_dir / "recall.json", "stopped_early")
     config = load_yaml(run_dir / "config.yaml", "run config")
     trajectory = load_run(run_dir, load_model=False).alpha_trajectory
     started = run_dir.parent / "preset.yaml"
@@ -144,7 +146,18 @@ def read_record(path: Path) -> dict[str, Any]:
     record = read_result_json(path)
     check_format(record, FORMAT, f"a recall run record: {path}", DamagedFileError)
     check_scores(record.get("recall"), path)
+    check_stopped_early(record.get("stopped_early"), path, "stopped_early")
     return record
+
+
+def check_stopped_early(value: Any, path: Path, field: str) -> None:
+    """Refuse a ``stopped_early`` that is neither true, false nor absent (the string "no",
+    1): only the boolean true counts as an early stop."""
+    if value is not None and not isinstance(value, bool):
+        raise DamagedFileError(
+            f"{path}: its {field} is {value!r}; expected true or false (only true counts as "
+            "an early stop)"
+        )
 
 
 SHARES = ("accuracy", "exact", "coverage")

@@ -128,7 +128,7 @@ def _from_record(run: PresetRun, record: dict[str, Any], path: Path) -> tuple[An
         alpha_steps=None if alpha is None else np.asarray(alpha["steps"]),
         alphas=None if alpha is None else np.asarray(alpha["alphas"], dtype=float),
         curve=record.get("curve") or {},
-        stopped_early=bool(record.get("stopped_early")),
+        stopped_early=record.get("stopped_early") is True,
         wall_s=record.get("wall_s"),
         cpu_s=record.get("cpu_s"),
         attention=record.get("attention"),

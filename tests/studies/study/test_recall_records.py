@@ -222,6 +222,17 @@ def test_scores_or_a_cell_that_is_a_list_are_refused(records, capsys, where, fie
     assert code == 2 and str(target) in line and field in line
 
 
+@pytest.mark.parametrize("value", ["no", "false", 1, 0])
+def test_a_stopped_early_that_is_no_boolean_is_refused(records, capsys, value):
+    """Issue 57 (SW4): ``stopped_early: "no"`` counted as an early stop; only the boolean
+    true is one, any other value that is no boolean is refused naming the file."""
+    target = records / "mqar128" / "dense" / "seed0.json"
+    edit(target, lambda record: record.update(stopped_early=value))
+    code, _, err = table(records, capsys)
+    line = one_error(err)
+    assert code == 2 and str(target) in line and f"stopped_early is {value!r}" in line
+
+
 # -------------------------------------------------------------- options of a smoke test
 def test_records_of_one_task_trained_with_other_options_are_refused(records, capsys):
     """Issue 47: a smoke test's records (other fit options) among the study's are refused,
