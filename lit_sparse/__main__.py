@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import difflib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -29,19 +30,39 @@ COMMAND_ENTRY_POINTS = "lit_sparse.commands"
 
 
 def installed_commands() -> dict[str, importlib.metadata.EntryPoint]:
-    """Other packages' commands by name, unimported; one of lit_sparse's names warns, left out."""
-    found = {}
+    """Other packages' commands by name, unimported. A name lit_sparse has (its own, Lightning's)
+    or one already found warns and is left out, except that the studies' commands win over
+    another package's: a clash never silently replaces a command."""
+    found: dict[str, importlib.metadata.EntryPoint] = {}
     for entry in importlib.metadata.entry_points(group=COMMAND_ENTRY_POINTS):
         if entry.name in OWN_COMMANDS or entry.name in LIGHTNING_COMMANDS:
-            dist = getattr(entry.dist, "name", None) or "an unknown distribution"
-            print(
-                f"warning: command {entry.name!r} ({entry.value}, from {dist}) is not added: "
-                "lit_sparse has a command of that name",
-                file=sys.stderr,
-            )
-        else:
-            found[entry.name] = entry
+            _not_added(entry, "lit_sparse has a command of that name")
+            continue
+        kept = found.setdefault(entry.name, entry)
+        if kept is entry or kept.value == entry.value:
+            continue
+        if _studies(entry) and not _studies(kept):  # the studies' command wins
+            found[entry.name], kept, entry = entry, entry, kept
+        _not_added(entry, f"{kept.value} (from {_origin(kept)}) has that name")
     return found
+
+
+def _studies(entry: importlib.metadata.EntryPoint) -> bool:
+    """A command of lit_sparse's own distribution (the studies' ``matrix``, ``bench``, ...)."""
+    package = entry.value.partition(":")[0].partition(".")[0].strip()
+    return package in ("lit_sparse", "lit_sparse_studies")
+
+
+def _origin(entry: importlib.metadata.EntryPoint) -> str:
+    return getattr(entry.dist, "name", None) or "an unknown distribution"
+
+
+def _not_added(entry: importlib.metadata.EntryPoint, why: str) -> None:
+    print(
+        f"warning: command {entry.name!r} ({entry.value}, from {_origin(entry)}) is not added: "
+        f"{why}",
+        file=sys.stderr,
+    )
 
 
 def summary(entry: importlib.metadata.EntryPoint) -> str:
@@ -88,7 +109,21 @@ def _run_installed(entry: importlib.metadata.EntryPoint, argv: list[str]) -> int
         print(f"error: command {entry.name!r} ({entry.value}) cannot be loaded: {reason}",
               file=sys.stderr)  # fmt: skip
         return 2
-    return command(argv)
+    if not callable(command):
+        what = type(command).__name__
+        print(
+            f"error: command {entry.name!r} ({entry.value}) cannot be run: it names a {what}, "
+            "not a function main(argv) -> int",
+            file=sys.stderr,
+        )
+        return 2
+    from lit_sparse.errors import LitSparseError
+
+    try:
+        return command(argv)
+    except LitSparseError as err:  # a command not wrapped in reports_errors: still one line
+        print(f"error: {err}", file=sys.stderr)
+        return 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,8 +135,18 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(f"lit_sparse.commands.{argv[0].replace('-', '_')}")
         return module.main(argv[1:])
     if argv[0] not in LIGHTNING_COMMANDS and not argv[0].startswith("-"):
-        if (entry := installed_commands().get(argv[0])) is not None:
+        installed = installed_commands()
+        if (entry := installed.get(argv[0])) is not None:
             return _run_installed(entry, argv[1:])
+        known = [*LIGHTNING_COMMANDS, *OWN_COMMANDS, *sorted(installed)]
+        near = difflib.get_close_matches(argv[0], known, n=1)
+        guess = f" (did you mean {near[0]!r}?)" if near else ""
+        print(
+            f"error: unknown command {argv[0]!r}{guess}; the commands: {', '.join(known)} "
+            "(--help describes them)",
+            file=sys.stderr,
+        )
+        return 2
     from lit_sparse.cli import main as lightning_main
 
     return lightning_main(argv)

@@ -70,3 +70,60 @@ def test_a_broken_command_is_one_line_and_a_taken_name_is_not_added(installed, c
     assert "ModuleNotFoundError" in err and "Traceback" not in err
     assert "export" not in entry.installed_commands()
     assert "warning: command 'export'" in capsys.readouterr().err
+
+
+NOT_CALLABLE = 42
+
+
+def refuses(argv: list[str]) -> int:
+    """A third party's command that raises a ConfigError without reports_errors."""
+    from lit_sparse.errors import ConfigError
+
+    raise ConfigError("--size 0 is no size; expected a positive number")
+
+
+def test_a_third_party_command_never_replaces_a_studies_command(installed, capsys):
+    """Issue 57 (SW2): a third party's ``matrix`` silently replaced the studies' ``matrix``;
+    the studies' command is kept whichever is found first, and the other is one warning."""
+    studies = "lit_sparse_studies.commands.matrix:main"
+    pair = [("matrix", f"{__name__}:hello"), ("matrix", studies)]
+    for order in (pair, pair[::-1]):
+        installed(*order)
+        assert entry.installed_commands()["matrix"].value == studies
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1
+        assert f"warning: command 'matrix' ({__name__}:hello, " in err and studies in err
+
+
+def test_two_packages_with_one_command_name_keep_the_first_and_warn(installed, capsys):
+    installed(("hi", f"{__name__}:hello"), ("hi", f"{__name__}:refuses"))
+    assert entry.installed_commands()["hi"].value == f"{__name__}:hello"
+    err = capsys.readouterr().err
+    assert f"warning: command 'hi' ({__name__}:refuses, " in err and err.count("\n") == 1
+
+
+def test_an_entry_point_that_is_not_callable_is_one_line(installed, capsys):
+    """Issue 57 (TB7): a command entry point naming an int raised a bare TypeError."""
+    installed(("num", f"{__name__}:NOT_CALLABLE"))
+    assert entry.main(["num"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: command 'num' ({__name__}:NOT_CALLABLE) cannot be run: ")
+    assert "int" in err and err.count("\n") == 1
+
+
+def test_a_third_party_config_error_is_one_line(installed, capsys):
+    """Issue 57 (minor): a third party's ConfigError showed a traceback."""
+    installed(("sized", f"{__name__}:refuses"))
+    assert entry.main(["sized"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: --size 0 is no size; expected a positive number\n"
+
+
+def test_an_unknown_command_lists_every_command(installed, capsys):
+    """Issue 57 (minor): an unknown command's error listed only fit/validate/test/extrapolate."""
+    installed(("hello", f"{__name__}:hello"))
+    assert entry.main(["helo"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown command 'helo' (did you mean 'hello'?)")
+    assert all(name in err for name in ("fit", "extrapolate", "generate", "plugins", "hello"))
+    assert err.count("\n") == 1
