@@ -172,8 +172,8 @@ class HybridAttention(AttentionPlugin):
 
     @classmethod
     def bench_cases(cls, keys: int, window: int) -> dict[str, AttentionPlugin]:
-        """Fibonacci (fixed, window W) local layers with a dense layer in four."""
-        return {"hybrid": cls(build_attention("fibonacci", window=window), every=4)}
+        """Fibonacci (fixed, window W) local layers, the last layer dense (any depth >= 2)."""
+        return {"hybrid": cls(build_attention("fibonacci", window=window), global_layers=[-1])}
 
 
 def _plugin(field: str, value: Any, default: str) -> AttentionPlugin:
