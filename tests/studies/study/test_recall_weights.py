@@ -14,6 +14,7 @@ import torch
 
 from lit_sparse import LanguageModel
 from lit_sparse.evaluation.recall import evaluate_recall
+from lit_sparse.metrics import IGNORE_INDEX
 from lit_sparse_studies.study.recall_report import held_out_module
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -27,10 +28,11 @@ def test_far_mqar_dense_and_best_sparse_and_every_mqar64_variant_are_committed()
     assert len([name for name in EXPORTS if name.startswith("mqar64-")]) == 8, EXPORTS
 
 
+@pytest.mark.stored_values
 @pytest.mark.parametrize("name", EXPORTS)
 def test_the_cards_snippet_scores_the_weights_at_their_records_accuracy(name):
     """The card's Use snippet rebuilds the record's held-out examples (the same as the record's
-    setup makes) and its scoring call gives the record's accuracy, exactly."""
+    setup makes, exactly) and its scoring call gives the record's accuracy, to one answer."""
     task, variant, seed = name.split("-")
     record = json.loads((RESULTS / task / variant / f"{seed}.json").read_text())
     card = (WEIGHTS / name / "README.md").read_text()
@@ -48,7 +50,15 @@ def test_the_cards_snippet_scores_the_weights_at_their_records_accuracy(name):
     scored = evaluate_recall(model, data, [data.seq_len], ["use"])
     accuracy = scored.accuracy("use", data.seq_len, set_name)
     recorded = record["recall"]["scores"]["use"][str(data.seq_len)][set_name]["accuracy"]
-    assert accuracy == pytest.approx(recorded, abs=1e-9)
+    # the record was scored on another machine, whose kernels sum in another order: logits move
+    # by up to 5e-5 (far_mqar dense here, AVX-512 against ATEN_CPU_CAPABILITY=default), and
+    # a few answers' top two logits lie closer than 1e-4 (3e-5 in mqar64 fib_learned), so one
+    # answer may fall the other way: the accuracy's step for one answer of the fewest-answer
+    # example (accuracy is the mean over examples with answers of each one's share right)
+    answers = (recorded_examples[1] != IGNORE_INDEX).sum(1)
+    answers = answers[answers > 0]
+    one_answer = 1 / (len(answers) * int(answers.min()))
+    assert accuracy == pytest.approx(recorded, abs=1.01 * one_answer)
 
 
 def test_the_pages_rescoring_snippet_runs_as_written(monkeypatch, capsys):
