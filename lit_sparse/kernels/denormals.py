@@ -37,6 +37,19 @@ def denormals_flushed() -> bool:
     return bool((torch.tensor([_SUBNORMAL]) * 1.0).item() == 0.0)
 
 
+def denormals_flushed_everywhere() -> bool:
+    """Whether the caller and every intra-op thread read and write subnormals as zero: a
+    product spread over torch's pool keeps the subnormals of each thread's share that does
+    not flush."""
+    threads = torch.get_num_threads()
+    if threads == 1:
+        return denormals_flushed()
+    # subnormals from their bits (a float made on a flushing thread would be zero already),
+    # 4 of at::parallel_for's grains per thread
+    bits = torch.full((threads * 4 * 32768,), 1 << 20, dtype=torch.int32)
+    return not bool((bits.view(torch.float32) * 1.0).count_nonzero())
+
+
 def flush_denormals(on: bool = True) -> bool:
     """Subnormals as zero (``on``) or IEEE (off) on the caller and every intra-op thread;
     False where the CPU has no such mode. With more than one thread this needs the compiled
@@ -57,17 +70,20 @@ def flush_denormals(on: bool = True) -> bool:
 @contextlib.contextmanager
 def flushed_denormals() -> Iterator[bool]:
     """Subnormals as zero on every intra-op thread inside, the caller's mode restored after
-    (on every thread); unless ``LIT_SPARSE_KEEP_DENORMALS`` is set. Yields whether it flushes."""
+    on every thread (a caller that flushed only its own thread gets its workers back IEEE);
+    unless ``LIT_SPARSE_KEEP_DENORMALS`` is set. Yields whether it flushes."""
     if os.environ.get(KEEP_VARIABLE, "") not in ("", "0"):
         yield False
         return
-    before = denormals_flushed()
+    caller, everywhere = denormals_flushed(), denormals_flushed_everywhere()
     flushing = flush_denormals(True)
     try:
         yield flushing
     finally:
-        if flushing and not before:
-            flush_denormals(False)
+        if flushing and not everywhere:
+            flush_denormals(False)  # the pool's threads as they were (IEEE) ...
+            if caller:  # ... and the caller's own, set alone by torch.set_flush_denormal(True)
+                torch.set_flush_denormal(True)
 
 
 class FlushedSubnormals(pl.Callback):

@@ -8,7 +8,12 @@ import pytest
 import torch
 
 from lit_sparse.kernels import compiled
-from lit_sparse.kernels.denormals import KEEP_VARIABLE, denormals_flushed, flushed_denormals
+from lit_sparse.kernels.denormals import (
+    KEEP_VARIABLE,
+    denormals_flushed,
+    flush_denormals,
+    flushed_denormals,
+)
 from tests.tiny_runs import tiny_datamodule, tiny_module, tiny_trainer
 
 pytestmark = pytest.mark.skipif(not compiled.available(), reason="needs the compiled CPU kernel")
@@ -44,6 +49,22 @@ def test_every_thread_flushes_inside_and_none_after(subnormals):
         assert left(subnormals) == 0  # the pool's other thread flushes its half too
     assert not denormals_flushed()
     assert left(subnormals) == N
+
+
+def test_a_caller_that_flushed_its_own_thread_gets_its_workers_back_as_they_were(subnormals):
+    """Issue 57 (SW3): a caller that had set torch.set_flush_denormal(True) (its own thread
+    only) had the pool's threads left flushed, so its later set_flush_denormal(False) left
+    the process half flushed, half IEEE."""
+    torch.set_flush_denormal(True)
+    try:
+        assert 0 < left(subnormals) < N  # the caller flushes, the pool's other thread not
+        with flushed_denormals():
+            assert left(subnormals) == 0
+        assert denormals_flushed() and 0 < left(subnormals) < N  # as the caller had them
+        torch.set_flush_denormal(False)
+        assert left(subnormals) == N  # nothing left flushed
+    finally:
+        flush_denormals(False)
 
 
 def test_the_variable_keeps_ieee_subnormals(subnormals, monkeypatch):
