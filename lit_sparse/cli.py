@@ -177,6 +177,9 @@ class LitSparseCLI(LightningCLI):
                 check = getattr(callback, "check_data", None)
                 if callable(check) and self.datamodule is not None:
                     check(self.datamodule)
+        first_batch = getattr(self.datamodule, "check_train_batch", None)
+        if subcommand == "fit" and callable(first_batch):
+            first_batch()  # a task generator's bad output is one line, before the run folder
         ckpt_path = self.config[subcommand].get("ckpt_path")
         filename = self.save_config_kwargs.get("config_filename", "config.yaml")
         launch.claim_log_dir(self.trainer, subcommand, ckpt_path, self.log_stem, filename)

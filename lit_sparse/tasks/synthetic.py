@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import lightning.pytorch as pl
 import numpy as np
+import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset
 
@@ -70,7 +71,11 @@ class _Stream(IterableDataset):
 
     def __iter__(self) -> Iterator[Examples]:
         for n in count(self.first):
-            yield self.module.train_batch(self.module.batch_size, (self.module.seed, self.rank, n))
+            seed = (self.module.seed, self.rank, n)
+            batch = self.module.train_batch(self.module.batch_size, seed)
+            if n == self.first:  # a generator's bad output is one line, not a torch traceback
+                self.module.check_train_batch(batch, seed)
+            yield batch
 
 
 class HeldOutExamples(IterableDataset):
@@ -114,6 +119,47 @@ class RecallDataModule(Task, pl.LightningDataModule):
     def train_batch(self, n: int, seed: tuple[int, ...]) -> Examples:
         """``n`` fresh training examples from ``seed``."""
         raise NotImplementedError
+
+    def check_train_batch(self, batch: Any = None, seed: tuple[int, ...] | None = None) -> None:
+        """One ConfigError line, naming the task and :meth:`train_batch`, when a training batch
+        (``batch``, drawn from ``seed``; None: the stream's first, drawn here) is not (inputs,
+        labels) of int64 (batch_size, seq_len), inputs in the vocabulary, labels in it or
+        -100, at least one labelled position."""
+        seed = (self.seed, 0, 0) if seed is None else seed
+        n = self.batch_size
+        if batch is None:
+            batch = self.train_batch(n, seed)
+        name = self.name or type(self).__name__
+        call = f"task {name!r}: train_batch({n}, {seed})"
+
+        def refuse(gave: str, expected: str) -> None:
+            raise ConfigError(f"{call} gave {gave}; expected {expected}")
+
+        pair = isinstance(batch, tuple | list) and len(batch) == 2
+        if not pair or not all(isinstance(t, Tensor) for t in batch):
+            refuse(f"a {type(batch).__name__}", "a tuple (inputs, labels) of two tensors")
+        x, y = batch
+        if x.dtype != torch.int64 or y.dtype != torch.int64:
+            refuse(f"inputs of {x.dtype} and labels of {y.dtype}", "token ids, both torch.int64")
+        if x.shape != y.shape or tuple(x.shape) != (n, self.seq_len):
+            refuse(
+                f"inputs of shape {tuple(x.shape)} and labels of shape {tuple(y.shape)}",
+                f"both (data.batch_size, data.seq_len) = {(n, self.seq_len)}",
+            )
+        vocab = self.vocab_size
+        low, high = int(x.min()), int(x.max())
+        if low < 0 or high >= vocab:
+            refuse(f"an input id of {low if low < 0 else high}", f"ids in [0, {vocab})")
+        asked = y != IGNORE_INDEX
+        if not bool(asked.any()):
+            refuse(f"labels all {IGNORE_INDEX}", "a labelled position to learn from")
+        answers = y[asked]
+        low, high = int(answers.min()), int(answers.max())
+        if low < 0 or high >= vocab:
+            refuse(
+                f"a label of {low if low < 0 else high}",
+                f"labels in [0, {vocab}) or {IGNORE_INDEX} (no label)",
+            )
 
     def set_names_at(self, length: int) -> list[str]:
         """The held-out sets this task has at evaluation ``length``."""
