@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers as numbers_
 import typing
 from typing import Any, Literal
 
 from lit_sparse.errors import ConfigError
 
 
+def numbers(**values: Any) -> None:
+    """Every value is a real number (not a string, not a bool): ``alpha_min must be a number,
+    got '0.5'``."""
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, numbers_.Real):
+            raise ConfigError(f"{name} must be a number, got {value!r}")
+
+
 def at_least(low: float, **values: float) -> None:
     """Every value is >= ``low``: ``window must be >= 0, got -1``."""
+    numbers(**values)
     for name, value in values.items():
         if not value >= low:
             raise ConfigError(f"{name} must be >= {low}, got {value}")
@@ -20,6 +30,7 @@ def at_least(low: float, **values: float) -> None:
 
 def positive(**values: float) -> None:
     """Every value is a finite number > 0: ``rung_width_end must be > 0 and finite, got 0.0``."""
+    numbers(**values)
     for name, value in values.items():
         if not 0 < value < math.inf:
             raise ConfigError(f"{name} must be > 0 and finite, got {value}")
@@ -27,6 +38,7 @@ def positive(**values: float) -> None:
 
 def share(**values: float) -> None:
     """Every value is a share in (0, 1]: ``anneal must be in (0, 1], got 1.5``."""
+    numbers(**values)
     for name, value in values.items():
         if not 0 < value <= 1:
             raise ConfigError(f"{name} must be in (0, 1], got {value}")

@@ -5,6 +5,7 @@ by class_path or by name with defaults (``schedule: coprime``); older flat optio
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import math
 from abc import ABC, abstractmethod
@@ -19,7 +20,7 @@ from lit_sparse.attention.fibonacci_patterns import (
     RungLayout,
 )
 from lit_sparse.attention.gaussian_read import GaussianFibonacciPattern
-from lit_sparse.attention.options import positive, share
+from lit_sparse.attention.options import numbers, positive, share
 from lit_sparse.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ class _Range(Schedule):
             alpha_min: low end of the alpha range (> 0).
             alpha_max: high end of the alpha range (> alpha_min).
         """
+        numbers(alpha_min=alpha_min, alpha_max=alpha_max)
         if not (0 < alpha_min < alpha_max < math.inf):
             raise ConfigError(
                 f"alpha_min, alpha_max must satisfy 0 < alpha_min < alpha_max < inf, "
@@ -133,7 +135,13 @@ class Custom(Schedule):
         Args:
             alphas: one alpha per layer, each in (0, inf).
         """
-        if not alphas or any(not (0 < a < math.inf) for a in alphas):
+        if isinstance(alphas, list | tuple):
+            numbers(**{f"alphas[{i}]": a for i, a in enumerate(alphas)})
+        if (
+            not isinstance(alphas, list | tuple)
+            or not alphas
+            or any(not (0 < a < math.inf) for a in alphas)
+        ):
             raise ConfigError(
                 f"alphas must be a list of one alpha per layer, each in (0, inf), got {alphas}"
             )
@@ -217,6 +225,9 @@ class Learned(_Range):
         """
         super().__init__(alpha_min, alpha_max)
         if init is not None:
+            if not isinstance(init, list | tuple):
+                raise ConfigError(f"init must be a list of one alpha per layer, got {init!r}")
+            numbers(**{f"init[{i}]": a for i, a in enumerate(init)})
             bad = [a for a in init if not (self.alpha_min < a < self.alpha_max)]
             if not init or bad:
                 raise ConfigError(
@@ -273,18 +284,31 @@ def _resolve(class_path: str, base: type, names: Mapping[str, type], field: str)
     by_name = {**names, **{cls.__name__: cls for cls in names.values()}}
     cls = by_name.get(class_path) or by_name.get(class_path.rpartition(".")[2])
     if cls is None or class_path.rpartition(".")[0] not in ("", cls.__module__):
-        from lit_sparse.io.class_paths import import_class
-
-        try:
-            cls = import_class(class_path)
-        except Exception:
-            cls = None
+        cls = _import(class_path, field)
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise ConfigError(
             f"{field}: class_path {class_path!r} is not a {base.__name__}; one of "
             f"{', '.join(c.__name__ for c in names.values())}"
         )
     return cls
+
+
+def _import(class_path: str, field: str) -> Any:
+    """The object ``class_path`` names; None when its module or the name is not there; a
+    module that raises on import is one ConfigError line naming what it raised."""
+    module, _, name = class_path.rpartition(".")
+    if not module:
+        return None
+    try:
+        return getattr(importlib.import_module(module), name, None)
+    except ModuleNotFoundError as err:
+        if err.name and (module == err.name or module.startswith(err.name + ".")):
+            return None  # no such module
+        failure = err
+    except Exception as err:  # anything the module raises while it imports
+        failure = err
+    reason = f"{type(failure).__name__}: {' '.join(str(failure).split())}"
+    raise ConfigError(f"{field}: class_path {class_path!r}: importing {module} raised {reason}")
 
 
 def to_schedule(value: Schedule | str | Mapping[str, Any]) -> Schedule:
@@ -300,6 +324,13 @@ def from_flat_options(init_args: Mapping[str, Any]) -> dict[str, Any]:
         return args
     flat = {key: value for key in FLAT_OPTIONS if (value := args.pop(key, None)) is not None}
     name = args.get("schedule", "fixed")
+    if not isinstance(name, str):  # today's form: a schedule holds its own options
+        given = ", ".join(f"{key}={value!r}" for key, value in flat.items())
+        raise ConfigError(
+            f"{given}: the flat options of earlier versions go with schedule given by name "
+            "(schedule: linear); with schedule as {class_path, init_args} give its options in "
+            "schedule.init_args (e.g. schedule.init_args.alpha_max)"
+        )
     if name not in SCHEDULES:
         raise ConfigError(
             f"schedule={name!r}: with the flat options ({', '.join(FLAT_OPTIONS)}) the "
