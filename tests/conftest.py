@@ -52,6 +52,7 @@ def float_mode_left_as_found():
 TRAINING_FIXTURES = {
     "learned_run",
     "staggered_run",
+    "hybrid_run",
     "finished_run",
     "crashed",
     "csv_run",
@@ -87,4 +88,4 @@ from tests.crash_reports import (  # noqa: E402, F401
 )
 
 # The tiny training runs shared by the callbacks, evaluation and notebook tests:
-from tests.tiny_runs import learned_run, staggered_run  # noqa: E402, F401
+from tests.tiny_runs import hybrid_run, learned_run, staggered_run  # noqa: E402, F401

@@ -40,6 +40,16 @@ STAGGERED = {
     "init_args": {"window": 2, "n_rungs": 7, "schedule": "linear"},
 }
 DENSE = {"class_path": "dense", "init_args": {"backend": "sdpa"}}
+HYBRID = {
+    "class_path": "hybrid",
+    "init_args": {
+        "local_attention": LEARNED,
+        "global_attention": DENSE,
+        "global_layers": [-1],
+        "global_rope": False,
+    },
+}
+"""Layer 0 learned-alpha Fibonacci, layer 1 a NoPE dense layer."""
 
 
 def tiny_datamodule(**overrides: Any) -> TextDataModule:
@@ -154,7 +164,9 @@ def shared_run(tmp_path_factory: pytest.TempPathFactory, name: str) -> FitRun:
     """One fit per name per session, whichever test folder asks first."""
     key = (str(tmp_path_factory.getbasetemp()), name)
     if key not in _RUNS:
-        attention = {"learned": LEARNED, "staggered": STAGGERED, "dense": DENSE}[name]
+        attention = {"learned": LEARNED, "staggered": STAGGERED, "dense": DENSE, "hybrid": HYBRID}[
+            name
+        ]
         _RUNS[key] = fit_run(tmp_path_factory.mktemp("runs"), name, attention)
     return _RUNS[key]
 
@@ -169,6 +181,12 @@ def learned_run(tmp_path_factory) -> FitRun:
 def staggered_run(tmp_path_factory) -> FitRun:
     """Linear (staggered) static alpha: the ramp 0.5 .. 1.5 over 2 layers."""
     return shared_run(tmp_path_factory, "staggered")
+
+
+@pytest.fixture(scope="session")
+def hybrid_run(tmp_path_factory) -> FitRun:
+    """A hybrid: learned alpha in layer 0, a NoPE dense layer 1 (alpha in layer 0 only)."""
+    return shared_run(tmp_path_factory, "hybrid")
 
 
 def read_events(log_dir: Path):

@@ -145,3 +145,44 @@ def test_a_model_without_alpha_logs_nothing(tmp_path):
 def test_every_n_steps_must_be_a_positive_integer(bad):
     with pytest.raises(ValueError, match="every_n_steps"):
         AlphaTrajectory(every_n_steps=bad)
+
+
+def test_a_hybrid_logs_only_the_layers_with_an_alpha(hybrid_run):
+    """Layer 0 (learned alpha) has its line, its run and its heatmap row; the dense layer 1
+    has none, in the events, the trajectory file and ``load_run``'s history."""
+    from lit_sparse import load_run
+
+    logged = scalars(hybrid_run.log_dir)
+    assert sorted(logged[alpha_tag(0)]) == [0, 2, 4, 6]
+    assert alpha_tag(1) not in logged
+    assert (hybrid_run.log_dir / layer_run(0)).is_dir()
+    assert not (hybrid_run.log_dir / layer_run(1)).exists()
+    saved = json.loads((hybrid_run.log_dir / "alpha_trajectory.json").read_text())
+    assert saved["layers"] == [0] and all(len(row) == 1 for row in saved["alphas"])
+    final = hybrid_run.module.model.layer_alphas()
+    assert list(final) == [0] and saved["alphas"][-1][0] == pytest.approx(float(final[0]))
+    history = load_run(hybrid_run.log_dir, load_model=False).alpha_trajectory
+    assert history.layers == (0,) and history.alphas.shape == (4, 1)
+    assert "alpha/heatmap" in read_events(hybrid_run.log_dir).Tags()["images"]
+
+
+def test_a_hybrid_resumes_with_its_pattern_and_its_trajectory(hybrid_run, tmp_path):
+    """Two more steps from the shared hybrid run's last checkpoint: the module is rebuilt as
+    the hybrid (the NoPE dense layer included) and the alpha curve goes on in layer 0 only."""
+    import shutil
+
+    from lit_sparse.attention.dense import DensePattern
+
+    run = Path(shutil.copytree(hybrid_run.log_dir, tmp_path / "run"))
+    callback = AlphaTrajectory(every_n_steps=2)
+    logger = TensorBoardLogger(str(tmp_path), name="resumed")
+    trainer = tiny_trainer(
+        tmp_path, "resumed", [callback], max_steps=8, limit_val_batches=0, logger=logger
+    )
+    module = tiny_module(hybrid_run.datamodule.vocab_size, hybrid_run.module.hparams.attention, 8)
+    trainer.fit(module, datamodule=tiny_datamodule(), ckpt_path=run / "checkpoints" / "last.ckpt")
+    patterns = module.model.patterns
+    assert isinstance(patterns[1], DensePattern) and not patterns[1].rotary and patterns[0].rotary
+    assert callback.steps == [0, 2, 4, 6, 8] and callback.layers == [0]
+    before = hybrid_run.module.model.layer_alphas()[0]
+    assert callback.alphas[3] == [pytest.approx(float(before), abs=1e-7)]

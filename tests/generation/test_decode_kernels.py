@@ -25,15 +25,17 @@ pytestmark = pytest.mark.skipif(
 SLOT_CASES = {
     name: plugin
     for name, plugin in generation_cases().items()
-    if isinstance(tiny_model(plugin).new_cache(1, 8).layers[0], SlotDecoder)
+    if any(isinstance(layer, SlotDecoder) for layer in tiny_model(plugin).new_cache(1, 8).layers)
 }
+"""The plugins with a slot layer (a hybrid's dense layers decode by SDPA beside them)."""
 
 
 def decoded(model, sequence, prompt, use_kernel: bool) -> torch.Tensor:
     cache = model.new_cache(sequence.shape[0], sequence.shape[1])
     for layer in cache.layers:
-        assert layer.compiled  # CPU float32: the kernel's step unless told otherwise
-        layer.compiled = use_kernel
+        if isinstance(layer, SlotDecoder):
+            assert layer.compiled  # CPU float32: the kernel's step unless told otherwise
+            layer.compiled = use_kernel
     with torch.inference_mode():
         logits = [model(sequence[:, :prompt], cache)]
         logits += [model(sequence[:, t : t + 1], cache) for t in range(prompt, sequence.shape[1])]

@@ -136,7 +136,7 @@ def greedy_tokens(model, ids: list[int]) -> list[int]:
     return [int(tokens[0]) for tokens in generation]
 
 
-@pytest.mark.parametrize("run", ["learned_run", "staggered_run"])
+@pytest.mark.parametrize("run", ["learned_run", "staggered_run", "hybrid_run"])
 def test_a_trained_models_greedy_tokens_logits_and_perplexity_match_float32s(run, request):
     """The tests' trained runs and prompts, 40 greedy tokens each: int8's tokens equal
     float32's at >= 95 % of the positions (a sequence that took another token goes on from
