@@ -290,19 +290,21 @@ class RecordChecks:
         ``run``'s, repeats a record read before, or was trained with other extra options
         than its task's records before it."""
         labels = tuple(record.get(k) for k in ("task", "variant", "seed"))
-        for key, seen, what in (
-            (labels, self.by_run, "the same task, variant and seed"),
-            (_measured(record), self.by_content, "the same results under another seed"),
-        ):
-            if key in seen:
-                raise DamagedFileError(
-                    f"{path}: a duplicate of {seen[key]} ({what}); a run counts once: "
-                    "delete the copy"
-                )
-            seen[key] = path
+        # the same results first, then the place: a record whose task was edited to another
+        # task's is not that task's (not "a duplicate" of its record)
+        self._once(_measured(record), self.by_content, "the same results under another seed", path)
         extra = _check_place(record, path, run)
+        self._once(labels, self.by_run, "the same task, variant and seed", path)
         if extra is not None:
             self.trained_alike(run, extra, path)
+
+    @staticmethod
+    def _once(key: Any, seen: dict, what: str, path: Path) -> None:
+        if key in seen:
+            raise DamagedFileError(
+                f"{path}: a duplicate of {seen[key]} ({what}); a run counts once: delete the copy"
+            )
+        seen[key] = path
 
     def trained_alike(self, run: PresetRun, extra: list[str], path: Path) -> None:
         """Refuse ``run`` (read from ``path``) trained with other ``extra`` options than the

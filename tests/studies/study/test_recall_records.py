@@ -67,7 +67,8 @@ def _relabel(record, field, value):
 @pytest.mark.parametrize(
     ("source", "change", "field"),
     [
-        ("dense/seed0.json", None, "variant"),  # the issue's cp: fib_linear 0.458 -> 0.636
+        # the issue's cp (fib_linear 0.458 -> 0.636): the same results as dense/seed0.json
+        ("dense/seed0.json", None, "dense/seed0.json"),
         ("dense/seed0.json", lambda r: _relabel(r, "variant", "fib_linear"), "options"),
         (
             "dense/seed0.json",
@@ -76,7 +77,11 @@ def _relabel(record, field, value):
         ),
         ("fib_linear/seed1.json", None, "seed"),
         ("fib_linear/seed1.json", lambda r: _relabel(r, "seed", 0), "options"),
-        ("fib_linear/seed1.json", lambda r: (_relabel(r, "seed", 0), r.pop("options")), None),
+        (
+            "fib_linear/seed1.json",
+            lambda r: (_relabel(r, "seed", 0), r.pop("options")),
+            "fib_linear/seed1.json",
+        ),
     ],
 )
 def test_a_record_in_another_folder_is_refused_naming_the_field(
@@ -84,8 +89,8 @@ def test_a_record_in_another_folder_is_refused_naming_the_field(
 ):
     """Issue 47: a copy of another variant's (or seed's) record under fib_linear/seed0.json
     counted for fib linear. Its own variant, task and seed, the options that started it and its
-    attention are checked against the path; the last case (seed and options gone, a copy of
-    seed 1 as seed 0) is a duplicate of seed1.json."""
+    attention are checked against the path; a copy left as it is (the first case) or with its
+    seed and options gone (the last) is a duplicate of the file it copies."""
     target = records / "mqar128" / "fib_linear" / "seed0.json"
     shutil.copy(records / "mqar128" / source, target)
     if change is not None:
@@ -93,8 +98,8 @@ def test_a_record_in_another_folder_is_refused_naming_the_field(
     code, _, err = table(records, capsys)
     line = one_error(err)
     assert code == 2 and str(target) in line
-    if field is None:
-        assert "fib_linear/seed1.json" in line and "duplicate" in line
+    if field.endswith(".json"):  # a copy: a duplicate of the file it copies
+        assert "a duplicate of " in line and str(records / "mqar128" / field) in line
     else:
         assert f"{field} " in line or f"{field}." in line or f"{field}:" in line, line
 
@@ -128,6 +133,20 @@ def test_a_copy_of_a_seed_is_refused_naming_both_files(records, capsys):
     line = one_error(err)
     assert code == 2 and "duplicate" in line
     assert str(folder / "seed1.json") in line and str(folder / "seed0.json") in line
+
+
+def test_a_record_whose_task_names_another_task_is_not_called_a_duplicate(records, capsys):
+    """Issue 57 (minor): mqar64's record with its task edited to mqar128 was refused as "a
+    duplicate" of mqar128's record of that seed; it is a record out of its place."""
+    shutil.copytree(COMMITTED / "mqar64" / "dense", records / "mqar64" / "dense")
+    target = records / "mqar64" / "dense" / "seed1.json"
+    edit(target, lambda record: record.update(task="mqar128"))
+    args = ["matrix", "--preset", "recall", "--seeds", "0", "1", "2", "--tasks", "mqar128"]
+    args += ["mqar64", "--variants", "dense", "--table", "--results", str(records)]
+    code = lit_main([*args, "--root", str(records.parent / "no-runs")])
+    line = one_error(capsys.readouterr().err)
+    assert code == 2 and str(target) in line and "duplicate" not in line
+    assert "its task 'mqar128' is not the 'mqar64' of its place (mqar64/dense/seed1)" in line
 
 
 def test_a_copy_of_one_seed_as_another_is_refused_naming_both(records, capsys):
