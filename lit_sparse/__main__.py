@@ -104,7 +104,7 @@ def _run_installed(entry: importlib.metadata.EntryPoint, argv: list[str]) -> int
     """An installed package's command; one error line when it cannot be loaded."""
     try:
         command = entry.load()
-    except Exception as err:  # anything a broken package raises on import
+    except (Exception, SystemExit) as err:  # anything a broken package raises on import
         reason = f"{type(err).__name__}: {' '.join(str(err).split())}"
         print(f"error: command {entry.name!r} ({entry.value}) cannot be loaded: {reason}",
               file=sys.stderr)  # fmt: skip

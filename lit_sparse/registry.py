@@ -81,6 +81,8 @@ class Registry(Generic[P]):
             return f"the name {entry.name!r} is a built-in {self.kind} ({owner})"
         try:
             cls = entry.load()
+        except SystemExit as err:  # a package that exits as it imports ends nothing else
+            return f"it called sys.exit({err.code!r}) as it was imported"
         except Exception as err:  # anything a broken package raises on import
             return f"{type(err).__name__}: {' '.join(str(err).split())}"
         if not (isinstance(cls, type) and issubclass(cls, self.base)):

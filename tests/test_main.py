@@ -127,3 +127,16 @@ def test_an_unknown_command_lists_every_command(installed, capsys):
     assert err.startswith("error: unknown command 'helo' (did you mean 'hello'?)")
     assert all(name in err for name in ("fit", "extrapolate", "generate", "plugins", "hello"))
     assert err.count("\n") == 1
+
+
+def test_a_command_package_that_exits_on_import_is_one_line(
+    installed, capsys, tmp_path, monkeypatch
+):
+    (tmp_path / "exiting_command.py").write_text("import sys\nsys.exit(3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    installed(("exiting", "exiting_command:main"))
+    assert entry.main(["exiting"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err == "error: command 'exiting' (exiting_command:main) cannot be loaded: SystemExit: 3\n"
+    )
