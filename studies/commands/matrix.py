@@ -22,7 +22,7 @@ from lit_sparse.commands import argparse_parser, parse_options, reports_errors
 from lit_sparse.errors import ConfigError, interrupted
 from lit_sparse.io.atomic import write_text
 from lit_sparse_studies.study.paper_matrix import RUNS
-from lit_sparse_studies.study.preset import PRESETS, check_record, get_preset, preset_runs
+from lit_sparse_studies.study.preset import PRESETS, check_record, preset_runs
 
 __all__ = ["main"]
 
@@ -80,9 +80,9 @@ def _parser() -> argparse.ArgumentParser:
         "--results",
         default=None,
         metavar="DIR",
-        help="with --preset recall: --run writes each finished run's record here "
-        "(<task>/<variant>/seed<K>.json, small enough to commit); --table and --plot read "
-        "the records here instead of the run folders (docs/recall-study/results)",
+        help="with --preset: --run writes each finished run's record here ([<task>/]"
+        "<variant>/seed<K>.json, small enough to commit); --table and --plot read the records "
+        "here instead of the run folders (docs/recall-study/results, docs/cpu-study/results)",
     )
     parser.add_argument("--dry-run", action="store_true", help="with --run: print the commands")
     parser.add_argument("--out", default=None, help="with --table: also write this .md file")
@@ -108,8 +108,6 @@ def _check_options(args: argparse.Namespace, extra: list[str]) -> None:
             f"--run {args.run}: with --preset, --run takes no name (--variants and --seeds "
             "choose the runs)"
         )
-    if args.results is not None and get_preset(args.preset).measures != "recall":
-        raise ConfigError(f"--results {args.results}: only with --preset recall")
     if args.table:
         raise ConfigError(
             f"--table {args.table[0]}: with --preset, --table takes no RUN_DIR (the runs are "

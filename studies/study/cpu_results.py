@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lit_sparse.errors import ConfigError
@@ -85,17 +86,33 @@ def _read(run: PresetRun) -> tuple[Any, Any, Any]:
     return seed_run, {key: seeds.lookup(config, key) for key in run.preset.setup_keys}, run_dir
 
 
-def collect(runs: Sequence[PresetRun]) -> StudyResults:
-    """Read every complete run of ``runs``; the others are listed as missing.
+def collect(runs: Sequence[PresetRun], results: Path | None = None) -> StudyResults:
+    """Read every complete run of ``runs`` (from its record under ``results``, when given:
+    :mod:`lit_sparse_studies.study.cpu_records`; else from its run folder); the others are
+    listed as missing.
 
     Raises ConfigError when no run is complete, or when two runs were not trained alike
     (a shared config value differs, or their evaluation lengths or held-out sets differ).
     """
-    groups, missing = seeds.collect_alike(runs, _read, "sets", VariantResults)
+
+    def read(run: PresetRun) -> tuple[Any, Any, Any]:
+        if results is None:
+            return _read(run)
+        from lit_sparse_studies.study.cpu_records import read_record, record_file, seed_run
+
+        path = record_file(results, run.variant.name, run.seed)
+        if not path.is_file():
+            return None, "no record", None
+        return seed_run(run, read_record(path), path)
+
+    groups, missing = seeds.collect_alike(runs, read, "sets", VariantResults)
     if not groups:
-        raise ConfigError(
-            f"no complete run under {runs[0].root} (complete: extrapolation.json and "
-            "position_loss.json at max_steps); run the preset first with --run"
+        where = (
+            f"no record under {results}"
+            if results is not None
+            else f"no complete run under {runs[0].root} (complete: extrapolation.json and "
+            "position_loss.json at max_steps)"
         )
+        raise ConfigError(f"{where}; run the preset first with --run")
     (_, variants, setup), *_ = groups
     return StudyResults(preset=runs[0].preset, variants=variants, missing=missing, setup=setup)

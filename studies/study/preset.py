@@ -225,9 +225,29 @@ CPU = Preset(
         Variant("pow2_linear", "pow2_staggered.yaml", "pow2 linear", "pow2_linear_w8"),
         Variant("bigbird", "bigbird.yaml", "bigbird", None, seeded_attention=True),
         Variant("sliding_window", "sliding_window.yaml", "sliding window", None),
+        # hybrid stacks (issue 56): the last of the 5 layers dense, with RoPE or NoPE
+        *(
+            Variant(
+                f"{name}{suffix}",
+                config,
+                f"hybrid: {local} local, the last layer dense{nope}",
+                None,
+                options=(*LAST_LAYER_GLOBAL, *options, *global_rope),
+                default=False,
+            )
+            for name, config, local, options in (
+                ("hyb_fib_linear", "hybrid.yaml", "fib linear", (f"{LOCAL}.schedule", "Linear")),
+                ("hyb_sw", "sliding_window_hybrid.yaml", "sliding window", ()),
+            )
+            for suffix, nope, global_rope in (
+                ("", "", ()),
+                ("_nope", " (NoPE)", ("--model.attention.init_args.global_rope", "false")),
+            )
+        ),
     ),
 )
-"""Nine variants at W = 8 on the embedded corpus, 5 layers, T = 256 (configs/study/cpu.yaml)."""
+"""Nine variants at W = 8 on the embedded corpus, 5 layers, T = 256 (configs/study/cpu.yaml),
+and four hybrid stacks run only when named."""
 
 _COPRIME_IS_LINEAR = (("fib_coprime", "fib_linear"),)
 """The MQAR tasks' 2 or 4 layers: the coprime stride is 1 there, so coprime is linear (also

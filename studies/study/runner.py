@@ -170,19 +170,22 @@ def _children_cpu_s() -> float:
 
 
 def _save_record(run: PresetRun, outcome: Outcome, results: Path, echo) -> None:
-    """The finished run's record under ``results`` (:mod:`lit_sparse_studies.study.recall_records`);
-    one already there is kept (a skipped run's record carries its first times)."""
-    from lit_sparse_studies.study.recall_records import (
-        make_record,
-        record_file,
-        source_commit,
-        write_record,
-    )
+    """The finished run's record under ``results`` (:mod:`lit_sparse_studies.study.recall_records`,
+    :mod:`~lit_sparse_studies.study.cpu_records`); one already there is kept (a skipped run's
+    record carries its first times)."""
+    from lit_sparse_studies.study import cpu_records, recall_records
+    from lit_sparse_studies.study.recall_records import source_commit, write_record
 
-    path = record_file(results, run.setup.name, run.variant.name, run.seed)
+    labels = {"variant": run.variant.name, "seed": run.seed}
+    if run.preset.measures == "recall":
+        make_record = recall_records.make_record
+        path = recall_records.record_file(results, run.setup.name, run.variant.name, run.seed)
+        labels = {"task": run.setup.name, **labels}
+    else:
+        make_record = cpu_records.make_record
+        path = cpu_records.record_file(results, run.variant.name, run.seed)
     if outcome.action == "skipped" and path.is_file():
         return
-    labels = {"task": run.setup.name, "variant": run.variant.name, "seed": run.seed}
     trained = outcome.action != "skipped"
     record = make_record(
         outcome.status.run_dir,

@@ -118,6 +118,32 @@ def test_a_second_run_skips_the_complete_runs(tiny_study, capsys):
     assert len(lines) == 4 and all(line.endswith("/version_0), skipped") for line in lines)
 
 
+def test_records_rebuild_the_tables_without_the_run_folders(tiny_study, capsys, tmp_path):
+    """``--run --results DIR`` over the complete runs writes a record per run (skipped runs
+    get theirs too); ``--table --results DIR`` from those records alone prints the tables the
+    run folders give."""
+    root, _ = tiny_study
+    results = tmp_path / "results"
+    assert (
+        lit_main([*preset_args(root, "--run", "--config", str(TINY)), "--results", str(results)])
+        == 0
+    )
+    assert sorted(p.relative_to(results).as_posix() for p in results.rglob("*.json")) == [
+        f"{variant}/seed{seed}.json" for variant in sorted(VARIANTS) for seed in SEEDS
+    ]
+    capsys.readouterr()
+    assert lit_main(preset_args(root, "--table")) == 0
+    from_runs = capsys.readouterr().out
+    away = tmp_path / "elsewhere"  # the run folders gone: the records alone
+    assert lit_main([*preset_args(away, "--table"), "--results", str(results)]) == 0
+    assert capsys.readouterr().out == from_runs
+    record = json.loads((results / "fib_learned" / "seed0.json").read_text())
+    record["variant"] = "fib_fixed"  # a record copied under another run's name
+    (results / "fib_learned" / "seed0.json").write_text(json.dumps(record))
+    assert lit_main([*preset_args(away, "--table"), "--results", str(results)]) == 2
+    assert "the record is not this path's run: variant 'fib_fixed'" in capsys.readouterr().err
+
+
 def test_other_options_for_a_started_run_are_refused(tiny_study, capsys):
     root, _ = tiny_study
     args = preset_args(root, "--run", "--config", str(TINY), "--model.lr", "0.01")

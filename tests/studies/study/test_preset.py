@@ -35,8 +35,10 @@ def table_rows(text: str) -> list[list[str]]:
     ]
 
 
-def test_the_preset_has_the_issues_nine_variants():
-    assert [v.name for v in CPU.variants] == [
+def test_the_preset_runs_the_issues_nine_variants_and_four_hybrids_when_named():
+    named = ["hyb_fib_linear", "hyb_fib_linear_nope", "hyb_sw", "hyb_sw_nope"]
+    assert [v.name for v in CPU.variants if not v.default] == named
+    assert [v.name for v in CPU.variants if v.default] == [
         "dense",
         "fib_fixed",
         "fib_learned",
@@ -86,7 +88,7 @@ def built_runs(tmp_path_factory) -> dict[str, LitSparseCLI]:
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(tmp_path_factory.mktemp("build"))
         patch.setattr(sys, "argv", ["lit_sparse"])
-        for run in preset_runs("cpu", [0]):
+        for run in preset_runs("cpu", [0], [v.name for v in CPU.variants]):
             built[run.variant.name] = LitSparseCLI(run.fit_args()[1:], run=False)
     return built
 
@@ -103,6 +105,11 @@ def test_every_run_builds_as_its_variant_at_one_shape(built_runs):
         found, _ = identify(attention.as_dict() if hasattr(attention, "as_dict") else attention)
         if variant.paper_run is not None:
             assert found == variant.paper_run  # the paper's run at W = 8
+        elif variant.name.startswith("hyb_"):  # a hybrid: W = 8 local layers, the last dense
+            hybrid = cli.model.model.attention
+            assert type(hybrid).name == "hybrid" and hybrid.local_attention.window == 8
+            assert hybrid.global_layer_indices(5) == [4]
+            assert [p.rotary for p in cli.model.model.patterns][-1] == ("nope" not in variant.name)
         else:
             assert type(cli.model.model.attention).name == variant.name
             assert cli.model.model.attention.window == 8  # the same window as every variant

@@ -1,0 +1,116 @@
+"""A finished cpu-study run as one small JSON file, committed beside docs/cpu-study.md.
+
+A run folder (checkpoints, events) is large and machine-local; the record is what the page is
+built from, so ``matrix --preset cpu --table/--plot --results DIR`` rebuilds its tables and
+figures on any machine. ``DIR/<variant>/seed<K>.json`` holds the run's ``extrapolation.json``
+(perplexity per held-out set and length), its ``position_loss.json`` (the NLL per position bin
+at the last validation), the alpha trajectory, its held-out learning curve, its wall and CPU
+time, the config values the study compares (the cpu preset's ``setup_keys``), the options that
+started it and the commit it ran on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lit_sparse.errors import DamagedFileError, check_format
+from lit_sparse.io.yaml_files import load_yaml
+from lit_sparse_studies.study.preset import CPU, PresetRun
+from lit_sparse_studies.study.recall_records import learning_curve
+from lit_sparse_studies.study.seeds import lookup
+
+__all__ = ["FORMAT", "make_record", "read_record", "record_file", "seed_run"]
+
+FORMAT = "lit_sparse.cpu-run/1"
+
+
+def record_file(results: Path, variant: str, seed: int) -> Path:
+    return Path(results) / variant / f"seed{seed}.json"
+
+
+def make_record(
+    run_dir: Path,
+    labels: dict[str, Any],
+    wall_s: float | None = None,
+    cpu_s: float | None = None,
+    commit: str | None = None,
+    keys: Sequence[str] = CPU.setup_keys,
+) -> dict[str, Any]:
+    """The record of a finished run folder; ``labels`` name it (variant, seed)."""
+    from lit_sparse.runs.analysis import load_run, read_result_json
+
+    run_dir = Path(run_dir)
+    extrapolation = read_result_json(run_dir / "extrapolation.json")
+    position_loss = read_result_json(run_dir / "position_loss.json")
+    if extrapolation is None or position_loss is None:
+        raise DamagedFileError(
+            f"{run_dir}: no extrapolation.json or position_loss.json; the run has not finished"
+        )
+    config = load_yaml(run_dir / "config.yaml", "run config")
+    trajectory = load_run(run_dir, load_model=False).alpha_trajectory
+    started = run_dir.parent / "preset.yaml"
+    return {
+        "format": FORMAT,
+        **labels,
+        "commit": commit,
+        "setup": {key: lookup(config, key) for key in keys},
+        "attention": lookup(config, "model.attention"),
+        "options": load_yaml(started, "run record").get("options") if started.is_file() else None,
+        "step": extrapolation.get("step"),
+        "max_steps": lookup(config, "trainer.max_steps"),
+        "wall_s": None if wall_s is None else round(wall_s, 1),
+        "cpu_s": None if cpu_s is None else round(cpu_s, 1),
+        "curve": learning_curve(run_dir),
+        "alpha": None
+        if trajectory is None
+        else {
+            "steps": [int(s) for s in trajectory.steps],
+            "alphas": [[round(float(a), 6) for a in row] for row in trajectory.alphas],
+            "layers": list(trajectory.layers),
+        },
+        "extrapolation": extrapolation,
+        "position_loss": position_loss,
+    }
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A record file; DamagedFileError naming it when it is not one."""
+    from lit_sparse.runs.analysis import read_result_json
+
+    record = read_result_json(path)
+    check_format(record, FORMAT, f"a cpu-study run record: {path}", DamagedFileError)
+    for field in ("extrapolation", "position_loss"):
+        if not isinstance(record.get(field), dict):
+            raise DamagedFileError(
+                f"{path}: its {field} is {record.get(field)!r}; expected a mapping"
+            )
+    return record
+
+
+def seed_run(run: PresetRun, record: dict[str, Any], path: Path):
+    """(the :class:`~lit_sparse_studies.study.cpu_results.PerplexityRun`, the setup values, the
+    record's path) of a record, after checking it names ``run``."""
+    import numpy as np
+
+    from lit_sparse.evaluation.extrapolation import ExtrapolationResult
+    from lit_sparse_studies.study.cpu_results import PerplexityRun
+
+    wrong = [
+        f"{key} {record.get(key)!r} (expected {want!r})"
+        for key, want in (("variant", run.variant.name), ("seed", run.seed))
+        if record.get(key) != want
+    ]
+    if wrong:
+        raise DamagedFileError(f"{path}: the record is not this path's run: {', '.join(wrong)}")
+    alpha = record.get("alpha")
+    found = PerplexityRun(
+        seed=run.seed,
+        path=path,
+        result=ExtrapolationResult.from_dict(record["extrapolation"]),
+        bins=dict(record["position_loss"].get("sets") or {}),
+        alpha_steps=None if alpha is None else np.asarray(alpha["steps"], dtype=np.int64),
+        alphas=None if alpha is None else np.asarray(alpha["alphas"], dtype=np.float64),
+    )
+    return found, dict(record.get("setup") or {}), path
