@@ -38,6 +38,7 @@ from lit_sparse.runs.trainer import (
     drop_checkpoint_callbacks,
     with_run_callbacks,
 )
+from lit_sparse.tasks.registry import expand_task_names
 
 TRAINER_DEFAULTS = {
     "logger": {
@@ -77,7 +78,7 @@ class LitSparseCLI(LightningCLI):
         args, self.full_help = arguments.full_help_requested(sys.argv[1:] if args is None else args)
         # field docstrings become --help text; reading them costs 0.7 s a parser: only for help
         set_parsing_settings(docstring_parse_attribute_docstrings=arguments.help_requested(args))
-        args = expand_attention_names(args)
+        args = expand_task_names(expand_attention_names(args))
         check_config_files(args)
         arguments.check_optimizer_args(args)
         commands = self.subcommands()

@@ -5,8 +5,11 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from lit_sparse.errors import ConfigError
 from lit_sparse.registry import Registry
 
 Kind = Literal["synthetic", "choice"]
@@ -49,3 +52,35 @@ def task_options(cls: type[Task]) -> dict[str, Any]:
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]  # after self
     return {p.name: p.default for p in parameters if p.kind in kinds}
+
+
+DATA_FLAGS = ("--data", "--data.class_path")
+
+
+def expand_task_names(args: Sequence[str]) -> list[str]:
+    """A registered task's name after ``--data`` or ``--data.class_path`` as its class path (as
+    ``--model.attention`` takes a plugin's name); dotted paths, files and other values are left
+    to jsonargparse. A forced-choice task is refused in one line: fit trains synthetic ones."""
+    out = list(args)
+    for i, arg in enumerate(out):
+        for flag in DATA_FLAGS:
+            if arg == flag and i + 1 < len(out):
+                out[i + 1] = _task_class_path(out[i + 1], flag)
+            elif arg.startswith(flag + "="):
+                out[i] = f"{flag}={_task_class_path(arg[len(flag) + 1 :], flag)}"
+    return out
+
+
+def _task_class_path(value: str, flag: str) -> str:
+    plain = "." not in value and not value.startswith(("{", "[")) and not Path(value).exists()
+    if not plain or value not in (names := list_tasks()):
+        return value
+    cls = TASKS.get(value)
+    if cls.kind != "synthetic":
+        trained = ", ".join(list_tasks("synthetic"))
+        raise ConfigError(
+            f"{flag} {value}: a {cls.kind} task, scored on a trained model by `python -m "
+            f"lit_sparse tasks`; fit trains a synthetic task: {trained} (registered: "
+            f"{', '.join(names)})"
+        )
+    return f"{cls.__module__}.{cls.__qualname__}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,7 +17,8 @@ from lit_sparse.errors import ConfigError
 from lit_sparse.tasks import TASKS, MQARDataModule, get_task, list_tasks, recall_data_from_config
 
 PACKAGE = Path(lit_sparse.tasks.__file__).parent
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "tasks.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "tasks.md"
 
 
 def test_every_task_module_of_the_package_is_registered():
@@ -80,3 +82,34 @@ def test_a_broken_task_entry_point_is_one_warning_and_the_rest_works(monkeypatch
     finally:
         TASKS.classes.clear()
         TASKS.classes.update(saved)
+
+
+def test_fit_takes_a_registered_task_by_name():
+    """Issue 57 (minor, first hour 4): ``--data segment_copy`` was refused though attention
+    plugins work by name; a choice task is one line saying fit trains synthetic ones."""
+    from lit_sparse.tasks.registry import expand_task_names
+
+    copy = "lit_sparse_copy.segment_copy.SegmentCopyDataModule"
+    given = ["fit", "--data", "segment_copy", "--data.init_args.segment", "4"]
+    assert expand_task_names(given) == ["fit", "--data", copy, *given[3:]]
+    assert expand_task_names(["--data.class_path=mqar"]) == [
+        "--data.class_path=lit_sparse.tasks.mqar.MQARDataModule"
+    ]
+    kept = ["--data", "configs/data/mqar.yaml", "--data.class_path", "MQARDataModule"]
+    assert expand_task_names(kept) == kept
+    with pytest.raises(ConfigError, match=r"^--data lego: a choice task, .* fit trains a synth"):
+        expand_task_names(["--data", "lego"])
+
+
+@pytest.mark.slow  # parses fit's options (seconds)
+def test_fit_parses_a_task_given_by_name(capsys, monkeypatch):
+    from lit_sparse.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["lit_sparse"])
+    config = str(ROOT / "configs" / "sliding_window.yaml")
+    with pytest.raises(SystemExit) as info:
+        main(["fit", "--config", config, "--data", "segment_copy", "--print_config"])
+    assert info.value.code in (0, None)
+    assert "class_path: lit_sparse_copy.segment_copy.SegmentCopyDataModule" in (
+        capsys.readouterr().out
+    )
