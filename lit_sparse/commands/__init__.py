@@ -13,6 +13,7 @@ from jsonargparse import ActionConfigFile, ArgumentParser
 from lit_sparse.errors import LitSparseError, interrupted
 from lit_sparse.io.atomic import write_json
 from lit_sparse.parsing.help_text import HelpFormatter
+from lit_sparse.parsing.parse_errors import condense_parse_error
 
 
 def reports_errors(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
@@ -39,10 +40,23 @@ def print_report(report: Any, json_path: str | None = None) -> int:
     return 0
 
 
+class _OneLineErrors(ArgumentParser):
+    """jsonargparse's parser with a parse error as one line (``error: <key>: <reason>``), not
+    the usage, a tip and the report."""
+
+    def error(self, message: str, ex: Exception | None = None):
+        if not self.exit_on_error:  # a programmatic parse wants the exception
+            return super().error(message, ex)
+        reason = condense_parse_error(message)
+        print(f"error: {reason}  ({self.prog} --help lists the options)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def command_parser(command: str, description: str, **kwargs: Any) -> argparse.ArgumentParser:
-    """The jsonargparse parser of ``python -m lit_sparse <command>``, with ``--config`` (YAML)."""
+    """The jsonargparse parser of ``python -m lit_sparse <command>``, with ``--config`` (YAML);
+    a parse error is one line."""
     kwargs.setdefault("formatter_class", HelpFormatter)
-    parser = ArgumentParser(
+    parser = _OneLineErrors(
         prog=f"python -m lit_sparse {command}", description=description, **kwargs
     )
     parser.add_argument(
