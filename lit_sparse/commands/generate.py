@@ -138,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     source = load_source(args.path, args.tokenizer, option="--tokenizer")
+    if source.task is not None and args.tokenizer is None:
+        raise ConfigError(
+            f"path={args.path!r}: a run of the synthetic task {source.task!r}: its tokens are "
+            "the task's ids, not text, so the text tokenizer would decode nonsense; name one "
+            "on purpose with --tokenizer (e.g. --tokenizer embedded) to see its ids as text"
+        )
     tokenizer = source.tokenizer
     ids = tokenizer.encode(prompt) if prompt else []  # as training tokenized a document
     ids = ids or [tokenizer.eos_id]  # an empty prompt starts a new document

@@ -35,6 +35,26 @@ class ModelSource:
     tokenizer: Tokenizer
     description: str
     """e.g. ``runs/quickstart/coprime/version_0/checkpoints/last.ckpt (step 300)``."""
+    task: str | None = None
+    """The synthetic task a run was trained on (its tokens are the task's ids, not text);
+    None for a run on text and for an exported folder."""
+
+
+def synthetic_task(config: dict) -> str | None:
+    """The synthetic task a run's config trains (its registered name, else its class name),
+    or None for text data."""
+    from lit_sparse.io.class_paths import import_class
+    from lit_sparse.tasks import TASKS, RecallDataModule, list_tasks
+
+    data = config.get("data") if isinstance(config, dict) else None
+    class_path = data.get("class_path") if isinstance(data, dict) else None
+    if not isinstance(class_path, str):
+        return None
+    synthetic = list_tasks("synthetic")
+    cls = TASKS.get(class_path) if class_path in synthetic else import_class(class_path)
+    if not (isinstance(cls, type) and issubclass(cls, RecallDataModule)):
+        return None
+    return cls.name or cls.__name__
 
 
 def is_exported(path: Path) -> bool:
@@ -122,7 +142,8 @@ def load_source(
         )
     step = "" if run.step is None else f" (step {run.step})"
     loaded = run_tokenizer_checked(run, tokenizer, option)
-    return ModelSource(run.module.model.eval(), loaded, f"{run.checkpoint}{step}")
+    task = synthetic_task(run.config)
+    return ModelSource(run.module.model.eval(), loaded, f"{run.checkpoint}{step}", task)
 
 
 def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
