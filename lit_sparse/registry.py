@@ -6,6 +6,7 @@ import importlib
 import importlib.metadata
 import logging
 import pkgutil
+import traceback
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -32,7 +33,11 @@ class Registry(Generic[P]):
                 raise TypeError(
                     f"{self.kind} {name!r}: {cls!r} is not a subclass of {self.base.__name__}"
                 )
-            self.discover_builtins()  # a name is checked against every built-in
+            if not cls.__module__.startswith(self.package + "."):
+                # a name from elsewhere is checked against every built-in; a built-in's is
+                # checked against those registered before it (discovering them here would
+                # import the package's modules while the package itself is still importing)
+                self.discover_builtins()
             if name in self.classes:
                 owner = self.classes[name].__qualname__
                 raise ValueError(f"{self.kind} {name!r} is already registered by {owner}")
@@ -49,7 +54,14 @@ class Registry(Generic[P]):
         self.loaded["builtins"] = True  # first: the modules register through the decorator
         for module in pkgutil.iter_modules(importlib.import_module(self.package).__path__):
             if not module.ispkg and not module.name.startswith("_"):
-                importlib.import_module(f"{self.package}.{module.name}")
+                name = f"{self.package}.{module.name}"
+                try:
+                    importlib.import_module(name)
+                except (Exception, SystemExit) as err:  # one broken file breaks nothing else
+                    log.warning(
+                        "warning: %s module %s is not loaded, its plugins are not registered: %s",
+                        self.kind, name, _raised(err),
+                    )  # fmt: skip
 
     def builtin_names(self) -> list[str]:
         """The names registered by the package's own modules, sorted."""
@@ -114,3 +126,13 @@ class Registry(Generic[P]):
             return self.load()[name]
         except KeyError:
             raise self.unknown(name, field or self.kind) from None
+
+
+def _raised(err: BaseException) -> str:
+    """One line: what an import raised, and where (the innermost file and line)."""
+    if isinstance(err, SystemExit):
+        return f"it called sys.exit({err.code!r}) as it was imported"
+    where = ""
+    if not isinstance(err, SyntaxError) and (frames := traceback.extract_tb(err.__traceback__)):
+        where = f" ({frames[-1].filename}, line {frames[-1].lineno})"
+    return f"{type(err).__name__}: {' '.join(str(err).split())}{where}"
