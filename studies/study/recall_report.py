@@ -339,6 +339,21 @@ def _steps(variant: VariantRecall) -> str:
     return f"{steps} ({early}/{len(variant.runs)})"
 
 
+def steps_to(run, share: float) -> int | None:
+    """The first evaluated step at which the run's held-out accuracy reached ``share`` (None:
+    never), from its learning curve."""
+    steps, accuracy = run.curve.get("step") or [], run.curve.get("val/acc") or []
+    return next(
+        (s for s, a in zip(steps, accuracy, strict=False) if a is not None and a >= share), None
+    )
+
+
+def _steps_to(variant: VariantRecall, share: float) -> str:
+    """Each seed's step to ``share`` ("-": never reached)."""
+    reached = (steps_to(run, share) for run in variant.runs)
+    return " / ".join("-" if step is None else str(step) for step in reached)
+
+
 HOPS = ("one", "stack", "strict")
 """The MQAR table's reach columns: one hop, composed through the stack, and composed with the
 key carried (:func:`strict_reach`)."""
@@ -350,6 +365,7 @@ def _mqar_table(study: RecallStudy, geometry: dict[str, Geometry]) -> str | None
         return None
     header = [
         "setting", "variant", "accuracy [95 % interval]", "per seed", "steps (early stops)",
+        "steps to 0.5", "steps to 0.9",
         "rows read a query", "slots a query", "cache rows", "values in one hop",
         "values through the stack", "values through the stack, strict",
     ]  # fmt: skip
@@ -365,6 +381,8 @@ def _mqar_table(study: RecallStudy, geometry: dict[str, Geometry]) -> str | None
                     headline_interval(task, variant, "use", length).format(3),
                     _per_seed(headline(task, variant, "use", length)),
                     _steps(variant),
+                    _steps_to(variant, 0.5),
+                    _steps_to(variant, 0.9),
                     f"{shape.rows(variant, length):.1f}",
                     _slots(variant, length),
                     _cache_rows(variant, length),
@@ -376,7 +394,9 @@ def _mqar_table(study: RecallStudy, geometry: dict[str, Geometry]) -> str | None
         "Accuracy at the queries of the held-out examples (per example, averaged over "
         "examples) with its bootstrap interval and each seed's value, the optimizer steps "
         "trained (a run stops early once held-out accuracy reaches the config's threshold; "
-        "the learning curves are in the records and learning.png), and at the setting's "
+        "the learning curves are in the records and learning.png), each seed's first "
+        "evaluated step with held-out accuracy >= 0.5 and >= 0.9 (-: never; evaluations every "
+        "100 steps on far MQAR), and at the setting's "
         "length each pattern's distinct key rows read by a query (mean over layers and "
         "seeds: a learned rung is one slot but reads two rows), its slots (mean over layers), "
         "its decoding cache (rows of the largest layer), and the share of the held-out "

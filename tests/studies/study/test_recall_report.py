@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from lit_sparse_studies.study.preset import preset_runs
-from lit_sparse_studies.study.recall_report import Geometry, _buckets, strict_reach
-from lit_sparse_studies.study.recall_results import collect_recall
+from lit_sparse_studies.study.recall_report import Geometry, _buckets, steps_to, strict_reach
+from lit_sparse_studies.study.recall_results import RecallRun, collect_recall
 
 ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "docs" / "recall-study" / "results"
@@ -179,3 +179,21 @@ def test_a_quoted_interval_wrapped_across_lines_is_still_checked():
     refresh = runpy.run_path(str(RESULTS.parent / "refresh_tables.py"))
     wrapped = "fib fixed - window +0.021\n[-0.009, +0.049] at 16x, and 0.458 [0.440,\n0.475]"
     assert refresh["_intervals"](wrapped) == {(0.021, -0.009, 0.049), (0.458, 0.44, 0.475)}
+
+
+def test_steps_to_a_share_is_the_first_evaluation_at_or_above_it():
+    curve = {"step": [100, 200, 300, 400], "val/acc": [0.12, None, 0.5, 0.95]}
+    run = RecallRun(seed=0, path=Path("x"), result=None, curve=curve)
+    assert steps_to(run, 0.5) == 300 and steps_to(run, 0.9) == 400
+    assert steps_to(run, 0.99) is None
+    assert steps_to(RecallRun(seed=0, path=Path("x"), result=None), 0.5) is None
+
+
+def test_far_mqars_dense_reaches_09_where_its_records_say():
+    """From the committed records: dense's seeds pass 0.9 at steps 800, 1000 and 500, each
+    at or before its early stop."""
+    runs = preset_runs("recall", seeds=(0, 1, 2), tasks=["far_mqar"], variants=["dense"])
+    [task] = collect_recall(runs, RESULTS).tasks
+    [dense] = task.variants
+    assert [steps_to(run, 0.9) for run in dense.runs] == [800, 1000, 500]
+    assert all(steps_to(run, 0.9) <= run.result.step for run in dense.runs)
