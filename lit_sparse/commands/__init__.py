@@ -10,7 +10,7 @@ from typing import Any
 
 from jsonargparse import ActionConfigFile, ArgumentParser
 
-from lit_sparse.errors import LitSparseError, interrupted
+from lit_sparse.errors import ConfigError, LitSparseError, interrupted
 from lit_sparse.io.atomic import write_json
 from lit_sparse.parsing.help_text import HelpFormatter
 from lit_sparse.parsing.parse_errors import condense_parse_error
@@ -76,6 +76,12 @@ def argparse_parser(command: str, description: str, **kwargs: Any) -> argparse.A
         **kwargs,
     )
     add_print_config(parser)
+    parser.add_argument(
+        "--options",
+        metavar="FILE",
+        help="the options from a YAML file, as --print_config writes them (the command "
+        "line's own come after them)",
+    )
     return parser
 
 
@@ -86,12 +92,59 @@ def add_print_config(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _options_file(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``argv`` with ``--options FILE`` replaced by the options the file holds, as command
+    line words (a key that is no option of the command: one ConfigError line)."""
+    at = next(
+        (i for i, a in enumerate(argv) if a == "--options" or a.startswith("--options=")), None
+    )
+    if at is None:
+        return argv
+    if "=" in argv[at]:
+        path, rest = argv[at].split("=", 1)[1], argv[at + 1 :]
+    elif at + 1 < len(argv):
+        path, rest = argv[at + 1], argv[at + 2 :]
+    else:
+        raise ConfigError("--options: expected a YAML FILE (as --print_config writes it)")
+    from lit_sparse.io.yaml_files import load_yaml
+
+    values = load_yaml(path, "options file")
+    if not isinstance(values, dict):
+        raise ConfigError(f"--options {path}: expected 'option: value' lines (--print_config's)")
+    flags = {
+        action.dest: next((o for o in action.option_strings if o.startswith("--")), None)
+        for action in parser._actions
+    }
+    words: list[str] = []
+    for key, value in values.items():
+        if key == "passed_on":
+            continue
+        flag = flags.get(key)
+        if flag is None or key in ("options", "print_config", "help"):
+            hidden = ("help", "options", "print_config")
+            allowed = ", ".join(k for k, f in flags.items() if f and k not in hidden)
+            raise ConfigError(f"--options {path}: {key!r} is no option of this command: {allowed}")
+        if value is None or value is False:
+            continue
+        if value is True:
+            words.append(flag)
+        elif isinstance(value, list):
+            words += [flag, *map(str, value)]
+        else:
+            words += [flag] + ([str(value)] if value != "" else [])
+    passed_on = [str(v) for v in values.get("passed_on") or []]
+    return argv[:at] + words + rest + passed_on
+
+
 def parse_options(
     parser: argparse.ArgumentParser, argv: list[str] | None, known: bool = False
 ) -> Any:
-    """``parser.parse_args`` (``known``: ``parse_known_args``); ``--print_config``: YAML, exit."""
+    """``parser.parse_args`` (``known``: ``parse_known_args``); ``--options FILE``: the
+    options ``--print_config`` wrote; ``--print_config``: YAML, exit."""
+    argv = _options_file(parser, list(sys.argv[1:] if argv is None else argv))
     args, rest = parser.parse_known_args(argv) if known else (parser.parse_args(argv), [])
     printing = vars(args).pop("print_config", False)  # the command sees only its own options
+    vars(args).pop("options", None)
     if printing:
         import yaml
 
