@@ -54,7 +54,7 @@ def synthetic_task(config: dict) -> str | None:
     cls = TASKS.get(class_path) if class_path in synthetic else import_class(class_path)
     if not (isinstance(cls, type) and issubclass(cls, RecallDataModule)):
         return None
-    return cls.name or cls.__name__
+    return vars(cls).get("name") or cls.__name__  # a subclass: its own name
 
 
 def is_exported(path: Path) -> bool:
