@@ -16,10 +16,11 @@ DEFAULT_EVERY = 4
 
 @register_attention("hybrid")
 class HybridAttention(AttentionPlugin):
-    """``global_attention`` on a few layers (every k-th, or a list), ``local_attention`` on the
-    rest. A plugin's per-layer options run over the layers it holds: a Fibonacci schedule's
-    layer l of n is the l-th of its n layers, so a linear ramp spans the local layers whatever
-    the global layers' positions."""
+    """A hybrid stack: a global plugin on a few layers, a local plugin on the rest.
+
+    The global layers are every k-th or a list. A plugin's per-layer options run over the
+    layers it holds: a Fibonacci schedule's layer l of n is the l-th of its n layers, so a
+    linear ramp spans the local layers whatever the global layers' positions."""
 
     def __init__(
         self,

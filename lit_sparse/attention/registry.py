@@ -4,6 +4,7 @@ entry points in group ``lit_sparse.attention`` (``dilated = "my_pkg.dilated:Dila
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -122,16 +123,25 @@ def _registered_class(class_path: str) -> type[AttentionPlugin] | None:
     return next((cls for cls in registry.values() if cls.__name__ == name), None)
 
 
+PLUGIN_FLAG = re.compile(
+    r"--model\.attention(\.(init_args\.)?(local|global)_attention)?(\.help)?"
+)
+"""The options that take a plugin: the model's, and a hybrid's local and global plugins."""
+
+
 def expand_attention_names(args: Sequence[str]) -> list[str]:
-    """A registry name after ``--model.attention`` (or ``.help``) as its class path; dotted
-    paths and files are left to jsonargparse."""
+    """A registry name after ``--model.attention`` (a hybrid's
+    ``--model.attention.local_attention`` and ``global_attention``, or their ``.help``) as its
+    class path; dotted paths and files are left to jsonargparse."""
     out = list(args)
     for i, arg in enumerate(out):
-        for flag in ("--model.attention", "--model.attention.help"):
-            if arg == flag and i + 1 < len(out):
-                out[i + 1] = _class_path(out[i + 1])
-            elif arg.startswith(flag + "="):
-                out[i] = f"{flag}={_class_path(arg[len(flag) + 1 :])}"
+        flag, equals, value = arg.partition("=")
+        if not PLUGIN_FLAG.fullmatch(flag):
+            continue
+        if equals:
+            out[i] = f"{flag}={_class_path(value)}"
+        elif i + 1 < len(out):
+            out[i + 1] = _class_path(out[i + 1])
     return out
 
 

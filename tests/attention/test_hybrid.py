@@ -180,3 +180,28 @@ def test_the_config_round_trips_through_a_name_and_class_paths():
     assert build_attention(plugin.to_config()) == plugin
     assert plugin.local_attention.schedule.name == "linear"
     assert plugin.global_attention == build_attention("dense")
+
+
+def test_the_cli_takes_the_hybrid_and_its_plugins_by_name(capsys, monkeypatch):
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    from lit_sparse.__main__ import main
+
+    monkeypatch.setattr(sys, "argv", ["lit_sparse"])
+    quickstart = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
+    args = ["fit", "--config", str(quickstart), "--model.attention", "hybrid",
+            "--model.attention.local_attention", "sliding_window",
+            "--model.attention.local_attention.window", "4",
+            "--model.attention.global_attention=bigbird", "--model.attention.global_rope",
+            "false", "--print_config"]  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 0
+    printed = yaml.safe_load(capsys.readouterr().out)["model"]["attention"]
+    plugin = build_attention(printed)
+    assert plugin == HybridAttention(
+        build_attention("sliding_window", window=4), "bigbird", global_rope=False
+    )
