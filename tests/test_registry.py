@@ -19,7 +19,7 @@ class ExitingEntryPoint(SimpleNamespace):
 def test_a_task_package_that_exits_on_import_is_one_warning(monkeypatch, caplog, capsys):
     """Minor: a task package calling sys.exit(3) at import made ``tasks --list`` exit 3
     without a word."""
-    saved = dict(TASKS.classes)
+    saved = dict(TASKS.load())  # every task registered first: restored as they were
     monkeypatch.setitem(TASKS.loaded, "entry_points", False)
     exiting = ExitingEntryPoint(name="exits", value="pkg:Task", dist=SimpleNamespace(name="pkg"))
     monkeypatch.setattr(TASKS, "entry_points", lambda: [exiting])
