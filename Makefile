@@ -3,25 +3,25 @@
 #
 #   make quickstart   torch, then lit_sparse as a user installs it (pip install -e ., no
 #                     extras), then the quickstart's fit (README, "Quickstart")
-#   make test         torch, then the test extras, the example plugin and task packages
-#                     and the llama-cpp extra, then the full suite (README, "Test"); .ci/run
-#                     calls it
+#   make test         torch, then the test extras and the example plugin and task packages,
+#                     then the full suite (README, "Test"); .ci/run calls it with LLAMA_CPP=1
 #
 # torch==2.13.0 is installed first, and only when .venv has no torch: on a CPU machine that
 # is the CPU build (a bare `torch` requirement with nothing installed downloads a multi-GB
 # CUDA build); on a GPU machine install the CUDA build you want into .venv first.
 # Variables: PYTHON (the interpreter that makes .venv), TORCH (the torch requirement),
-# LLAMA_CPP=0 (skip the llama-cpp extra: it builds llama.cpp from source, about 11 minutes
-# of CPU; its tests skip without it), PYTEST (the test command, run in the activated .venv).
+# LLAMA_CPP=1 (make test installs the llama-cpp extra too: it builds llama.cpp from source,
+# about 11 minutes of CPU; its tests skip without it), PYTEST (the test command, run in the
+# activated .venv). docs/install.md has the disk and time of each step.
 
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
-LLAMA_CPP ?= 1
+LLAMA_CPP ?= 0
 PYTEST ?= python -m pytest -q
 BIN := $(VENV)/bin
 
-.PHONY: quickstart test torch
+.PHONY: quickstart test torch llama-cpp-note
 
 quickstart: torch
 	$(BIN)/pip install -e .
@@ -33,10 +33,22 @@ quickstart: torch
 # llama-cpp-python, so pip builds llama.cpp from its sdist with CMake and the C++ compiler:
 # 686 s of CPU time on one core (measured 2026-12-02, CMAKE_BUILD_PARALLEL_LEVEL=1), less
 # wall time with more cores.
-test: torch
+# It is built only when asked (LLAMA_CPP=1); make test says which, before anything else.
+ifeq ($(LLAMA_CPP),0)
+LLAMA_CPP_NOTE := make test: llama.cpp is left out and its tests skip; make test LLAMA_CPP=1 builds it from source (about 11 minutes of CPU, once)
+LLAMA_CPP_INSTALL :=
+else
+LLAMA_CPP_NOTE := make test: LLAMA_CPP=1 installs the llama-cpp extra: pip builds llama.cpp from source, about 11 minutes of CPU once, behind a bare spinner (LLAMA_CPP=0 leaves it out)
+LLAMA_CPP_INSTALL := $(BIN)/pip install -e ".[llama-cpp]"
+endif
+
+llama-cpp-note:
+	@echo "$(LLAMA_CPP_NOTE)"
+
+test: llama-cpp-note torch
 	$(BIN)/pip install -e ".[test]"
 	$(BIN)/pip install -e examples/lit_sparse_dilated -e examples/lit_sparse_copy
-	if [ "$(LLAMA_CPP)" != 0 ]; then $(BIN)/pip install -e ".[llama-cpp]"; fi
+	$(LLAMA_CPP_INSTALL)
 	. $(BIN)/activate && $(PYTEST)
 
 torch: $(BIN)/python

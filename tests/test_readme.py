@@ -132,9 +132,9 @@ def test_the_set_up_commands_run_what_the_readme_says():
     # (through MAKEFLAGS and the environment), so the plan is read as a fresh shell's
     fresh = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES}
 
-    def planned(target: str) -> list[str]:
+    def planned(target: str, *variables: str) -> list[str]:
         done = subprocess.run(
-            ["make", "-n", target, "VENV=.venv-new"],
+            ["make", "-n", target, "VENV=.venv-new", *variables],
             cwd=ROOT,
             env=fresh,
             capture_output=True,
@@ -145,7 +145,7 @@ def test_the_set_up_commands_run_what_the_readme_says():
 
     readme = {key(c) for c in COMMANDS}
     quickstart, test = planned("quickstart"), planned("test")
-    assert quickstart[0] == "python3 -m venv .venv-new" == test[0]
+    assert quickstart[0] == "python3 -m venv .venv-new" == test[1]
     assert any(line.endswith("|| .venv-new/bin/pip install torch==2.13.0") for line in quickstart)
     assert ".venv-new/bin/pip install -e ." in quickstart and "pip install -e ." in readme
     assert not any("[test]" in line or "pytest" in line for line in quickstart), "a lean install"
@@ -157,7 +157,16 @@ def test_the_set_up_commands_run_what_the_readme_says():
     ):
         assert line in test
     assert test[-1] == ". .venv-new/bin/activate && python -m pytest -q"
-    assert "\nmake test " in (ROOT / ".ci" / "run").read_text()
+    assert "\nmake test LLAMA_CPP=1 " in (ROOT / ".ci" / "run").read_text()  # CI runs them
+
+    # issue 57: llama.cpp (a 10-minute build behind a bare spinner) only when asked, and the
+    # first line says so: what it costs and how to ask, or how to leave it out
+    llama_cpp = ".venv-new/bin/pip install -e .[llama-cpp]"
+    assert llama_cpp not in test
+    assert test[0].startswith("echo make test: llama.cpp is left out"), test[0]
+    assert "LLAMA_CPP=1" in test[0] and "11 minutes" in test[0]
+    asked = planned("test", "LLAMA_CPP=1")
+    assert llama_cpp in asked and "11 minutes" in asked[0] and "LLAMA_CPP=0" in asked[0]
 
 
 def merged(base: dict, override: dict) -> dict:
