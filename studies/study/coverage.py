@@ -148,14 +148,16 @@ def compute_coverage(spec: ModelSpec, length: int | None = None, hops: int = 1) 
     patterns = spec.patterns()
     layers = [pattern.distances(length) for pattern in patterns]
     alphas = [None if p.alpha is None else float(p.alpha.detach()) for p in patterns]
-    window = getattr(spec.attention, "window", None)
+    local = getattr(spec.attention, "local_attention", spec.attention)  # a hybrid's local plugin
+    window = getattr(local, "window", None)
     notes = []
-    if getattr(spec.attention, "schedule", None) == "learned":
+    if getattr(getattr(local, "schedule", None), "name", None) == "learned":
         notes.append(
             "note: learned alpha, shown at its starting value (a trained run's distances: "
             "lit_sparse.load_run(run_dir).distances())"
         )
-    if type(spec.attention).name == "bigbird":
+    plugins = (local, getattr(spec.attention, "global_attention", None))
+    if any(type(plugin).name == "bigbird" for plugin in plugins if plugin is not None):
         notes.append(
             "note: BigBird's global and random keys are absolute positions, not distances; "
             "only its window is listed"
@@ -186,17 +188,13 @@ def recorded_patterns(
     ``alphas`` (the run's last recorded values)."""
     from lit_sparse.attention.registry import build_attention
 
-    options = dict(attention.get("init_args") or {})
-    plugin = build_attention(
-        attention,
-        **(
-            {}
-            if new_offsets is None or "new_offsets" not in options
-            else {"new_offsets": new_offsets}
-        ),
-    )
+    plugin = build_attention(attention)
+    if new_offsets is not None and plugin.new_offsets_policy() is not None:
+        plugin = plugin.with_new_offsets(new_offsets)
     patterns = [plugin.build(layer, n_layers, training_length) for layer in range(n_layers)]
-    for pattern, alpha in zip(patterns, alphas or [], strict=False):
+    # a trajectory holds the layers with an alpha, in order (a hybrid's dense layers have none)
+    with_alpha = [pattern for pattern in patterns if pattern.alpha is not None]
+    for pattern, alpha in zip(with_alpha, alphas or [], strict=False):
         if hasattr(pattern, "set_alpha"):  # a learned layer
             pattern.set_alpha(alpha)
     return patterns
