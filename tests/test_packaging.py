@@ -28,8 +28,32 @@ def _declared_packages() -> dict[str, Path]:
     return folders
 
 
+def _package_data_folders() -> set[str]:
+    """The dotted names of the folders that hold package data (setuptools' view of them)."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    declared = _declared_packages()
+    folders = set()
+    for package, patterns in setuptools["package-data"].items():
+        base = declared[package]
+        for pattern in patterns:
+            for file in base.glob(pattern):
+                parts = file.parent.relative_to(base).parts
+                folders.add(".".join([package, *parts]))
+    return folders
+
+
+def test_every_folder_of_package_data_is_a_listed_package():
+    """Issue 57: setuptools warned "Package would be ignored" on every ``pip install -e .``,
+    once for each folder of data files (configs/data, lm_eval_tasks, ...) not in the list."""
+    unlisted = _package_data_folders() - set(_declared_packages())
+    assert not unlisted, f"add to [tool.setuptools] packages in pyproject.toml: {sorted(unlisted)}"
+
+
 def test_the_package_list_covers_every_package_folder():
     declared = _declared_packages()
+    data_only = _package_data_folders() - {
+        name for name, folder in declared.items() if (folder / "__init__.py").is_file()
+    }
     on_disk = {
         ".".join(p.parent.relative_to(ROOT).parts)
         for p in (ROOT / "lit_sparse").rglob("__init__.py")
@@ -39,9 +63,9 @@ def test_the_package_list_covers_every_package_folder():
         ".".join(["lit_sparse_studies", *p.parent.relative_to(ROOT / "studies").parts])
         for p in (ROOT / "studies").rglob("__init__.py")
     }
-    assert set(declared) == on_disk
+    assert set(declared) == on_disk | data_only
     for name, folder in declared.items():
-        assert (folder / "__init__.py").is_file(), name
+        assert name in data_only or (folder / "__init__.py").is_file(), name
 
 
 def test_observers_import_under_the_package_namespace():
@@ -108,7 +132,8 @@ def test_a_wheel_install_finds_the_configs(tmp_path):
         shutil.copy(ROOT / name, source / name)
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
     wheel = [*pip, "wheel", str(source), "--no-deps", "--no-build-isolation", "-w", str(tmp_path)]
-    subprocess.run(wheel, check=True, capture_output=True)
+    built = subprocess.run([*wheel, "-vv"], check=True, capture_output=True, text=True)
+    assert "would be ignored" not in built.stdout + built.stderr  # setuptools' warnings (issue 57)
     (built,) = tmp_path.glob("lit_sparse-*.whl")
     subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(built)], check=True)
     shutil.rmtree(source)  # nothing of the checkout is left to find
