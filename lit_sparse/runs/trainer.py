@@ -98,12 +98,40 @@ def drop_checkpoint_callbacks(trainer: Any) -> int:
     return len(callbacks) - len(kept)
 
 
+def unvalidated_note(
+    max_steps: int, accumulate: int, val_check_batch: Any, validates: bool
+) -> str | None:
+    """The line saying a fit ends before its first validation (None when it validates): a
+    short run (``--trainer.max_steps 20`` on a config validating every 100) had no val/ metric
+    and no held-out table, and nothing said why."""
+    if not validates or max_steps is None or max_steps <= 0:
+        return None
+    if not isinstance(val_check_batch, int) or max_steps * accumulate >= val_check_batch:
+        return None
+    per_step = f" ({accumulate} per optimizer step)" if accumulate > 1 else ""
+    return (
+        f"note: this fit is never validated: it ends at max_steps {max_steps} "
+        f"({max_steps * accumulate} batches{per_step}), before the first validation at batch "
+        f"{val_check_batch} (trainer.val_check_interval); --trainer.val_check_interval "
+        f"{max_steps * accumulate} validates at its last step"
+    )
+
+
 class _CompletingFitLoop(_FitLoop):
-    """Lightning's fit loop; a run resumed at its final step runs the end-of-fit hooks it missed."""
+    """Lightning's fit loop; a run resumed at its final step runs the end-of-fit hooks it missed.
+    A fit that will never validate says so as it starts (``unvalidated_note``)."""
 
     def run(self) -> None:
         self.setup_data()
         trainer = self.trainer
+        note = unvalidated_note(
+            self.max_steps,
+            trainer.accumulate_grad_batches,
+            trainer.val_check_batch,
+            trainer.enable_validation,
+        )
+        if note and trainer.is_global_zero:
+            print(note, flush=True)
         ended = 0 < self.max_steps <= self.epoch_loop.global_step
         if self.skip and trainer.ckpt_path is not None and ended:
             bar = trainer.progress_bar_callback
