@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,14 @@ class ModelSpec:
         name = type(self.attention).name or type(self.attention).__name__
         if name == "fibonacci":
             return f"{args['rungs']} {self.attention.schedule.name} W={args['window']}"
+        if name == "hybrid":
+            local, global_ = (
+                dataclasses.replace(self, attention=plugin).describe()
+                for plugin in (self.attention.local_attention, self.attention.global_attention)
+            )
+            layers = self.attention.global_layer_indices(self.arch.n_layers)
+            nope = "" if self.attention.global_rope else " NoPE"
+            return f"hybrid: {local} local, {global_}{nope} in layers {layers}"
         shown = " ".join(
             f"{key}={args[key]}" for key in ("window", "n_global", "n_random") if key in args
         )

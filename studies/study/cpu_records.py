@@ -21,7 +21,7 @@ from lit_sparse_studies.study.preset import CPU, PresetRun
 from lit_sparse_studies.study.recall_records import learning_curve
 from lit_sparse_studies.study.seeds import lookup
 
-__all__ = ["FORMAT", "make_record", "read_record", "record_file", "seed_run"]
+__all__ = ["FORMAT", "check_labels", "make_record", "read_record", "record_file"]
 
 FORMAT = "lit_sparse.cpu-run/1"
 
@@ -89,14 +89,8 @@ def read_record(path: Path) -> dict[str, Any]:
     return record
 
 
-def seed_run(run: PresetRun, record: dict[str, Any], path: Path):
-    """(the :class:`~lit_sparse_studies.study.cpu_results.PerplexityRun`, the setup values, the
-    record's path) of a record, after checking it names ``run``."""
-    import numpy as np
-
-    from lit_sparse.evaluation.extrapolation import ExtrapolationResult
-    from lit_sparse_studies.study.cpu_results import PerplexityRun
-
+def check_labels(run: PresetRun, record: dict[str, Any], path: Path) -> None:
+    """DamagedFileError unless the record names ``run`` (a copy under another run's name)."""
     wrong = [
         f"{key} {record.get(key)!r} (expected {want!r})"
         for key, want in (("variant", run.variant.name), ("seed", run.seed))
@@ -104,13 +98,3 @@ def seed_run(run: PresetRun, record: dict[str, Any], path: Path):
     ]
     if wrong:
         raise DamagedFileError(f"{path}: the record is not this path's run: {', '.join(wrong)}")
-    alpha = record.get("alpha")
-    found = PerplexityRun(
-        seed=run.seed,
-        path=path,
-        result=ExtrapolationResult.from_dict(record["extrapolation"]),
-        bins=dict(record["position_loss"].get("sets") or {}),
-        alpha_steps=None if alpha is None else np.asarray(alpha["steps"], dtype=np.int64),
-        alphas=None if alpha is None else np.asarray(alpha["alphas"], dtype=np.float64),
-    )
-    return found, dict(record.get("setup") or {}), path

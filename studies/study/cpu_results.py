@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.yaml_files import load_yaml
-from lit_sparse_studies.study import seeds
+from lit_sparse_studies.study import cpu_records, seeds
 from lit_sparse_studies.study.preset import Preset, PresetRun
 from lit_sparse_studies.study.seeds import Spread
 
@@ -86,6 +88,23 @@ def _read(run: PresetRun) -> tuple[Any, Any, Any]:
     return seed_run, {key: seeds.lookup(config, key) for key in run.preset.setup_keys}, run_dir
 
 
+def _from_record(run: PresetRun, record: dict[str, Any], path: Path) -> tuple[Any, Any, Any]:
+    """(the run, its setup values, the record's path) of a record naming ``run``."""
+    from lit_sparse.evaluation.extrapolation import ExtrapolationResult
+
+    cpu_records.check_labels(run, record, path)
+    alpha = record.get("alpha")
+    found = PerplexityRun(
+        seed=run.seed,
+        path=path,
+        result=ExtrapolationResult.from_dict(record["extrapolation"]),
+        bins=dict(record["position_loss"].get("sets") or {}),
+        alpha_steps=None if alpha is None else np.asarray(alpha["steps"], dtype=np.int64),
+        alphas=None if alpha is None else np.asarray(alpha["alphas"], dtype=np.float64),
+    )
+    return found, dict(record.get("setup") or {}), path
+
+
 def collect(runs: Sequence[PresetRun], results: Path | None = None) -> StudyResults:
     """Read every complete run of ``runs`` (from its record under ``results``, when given:
     :mod:`lit_sparse_studies.study.cpu_records`; else from its run folder); the others are
@@ -98,12 +117,10 @@ def collect(runs: Sequence[PresetRun], results: Path | None = None) -> StudyResu
     def read(run: PresetRun) -> tuple[Any, Any, Any]:
         if results is None:
             return _read(run)
-        from lit_sparse_studies.study.cpu_records import read_record, record_file, seed_run
-
-        path = record_file(results, run.variant.name, run.seed)
+        path = cpu_records.record_file(results, run.variant.name, run.seed)
         if not path.is_file():
             return None, "no record", None
-        return seed_run(run, read_record(path), path)
+        return _from_record(run, cpu_records.read_record(path), path)
 
     groups, missing = seeds.collect_alike(runs, read, "sets", VariantResults)
     if not groups:

@@ -280,6 +280,7 @@ RECALL_TASKS = (
         256,
         "far MQAR L=256, kv=8, gap 96, 8,000 steps",
         default=False,
+        same_as=_COPRIME_IS_LINEAR,
         overlays=("study/recall/budget_8000.yaml",),
         variants=("fib_linear",),
     ),

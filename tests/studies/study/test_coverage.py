@@ -51,3 +51,10 @@ def test_a_recorded_hybrid_takes_its_policy_and_alphas_on_its_alpha_layers():
 def test_a_plugin_without_the_option_is_built_as_recorded(new_offsets):
     patterns = recorded_patterns({"class_path": "dense"}, 2, 64, new_offsets=new_offsets)
     assert [p.distances(64) for p in patterns] == [list(range(64))] * 2
+
+
+def test_a_hybrid_is_described_by_its_plugins_and_global_layers():
+    config = {**HYBRID, "init_args": {**HYBRID["init_args"], "global_rope": False}}
+    assert spec(config, n_layers=4).describe() == (
+        "hybrid: fibonacci learned W=4 local, dense NoPE in layers [1]"
+    )

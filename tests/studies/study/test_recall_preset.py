@@ -45,6 +45,7 @@ def test_the_preset_has_the_issues_variants_and_tasks():
         "bigbird", "sw_keys", "sw_cache",
     ]  # fmt: skip
     assert [v.name for v in RECALL.variants if not v.default] == [
+        "hyb_fib_linear", "hyb_sw_keys", "sw_relay",  # the hybrid study (issue 56)
         "alphas_05_05", "alphas_15_15", "alphas_15_05",
     ]  # fmt: skip
     assert [t.name for t in RECALL.tasks if t.default] == [
@@ -56,6 +57,7 @@ def test_the_preset_has_the_issues_variants_and_tasks():
     assert [t.name for t in RECALL.tasks if not t.default] == [
         "mqar256",
         "far_mqar",
+        "far_mqar_budget",
         "distance_budget",
     ]
     runs = preset_runs("recall", seeds=[0, 1, 2])
@@ -107,6 +109,7 @@ CALIBRATED = {  # task: (layers, width, lr) as docs/recall-study.md's calibratio
     "distance": (5, 64, 3e-3),
     "passkey": (5, 64, 3e-3),
     "far_mqar": (3, 128, 1e-2),  # MQAR (128, 8)'s width and lr at its calibrated depth
+    "far_mqar_budget": (3, 128, 1e-2),  # far MQAR's, 8,000 steps (its overlay)
     "distance_budget": (5, 64, 3e-3),  # the distance task's, at a fixed budget
 }
 
@@ -132,7 +135,12 @@ def test_each_task_overlay_is_at_its_length_and_trains_alike():
         assert dict(task.same_as) == ({"fib_coprime": "fib_linear"} if same else {})
         # far MQAR's and the distance budget's runs compile the training forward
         # (model.compile: the same network, a faster step); the tasks before them trained eager
-        assert model.pop("compile", False) == (task.name in ("far_mqar", "distance_budget"))
+        compiled = ("far_mqar", "far_mqar_budget", "distance_budget")
+        assert model.pop("compile", False) == (task.name in compiled)
+        for overlay in task.overlays:  # a task that is another's with one change names it
+            assert yaml.safe_load((ROOT / "configs" / overlay).read_text()) == {
+                "trainer": {"max_steps": 8000}
+            }
         recipe = (model, {k: config["trainer"][k] for k in ("max_steps", "precision")})
         assert shared is None or recipe == shared  # one recipe for every task
         shared = recipe
