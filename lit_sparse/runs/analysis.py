@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,8 @@ from lit_sparse.evaluation.recall import RecallResult
 from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse.runs.checkpoints import checkpoint_tokenizer, is_checkpoint, read_checkpoint
 from lit_sparse.runs.folders import experiment_runs, run_checkpoint
+
+log = logging.getLogger(__name__)
 
 
 class AlphaHistory(NamedTuple):
@@ -81,14 +84,32 @@ def run_name(path: Path) -> str:
     return f"{path.parent.name}/{path.name}"
 
 
-def resolve_run_dir(path: Path) -> Path:
-    """A run directory, or an experiment's newest ``version_N`` with a checkpoint (else newest)."""
+def resolve_run_dir(path: Path, version: int | str | None = None) -> Path:
+    """A run directory, or an experiment's ``version_N`` (``version``; default: the newest
+    with a checkpoint, else the newest, said in one line when there was a choice)."""
     markers = ("checkpoints", "config.yaml", "hparams.yaml")
-    if any((path / m).exists() for m in markers) or any(path.glob("*.json")):
+    if version is None and (any((path / m).exists() for m in markers) or any(path.glob("*.json"))):
         return path
     versions = experiment_runs(path)
+    if version is not None:
+        name = version if str(version).startswith("version_") else f"version_{version}"
+        chosen = path / name
+        if chosen not in versions:
+            have = ", ".join(v.name for v in versions) or "none"
+            raise RunNotFoundError(
+                f"load_run: {path} has no {name} (version={version!r}); its versions: {have}"
+            )
+        return chosen
     trained = [v for v in versions if run_checkpoint(v) is not None]
-    return (trained or versions or [path])[-1]
+    picked = (trained or versions or [path])[-1]
+    if len(versions) > 1:
+        which = "the newest with a checkpoint" if trained else "the newest"
+        log.warning(
+            "load_run: %s has %d versions (%s); loaded %s, %s (load_run(path, version=N) or "
+            "the version's folder loads another)",
+            path, len(versions), ", ".join(v.name for v in versions), picked.name, which,
+        )  # fmt: skip
+    return picked
 
 
 find_checkpoint = run_checkpoint
@@ -192,21 +213,28 @@ def runs_near(path: Path, limit: int = 5) -> list[str]:
     return [str(folder) for folder in found[:limit]]
 
 
-def load_run(path: str | Path, load_model: bool = True) -> Run:
+def load_run(path: str | Path, load_model: bool = True, version: int | str | None = None) -> Run:
     """Load a run for analysis.
 
     Args:
-        path: ``runs/<name>/version_N``, ``runs/<name>`` (its newest version) or a ``.ckpt``
-            file (the run around it); a relative path is looked up in the current folder,
-            then under ``$LIT_SPARSE_RUNS``.
+        path: ``runs/<name>/version_N``, ``runs/<name>`` (its newest version with a
+            checkpoint, named in a warning when it has several) or a ``.ckpt`` file (the run
+            around it); a relative path is looked up in the current folder, then under
+            ``$LIT_SPARSE_RUNS``.
         load_model: rebuild the model from the checkpoint (False: state and files only).
+        version: with ``runs/<name>``, the version to load (``3`` or ``"version_3"``).
     """
     path = resolve_run_path(path)
+    if version is not None and not (path.is_dir() and experiment_runs(path)):
+        raise ConfigError(
+            f"load_run: version={version!r} picks a version_N folder of an experiment folder; "
+            f"{path} has none"
+        )
     if is_checkpoint(path):  # a file, or a sharded checkpoint's folder
         checkpoint_path: Path | None = path
         run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
     elif path.is_dir():
-        run_dir = resolve_run_dir(path)
+        run_dir = resolve_run_dir(path, version)
         checkpoint_path = run_checkpoint(run_dir)
     else:
         under = os.environ.get(RUNS_VARIABLE)

@@ -3,6 +3,8 @@ config, the model, the alpha trajectory, the position loss and the extrapolation
 
 from __future__ import annotations
 
+import logging
+import shutil
 import subprocess
 import sys
 
@@ -44,6 +46,35 @@ def test_checkpoint_file_and_experiment_folder(staggered_run):
         np.testing.assert_allclose(run.alpha_trajectory.alphas[-1], [0.5, 1.5])
     assert find_checkpoint(staggered_run.log_dir) == checkpoint
     assert lit_sparse.load_run(checkpoint, load_model=False).module is None
+
+
+def test_an_experiment_folder_says_which_version_it_loaded_and_takes_one(
+    staggered_run, tmp_path, caplog
+):
+    """Issue 57: the notebook silently loaded the newest version, so one short test run hid
+    the quickstart; the choice is one warning line, and ``version=`` picks another."""
+    experiment = tmp_path / "staggered"
+    shutil.copytree(staggered_run.log_dir, experiment / "version_0")
+    shutil.copytree(staggered_run.log_dir, experiment / "version_1")
+    (experiment / "version_2").mkdir()  # a run that left no checkpoint
+    with caplog.at_level(logging.WARNING):
+        newest = lit_sparse.load_run(experiment, load_model=False)
+    assert newest.path == experiment / "version_1"
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "lit_sparse.runs.analysis"]
+    assert line == (
+        f"load_run: {experiment} has 3 versions (version_0, version_1, version_2); loaded "
+        "version_1, the newest with a checkpoint (load_run(path, version=N) or the version's "
+        "folder loads another)"
+    )
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        for version in (0, "version_0"):
+            chosen = lit_sparse.load_run(experiment, load_model=False, version=version)
+            assert chosen.path == experiment / "version_0" and chosen.checkpoint is not None
+        alone = lit_sparse.load_run(experiment / "version_1", load_model=False)
+    assert alone.path == experiment / "version_1" and not caplog.records  # no choice made
+    with pytest.raises(RunNotFoundError, match="has no version_7 .*versions: version_0, "):
+        lit_sparse.load_run(experiment, version=7)
 
 
 def test_a_run_is_named_by_its_path_under_the_folder_of_runs(tmp_path, monkeypatch):
