@@ -79,6 +79,7 @@ class LitSparseCLI(LightningCLI):
         # field docstrings become --help text; reading them costs 0.7 s a parser: only for help
         set_parsing_settings(docstring_parse_attribute_docstrings=arguments.help_requested(args))
         args = expand_task_names(expand_attention_names(args))
+        self.command_line = list(args)  # fit names a run by an attention given here
         check_config_files(args)
         arguments.check_optimizer_args(args)
         commands = self.subcommands()
@@ -130,6 +131,7 @@ class LitSparseCLI(LightningCLI):
                 file=sys.stderr,
             )
         if subcommand == "fit":
+            launch.name_run_by_attention(config, self.command_line)
             dump = self._parser("fit").dump
 
             def dumped() -> dict:

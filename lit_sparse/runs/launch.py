@@ -15,6 +15,7 @@ from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import TensorBoardLogger
 
+from lit_sparse.attention.registry import ATTENTION
 from lit_sparse.errors import CheckpointError, ConfigError
 from lit_sparse.io.atomic import remove_stale_temporaries, write_text
 from lit_sparse.runs import folders
@@ -94,6 +95,29 @@ def tensorboard_logger(config: Namespace) -> Namespace | None:
     if isinstance(logger, Namespace) and logger.class_path.endswith("TensorBoardLogger"):
         return logger
     return None
+
+
+def attention_run_name(class_path: str) -> str:
+    """The registry name of an attention class path (else the class's name)."""
+    for name, cls in ATTENTION.load().items():
+        if f"{cls.__module__}.{cls.__qualname__}" == class_path:
+            return name
+    return class_path.rpartition(".")[2]
+
+
+def name_run_by_attention(config: Namespace, args: list[str]) -> None:
+    """Log a fit whose command line changes the attention (``--model.attention geometric`` on
+    configs/sliding_window.yaml) under that attention's name, not the config file's run name
+    (a config names its run after its own attention), unless the command line names the run."""
+    flags = [arg.partition("=")[0] for arg in args if arg.startswith("--")]
+    changed = {"--model.attention", "--model.attention.class_path"} & set(flags)
+    logger = tensorboard_logger(config)
+    if not changed or logger is None or any(f.startswith("--trainer.logger") for f in flags):
+        return
+    attention = config.get("model", Namespace()).get("attention")
+    class_path = getattr(attention, "class_path", None)
+    if isinstance(class_path, str):
+        logger.init_args.name = attention_run_name(class_path)
 
 
 def without_hp_metric(config: Namespace) -> None:

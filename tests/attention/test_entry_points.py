@@ -61,7 +61,7 @@ def test_the_example_trains_from_the_cli_by_its_name(example_installed, tmp_path
     args = ["fit", "--config", str(SLIDING), "--config", str(TINY)]
     args += ["--model.attention", "dilated", "--model.attention.dilation", "5"]
     assert main(args) == 0
-    (run,) = tmp_path.glob("runs/sliding_window/version_*")
+    (run,) = tmp_path.glob("runs/dilated/version_*")  # named by the attention trained
     config = (run / "config.yaml").read_text()
     assert "lit_sparse_dilated.dilated.DilatedAttention" in config and "dilation: 5" in config
     from lit_sparse.runs.checkpoints import read_checkpoint
