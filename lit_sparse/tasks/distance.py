@@ -159,6 +159,10 @@ class DistanceDataModule(RecallDataModule):
         val_seed: seed of the held-out sets (the same for every run).
     """
 
+    @classmethod
+    def kit_options(cls) -> dict[str, Any]:
+        return {"seq_len": 32, "vocab_size": 64, "val_examples": 8, "min_examples": 4}
+
     summary = "one key-value pair, its query exactly d tokens later; accuracy per distance"
 
     @classmethod

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import string
 from collections.abc import Sequence
+from typing import Any
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.forced_choice import ChoiceItem
@@ -58,6 +59,10 @@ class Lego(ChoiceTask):
         per_group: items per chain length (the paper: 120).
         seed: seed of the items.
     """
+
+    @classmethod
+    def kit_options(cls) -> dict[str, Any]:
+        return {"per_group": 4}
 
     summary = "follow a shuffled chain of sign assignments to its end (chance 0.5)"
     group_label = "chain length"

@@ -111,6 +111,10 @@ class MQARDataModule(RecallDataModule):
         val_seed: seed of the held-out sets (the same for every run).
     """
 
+    @classmethod
+    def kit_options(cls) -> dict[str, Any]:
+        return {"seq_len": 64, "val_examples": 12}
+
     summary = "multi-query associative recall (Zoology's MQAR; far MQAR with gap > 0)"
 
     @classmethod

@@ -155,6 +155,10 @@ class PasskeyDataModule(RecallDataModule):
         val_seed: seed of the held-out sets (the same for every run).
     """
 
+    @classmethod
+    def kit_options(cls) -> dict[str, Any]:
+        return {"seq_len": 64, "val_examples": 4, "min_examples": 2, "depths": [0.0, 1.0]}
+
     summary = "a key of digits hidden at a depth of Shakespeare, asked for at the end"
 
     @classmethod

@@ -64,6 +64,10 @@ class ProbeDataModule(RecallDataModule):
         val_seed: seed of the held-out set (the same for every run).
     """
 
+    @classmethod
+    def kit_options(cls) -> dict[str, Any]:
+        return {"seq_len": 64, "distances": [20, 30], "payload": 16, "val_sequences": 6}
+
     summary = "copy the token D[c] back, c the marker of the current token (the paper's probe)"
     sparse_labels = False
     """Every position with a source is asked."""

@@ -29,6 +29,12 @@ class Task:
         """Init args the task must refuse with a ConfigError naming the field (the kit's)."""
         return []
 
+    @classmethod
+    def kit_options(cls) -> dict[str, Any]:
+        """Init args of a small instance for the task kit (``lit_sparse.testing.tasks``): every
+        check runs on ``cls(**cls.kit_options())`` in a second or two. Default: the defaults."""
+        return {}
+
 
 TASKS: Registry[type[Task]] = Registry("task", Task, "lit_sparse.tasks", "lit_sparse.tasks")
 """The tasks: built-ins of this package and ``lit_sparse.tasks`` entry points."""

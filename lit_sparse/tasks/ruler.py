@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import string
 from collections.abc import Sequence
+from typing import Any
 
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.forced_choice import ChoiceItem
@@ -70,6 +71,10 @@ class RulerVariableTracking(ChoiceTask):
         per_group: items per number of hops (the paper: 120).
         seed: seed of the items.
     """
+
+    @classmethod
+    def kit_options(cls) -> dict[str, Any]:
+        return {"per_group": 3}
 
     summary = "follow a chain of copies among distractor assignments (chance 1/9)"
     group_label = "hops"

@@ -116,6 +116,11 @@ class RecallDataModule(Task, pl.LightningDataModule):
     vocab_size: int
     """The model's vocabulary: every input token and label is below it."""
 
+    val_examples: int = 64
+    """Held-out examples per set at the training length (a task's option sets it)."""
+    min_examples: int = 8
+    """Held-out examples per set at longer lengths, at least (:meth:`examples_at`)."""
+
     def train_batch(self, n: int, seed: tuple[int, ...]) -> Examples:
         """``n`` fresh training examples from ``seed``."""
         raise NotImplementedError

@@ -59,6 +59,11 @@ class SegmentCopyDataModule(RecallDataModule):
 
     summary = "copy a segment seen earlier, token by token (an induction task)"
 
+    @classmethod
+    def kit_options(cls) -> dict:
+        """A small instance for lit_sparse's task kit."""
+        return {"seq_len": 48, "segment": 6, "val_examples": 12, "min_examples": 4}
+
     def __init__(
         self,
         seq_len: int = 128,

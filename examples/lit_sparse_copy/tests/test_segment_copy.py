@@ -10,7 +10,7 @@ from lit_sparse.testing.tasks import TASK_CHECKS
 
 @pytest.mark.parametrize("check", TASK_CHECKS, ids=lambda c: c.__name__)
 def test_conformance(check):
-    check(SegmentCopyDataModule(seq_len=48, segment=6, val_examples=12, min_examples=4))
+    check(SegmentCopyDataModule(**SegmentCopyDataModule.kit_options()))
 
 
 def test_the_entry_point_registers_it():
