@@ -27,8 +27,18 @@ def help_requested(args: Sequence[str]) -> bool:
     return any(n in ("-h", "--help", "--print_config") or n.endswith(".help") for n in names)
 
 
+PROG = "python -m lit_sparse"
+"""The commands' program name in usage lines (argparse's default is ``__main__.py``)."""
+
+
 class LitSparseArgumentParser(LightningArgumentParser):
-    """One-line parse errors (``error: <key>: <reason>``), space-separated list values."""
+    """One-line parse errors (``error: <key>: <reason>``), space-separated list values; usage
+    lines say ``python -m lit_sparse``, a plugin's help (``--model.attention.help``) too."""
+
+    def __init__(self, *args, **kwargs):
+        if not args:  # argparse's first positional argument is the program name
+            kwargs["prog"] = kwargs.get("prog") or PROG
+        super().__init__(*args, **kwargs)
 
     def parse_args(self, args=None, namespace=None, **kwargs):
         if args is not None and not isinstance(args, (dict, Namespace)):
