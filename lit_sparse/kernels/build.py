@@ -5,6 +5,7 @@ sparse-BLAS kernel to run."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import logging
@@ -109,11 +110,49 @@ def build_lock(folder: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def _writable(folder: Path) -> str | None:
+    """None when ``folder`` can be made and written in, else why not (``Permission denied``)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "lit_sparse.lock", "a"):
+            return None
+    except OSError as err:
+        return err.strerror or type(err).__name__
+
+
+def _import_built(name: str, library: Path):
+    """The built ``library`` imported as it is: a read-only cache holding a finished build
+    (torch's loader would write its lock file and build.ninja there first)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, library)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _reason(err: BaseException, folder: Path | None) -> str:
+    """A failed build in one line: a full disk named as one, else the error's first line."""
+    text = str(err).strip()
+    if (isinstance(err, OSError) and err.errno == errno.ENOSPC) or (
+        "No space left on device" in text
+    ):
+        return (
+            f"no space left on the device of its build folder {folder} (free some, or set "
+            "TORCH_EXTENSIONS_DIR to a folder on another disk)"
+        )
+    first = text.splitlines()[0] if text else type(err).__name__
+    return first if len(first) <= 300 else first[:297] + "..."
+
+
 @functools.cache
 def extension():
-    """The built module, or None (the reason logged); a first build says so on stderr."""
+    """The built module, or None (the reason logged in one line); a first build says so on
+    stderr. A read-only cache folder holding the build loads it; one without it, a full disk,
+    no compiler: the sparse-BLAS kernel runs."""
     if os.environ.get("LIT_SPARSE_CPU_KERNEL", "").strip().lower() == "csr":
         return None
+    folder = None
     try:
         from torch.utils.cpp_extension import load
 
@@ -121,6 +160,17 @@ def extension():
         folder = build_directory(name)
         library = folder / f"{name}.so"
         built_at = library.stat().st_mtime_ns if library.is_file() else None
+        unwritable = _writable(folder)
+        if unwritable and built_at is not None:
+            return _import_built(name, library)
+        if unwritable:
+            log.warning(
+                "compiled CPU kernel unavailable: its build folder %s is not writable (%s; set "
+                "TORCH_EXTENSIONS_DIR to a writable folder); using the sparse-BLAS kernel",
+                folder,
+                unwritable,
+            )
+            return None
         if built_at is None:
             print(
                 "building the CPU attention kernel (once per torch install and CPU, about a "
@@ -129,7 +179,6 @@ def extension():
                 flush=True,
             )
         start = time.perf_counter()
-        folder.mkdir(parents=True, exist_ok=True)
         with build_lock(folder), _ninja_first_on_path():
             module = load(
                 name=name,
@@ -144,9 +193,9 @@ def extension():
             seconds = time.perf_counter() - start
             print(f"{again}built the CPU attention kernel in {seconds:.0f} s", file=sys.stderr)
         return module
-    except Exception as err:  # no compiler, no ninja, unsupported platform
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        log.warning("compiled CPU kernel unavailable (%s); using the sparse-BLAS kernel", first)
+    except Exception as err:  # no compiler, no ninja, a full disk, unsupported platform
+        reason = _reason(err, folder)
+        log.warning("compiled CPU kernel unavailable (%s); using the sparse-BLAS kernel", reason)
         return None
 
 

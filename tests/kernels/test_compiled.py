@@ -18,6 +18,7 @@ from lit_sparse.attention.fibonacci_patterns import LearnedFibonacciPattern
 from lit_sparse.kernels import build, compiled, sparse_attention, threads
 from lit_sparse.kernels.reference import slots_attention
 from tests.attention.cases import plugin_cases
+from tests.kernels.stand_in import STAND_IN
 
 pytestmark = pytest.mark.skipif(
     not compiled.available(), reason="the compiled CPU kernel cannot be built here"
@@ -253,19 +254,6 @@ def test_the_build_is_keyed_by_torch_the_python_abi_and_the_source(monkeypatch, 
     assert build.build_name() != name
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     assert build.build_directory("x") == tmp_path / "ext" / "x"
-
-
-STAND_IN = r"""
-#include <Python.h>
-#define JOIN_(a, b) a##b
-#define JOIN(a, b) JOIN_(a, b)
-#define TEXT_(a) #a
-#define TEXT(a) TEXT_(a)
-static PyModuleDef stand_in = {PyModuleDef_HEAD_INIT, TEXT(TORCH_EXTENSION_NAME), nullptr, -1};
-PyMODINIT_FUNC JOIN(PyInit_, TORCH_EXTENSION_NAME)(void) { return PyModule_Create(&stand_in); }
-"""
-"""An extension with nothing in it: what the loader does with a build folder does not depend
-on the source, and this one builds in a second where the kernel takes a minute."""
 
 
 @pytest.mark.slow
