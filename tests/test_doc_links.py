@@ -26,3 +26,15 @@ def test_relative_links_name_files_that_exist(document):
 
 def test_the_readme_links_the_study_report():
     assert "docs/cpu-study.md" in relative_targets(ROOT / "README.md")
+
+
+def test_the_readme_set_up_links_the_install_page_and_it_matches_the_makefile():
+    """Issue 57: the disk and time of each set-up step, the caches, how to skip llama.cpp."""
+    readme = (ROOT / "README.md").read_text()
+    set_up = readme.split("## Set up", 1)[1].split("\n## ", 1)[0]
+    assert "(docs/install.md)" in set_up
+    install = (ROOT / "docs" / "install.md").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    assert "LLAMA_CPP ?= 0" in makefile and "make test LLAMA_CPP=1" in install
+    for cache in ("TORCH_EXTENSIONS_DIR", "LIT_SPARSE_CACHE", "ATEN_CPU_CAPABILITY"):
+        assert cache in install
