@@ -51,9 +51,18 @@ test: llama-cpp-note torch
 	$(LLAMA_CPP_INSTALL)
 	. $(BIN)/activate && $(PYTEST)
 
+# .venv as an earlier run may have left it: with no Python that runs (made by a Python since
+# removed, or a `python -m venv` cut short) it is made again; without pip (cut short before
+# pip was in) pip is put back; with a Python older than 3.10 (made by another Python) make
+# stops in one line; a torch that does not import (an install cut short) is installed again.
 torch: $(BIN)/python
+	@$(BIN)/python -c "" 2>/dev/null || { echo "make: $(BIN)/python does not run (made by a Python since removed?): remove $(VENV) (rm -rf $(VENV)) and run make again"; exit 1; }
+	@$(BIN)/python -c "import sys; sys.exit(sys.version_info < (3, 10))" || { echo "make: $(VENV) was made by Python $$($(BIN)/python -c 'import platform; print(platform.python_version())') and lit_sparse needs 3.10 or later: remove $(VENV) (rm -rf $(VENV)) and run make again, with PYTHON=python3.11 (say) if python3 is older"; exit 1; }
+	@$(BIN)/python -m pip --version >/dev/null 2>&1 || { echo "make: $(VENV) has no pip (a set-up cut short): putting it back"; $(BIN)/python -m ensurepip --upgrade --default-pip >/dev/null; }
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install "$(TORCH)"
+	@$(BIN)/python -c "import torch" 2>/dev/null || { echo "make: torch is in $(VENV) but does not import (an install cut short): installing it again"; $(BIN)/pip install --force-reinstall "$(TORCH)"; }
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+	@if [ -e $(VENV) ]; then echo "make: $(VENV) has no Python that runs (made by a Python since removed, or cut short): making it again"; fi
+	$(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/python -m pip install --upgrade pip

@@ -145,7 +145,8 @@ def test_the_set_up_commands_run_what_the_readme_says():
 
     readme = {key(c) for c in COMMANDS}
     quickstart, test = planned("quickstart"), planned("test")
-    assert quickstart[0] == "python3 -m venv .venv-new" == test[1]
+    # after the line that says when an odd .venv is made again (tests/test_makefile.py)
+    assert quickstart[1] == "python3 -m venv --clear .venv-new" == test[2]
     assert any(line.endswith("|| .venv-new/bin/pip install torch==2.13.0") for line in quickstart)
     assert ".venv-new/bin/pip install -e ." in quickstart and "pip install -e ." in readme
     assert not any("[test]" in line or "pytest" in line for line in quickstart), "a lean install"
