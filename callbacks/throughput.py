@@ -6,6 +6,9 @@ the custom sparse op, so this monitor sets ``pl_module.flops_per_batch`` from
 in training, forward only in validation). Items are predicted tokens: it logs e.g.
 ``train/items_per_sec`` and ``train/device/flops_per_sec`` (``mfu`` where the device's peak is
 known); a validation's ``validate/*`` throughput is logged once, at the step of the weights.
+Lightning's names are changed to what the values hold (``tag_name``): its cumulative
+``lengths`` (a token count, not a length) is ``total/tokens``, ``items_per_sec`` is
+``tokens_per_sec``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.flops import flops_per_batch
 
-__all__ = ["SparseThroughputMonitor", "batch_size", "batch_tokens"]
+__all__ = ["SparseThroughputMonitor", "batch_size", "batch_tokens", "tag_name"]
 
 
 def batch_size(batch: Any) -> int:
@@ -31,6 +34,22 @@ def batch_size(batch: Any) -> int:
 def batch_tokens(batch: Any) -> int:
     """Predicted tokens in an (x, y) batch of (B, T) token ids."""
     return int(batch[0].numel())
+
+
+TOTALS = {"time": "seconds", "batches": "batches", "samples": "windows", "lengths": "tokens"}
+"""Lightning's running totals, by what they count (under ``<stage>/total/``)."""
+RATES = {"samples_per_sec": "windows_per_sec", "items_per_sec": "tokens_per_sec"}
+"""Lightning's rates whose names do not say what they count."""
+
+
+def tag_name(key: str) -> str:
+    """The logged name of one of Lightning's throughput keys (``lengths`` -> ``total/tokens``,
+    ``device/items_per_sec`` -> ``device/tokens_per_sec``); others unchanged."""
+    prefix, _, name = key.rpartition("/")
+    if name in TOTALS and not prefix:
+        return f"total/{TOTALS[name]}"
+    renamed = RATES.get(name, name)
+    return f"{prefix}/{renamed}" if prefix else renamed
 
 
 AVERAGE_OVER = 100
@@ -91,6 +110,18 @@ class SparseThroughputMonitor(ThroughputMonitor):
 
     on_test_batch_start = on_validation_batch_start
 
+    def _named(self, stage: RunningStage) -> dict[str, float]:
+        throughput = self._throughputs[stage]
+        prefix = f"{stage.value}{throughput.separator}"
+        return {prefix + tag_name(k): v for k, v in throughput.compute().items()}
+
+    def _compute(self, trainer: pl.Trainer, iter_num: int | None = None) -> None:
+        # Lightning's, with the tags named by what they hold
+        if not trainer._logger_connector.should_update_logs:
+            return
+        metrics = self._named(trainer.state.stage)
+        trainer._logger_connector.log_metrics(metrics, step=iter_num)
+
     @rank_zero_only
     def on_validation_batch_end(
         self,
@@ -112,9 +143,7 @@ class SparseThroughputMonitor(ThroughputMonitor):
     @rank_zero_only
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.state.fn == TrainerFn.FITTING and not trainer.sanity_checking:
-            throughput = self._throughputs[RunningStage.VALIDATING]
-            stage = f"{RunningStage.VALIDATING.value}{throughput.separator}"
-            metrics = {stage + key: value for key, value in throughput.compute().items()}
+            metrics = self._named(RunningStage.VALIDATING)
             for logger in trainer.loggers:
                 logger.log_metrics(metrics, step=trainer.global_step)
         super().on_validation_end(trainer, pl_module)

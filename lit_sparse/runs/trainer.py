@@ -142,6 +142,18 @@ class _CompletingFitLoop(_FitLoop):
         super().run()
 
 
+def _without_epoch(trainer: Trainer, log_metrics):
+    """Lightning's ``log_metrics`` without the ``epoch`` it adds to every step's metrics: a
+    stream of one epoch made it a flat chart among the training curves."""
+
+    def log(metrics, step=None):
+        if step is None and "step" not in metrics:
+            step = trainer.fit_loop.epoch_loop._batches_that_stepped  # as Lightning picks it
+        return log_metrics(metrics, step)
+
+    return log
+
+
 def _scoring_held_out(name: str, prefix: str, summary: str):
     """Trainer.validate or .test (``name``) printing one table of the held-out sets."""
 
@@ -192,6 +204,8 @@ class LitSparseTrainer(Trainer):
         loop.epoch_loop = self.fit_loop.epoch_loop
         self.fit_loop = loop
         use_sparse_flops_summary(self)
+        connector = self._logger_connector
+        connector.log_metrics = _without_epoch(self, connector.log_metrics)
 
     validate = _scoring_held_out("validate", "val", "Score a checkpoint on every held-out set")
     test = _scoring_held_out("test", "test", "Score a checkpoint as validate does")

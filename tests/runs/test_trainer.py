@@ -1,6 +1,7 @@
 """The Trainer (lit_sparse.runs.trainer): a fit that ends before its first validation says so
 as it starts (issue 57: ``--trainer.max_steps 20`` on the quickstart, validating every 100,
-gave no val/ metric and no held-out table without a word)."""
+gave no val/ metric and no held-out table without a word); its TensorBoard run has no
+Lightning ``epoch`` chart (issue 57: a flat line on a stream of one epoch)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,31 @@ def test_a_fit_says_it_is_never_validated_as_it_starts(capsys, interval, noted):
     assert len(notes) == noted, lines
     if noted:
         assert "max_steps 2 (2 batches), before the first validation at batch 5" in notes[0]
+
+
+@pytest.mark.slow
+def test_a_fit_logs_no_epoch_chart(tmp_path):
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    from tests.tiny_runs import STAGGERED, scalars, tiny_datamodule, tiny_module
+
+    dm = tiny_datamodule()
+    logger = TensorBoardLogger(str(tmp_path), name="run", default_hp_metric=False)
+    trainer = LitSparseTrainer(
+        accelerator="cpu",
+        devices=1,
+        max_steps=2,
+        val_check_interval=2,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        limit_val_batches=1,
+        log_every_n_steps=1,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        logger=logger,
+    )
+    trainer.fit(tiny_module(dm.vocab_size, STAGGERED, max_steps=2), datamodule=dm)
+    logged = scalars(logger.log_dir)
+    assert sorted(logged["train/loss"]) == [0, 1] and "val/loss" in logged
+    assert "epoch" not in logged, sorted(logged)
