@@ -64,11 +64,6 @@ SKIPPED = {
     "python -m lit_sparse tasks runs/quickstart/coprime/version_0": "scores 720 LEGO and RULER "
     "items (minutes of CPU even for a tiny model); tests/tasks/test_choice.py runs the "
     "command on a tiny run with --per-group 6",
-    "python -m lit_sparse lm-eval --model lit_sparse --model_args pretrained=runs/quickstart/"
-    "coprime --tasks lit_sparse --include_path $(python -m lit_sparse lm-eval-tasks) --limit 50": (
-        "all four tasks on a trained model (minutes of CPU); tests/interop/test_lm_eval_cli.py "
-        "runs the command on a shipped task with a tiny export"
-    ),
     "python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --run": "trains the study's 27 runs "
     "(about 2 hours); tests/studies/study/test_preset.py runs --run on tiny seeded runs",
     "python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --table --out runs/cpu/study.md": (
