@@ -340,6 +340,18 @@ class RecomputeDecoder(LayerDecoder):
         self.queries.fill_random(length, generator)
 
 
+def _layer_list(layers: list[int]) -> str:
+    """``layer 3``, ``layers 0-2, 4``: ascending layer indices, runs joined."""
+    runs: list[list[int]] = []
+    for layer in layers:
+        if runs and layer == runs[-1][-1] + 1:
+            runs[-1].append(layer)
+        else:
+            runs.append([layer])
+    shown = ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+    return f"layer{'s' if len(layers) > 1 else ''} {shown}"
+
+
 @dataclass
 class DecodingCache:
     """Every layer's decoder for one batch of sequences (``LanguageModel.new_cache``)."""
@@ -361,11 +373,15 @@ class DecodingCache:
         return sum(layer.nbytes for layer in self.layers)
 
     def describe(self) -> str:
-        """The caches in words: identical layers once, e.g. ``5 layers: ring of 988 rows``."""
+        """The caches in words, identical layers once: ``5 layers: ring of 988 rows``; a
+        hybrid's ``layers 0-2, 4: ring of 988 rows; layer 3: whole past (4107 rows)``."""
         words = [layer.describe() for layer in self.layers]
         if len(set(words)) == 1:
             return f"{len(words)} layers: {words[0]}"
-        return "; ".join(f"layer {i}: {w}" for i, w in enumerate(words))
+        groups: dict[str, list[int]] = {}
+        for layer, word in enumerate(words):
+            groups.setdefault(word, []).append(layer)
+        return "; ".join(f"{_layer_list(layers)}: {word}" for word, layers in groups.items())
 
     def fill_random(self, length: int, seed: int = 0) -> None:
         """Every layer as if ``length`` positions were decoded, with random keys and values."""

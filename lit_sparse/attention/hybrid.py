@@ -173,8 +173,10 @@ class HybridAttention(AttentionPlugin):
 
     @classmethod
     def bench_cases(cls, keys: int, window: int) -> dict[str, AttentionPlugin]:
-        """Fibonacci (fixed, window W) local layers, the last layer dense (any depth >= 2)."""
-        return {"hybrid": cls(build_attention("fibonacci", window=window), global_layers=[-1])}
+        """Fibonacci (fixed, window W) local layers with a dense layer in four: layers 1, 5,
+        9, ... (one at any depth >= 2: the kit's 2-layer models, the paper's 16 layers)."""
+        fibonacci = build_attention("fibonacci", window=window)
+        return {"hybrid": cls(fibonacci, every=4, first=1)}
 
 
 def _plugin(field: str, value: Any, default: str) -> AttentionPlugin:

@@ -32,6 +32,7 @@ __all__ = [
     "FLEX_PREFIX",
     "flex_peer",
     "is_flex",
+    "is_stack",
     "LEARNED",
     "NATTEN",
     "SDPA",
@@ -76,7 +77,11 @@ def slot_plugin_names(window: int = 12) -> list[str]:
         return isinstance(pattern, SlotPattern) and type(pattern).reference is SlotPattern.reference
 
     rows = bench_plugins(window, fibonacci_keys(window, 1024))
-    return [name for name, plugin in rows.items() if by_slots(plugin.build(0, 16, 64))]
+    return [
+        name
+        for name, plugin in rows.items()
+        if by_slots(plugin.build(0, 16, 64)) and not is_stack(name, window)
+    ]
 
 
 def natten_available() -> bool:
@@ -97,6 +102,14 @@ def build_plugin(name: str, window: int, keys: int):
     if name not in plugins:
         raise ValueError(f"no bench row {name!r}; rows: {', '.join(plugins)}")
     return plugins[name]
+
+
+def is_stack(name: str, window: int = 12) -> bool:
+    """Whether row ``name`` is a stack of other plugins (a hybrid): its one layer is theirs."""
+    from lit_sparse.attention.hybrid import HybridAttention
+
+    plugin = bench_plugins(window, fibonacci_keys(window, 1024)).get(name)
+    return isinstance(plugin, HybridAttention)
 
 
 def is_flex(name: str) -> bool:

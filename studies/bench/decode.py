@@ -93,7 +93,7 @@ __all__ = [
     "weight_bytes",
 ]
 
-PLUGINS = ("dense", "fibonacci", "fibonacci_learned", "sliding_window", "bigbird")
+PLUGINS = ("dense", "fibonacci", "fibonacci_learned", "sliding_window", "bigbird", "hybrid")
 CONTEXTS = (1024, 4096, 16384, 65536)
 DTYPES = ("float32", "bfloat16")
 MODULE = "lit_sparse_studies.bench.decode"  # its child processes run this module
@@ -359,7 +359,7 @@ def _time_context(spec: DecodeBenchSpec, context: int, batch: int) -> dict[str, 
             "ms_per_step": 1e3 * median(ts),
             "weight_bytes": weight_bytes(decoder.model),
             "cache_mb": decoder.cache.nbytes / 2**20,
-            "cache": decoder.cache.layers[0].describe(),
+            "cache": decoder.cache.describe(),
         }
         if spec.breakdown:
             result[key].update(step_breakdown(decoder))

@@ -18,6 +18,7 @@ from lit_sparse_studies.bench.attention import (
     fibonacci_keys,
     flex_peer,
     is_flex,
+    is_stack,
     natten_available,
     plugin_names,
     slot_plugin_names,
@@ -36,6 +37,8 @@ def bench_rows(args: argparse.Namespace) -> list[str]:
     with ``flex`` among the plugins) a FlexAttention row for every slot plugin listed."""
     kind = args.command
     chosen = list(args.plugins) if args.plugins else plugin_names(args.window)
+    if kind == "attention" and not args.plugins:  # one layer's op: a stack's is its plugins'
+        chosen = [p for p in chosen if not is_stack(p, args.window)]
     flex = kind == "attention" and (args.plugins is None or FLEX in chosen)
     plugins = [p for p in chosen if p != FLEX]
     if "dense" not in plugins:

@@ -139,7 +139,15 @@ def test_each_layer_keeps_the_cache_its_pattern_needs():
     largest = [max(pattern.distances(total)) for pattern in model.patterns]
     assert capacities[1] == total
     assert capacities[0] == largest[0] + 1 < total and capacities[2] == largest[2] + 1 < total
-    assert cache.describe().startswith("layer 0: ring of ")
+    assert cache.describe() == (
+        f"layer 0: ring of {capacities[0]} rows; layer 1: whole past ({total} rows); "
+        f"layer 2: ring of {capacities[2]} rows"
+    )
+    fixed = LanguageModel(config(5, 32), HybridAttention("fibonacci", every=2, first=1))
+    ring = max(fixed.patterns[0].distances(total)) + 1
+    assert fixed.new_cache(1, total).describe() == (
+        f"layers 0, 2, 4: ring of {ring} rows; layers 1, 3: whole past ({total} rows)"
+    )
 
 
 def test_flops_and_distances_count_each_layers_own_pattern():
