@@ -181,6 +181,42 @@ class KillAfterShardsAtStep(pl.Callback):
         model_parallel._distributed_checkpoint_save = killed
 
 
+class KillInCheckpointSaveAtStep(pl.Callback):
+    """SIGKILL half way through torch.save of a checkpoint file of optimizer step ``step``:
+    the file named ``name`` ("last.ckpt"), or with ``name`` None the first of that step (the
+    top-k one, written before last.ckpt). Half its bytes are written (to the atomic writer's
+    temporary file, whichever file the save writes) when the process dies."""
+
+    def __init__(self, step: int, name: str | None = "last.ckpt"):
+        self.step, self.name = step, name
+
+    def _aimed_at(self, target: str) -> bool:
+        name = os.path.basename(target)
+        if self.name is None:
+            return name.endswith(".ckpt") or ".ckpt.tmp-" in name
+        return name == self.name or name.startswith(f".{self.name}.tmp-")
+
+    def setup(self, trainer, pl_module, stage):
+        import io
+
+        save = torch.save
+
+        def killed(obj, f, *args, **kwargs):
+            path = f if isinstance(f, (str, os.PathLike)) else None
+            target = str(path) if path else os.readlink(f"/proc/self/fd/{f.fileno()}")
+            if trainer.global_step != self.step or not self._aimed_at(target):
+                return save(obj, f, *args, **kwargs)
+            buffer = io.BytesIO()
+            save(obj, buffer, *args, **kwargs)
+            half = buffer.getvalue()[: buffer.tell() // 2]
+            handle = open(path, "wb") if path else f  # left open: the process dies
+            handle.write(half)
+            handle.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        torch.save = killed
+
+
 class FullDiskInShardedSave(pl.Callback):
     """Under FSDP2: the checkpoint of optimizer step ``step`` finds the disk full on process
     ``rank``, in ``part``: "meta.pt" (torch.save's zip writer stops short and raises the

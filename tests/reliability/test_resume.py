@@ -1,4 +1,5 @@
-"""Kill a run with SIGKILL inside a gradient accumulation, resume it, get the same weights."""
+"""Kill a run with SIGKILL inside a gradient accumulation or a checkpoint save, resume it, get
+the same weights."""
 
 import contextlib
 import io
@@ -25,7 +26,7 @@ STEPS, ACCUMULATE = 6, 2
 pytestmark = pytest.mark.slow
 
 
-def run_config(tmp_path: Path, kill_at: int | None) -> Path:
+def run_config(tmp_path: Path, kill_at: int | None, fault: dict | None = None) -> Path:
     callbacks = [
         {
             "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
@@ -41,6 +42,8 @@ def run_config(tmp_path: Path, kill_at: int | None) -> Path:
                 "init_args": {"batch": kill_at},
             }
         )
+    if fault is not None:
+        callbacks.append(fault)
     values = {
         "trainer": {
             "max_steps": STEPS,
@@ -49,7 +52,7 @@ def run_config(tmp_path: Path, kill_at: int | None) -> Path:
             "callbacks": callbacks,
         },
     }
-    path = tmp_path / f"run-{kill_at}.yaml"
+    path = tmp_path / f"run-{kill_at}{'-fault' if fault else ''}.yaml"
     path.write_text(yaml.safe_dump(values))
     return path
 
@@ -141,6 +144,35 @@ def test_killed_run_resumes_to_bit_identical_weights(tmp_path, straight, fork_se
     layer = EventAccumulator(str(runs[0] / "alpha" / "layer_00"), size_guidance={"scalars": 0})
     layer.Reload()
     assert [e.step for e in layer.Scalars("alpha")] == list(range(STEPS + 1)), note
+
+
+@pytest.mark.parametrize("name", ["last.ckpt", None], ids=["in-last", "in-top-k"])
+def test_a_kill_in_a_checkpoint_save_leaves_the_previous_one_and_last_resumes_from_it(
+    tmp_path, straight, fork_server, name
+):
+    """SIGKILL half way through writing a checkpoint of step 4 (last.ckpt, or the top-k
+    file written before it): last.ckpt is still step 2's, whole; `fit --ckpt_path last`
+    resumes from it (its config named after step 2) and ends with the uninterrupted weights."""
+    from lit_sparse.runs.checkpoints import read_checkpoint
+
+    fault = {
+        "class_path": "tests.reliability.faults.KillInCheckpointSaveAtStep",
+        "init_args": {"step": 4, "name": name},
+    }
+    killed = fit(tmp_path, "--config", str(run_config(tmp_path, None, fault)), server=fork_server)
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    (folder,) = tmp_path.glob("runs/learned/version_*/checkpoints")
+    assert read_checkpoint(folder / "last.ckpt", weights=False)["global_step"] == 2
+    (left,) = folder.glob(".*.tmp-*")  # the cut write, never renamed over a checkpoint
+    assert left.name.startswith(f".{name or 'epoch='}")
+    resumed = fit(tmp_path, "--config", str(run_config(tmp_path, None)), "--ckpt_path", "last")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert [p.name for p in folder.parent.glob("config.resume-*.yaml")] == ["config.resume-2.yaml"]
+    assert not list(folder.glob(".*.tmp-*"))  # the resume removed the cut write
+    expected, found = last_checkpoint(straight), last_checkpoint(tmp_path)
+    assert found["global_step"] == expected["global_step"] == STEPS
+    assert_same_tensors(expected["state_dict"], found["state_dict"], "weights")
+    assert_same_tensors(expected["optimizer_states"], found["optimizer_states"], "optimizer")
 
 
 def test_resume_without_a_checkpoint_starts_fresh(tmp_path):
