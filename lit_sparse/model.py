@@ -21,6 +21,7 @@ from lit_sparse.attention.decoding import DecodeShape, DecodingCache, LayerDecod
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import DamagedFileError
 from lit_sparse.formats import pretrained
+from lit_sparse.kernels import compiled
 from lit_sparse.kernels.mixed_linear import linear
 
 
@@ -36,8 +37,9 @@ class Linear(nn.Linear):
 
 class FusedProjection(nn.Module):
     """Projections of one input as one product, for decoding: their weights are views of one unsaved
-    stacked buffer (float32 column-major, bfloat16 row-major for the compiled kernel). Replacing a
-    weight (``.to()``, a quantization) ends the fusion (:meth:`active` False)."""
+    stacked buffer, row-major for the compiled kernel (float32 column-major where the kernel
+    cannot be built: torch's product streams that layout faster). Replacing a weight (``.to()``,
+    a quantization) ends the fusion (:meth:`active` False)."""
 
     DTYPES = (torch.float32, torch.bfloat16)
 
@@ -45,7 +47,7 @@ class FusedProjection(nn.Module):
         super().__init__()
         self.projections = projections  # a plain list: the modules stay their parents'
         stacked = torch.cat([p.weight.detach() for p in projections])  # (sum of outs, in)
-        if stacked.dtype == torch.float32:
+        if stacked.dtype == torch.float32 and not compiled.available():
             stacked = stacked.t().contiguous().t()
         self.register_buffer("weight", stacked, persistent=False)
         self.sizes = [p.weight.shape[0] for p in projections]

@@ -1,5 +1,6 @@
-"""Weights in bfloat16 or a decoding layout (a batch-1 step is bound by streaming the weights; a
-few-row product streams column-major matrices at memory speed), the same float32 arithmetic."""
+"""Weights in bfloat16 or a decoding layout (a batch-1 step is bound by streaming the weights:
+the compiled kernel streams row-major matrices, torch's few-row product column-major ones
+faster), the same float32 arithmetic."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import torch
 from torch import nn
 
 from lit_sparse.errors import ConfigError
+from lit_sparse.kernels import compiled
 from lit_sparse.model import Attention, FeedForward, FusedProjection
 
 WEIGHT_DTYPES = ("float32", "bfloat16")
@@ -21,12 +23,15 @@ def bfloat16_weights(model: nn.Module) -> nn.Module:
 
 
 def decoding_layout(model: nn.Module) -> nn.Module:
-    """``model``'s float32 CPU matrices laid out for decoding in place (fused, column-major)."""
+    """``model``'s float32 CPU matrices laid out for decoding in place: fused, and row-major for
+    the compiled kernel (column-major where it cannot be built, for torch's product)."""
     for module in list(model.modules()):
         if isinstance(module, Attention) and not (module.qkv and module.qkv.active()):
             module.qkv = FusedProjection.fuse([module.q_proj, module.k_proj, module.v_proj])
         elif isinstance(module, FeedForward) and not (module.gate_up and module.gate_up.active()):
             module.gate_up = FusedProjection.fuse([module.gate, module.up])
+    if compiled.available():
+        return model
     for module in model.modules():
         weight = getattr(module, "weight", None)
         if (

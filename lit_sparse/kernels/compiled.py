@@ -114,6 +114,11 @@ def bf16_linear(x: Tensor, weight: Tensor) -> Tensor:
     return extension().bf16_linear(x, weight)
 
 
+def f32_linear(x: Tensor, weight: Tensor) -> Tensor:
+    """``x @ weight.T`` for float32 ``x`` (few rows) and a row-major float32 ``weight``."""
+    return extension().f32_linear(x, weight)
+
+
 def int8_linear(x: Tensor, weight: Tensor, scale: Tensor) -> Tensor:
     """x (..., K) float32 @ int8 ``weight`` (N, K or more: its rows' padding is skipped) .T,
     channel n times ``scale[n]`` (float32), summed in float32: (..., N)."""

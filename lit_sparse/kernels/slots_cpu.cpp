@@ -1087,10 +1087,10 @@ std::vector<torch::Tensor> decode_step(torch::Tensor q, torch::Tensor ring_k, to
   return {out};
 }
 
-// ------------------------------------------------------------------------------ narrow weights
-// y (M, N) = x (M, K) w (N, K)^T for float32 x and weights stored narrower (bfloat16, or int8
-// with a float32 scale per output channel), summed in float32: a decoding step reads each
-// weight once, and narrower weights are fewer bytes. A tile of R rows of x (R <= 4) and
+// ------------------------------------------------------------------------------ few-row products
+// y (M, N) = x (M, K) w (N, K)^T for float32 x and weights in float32, bfloat16 or int8 (with
+// a float32 scale per output channel), summed in float32: a decoding step reads each weight
+// once, and narrower weights are fewer bytes. A tile of R rows of x (R <= 4) and
 // kWeightRows rows of w keeps its R x kWeightRows sums in registers: each widened weight
 // vector serves R rows of x, and the weight rows are read side by side (their loads in
 // flight at once). Each sum runs over k in order, whatever the tile, so results do not
@@ -1103,15 +1103,15 @@ constexpr int64_t kPrefetchBytes = 16384;
 // Blocks of kWeightRows rows of w (row stride ld) split between torch's threads; in each,
 // tile.template run<R>(x rows, rows of w, first output column, out, cols) over x's rows, at
 // most 4 at a time. An edge block repeats its last weight row (its extra sums are dropped).
-template <typename T, typename Tile>
+template <typename T, typename Tile, int Rows = kWeightRows>
 void narrow_product(int64_t M, int64_t N, int64_t K, int64_t ld, const float* xp, const T* wp,
                     float* yp, const Tile& tile) {
-  const int64_t blocks = (N + kWeightRows - 1) / kWeightRows;
+  const int64_t blocks = (N + Rows - 1) / Rows;
   at::parallel_for(0, blocks, 16, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
-      const int64_t n0 = b * kWeightRows, cols = std::min<int64_t>(kWeightRows, N - n0);
-      const T* w[kWeightRows];
-      for (int c = 0; c < kWeightRows; ++c) w[c] = wp + (n0 + std::min<int64_t>(c, cols - 1)) * ld;
+      const int64_t n0 = b * Rows, cols = std::min<int64_t>(Rows, N - n0);
+      const T* w[Rows];
+      for (int c = 0; c < Rows; ++c) w[c] = wp + (n0 + std::min<int64_t>(c, cols - 1)) * ld;
       for (int64_t m = 0; m < M;) {
         const float* x = xp + m * K;
         float* out = yp + m * N + n0;
@@ -1153,6 +1153,35 @@ struct Bf16Tile {
           const FVec x_hi = FVec::loadu(x + r * K + k + W, hi);
           for (int c = 0; c < kWeightRows; ++c) acc[r][c] = at::vec::fmadd(x_hi, w_hi[c], acc[r][c]);
         }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < cols; ++c) out[r * N + c] = lane_sum(acc[r][c]);
+  }
+};
+
+constexpr int kF32Rows = 8;  // float32 rows are twice bfloat16's bytes: more streams in flight
+
+struct F32Tile {
+  int64_t K, N;
+  template <int R>
+  void run(const float* x, const float* const* w, int64_t, float* out, int64_t cols) const {
+    using FVec = at::vec::Vectorized<float>;
+    constexpr int64_t W = FVec::size();
+    constexpr int64_t ahead = kPrefetchBytes / sizeof(float);
+    FVec acc[R][kF32Rows];
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < kF32Rows; ++c) acc[r][c] = FVec(0.f);
+    for (int64_t k = 0; k < K; k += W) {
+      const int64_t n = std::min(W, K - k);
+      FVec wv[kF32Rows];
+      for (int c = 0; c < kF32Rows; ++c) {
+        __builtin_prefetch(w[c] + ahead + k);  // a hint: never faults, even past w's end
+        wv[c] = FVec::loadu(w[c] + k, n);
+      }
+      for (int r = 0; r < R; ++r) {
+        const FVec xv = FVec::loadu(x + r * K + k, n);
+        for (int c = 0; c < kF32Rows; ++c) acc[r][c] = at::vec::fmadd(xv, wv[c], acc[r][c]);
       }
     }
     for (int r = 0; r < R; ++r)
@@ -1209,6 +1238,63 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
   return y;
 }
 
+// float32 weights, row-major (N, K): a decoding step's products at the read roof, where a BLAS
+// matrix-vector product streamed them at well under it (measured in docs/performance.md).
+torch::Tensor f32_linear(torch::Tensor x, torch::Tensor w) {
+  TORCH_CHECK(x.dim() >= 1 && w.dim() == 2 && x.size(-1) == w.size(1), "f32_linear: x (..., K), w (N, K)");
+  TORCH_CHECK(x.scalar_type() == torch::kFloat && w.scalar_type() == torch::kFloat,
+              "f32_linear: float32 x and w");
+  TORCH_CHECK(x.is_contiguous() && w.is_contiguous() && x.device().is_cpu() && w.device().is_cpu(),
+              "f32_linear: contiguous CPU tensors");
+  const int64_t K = x.size(-1), M = K ? x.numel() / K : 0, N = w.size(0);
+  auto y = narrow_output(x, N);
+  narrow_product<float, F32Tile, kF32Rows>(M, N, K, K, x.data_ptr<float>(), w.data_ptr<float>(),
+                                          y.data_ptr<float>(), F32Tile{K, N});
+  return y;
+}
+
+// float32 weights stored column-major, wt (K, N) contiguous (a decoding layout's stacked
+// projections): y[m, :] = sum over k in order of x[m, k] wt[k, :], rows of wt streamed in
+// order. Threads split the N columns in blocks of whole vectors, so each output's sum runs
+// over k in one order whatever the thread count.
+torch::Tensor f32_linear_t(torch::Tensor x, torch::Tensor wt) {
+  TORCH_CHECK(x.dim() >= 1 && wt.dim() == 2 && x.size(-1) == wt.size(0), "f32_linear_t: x (..., K), wt (K, N)");
+  TORCH_CHECK(x.scalar_type() == torch::kFloat && wt.scalar_type() == torch::kFloat,
+              "f32_linear_t: float32 x and wt");
+  TORCH_CHECK(x.is_contiguous() && wt.is_contiguous() && x.device().is_cpu() && wt.device().is_cpu(),
+              "f32_linear_t: contiguous CPU tensors");
+  using FVec = at::vec::Vectorized<float>;
+  constexpr int64_t W = FVec::size(), kCols = 4 * W;  // columns a block: 4 vectors of sums
+  const int64_t K = x.size(-1), M = K ? x.numel() / K : 0, N = wt.size(1);
+  auto y = narrow_output(x, N);
+  const float* xp = x.data_ptr<float>();
+  const float* wp = wt.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  const int64_t blocks = (N + kCols - 1) / kCols;
+  at::parallel_for(0, blocks, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t m = 0; m < M; ++m) {
+      const float* xm = xp + m * K;
+      for (int64_t b = begin; b < end; ++b) {
+        const int64_t n0 = b * kCols, cols = std::min(kCols, N - n0);
+        FVec acc[4] = {FVec(0.f), FVec(0.f), FVec(0.f), FVec(0.f)};
+        for (int64_t k = 0; k < K; ++k) {
+          const FVec xk(xm[k]);
+          const float* row = wp + k * N + n0;
+          for (int v = 0; v < 4; ++v) {
+            const int64_t left = cols - v * W;
+            if (left > 0) acc[v] = at::vec::fmadd(xk, FVec::loadu(row + v * W, std::min(W, left)), acc[v]);
+          }
+        }
+        for (int v = 0; v < 4; ++v) {
+          const int64_t left = cols - v * W;
+          if (left > 0) acc[v].store(yp + m * N + n0 + v * W, std::min(W, left));
+        }
+      }
+    }
+  });
+  return y;
+}
+
 // int8: w ~ scale * q per output channel (weight-only int8, a quarter of float32's bytes);
 // rows of w may be padded (row stride >= K).
 torch::Tensor int8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale) {
@@ -1257,6 +1343,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("backward", &backward, "sparse attention over key slots, backward (CPU)");
   m.def("decode_step", &decode_step, "one decoding position over a ring of cached rows (CPU)");
   m.def("bf16_linear", &bf16_linear, "float32 x times bfloat16 weights, float32 sums (CPU)");
+  m.def("f32_linear", &f32_linear, "float32 x times row-major float32 weights, few rows (CPU)");
+  m.def("f32_linear_t", &f32_linear_t, "float32 x times column-major float32 weights (CPU)");
   m.def("int8_linear", &int8_linear, "float32 x times int8 weights and per-row scales (CPU)");
   m.def("parallel_threads", &parallel_threads, "threads at::parallel_for runs on (CPU)");
   m.def("set_flush_denormal", &set_flush_denormal, "subnormals as zero on every intra-op thread");

@@ -194,6 +194,9 @@ def decode_plugin(name: str, window: int, training_length: int):
         return build_attention(
             "bigbird", window=window, n_global=2, n_random=max(0, keys - window - 3)
         )
+    if name == "hybrid":  # fibonacci with a dense layer in four (layers 1, 5, ...: any depth)
+        return build_attention("hybrid", local_attention=decode_plugin("fibonacci", window,
+                               training_length), every=4, first=1)  # fmt: skip
     return build_attention(name)
 
 

@@ -11,6 +11,7 @@ from torch import nn
 
 from lit_sparse import LanguageModel, build_attention, generate
 from lit_sparse.generation.weights import bfloat16_weights, decoding_layout
+from lit_sparse.kernels import compiled
 
 from .cases import TOTAL, VOCAB, generation_cases, tiny_model
 from .test_decoding import LONG, SHORT, cached_logits
@@ -37,12 +38,19 @@ def column_major(weight: torch.Tensor) -> bool:
     return weight.dim() == 2 and weight.stride(0) == 1 and not weight.is_contiguous()
 
 
-def test_every_float32_matrix_is_column_major_and_keeps_its_values():
+@pytest.mark.parametrize("kernel", [True, False])
+def test_every_float32_matrix_is_laid_out_for_its_product_and_keeps_its_values(kernel, monkeypatch):
+    """Row-major for the compiled kernel's product; column-major without the kernel (torch's
+    few-row product streams that layout faster)."""
+    if kernel and not compiled.available():
+        pytest.skip("the compiled CPU kernel cannot be built here")
+    monkeypatch.setattr(compiled, "available", lambda: kernel)
     model = tiny_model(build_attention("fibonacci", window=2, schedule="linear"))
     before = {name: t.clone() for name, t in model.state_dict().items()}
     assert decoding_layout(model) is model
     matrices = [m.weight for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding))]
-    assert matrices and all(column_major(w) for w in matrices)
+    laid_out = (lambda w: w.stride(-1) == 1) if kernel else column_major
+    assert matrices and all(laid_out(w) for w in matrices)
     for block in model.blocks:  # q, k, v one product, gate and up another
         assert block.attn.qkv.active() and block.ffn.gate_up.active()
         assert block.attn.qkv.sizes == [32, 16, 16]  # 4 query heads and 2 KV heads of 8
@@ -76,7 +84,7 @@ def test_logits_and_greedy_tokens_equal_the_row_major_models():
 def test_generation_lays_the_model_out_and_saving_reads_the_same_weights(tmp_path):
     model = tiny_model(build_attention("dense"))
     list(generate(model, [[1, 2, 3]], 2, temperature=0.0))
-    assert column_major(model.blocks[0].attn.q_proj.weight)
+    assert model.blocks[0].attn.qkv.active()  # laid out: q, k, v fused
     model.save_pretrained(tmp_path / "saved")
     loaded = LanguageModel.from_pretrained(tmp_path / "saved")
     for name, value in model.state_dict().items():
