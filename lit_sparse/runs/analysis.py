@@ -7,7 +7,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -21,8 +21,10 @@ from lit_sparse.runs.folders import experiment_runs, run_checkpoint
 log = logging.getLogger(__name__)
 
 
-class AlphaHistory(NamedTuple):
-    """The alpha of every layer that has one, over optimizer steps."""
+@dataclass(frozen=True)
+class AlphaHistory:
+    """The alpha of every layer that has one, over optimizer steps; unpacks as
+    ``steps, alphas = history``."""
 
     steps: np.ndarray
     """(S,) optimizer steps."""
@@ -30,6 +32,9 @@ class AlphaHistory(NamedTuple):
     """(S, A) alpha of each such layer at each step (A = L unless a hybrid's layers lack one)."""
     layers: tuple[int, ...] = ()
     """The A layers, in column order."""
+
+    def __iter__(self):
+        return iter((self.steps, self.alphas))
 
 
 @dataclass

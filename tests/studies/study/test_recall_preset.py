@@ -298,8 +298,9 @@ def test_table_reports_means_and_intervals_over_seeds(tiny_study, capsys, tmp_pa
         assert low <= mean <= high
         assert mqar[variant][3] == " / ".join(f"{v:.3f}" for v in values)  # each seed's
     assert mqar["sw_keys"][4] == "4 ± 0 (0/2)"  # steps (none stopped early)
-    assert mqar["sw_keys"][5:8] == ["13.0", "13.0", "13"]  # rows read, slots, cache at 64
-    assert mqar["fib_learned"][5:7] == ["17.0", "24.0"]  # a learned rung: one slot, two rows
+    assert mqar["sw_keys"][5:7] == ["- / -", "- / -"]  # steps to 0.5 and 0.9: never (4 steps)
+    assert mqar["sw_keys"][7:10] == ["13.0", "13.0", "13"]  # rows read, slots, cache at 64
+    assert mqar["fib_learned"][7:9] == ["17.0", "24.0"]  # a learned rung: one slot, two rows
 
     rows = table_rows(text, "Distance task (distance): accuracy per distance bucket")
     summary = {r[0]: r for r in rows if len(r) == 11}  # variant, steps, rows, cache, 1x, 6 at 64x
