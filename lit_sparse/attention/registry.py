@@ -123,9 +123,7 @@ def _registered_class(class_path: str) -> type[AttentionPlugin] | None:
     return next((cls for cls in registry.values() if cls.__name__ == name), None)
 
 
-PLUGIN_FLAG = re.compile(
-    r"--model\.attention(\.(init_args\.)?(local|global)_attention)?(\.help)?"
-)
+PLUGIN_FLAG = re.compile(r"--model\.attention(\.(init_args\.)?(local|global)_attention)?(\.help)?")
 """The options that take a plugin: the model's, and a hybrid's local and global plugins."""
 
 

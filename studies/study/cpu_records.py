@@ -16,10 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from lit_sparse.errors import DamagedFileError, check_format
-from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse_studies.study.preset import CPU, PresetRun
-from lit_sparse_studies.study.recall_records import learning_curve
-from lit_sparse_studies.study.seeds import lookup
+from lit_sparse_studies.study.recall_records import run_fields
 
 __all__ = ["FORMAT", "check_labels", "make_record", "read_record", "record_file"]
 
@@ -39,7 +37,7 @@ def make_record(
     keys: Sequence[str] = CPU.setup_keys,
 ) -> dict[str, Any]:
     """The record of a finished run folder; ``labels`` name it (variant, seed)."""
-    from lit_sparse.runs.analysis import load_run, read_result_json
+    from lit_sparse.runs.analysis import read_result_json
 
     run_dir = Path(run_dir)
     extrapolation = read_result_json(run_dir / "extrapolation.json")
@@ -48,28 +46,11 @@ def make_record(
         raise DamagedFileError(
             f"{run_dir}: no extrapolation.json or position_loss.json; the run has not finished"
         )
-    config = load_yaml(run_dir / "config.yaml", "run config")
-    trajectory = load_run(run_dir, load_model=False).alpha_trajectory
-    started = run_dir.parent / "preset.yaml"
     return {
         "format": FORMAT,
         **labels,
-        "commit": commit,
-        "setup": {key: lookup(config, key) for key in keys},
-        "attention": lookup(config, "model.attention"),
-        "options": load_yaml(started, "run record").get("options") if started.is_file() else None,
         "step": extrapolation.get("step"),
-        "max_steps": lookup(config, "trainer.max_steps"),
-        "wall_s": None if wall_s is None else round(wall_s, 1),
-        "cpu_s": None if cpu_s is None else round(cpu_s, 1),
-        "curve": learning_curve(run_dir),
-        "alpha": None
-        if trajectory is None
-        else {
-            "steps": [int(s) for s in trajectory.steps],
-            "alphas": [[round(float(a), 6) for a in row] for row in trajectory.alphas],
-            "layers": list(trajectory.layers),
-        },
+        **run_fields(run_dir, keys, wall_s, cpu_s, commit),
         "extrapolation": extrapolation,
         "position_loss": position_loss,
     }

@@ -43,6 +43,7 @@ __all__ = [
     "learning_curve",
     "make_record",
     "read_record",
+    "run_fields",
     "record_file",
     "source_commit",
     "write_record",
@@ -100,7 +101,7 @@ def make_record(
 ) -> dict[str, Any]:
     """The record of a finished run folder; ``labels`` name it (task, variant, seed), its
     ``setup`` holds the config values at ``keys``."""
-    from lit_sparse.runs.analysis import load_run, read_result_json
+    from lit_sparse.runs.analysis import read_result_json
 
     run_dir = Path(run_dir)
     recall = read_result_json(run_dir / "recall.json")
@@ -108,19 +109,37 @@ def make_record(
         raise DamagedFileError(f"{run_dir}: no recall.json; the run has not finished")
     check_scores(recall, run_dir / "recall.json", "")
     check_stopped_early(recall.get("stopped_early"), run_dir / "recall.json", "stopped_early")
+    return {
+        "format": FORMAT,
+        **labels,
+        "step": recall.get("step"),
+        "stopped_early": recall.get("stopped_early") is True,
+        **run_fields(run_dir, keys, wall_s, cpu_s, commit),
+        "recall": recall,
+    }
+
+
+def run_fields(
+    run_dir: Path,
+    keys: Sequence[str],
+    wall_s: float | None = None,
+    cpu_s: float | None = None,
+    commit: str | None = None,
+) -> dict[str, Any]:
+    """What every study's record holds of a finished run folder: the commit, the config values
+    at ``keys`` (``setup``), its attention, the options that started it, its times, its
+    held-out and training curves and its alpha trajectory (the layers that have one)."""
+    from lit_sparse.runs.analysis import load_run
+
     config = load_yaml(run_dir / "config.yaml", "run config")
     trajectory = load_run(run_dir, load_model=False).alpha_trajectory
     started = run_dir.parent / "preset.yaml"
     return {
-        "format": FORMAT,
-        **labels,
         "commit": commit,
         "setup": {key: lookup(config, key) for key in keys},
         "attention": lookup(config, "model.attention"),
         "options": load_yaml(started, "run record").get("options") if started.is_file() else None,
-        "step": recall.get("step"),
         "max_steps": lookup(config, "trainer.max_steps"),
-        "stopped_early": recall.get("stopped_early") is True,
         "wall_s": None if wall_s is None else round(wall_s, 1),
         "cpu_s": None if cpu_s is None else round(cpu_s, 1),
         "curve": learning_curve(run_dir),
@@ -130,8 +149,8 @@ def make_record(
         else {
             "steps": [int(s) for s in trajectory.steps],
             "alphas": [[round(float(a), 6) for a in row] for row in trajectory.alphas],
+            "layers": list(trajectory.layers),
         },
-        "recall": recall,
     }
 
 
