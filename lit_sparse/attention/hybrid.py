@@ -61,22 +61,26 @@ class HybridAttention(AttentionPlugin):
                     f"global_layers must be a list of layer indices, got {global_layers!r}"
                 )
             return
-        period = DEFAULT_EVERY if every is None else every
-        if isinstance(period, bool) or not isinstance(period, int) or period < 1:
-            raise ConfigError(f"every must be an integer >= 1, got {every!r}")
-        start = period - 1 if first is None else first
-        if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < period:
-            raise ConfigError(
-                f"first must be an integer in 0..{period - 1} (below every), got {first!r}"
-            )
+        self._period()  # checked here, before any model
 
     # ------------------------------------------------------------------ layers
+    def _period(self) -> tuple[int, int]:
+        """(every, first) of the period form, defaults filled in (ConfigError naming either)."""
+        period = DEFAULT_EVERY if self.every is None else self.every
+        if isinstance(period, bool) or not isinstance(period, int) or period < 1:
+            raise ConfigError(f"every must be an integer >= 1, got {self.every!r}")
+        start = period - 1 if self.first is None else self.first
+        if isinstance(start, bool) or not isinstance(start, int) or not 0 <= start < period:
+            raise ConfigError(
+                f"first must be an integer in 0..{period - 1} (below every), got {self.first!r}"
+            )
+        return period, start
+
     def global_layer_indices(self, n_layers: int) -> list[int]:
         """The global layers of a model of ``n_layers`` layers, ascending (ConfigError naming
         the option for an index out of range, a layer named twice, or no layer at all)."""
         if self.global_layers is None:
-            period = DEFAULT_EVERY if self.every is None else self.every
-            start = period - 1 if self.first is None else self.first
+            period, start = self._period()
             layers = list(range(start, n_layers, period))
             if not layers:
                 raise ConfigError(
