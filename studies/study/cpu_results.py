@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from lit_sparse.errors import ConfigError
-from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse_studies.study import cpu_records, seeds
 from lit_sparse_studies.study.preset import Preset, PresetRun
 from lit_sparse_studies.study.seeds import Spread
@@ -67,25 +66,13 @@ class StudyResults(seeds.RunGroup):
 
 
 def _read(run: PresetRun) -> tuple[Any, Any, Any]:
-    from lit_sparse.runs.analysis import load_run
-
+    """A complete run from its folder, read as its record would hold it."""
     run_dir, state = seeds.complete_dir(run)
     if run_dir is None:
         return None, state, None
-    loaded = load_run(run_dir, load_model=False)
-    if loaded.extrapolation is None or loaded.position_loss is None:
-        raise ConfigError(f"{run_dir}: no extrapolation.json or position_loss.json")
-    trajectory = loaded.alpha_trajectory
-    seed_run = PerplexityRun(
-        seed=run.seed,
-        path=run_dir,
-        result=loaded.extrapolation,
-        bins=dict(loaded.position_loss.get("sets") or {}),
-        alpha_steps=None if trajectory is None else trajectory.steps,
-        alphas=None if trajectory is None else trajectory.alphas,
-    )
-    config = load_yaml(run_dir / "config.yaml", "run config")
-    return seed_run, {key: seeds.lookup(config, key) for key in run.preset.setup_keys}, run_dir
+    labels = {"variant": run.variant.name, "seed": run.seed}
+    record = cpu_records.make_record(run_dir, labels, keys=run.preset.setup_keys)
+    return _from_record(run, record, run_dir)
 
 
 def _from_record(run: PresetRun, record: dict[str, Any], path: Path) -> tuple[Any, Any, Any]:
