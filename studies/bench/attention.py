@@ -32,7 +32,6 @@ __all__ = [
     "FLEX_PREFIX",
     "flex_peer",
     "is_flex",
-    "is_stack",
     "LEARNED",
     "NATTEN",
     "SDPA",
@@ -44,6 +43,7 @@ __all__ = [
     "floor_bytes",
     "useful_flops",
     "natten_available",
+    "op_plugin_names",
     "plugin_names",
     "slot_plugin_names",
 ]
@@ -68,6 +68,15 @@ def plugin_names(window: int = 12) -> list[str]:
     return list(bench_plugins(window, fibonacci_keys(window, 1024)))
 
 
+def op_plugin_names(window: int = 12) -> list[str]:
+    """The rows whose layer is an op of their own: not a stack of other plugins (a hybrid's
+    one layer is its local plugin's)."""
+    from lit_sparse.attention.hybrid import HybridAttention
+
+    rows = bench_plugins(window, fibonacci_keys(window, 1024))
+    return [name for name, plugin in rows.items() if not isinstance(plugin, HybridAttention)]
+
+
 def slot_plugin_names(window: int = 12) -> list[str]:
     """The rows whose pattern is described by its slots (a slot pattern with the slots'
     own math): FlexAttention can take their masks."""
@@ -77,11 +86,8 @@ def slot_plugin_names(window: int = 12) -> list[str]:
         return isinstance(pattern, SlotPattern) and type(pattern).reference is SlotPattern.reference
 
     rows = bench_plugins(window, fibonacci_keys(window, 1024))
-    return [
-        name
-        for name, plugin in rows.items()
-        if by_slots(plugin.build(0, 16, 64)) and not is_stack(name, window)
-    ]
+    ops = op_plugin_names(window)
+    return [name for name in ops if by_slots(rows[name].build(0, 16, 64))]
 
 
 def natten_available() -> bool:
@@ -102,14 +108,6 @@ def build_plugin(name: str, window: int, keys: int):
     if name not in plugins:
         raise ValueError(f"no bench row {name!r}; rows: {', '.join(plugins)}")
     return plugins[name]
-
-
-def is_stack(name: str, window: int = 12) -> bool:
-    """Whether row ``name`` is a stack of other plugins (a hybrid): its one layer is theirs."""
-    from lit_sparse.attention.hybrid import HybridAttention
-
-    plugin = bench_plugins(window, fibonacci_keys(window, 1024)).get(name)
-    return isinstance(plugin, HybridAttention)
 
 
 def is_flex(name: str) -> bool:

@@ -18,8 +18,8 @@ from lit_sparse_studies.bench.attention import (
     fibonacci_keys,
     flex_peer,
     is_flex,
-    is_stack,
     natten_available,
+    op_plugin_names,
     plugin_names,
     slot_plugin_names,
 )
@@ -36,9 +36,9 @@ def bench_rows(args: argparse.Namespace) -> list[str]:
     """The rows to time, dense first (the others divide by it), peers last: by default (and
     with ``flex`` among the plugins) a FlexAttention row for every slot plugin listed."""
     kind = args.command
-    chosen = list(args.plugins) if args.plugins else plugin_names(args.window)
-    if kind == "attention" and not args.plugins:  # one layer's op: a stack's is its plugins'
-        chosen = [p for p in chosen if not is_stack(p, args.window)]
+    # bench attention times one layer's op: a stack's (a hybrid's) is its plugins'
+    defaults = op_plugin_names if kind == "attention" else plugin_names
+    chosen = list(args.plugins) if args.plugins else defaults(args.window)
     flex = kind == "attention" and (args.plugins is None or FLEX in chosen)
     plugins = [p for p in chosen if p != FLEX]
     if "dense" not in plugins:
