@@ -1,13 +1,15 @@
 """Alpha trajectories: the alpha of every layer that has one, at step 0 and every N optimizer
 steps (a hybrid's layers without alpha, such as its dense layers, have no line).
 
-Logged as scalars ``alpha/layer_00`` ... and, at each validation, a layers x steps heatmap
-``alpha/heatmap``; each layer's alpha is also the tag ``alpha`` of its own small run
-(``<run>/alpha/layer_00`` ...), so TensorBoard's chart of every layer has a colour and a name
-per layer (:mod:`lit_sparse.callbacks.tensorboard`). Static schedules are logged too; models
-without alpha log nothing. The trajectory is the callback's checkpoint state, so a resumed run
-continues the same curves and ``lit_sparse.load_run`` reads it without TensorBoard; it is also
-written to ``alpha_trajectory.json`` in the run directory at each validation and at the end.
+Logged as scalars ``alpha/layer_00`` ... (one TensorBoard run per training run: its Custom
+Scalars chart "alpha per layer" holds every layer's line) and, at each validation, a layers x
+steps heatmap ``alpha/heatmap``; with ``layer_runs`` each layer's alpha is also the tag
+``alpha`` of its own small run (``<run>/alpha/layer_00`` ...), a colour per layer at the cost
+of a run per layer (:mod:`lit_sparse.callbacks.tensorboard`). Static schedules are logged
+too; models without alpha log nothing. The trajectory is the callback's checkpoint state, so
+a resumed run continues the same curves and ``lit_sparse.load_run`` reads it without
+TensorBoard; it is also written to ``alpha_trajectory.json`` in the run directory at each
+validation and at the end.
 """
 
 from __future__ import annotations
@@ -39,10 +41,12 @@ def layer_run(layer: int, prefix: str = "alpha") -> str:
     return alpha_tag(layer, prefix)
 
 
-def custom_scalars_layout(prefix: str = "alpha") -> dict:
-    """The Custom Scalars chart of every layer's alpha: the tag ``<prefix>`` of the layers'
-    runs (:func:`layer_run`), one colour per layer."""
-    return {CATEGORY: {f"{prefix} per layer": ["Multiline", [rf"^{prefix}$"]]}}
+def custom_scalars_layout(prefix: str = "alpha", layer_runs: bool = False) -> dict:
+    """The Custom Scalars chart of every layer's alpha: the run's tags ``<prefix>/layer_XX``
+    (a marker and a name per layer), or with ``layer_runs`` the tag ``<prefix>`` of the
+    layers' runs (:func:`layer_run`, a colour per layer)."""
+    pattern = rf"^{prefix}$" if layer_runs else rf"^{prefix}/layer_\d+$"
+    return {CATEGORY: {f"{prefix} per layer": ["Multiline", [pattern]]}}
 
 
 class AlphaTrajectory(pl.Callback):
@@ -56,7 +60,9 @@ class AlphaTrajectory(pl.Callback):
         filename: JSON file written in the run directory (None: none).
         layer_runs: with TensorBoard, also write each layer's alpha to its own run
             ``<run>/<prefix>/layer_XX`` (tag ``<prefix>``): the chart of all layers gets a
-            colour and a name per layer.
+            colour per layer (TensorBoard colours lines by run), and the runs panel a run
+            per layer. Off: one run per training run, its chart's lines told apart by marker
+            and named in its list of matches.
     """
 
     def __init__(
@@ -65,7 +71,7 @@ class AlphaTrajectory(pl.Callback):
         heatmap: bool = True,
         prefix: str = "alpha",
         filename: str | None = "alpha_trajectory.json",
-        layer_runs: bool = True,
+        layer_runs: bool = False,
     ):
         super().__init__()
         if (
@@ -153,9 +159,9 @@ class AlphaTrajectory(pl.Callback):
 
     def custom_scalar_charts(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict:
         """This callback's charts of the run's Custom Scalars layout (none without alpha)."""
-        if not self.layer_runs or self._current(pl_module) is None:
+        if self._current(pl_module) is None:
             return {}
-        return custom_scalars_layout(self.prefix)[CATEGORY]
+        return custom_scalars_layout(self.prefix, self.layer_runs)[CATEGORY]
 
     # ------------------------------------------------------------------ hooks
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

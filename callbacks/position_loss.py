@@ -4,9 +4,10 @@ Per held-out set, a :class:`PositionBinnedNLL` metric sums the per-position NLL 
 ``validation_step`` returns (``{"nll": (B, T), "set": name}``), reduced across processes; a
 bin's value is the mean of its positions' mean NLL (docs/paper.md section 5), with bin edges
 ``int(linspace(0, T, B + 1))``. Logged on rank 0 at the weights' step as ``val/pos_nll/<set>/b<k>``
-and an image ``val/pos_nll``, and written with its history to ``position_loss.json``; each bin is
-also its own small TensorBoard run (:mod:`lit_sparse.callbacks.tensorboard`). On data whose
-labels are a few answers (``datamodule.sparse_labels``: the recall tasks) it does nothing.
+and an image ``val/pos_nll``, and written with its history to ``position_loss.json``; with
+``bin_runs`` each bin is also its own small TensorBoard run
+(:mod:`lit_sparse.callbacks.tensorboard`). On data whose labels are a few answers
+(``datamodule.sparse_labels``: the recall tasks) it does nothing.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ class PositionLoss(pl.Callback):
         filename: JSON file written in the run directory (None: none).
         prefix: tag prefix (``<prefix>/<set>/b<k>``).
         bin_runs: with TensorBoard, also write each bin to its own run
-            ``<run>/pos_nll/<first>-<last position>`` (tag ``<prefix>/<set>``): one chart
-            per held-out set, a colour and a name per bin.
+            ``<run>/pos_nll/<first>-<last position>`` (tag ``<prefix>/<set>``): a colour
+            and a name per bin in each set's chart, and a run per bin in the runs panel.
+            Off: one run per training run; each set's chart holds its bins' tags.
     """
 
     def __init__(
@@ -49,7 +51,7 @@ class PositionLoss(pl.Callback):
         image: bool = True,
         filename: str | None = "position_loss.json",
         prefix: str = "val/pos_nll",
-        bin_runs: bool = True,
+        bin_runs: bool = False,
     ):
         super().__init__()
         if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
@@ -113,10 +115,9 @@ class PositionLoss(pl.Callback):
 
     def custom_scalar_charts(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict:
         """This callback's charts of the run's Custom Scalars layout: one per held-out set."""
-        if not self.bin_runs:
-            return {}
+        tail = "" if self.bin_runs else r"/b\d+"
         return {
-            f"NLL by position: {name}": ["Multiline", [f"^{self.prefix}/{name}$"]]
+            f"NLL by position: {name}": ["Multiline", [f"^{self.prefix}/{name}{tail}$"]]
             for name in self._set_names(pl_module)
         }
 

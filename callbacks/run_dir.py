@@ -16,7 +16,15 @@ from lightning.pytorch.trainer.states import TrainerFn
 
 from lit_sparse.io.atomic import write_json, write_text
 
-__all__ = ["evaluated_step", "publish_result", "purge_step", "run_dir", "write_json", "write_text"]
+__all__ = [
+    "evaluation_run",
+    "evaluated_step",
+    "publish_result",
+    "purge_step",
+    "run_dir",
+    "write_json",
+    "write_text",
+]
 
 
 def run_dir(trainer: pl.Trainer) -> Path:
@@ -59,6 +67,24 @@ def purge_step(trainer: pl.Trainer) -> int | None:
     return None
 
 
+def evaluation_run(trainer: pl.Trainer, step: int) -> Path:
+    """The TensorBoard run of the evaluations at the end of fit, ``<run>/evals/fit-step<N>``:
+    apart from the training curves, as ``validate`` and ``test`` write theirs
+    (``<run>/evals/<command>-step<N>``)."""
+    return run_dir(trainer) / "evals" / f"fit-step{step}"
+
+
+def _log_apart(logger: TensorBoardLogger, folder: Path, metrics: dict, step: int) -> None:
+    """``metrics`` at ``step`` in the TensorBoard run ``folder`` (an evaluation done again
+    there hides the earlier points from its step on: ``purge_step``)."""
+    writer = type(logger.experiment)(log_dir=str(folder), purge_step=step)
+    try:
+        for tag, value in metrics.items():
+            writer.add_scalar(tag, value, global_step=step)
+    finally:
+        writer.close()
+
+
 def publish_result(
     trainer: pl.Trainer,
     result,
@@ -71,8 +97,9 @@ def publish_result(
 ) -> Path | None:
     """An end-of-fit evaluation's result, stamped and published: its ``step`` (the trainer's
     while fitting, else the evaluated checkpoint's) and ``checkpoint``; then, on rank zero,
-    its ``metrics(prefix)`` logged to every logger, ``<filename>.json`` / ``.md`` written in
-    the run folder and, with ``print_table``, its table and the files printed. A fit that
+    its ``metrics(prefix)`` logged to every logger (a fit's TensorBoard logger: in the run of
+    :func:`evaluation_run`, apart from the training curves), ``<filename>.json`` / ``.md``
+    written in the run folder and, with ``print_table``, its table and the files printed. A fit that
     ended before ``max_steps`` (an early stop) says so in the JSON (``stopped_early``), so a
     study counts it complete. Returns the written files' path without suffix (None: none)."""
     fitting = trainer.state.fn == TrainerFn.FITTING
@@ -82,6 +109,9 @@ def publish_result(
         return None
     metrics = result.metrics(prefix)
     for logger in trainer.loggers:  # at the evaluated weights' step (validate's counter is 0)
+        if fitting and isinstance(logger, TensorBoardLogger):
+            _log_apart(logger, evaluation_run(trainer, result.step), metrics, result.step)
+            continue
         logger.log_metrics(metrics, step=result.step)
         logger.save()
     written = None

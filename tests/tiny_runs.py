@@ -114,11 +114,12 @@ class FloatModeProbe(pl.Callback):
     on_validation_batch_start = on_train_batch_start
 
 
-def all_callbacks(every_n_steps: int = 2) -> list[pl.Callback]:
+def all_callbacks(every_n_steps: int = 2, series_runs: bool = False) -> list[pl.Callback]:
+    """The observers; ``series_runs``: a TensorBoard run per layer and per position bin."""
     return [
         FloatModeProbe(),
-        AlphaTrajectory(every_n_steps=every_n_steps),
-        PositionLoss(n_bins=N_BINS),
+        AlphaTrajectory(every_n_steps=every_n_steps, layer_runs=series_runs),
+        PositionLoss(n_bins=N_BINS, bin_runs=series_runs),
         LengthExtrapolation(),
         SparseThroughputMonitor(average_over=2),
         ModelCheckpoint(every_n_train_steps=3, save_last=True, save_top_k=1),
@@ -167,7 +168,8 @@ def shared_run(tmp_path_factory: pytest.TempPathFactory, name: str) -> FitRun:
         attention = {"learned": LEARNED, "staggered": STAGGERED, "dense": DENSE, "hybrid": HYBRID}[
             name
         ]
-        _RUNS[key] = fit_run(tmp_path_factory.mktemp("runs"), name, attention)
+        callbacks = all_callbacks(series_runs=name == "staggered")
+        _RUNS[key] = fit_run(tmp_path_factory.mktemp("runs"), name, attention, callbacks=callbacks)
     return _RUNS[key]
 
 
@@ -179,7 +181,8 @@ def learned_run(tmp_path_factory) -> FitRun:
 
 @pytest.fixture(scope="session")
 def staggered_run(tmp_path_factory) -> FitRun:
-    """Linear (staggered) static alpha: the ramp 0.5 .. 1.5 over 2 layers."""
+    """Linear (staggered) static alpha: the ramp 0.5 .. 1.5 over 2 layers; its observers write
+    a TensorBoard run per layer and per position bin (``layer_runs``, ``bin_runs``)."""
     return shared_run(tmp_path_factory, "staggered")
 
 
@@ -207,6 +210,11 @@ def scalars(log_dir: Path) -> dict[str, dict[int, float]]:
     """tag -> step -> value (the last value written at a step)."""
     events = read_events(log_dir)
     return {tag: {e.step: e.value for e in events.Scalars(tag)} for tag in events.Tags()["scalars"]}
+
+
+def end_of_fit_scalars(log_dir: Path, step: int) -> dict[str, dict[int, float]]:
+    """The end-of-fit evaluations' scalars: their own run ``<run>/evals/fit-step<N>``."""
+    return scalars(Path(log_dir) / "evals" / f"fit-step{step}")
 
 
 def custom_scalar_charts(log_dir) -> dict[str, list[str]]:

@@ -1,9 +1,11 @@
-"""AlphaTrajectory: scalars per layer read back from the event files, a run per layer for the
-Custom Scalars chart, the heatmap, static schedules, checkpoint state and resume."""
+"""AlphaTrajectory: scalars per layer read back from the event files, one run per training
+run with its Custom Scalars chart (a run per layer when asked), the heatmap, static
+schedules, checkpoint state and resume."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -47,21 +49,16 @@ def test_logged_alphas_equal_the_recorded_trajectory(learned_run):
             assert logged[alpha_tag(layer)][step] == pytest.approx(value, abs=1e-7)
 
 
-def test_one_chart_with_a_coloured_named_line_per_layer(learned_run):
-    """TensorBoard colours lines by run: each layer's alpha is its own run alpha/layer_XX
-    (tag "alpha", the same values as the run's alpha/layer_XX), the chart matches that tag."""
-    import re
-
+def test_one_run_per_training_run_and_one_chart_of_every_layer(learned_run):
+    """Issue 57: the training run is one TensorBoard run (no run per layer in the runs
+    panel); its Custom Scalars chart matches each layer's tag alpha/layer_XX, not the
+    heatmap."""
     [pattern] = custom_scalar_charts(learned_run.log_dir)["alpha per layer"]
     logged = scalars(learned_run.log_dir)
-    for layer in range(2):
-        run = learned_run.log_dir / layer_run(layer)
-        assert run.is_dir() and run.relative_to(learned_run.log_dir).as_posix() == (
-            f"alpha/layer_{layer:02d}"
-        )
-        [tag] = [t for t in scalars(run) if re.match(pattern, t)]
-        assert tag == "alpha" and scalars(run)[tag] == logged[alpha_tag(layer)]
-    assert not re.match(pattern, "alpha/heatmap") and not re.match(pattern, "alpha/layer_00")
+    assert [t for t in logged if re.match(pattern, t)] == [alpha_tag(0), alpha_tag(1)]
+    assert not re.match(pattern, "alpha/heatmap")
+    runs = {p.parent for p in learned_run.log_dir.rglob("*/events.out.tfevents.*")}
+    assert runs == {learned_run.log_dir / "evals" / "fit-step6"}, "only the evaluations apart"
 
 
 def test_heatmap_image_at_each_validation(learned_run):
@@ -93,7 +90,7 @@ def test_a_resumed_run_continues_the_same_curves(tmp_path, pin_version):
     dm = tiny_datamodule()
     module = tiny_module(dm.vocab_size, LEARNED, max_steps=6)
     checkpoint = ModelCheckpoint(every_n_train_steps=3, save_last=True)
-    first = AlphaTrajectory(every_n_steps=2)
+    first = AlphaTrajectory(every_n_steps=2, layer_runs=True)
     trainer = tiny_trainer(
         tmp_path, "resume", [first, checkpoint], max_steps=3, limit_val_batches=0
     )
@@ -101,7 +98,7 @@ def test_a_resumed_run_continues_the_same_curves(tmp_path, pin_version):
     first_dir = trainer.log_dir
     assert first.steps == [0, 2, 3]
 
-    resumed = AlphaTrajectory(every_n_steps=2)
+    resumed = AlphaTrajectory(every_n_steps=2, layer_runs=True)
     logger = TensorBoardLogger(str(tmp_path), name="resume", version=0 if pin_version else None)
     trainer = tiny_trainer(
         tmp_path,
@@ -121,9 +118,11 @@ def test_a_resumed_run_continues_the_same_curves(tmp_path, pin_version):
     # the folder TensorBoard reads for this run shows the whole curve from step 0
     logged = scalars(trainer.log_dir)["alpha/layer_01"]
     assert sorted(logged) == [0, 2, 3, 4, 6]
-    # and so does the layer's own run, the line of the chart of every layer
+    # and so does the layer's own run (layer_runs), the line of the chart of every layer
     layer = scalars(Path(trainer.log_dir) / layer_run(1))["alpha"]
     assert sorted(layer) == [0, 2, 3, 4, 6] and layer == logged
+    [pattern] = resumed.custom_scalar_charts(trainer, module)["alpha per layer"][1]
+    assert re.match(pattern, "alpha") and not re.match(pattern, alpha_tag(1))
     for step, alphas in zip(resumed.steps, resumed.alphas, strict=True):
         assert logged[step] == pytest.approx(alphas[1], abs=1e-7)
 
@@ -148,15 +147,13 @@ def test_every_n_steps_must_be_a_positive_integer(bad):
 
 
 def test_a_hybrid_logs_only_the_layers_with_an_alpha(hybrid_run):
-    """Layer 0 (learned alpha) has its line, its run and its heatmap row; the dense layer 1
+    """Layer 0 (learned alpha) has its line and its heatmap row; the dense layer 1
     has none, in the events, the trajectory file and ``load_run``'s history."""
     from lit_sparse import load_run
 
     logged = scalars(hybrid_run.log_dir)
     assert sorted(logged[alpha_tag(0)]) == [0, 2, 4, 6]
     assert alpha_tag(1) not in logged
-    assert (hybrid_run.log_dir / layer_run(0)).is_dir()
-    assert not (hybrid_run.log_dir / layer_run(1)).exists()
     saved = json.loads((hybrid_run.log_dir / "alpha_trajectory.json").read_text())
     assert saved["layers"] == [0] and all(len(row) == 1 for row in saved["alphas"])
     final = hybrid_run.module.model.layer_alphas()

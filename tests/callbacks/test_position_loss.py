@@ -104,25 +104,39 @@ def test_tags_image_and_json_in_the_run_directory(learned_run):
         )
 
 
-def test_one_chart_per_held_out_set_with_a_coloured_named_line_per_bin(learned_run):
-    """TensorBoard colours lines by run: each bin is its own run pos_nll/<first>-<last>
-    (edges 0, 8, 16, 24, 32), holding val/pos_nll/<set>; the run's one Custom Scalars layout
-    has a chart per set matching that tag, beside the alpha chart."""
+def test_one_chart_per_held_out_set_with_a_line_per_bin(learned_run):
+    """One run per training run (issue 57): the run's one Custom Scalars layout has a chart
+    per set matching that set's bin tags val/pos_nll/<set>/b<k> in the run itself, beside the
+    alpha chart; no bin is a run of its own."""
     import re
 
     charts = custom_scalar_charts(learned_run.log_dir)
     names = learned_run.datamodule.val_set_names
     assert set(charts) == {"alpha per layer", *(f"NLL by position: {n}" for n in names)}
     logged = scalars(learned_run.log_dir)
-    runs = sorted(p.name for p in (learned_run.log_dir / "pos_nll").iterdir())
-    assert runs == ["00-07", "08-15", "16-23", "24-31"]
     for name in names:
         [pattern] = charts[f"NLL by position: {name}"]
+        matched = [t for t in logged if re.match(pattern, t)]
+        assert matched == [f"val/pos_nll/{name}/b{k}" for k in range(N_BINS)]
+    assert not (learned_run.log_dir / "pos_nll").exists()
+
+
+def test_bin_runs_give_each_bin_its_own_named_run(staggered_run):
+    """bin_runs: TensorBoard colours lines by run, so each bin is its own run
+    pos_nll/<first>-<last> (edges 0, 8, 16, 24, 32) holding val/pos_nll/<set>."""
+    import re
+
+    log_dir = staggered_run.log_dir
+    logged = scalars(log_dir)
+    runs = sorted(p.name for p in (log_dir / "pos_nll").iterdir())
+    assert runs == ["00-07", "08-15", "16-23", "24-31"]
+    charts = custom_scalar_charts(log_dir)
+    for name in staggered_run.datamodule.val_set_names:
+        [pattern] = charts[f"NLL by position: {name}"]
         for k, run in enumerate(runs):
-            tags = scalars(learned_run.log_dir / "pos_nll" / run)
+            tags = scalars(log_dir / "pos_nll" / run)
             [tag] = [t for t in tags if re.match(pattern, t)]
-            assert tag == f"val/pos_nll/{name}"
-            assert tags[tag] == logged[f"val/pos_nll/{name}/b{k}"]  # steps 3 and 6
+            assert tag == f"val/pos_nll/{name}" and tags[tag] == logged[f"{tag}/b{k}"]
 
 
 @pytest.mark.parametrize("bad", [0, True, 2.0])

@@ -60,11 +60,11 @@ def test_two_process_fit_logs_the_single_process_accuracy(tmp_path):
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     from lit_sparse.callbacks import RecallEvaluation
-    from lit_sparse.data import DistanceDataModule
     from lit_sparse.evaluation.recall import evaluate_recall
     from lit_sparse.metrics import IGNORE_INDEX
     from lit_sparse.runs.analysis import load_run
-    from tests.tiny_runs import scalars, tiny_module, tiny_trainer
+    from lit_sparse.tasks import DistanceDataModule
+    from tests.tiny_runs import end_of_fit_scalars, scalars, tiny_module, tiny_trainer
 
     pl.seed_everything(0, verbose=False)
     dm = DistanceDataModule(seq_len=32, vocab_size=64, batch_size=4, val_examples=7)
@@ -83,7 +83,7 @@ def test_two_process_fit_logs_the_single_process_accuracy(tmp_path):
     single = DistanceDataModule(seq_len=32, vocab_size=64, val_examples=7)
     expected = evaluate_recall(run.module, single, [32, 128], ["use", "drop"])
     table = json.loads((log_dir / "recall.json").read_text())
-    logged = scalars(log_dir)
+    logged, end_of_fit = scalars(log_dir), end_of_fit_scalars(log_dir, 2)
     with torch.no_grad():
         for name, (x, y) in single.recall_sets().items():
             asked = y != IGNORE_INDEX
@@ -97,4 +97,5 @@ def test_two_process_fit_logs_the_single_process_accuracy(tmp_path):
                 assert cell["examples"] == single.examples_at(length)  # both ranks', reduced
                 want = expected.accuracy(policy, length, name)
                 assert cell["accuracy"] == pytest.approx(want)
-                assert logged[f"recall/{policy}/acc/{name}/{length}"][2] == pytest.approx(want)
+                logged_at_end = end_of_fit[f"recall/{policy}/acc/{name}/{length}"]
+                assert logged_at_end[2] == pytest.approx(want)
