@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lit_sparse import _moved
 from lit_sparse._checkout import require_one_checkout
 from lit_sparse._lazy import lazy_names
 
 __version__ = "0.1.0"
 
-_moved.install()  # earlier versions' module paths (saved run configs name them)
 require_one_checkout(Path(__file__).resolve().parent)  # not two commits' code in one run
 
 if TYPE_CHECKING:  # the public names, each imported on first use (lit_sparse._lazy)

@@ -23,9 +23,9 @@ from lit_sparse.errors import find_user_error, interrupted
 from lit_sparse.io.atomic import storage_failure
 from lit_sparse.io.class_paths import import_class
 from lit_sparse.io.yaml_files import check_config_files
+from lit_sparse.legacy import translate_config_args
 from lit_sparse.module import LitLanguageModel
 from lit_sparse.parsing import arguments
-from lit_sparse.parsing.config_loader import MODE
 from lit_sparse.runs import is_global_rank_zero, launch, release_all
 from lit_sparse.runs.checkpoints import is_checkpoint
 from lit_sparse.runs.matching import check_checkpoint
@@ -47,7 +47,7 @@ TRAINER_DEFAULTS = {
     },
     "plugins": [{"class_path": "lit_sparse.runs.checkpoints.AtomicCheckpointIO"}],
 }
-PARSER_KWARGS = {"default_env": False, "prog": "python -m lit_sparse", "parser_mode": MODE}
+PARSER_KWARGS = {"default_env": False, "prog": "python -m lit_sparse"}
 
 
 def data_vocab_size(data: Namespace) -> int:
@@ -81,6 +81,7 @@ class LitSparseCLI(LightningCLI):
         args = expand_task_names(expand_attention_names(args))
         self.command_line = list(args)  # fit names a run by an attention given here
         check_config_files(args)
+        args = translate_config_args(args)  # an earlier version's config: today's form, a note
         arguments.check_optimizer_args(args)
         commands = self.subcommands()
         if args and args[0] in commands:  # only the command run gets a parser (seconds each)

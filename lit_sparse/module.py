@@ -16,11 +16,11 @@ from torch import Tensor, nn
 
 from lit_sparse import sharding
 from lit_sparse.attention import AttentionPlugin, SlotPattern, build_attention
-from lit_sparse.attention.registry import upgrade_attention_specs
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError, NonFiniteLossError
 from lit_sparse.kernels import compiled
 from lit_sparse.kernels.denormals import FlushedSubnormals
+from lit_sparse.legacy import translate
 from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, TokenNLL, labelled_counts
 from lit_sparse.model import LanguageModel, token_nll
 from lit_sparse.optimizers import OPTIMIZERS, eight_bit_adamw
@@ -201,12 +201,13 @@ class LitLanguageModel(pl.LightningModule):
 
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path, *args: Any, **kwargs: Any):  # type: ignore[override]
-        """Lightning's, with older versions' attention options upgraded to today's form."""
+        """Lightning's; a checkpoint of an earlier version is read in today's form, with a note."""
         if "attention" not in kwargs and Path(str(checkpoint_path)).is_file():
             saved = torch.load(checkpoint_path, map_location="cpu", mmap=True, weights_only=False)
             attention = (saved.get("hyper_parameters") or {}).get("attention")
             if isinstance(attention, Mapping):
-                kwargs["attention"] = upgrade_attention_specs(dict(attention))
+                where = f"{checkpoint_path} (hyper_parameters)"
+                kwargs["attention"] = translate({"attention": dict(attention)}, where)["attention"]
         return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ import pytest
 PACKAGES = {
     "lit_sparse": 16,
     "lit_sparse.attention": 11,
-    "lit_sparse.data": 10,
+    "lit_sparse.data": 7,
     "lit_sparse.evaluation": 11,
     "lit_sparse.generation": 7,
     "lit_sparse.interop.hf": 9,

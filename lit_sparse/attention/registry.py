@@ -99,30 +99,6 @@ def build_attention(spec: str | Mapping[str, Any] | AttentionPlugin | None = Non
     return cls(**cls.upgrade_init_args({**init_args, **overrides}))
 
 
-def upgrade_attention_specs(data: Any) -> Any:
-    """Loaded YAML/JSON ``data`` with every registered plugin's ``init_args`` in today's form."""
-    if isinstance(data, list):
-        return [upgrade_attention_specs(value) for value in data]
-    if not isinstance(data, dict):
-        return data
-    data = {key: upgrade_attention_specs(value) for key, value in data.items()}
-    class_path, init_args = data.get("class_path"), data.get("init_args")
-    if isinstance(class_path, str) and isinstance(init_args, dict):
-        cls = _registered_class(class_path)
-        if cls is not None:
-            data["init_args"] = cls.upgrade_init_args(init_args)
-    return data
-
-
-def _registered_class(class_path: str) -> type[AttentionPlugin] | None:
-    """The registered plugin ``class_path`` names (name, class name or path), else None."""
-    registry = ATTENTION.load()
-    if class_path in registry:
-        return registry[class_path]
-    name = class_path.rpartition(".")[2]
-    return next((cls for cls in registry.values() if cls.__name__ == name), None)
-
-
 PLUGIN_FLAG = re.compile(r"--model\.attention(\.(init_args\.)?(local|global)_attention)?(\.help)?")
 """The options that take a plugin: the model's, and a hybrid's local and global plugins."""
 

@@ -1,7 +1,6 @@
-"""Data: the weighted text mixture, tokenizer, token cache and embedded corpus.
-
-The synthetic tasks' data modules live in :mod:`lit_sparse.tasks` and are named here for
-configs. Names import on first use (loading an export never needs Lightning)."""
+"""Data: the weighted text mixture, tokenizer, token cache and embedded corpus (the synthetic
+tasks' DataModules are :mod:`lit_sparse.tasks`'). Names import on first use (loading an export
+never needs Lightning)."""
 
 from __future__ import annotations
 
@@ -18,11 +17,4 @@ if TYPE_CHECKING:
     from lit_sparse.data.hub import find_unavailable as find_unavailable
     from lit_sparse.data.sources import SourceConfig as SourceConfig
 
-# tasks is a layer above data, and import-linter counts TYPE_CHECKING imports: named by path
-_TASKS = {
-    "DistanceDataModule": "lit_sparse.tasks.distance",
-    "MQARDataModule": "lit_sparse.tasks.mqar",
-    "PasskeyDataModule": "lit_sparse.tasks.passkey_retrieval",
-}
-
-__getattr__, __dir__, __all__ = lazy_names(__name__, _TASKS)
+__getattr__, __dir__, __all__ = lazy_names(__name__)

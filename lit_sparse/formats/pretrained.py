@@ -18,6 +18,7 @@ from lit_sparse.errors import ConfigError, DamagedFileError
 from lit_sparse.formats import stock
 from lit_sparse.formats.remote import AUTO_MAP, REMOTE_CODE
 from lit_sparse.io.atomic import write_bytes, write_text
+from lit_sparse.legacy import translate
 
 log = logging.getLogger(__name__)
 
@@ -303,6 +304,7 @@ def load(
     """The model (eval mode) of folder or hub repository ``model_id`` whose config.json is
     ``config``; ``verify_weights``: check the recorded sha256 (False: changed on purpose)."""
     config, layout = _lit_sparse_keys(model_id, config)
+    config = translate(config, f"{model_id}/{CONFIG_FILE}")  # an earlier version's: a note
     check_model_keys(config, model_id)
     try:
         model = cls.from_config(config)

@@ -13,7 +13,7 @@ from lit_sparse.attention.registry import expand_attention_names
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.yaml_files import load_yaml
-from lit_sparse.parsing.config_loader import MODE
+from lit_sparse.legacy import translate_config_args
 from lit_sparse.parsing.list_options import split_option_values
 from lit_sparse.parsing.parse_errors import condense_parse_error
 
@@ -71,7 +71,7 @@ def model_parser():
 
     from lit_sparse.module import LitLanguageModel
 
-    parser = ArgumentParser(exit_on_error=False, default_env=False, parser_mode=MODE)
+    parser = ArgumentParser(exit_on_error=False, default_env=False)
     parser.add_argument("--config", action=ActionConfigFile)
     parser.add_class_arguments(LitLanguageModel, "model")
     parser.add_subclass_arguments(pl.LightningDataModule, "data", required=False)
@@ -100,7 +100,7 @@ def read_model_config(configs: Sequence[str | Path], overrides: Sequence[str] = 
             )
         if not value:
             raise ConfigError(f"{key}: expected a value")
-    args = [arg for config in configs for arg in ("--config", str(config))]
+    args = translate_config_args([a for config in configs for a in ("--config", str(config))])
     try:
         options = [arg for pair in pairs for arg in pair]
         parsed = model_parser().parse_args(expand_attention_names([*args, *options]))

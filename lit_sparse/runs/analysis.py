@@ -15,6 +15,7 @@ from lit_sparse.errors import ConfigError, DamagedFileError, RunNotFoundError
 from lit_sparse.evaluation.extrapolation import ExtrapolationResult
 from lit_sparse.evaluation.recall import RecallResult
 from lit_sparse.io.yaml_files import load_yaml
+from lit_sparse.legacy import translate
 from lit_sparse.runs.checkpoints import checkpoint_tokenizer, is_checkpoint, read_checkpoint
 from lit_sparse.runs.folders import experiment_runs, run_checkpoint
 
@@ -253,9 +254,12 @@ def load_run(path: str | Path, load_model: bool = True, version: int | str | Non
 
     # verified: a damaged file is refused
     checkpoint = {} if checkpoint_path is None else read_checkpoint(checkpoint_path)
+    if checkpoint.get("hyper_parameters"):  # an earlier version's: today's form, with a note
+        where = f"{checkpoint_path} (hyper_parameters)"
+        checkpoint["hyper_parameters"] = translate(checkpoint["hyper_parameters"], where)
     config_file = run_dir / "config.yaml"
     if config_file.is_file():
-        config = load_yaml(config_file, "run config")
+        config = translate(load_yaml(config_file, "run config"), str(config_file))
     else:
         config = {"model": dict(checkpoint.get("hyper_parameters") or {})}
 

@@ -13,6 +13,7 @@ from typing import Any
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.atomic import storage_error
 from lit_sparse.io.yaml_files import load_yaml
+from lit_sparse.legacy import translate
 from lit_sparse.runs.checkpoint_folders import is_checkpoint
 from lit_sparse.runs.locks import RunLock
 
@@ -99,7 +100,7 @@ def run_config(run_dir: str | os.PathLike) -> dict[str, Any] | None:
     for path in [*reversed(resumes), run_dir / "config.yaml"]:
         if path.is_file():
             with contextlib.suppress(ConfigError):
-                return load_yaml(path, "run config")
+                return translate(load_yaml(path, "run config"), None)  # compared: no note
     return None
 
 

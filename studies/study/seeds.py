@@ -30,6 +30,7 @@ import numpy as np
 from lit_sparse.errors import ConfigError
 from lit_sparse.io.class_paths import import_class
 from lit_sparse.io.tables import markdown_table
+from lit_sparse.legacy import current_path
 from lit_sparse_studies.study.preset import PresetRun, RunState, Task, Variant, run_status
 
 __all__ = [
@@ -318,12 +319,12 @@ def collect_alike(
 
 
 def same_setting(a: Any, b: Any) -> bool:
-    """Whether two recorded values are one setting: equal, or two paths of one class (the
-    recall tasks' DataModules moved from ``lit_sparse.data`` to ``lit_sparse.tasks``)."""
+    """Whether two recorded values are one setting: equal, or two paths of one class (records
+    name an earlier version's paths: the recall tasks' DataModules in ``lit_sparse.data``)."""
     if a == b:
         return True
-    cls = import_class(a)
-    return isinstance(cls, type) and cls is import_class(b)
+    cls = import_class(current_path(a))
+    return isinstance(cls, type) and cls is import_class(current_path(b))
 
 
 # ------------------------------------------------------------------------- the tables

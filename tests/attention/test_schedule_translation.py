@@ -1,7 +1,7 @@
 """Issue 45: run configs, checkpoints and exports written with the flat schedule options
 (before the schedule types, fixtures in legacy_schedules/ written at c05557a) load unchanged
 and give the same logits (to float rounding: the fixtures were written on another CPU) and
-greedy text, through one translation."""
+greedy text, through one translation (lit_sparse.legacy, where the file is read), with a note."""
 
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ CASES = {
     "learned": Learned(init=[0.8, 1.3, 1.1]),
     "gaussian": Learned(read=Gaussian(width_start=6.0)),
 }
+NOTE = r"is in an earlier lit_sparse's form, read as today's: .*attention\.init_args alpha_min"
+"""The note naming the flat options gone and the schedule that replaces them."""
 
 
 def fixture_tokens() -> torch.Tensor:
@@ -46,7 +48,10 @@ def fixture_tokens() -> torch.Tensor:
 def test_an_old_checkpoint_loads_with_its_schedule_and_gives_the_same_logits(case):
     flat = torch.load(HERE / case / "model.ckpt", weights_only=False)["hyper_parameters"]
     assert "alpha_min" in flat["attention"]["init_args"]  # the file is in the old form
-    model = LitLanguageModel.load_from_checkpoint(HERE / case / "model.ckpt").eval()
+    with pytest.warns(FutureWarning, match=NOTE) as notes:
+        model = LitLanguageModel.load_from_checkpoint(HERE / case / "model.ckpt").eval()
+    (note,) = [n for n in notes if "earlier lit_sparse" in str(n.message)]  # one for the file
+    assert "model.ckpt (hyper_parameters)" in str(note.message)
     assert model.model.attention.schedule == CASES[case]
     with torch.no_grad():
         logits = model.model(fixture_tokens())
@@ -61,7 +66,12 @@ def test_an_old_checkpoint_loads_with_its_schedule_and_gives_the_same_logits(cas
 def test_an_old_run_config_reads_as_its_checkpoint(case):
     config = HERE / case / "config.yaml"
     assert "alpha_min" in yaml.safe_load(config.read_text())["model"]["attention"]["init_args"]
-    spec = read_model_config([config])
+    with pytest.warns(FutureWarning, match=NOTE) as notes:
+        spec = read_model_config([config])
+    # one note for the file: its schedule options and its data's class path
+    (note,) = [n for n in notes if "earlier lit_sparse" in str(n.message)]
+    assert str(note.message).startswith(f"{config} is in an earlier lit_sparse's form")
+    assert "\n" not in str(note.message) and "lit_sparse.tasks.MQARDataModule" in str(note.message)
     hparams = torch.load(HERE / case / "model.ckpt", weights_only=False)["hyper_parameters"]
     assert spec.attention == build_attention(hparams["attention"])
     assert spec.attention.schedule == CASES[case]
@@ -70,10 +80,12 @@ def test_an_old_run_config_reads_as_its_checkpoint(case):
 def test_fit_prints_an_old_run_config_in_todays_form(capsys):
     from lit_sparse.cli import main
 
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(SystemExit) as exit_info, pytest.warns(FutureWarning, match=NOTE):
         main(["fit", "--config", str(HERE / "gaussian" / "config.yaml"), "--print_config"])
     assert exit_info.value.code == 0
-    attention = yaml.safe_load(capsys.readouterr().out)["model"]["attention"]["init_args"]
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["data"]["class_path"] == "lit_sparse.tasks.MQARDataModule"
+    attention = printed["model"]["attention"]["init_args"]
     assert "rung_read" not in attention and "alpha_min" not in attention
     schedule = attention["schedule"]
     assert schedule["class_path"] == "lit_sparse.attention.schedules.Learned"
@@ -90,7 +102,8 @@ def test_an_old_export_gives_the_same_logits_and_greedy_text(name):
     config = yaml.safe_load((folder / "config.json").read_text())
     assert "schedule" in config["attention"]["init_args"]
     assert isinstance(config["attention"]["init_args"]["schedule"], str)  # the old form
-    model = LanguageModel.from_pretrained(folder).eval()
+    with pytest.warns(FutureWarning, match=r"config.json is in an earlier .*schedule: \{class"):
+        model = LanguageModel.from_pretrained(folder).eval()
     expected, prompt = EXPORTS["outputs"][name], EXPORTS["prompt"]
     # to float rounding: a short prompt of a wide pattern runs masked SDPA, and exports.pt was
     # written on another CPU (a Xeon with AMX); an AMD EPYC's kernels differ from its logits

@@ -13,12 +13,12 @@ import torch.nn.functional as F
 
 from lit_sparse.attention import build_attention
 from lit_sparse.config import ModelConfig
-from lit_sparse.data import DistanceDataModule, MQARDataModule
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.recall import RecallResult, evaluate_recall, pattern_offer
 from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, labelled_counts
 from lit_sparse.model import LanguageModel
 from lit_sparse.module import LitLanguageModel
+from lit_sparse.tasks import DistanceDataModule, MQARDataModule
 
 FIB = {"class_path": "lit_sparse.FibonacciAttention", "init_args": {"window": 2, "n_rungs": 9}}
 

@@ -12,9 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-from lit_sparse.data import DistanceDataModule, MQARDataModule, PasskeyDataModule
 from lit_sparse.errors import ConfigError
-from lit_sparse.tasks import IGNORE_INDEX, corpus_tokens, recall_data_from_config
+from lit_sparse.tasks import (
+    IGNORE_INDEX,
+    DistanceDataModule,
+    MQARDataModule,
+    PasskeyDataModule,
+    corpus_tokens,
+    recall_data_from_config,
+)
 
 
 def batches(dm, n: int, global_step: int = 0, rank: int = 0, accumulate: int = 1):
@@ -166,7 +172,7 @@ def test_passkey_reads_the_training_plays_for_training_and_the_held_out_plays_fo
 
 def test_a_run_config_gives_back_its_task():
     dm = recall_data_from_config(
-        {"class_path": "lit_sparse.data.DistanceDataModule", "init_args": {"seq_len": 32}},
+        {"class_path": "lit_sparse.tasks.DistanceDataModule", "init_args": {"seq_len": 32}},
         val_examples=3,
     )
     assert isinstance(dm, DistanceDataModule) and dm.seq_len == 32 and dm.val_examples == 3

@@ -39,7 +39,11 @@ def test_an_unknown_task_lists_the_registered_ones():
 
 
 def test_a_run_config_names_its_task_by_class_path_or_registered_name():
-    for class_path in ("lit_sparse.data.MQARDataModule", "lit_sparse.tasks.MQARDataModule", "mqar"):
+    for class_path in (
+        "lit_sparse.tasks.mqar.MQARDataModule",
+        "lit_sparse.tasks.MQARDataModule",
+        "mqar",
+    ):
         data = recall_data_from_config({"class_path": class_path, "init_args": {"seq_len": 32}})
         assert type(data) is MQARDataModule and data.seq_len == 32
     with pytest.raises(ConfigError, match="not a synthetic task; registered: distance, mqar"):
