@@ -253,18 +253,31 @@ def _variant_attention(run: PresetRun) -> dict[str, Any] | None:
     init_args = dict(attention.get("init_args") or {})
     options = run.variant.task_options(run.setup)
     for option, value in zip(options[::2], options[1::2], strict=True):
-        key, _, inner = option.removeprefix("--model.attention.init_args.").partition(".")
-        if not inner:
-            init_args[key] = yaml.safe_load(value)
-            continue
-        nested = init_args.get(key)  # --...schedule Custom --...schedule.alphas [...]
-        if not isinstance(nested, dict):
-            nested = {"class_path": nested, "init_args": {}}
-        nested["init_args"] = {**nested.get("init_args", {}), inner: yaml.safe_load(value)}
-        init_args[key] = nested
+        keys = option.removeprefix("--model.attention.init_args.").split(".")
+        _set_option(init_args, keys, yaml.safe_load(value))
     if run.variant.seeded_attention:
         init_args["seed"] = run.seed
     return _today(attention.get("class_path"), init_args)
+
+
+def _set_option(init_args: dict[str, Any], keys: list[str], value: Any) -> None:
+    """``init_args`` with the option of dotted ``keys`` set as jsonargparse sets it, at any
+    depth: ``schedule``, ``schedule.alphas`` (a class's ``init_args`` left out) or a hybrid's
+    ``local_attention.init_args.schedule``; a class named over a class keeps its init_args."""
+    key, rest = keys[0], keys[1:]
+    if rest[:1] == ["init_args"]:
+        rest = rest[1:]
+    nested = init_args.get(key)
+    if not rest:
+        if isinstance(value, str) and isinstance(nested, dict) and "class_path" in nested:
+            value = {**nested, "class_path": value}  # a class by name keeps its init_args
+        init_args[key] = value
+        return
+    if not isinstance(nested, dict):  # --...schedule Custom --...schedule.alphas [...]
+        nested = {"class_path": nested, "init_args": {}}
+    nested = {**nested, "init_args": dict(nested.get("init_args") or {})}
+    _set_option(nested["init_args"], rest, value)
+    init_args[key] = nested
 
 
 def _today(class_path: Any, init_args: dict[str, Any]) -> dict[str, Any]:
@@ -293,6 +306,23 @@ def _same_class(a: Any, b: Any) -> bool:
 
 def _shown(options: Sequence[str]) -> str:
     return " ".join(options) or "none"
+
+
+SHOWN_ONLY = ("--trainer.enable_progress_bar", "--trainer.enable_model_summary")
+"""Fit options that change what a fit prints, never what it trains."""
+
+
+def _training_options(options: Sequence[str]) -> list[str]:
+    """``options`` without the SHOWN_ONLY ones (``--flag value`` or ``--flag=value``)."""
+    kept, skip = [], False
+    for option in options:
+        if skip:
+            skip = False
+        elif option.split("=", 1)[0] in SHOWN_ONLY:
+            skip = "=" not in option
+        else:
+            kept.append(option)
+    return kept
 
 
 class RecordChecks:
@@ -327,9 +357,9 @@ class RecordChecks:
 
     def trained_alike(self, run: PresetRun, extra: list[str], path: Path) -> None:
         """Refuse ``run`` (read from ``path``) trained with other ``extra`` options than the
-        runs of its task read before it."""
+        runs of its task read before it (options that change only what a fit prints aside)."""
         first, where = self.extra.setdefault(run.setup.name, (extra, path))
-        if first != extra:
+        if _training_options(first) != _training_options(extra):
             raise DamagedFileError(
                 f"{path}: its options add {_shown(extra)!r} to the preset's, {where}'s add "
                 f"{_shown(first)!r}: the runs of one task are trained alike (a smoke test's "
