@@ -1,4 +1,4 @@
-"""A registry of one kind of plugin (attention patterns, tasks): short name -> class."""
+"""A registry of one kind of plugin (attention patterns, tasks, commands): short name -> object."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ P = TypeVar("P", bound=type)
 
 
 class Registry(Generic[P]):
-    """Subclasses of ``base`` by name: built-ins from ``package``, others from ``group``."""
+    """Subclasses of ``base`` by name: built-ins from ``package``, others from ``group``.
+    A kind whose plugins are not classes (commands: functions) overrides :meth:`refuses`."""
 
     def __init__(self, kind: str, base: type, package: str, group: str):
         self.kind, self.base, self.package, self.group = kind, base, package, group
@@ -29,10 +30,8 @@ class Registry(Generic[P]):
         """Class decorator: register a subclass of ``base`` under ``name``."""
 
         def register(cls: P) -> P:
-            if not (isinstance(cls, type) and issubclass(cls, self.base)):
-                raise TypeError(
-                    f"{self.kind} {name!r}: {cls!r} is not a subclass of {self.base.__name__}"
-                )
+            if problem := self.refuses(cls, repr(cls)):
+                raise TypeError(f"{self.kind} {name!r}: {problem}")
             if not cls.__module__.startswith(self.package + "."):
                 # a name from elsewhere is checked against every built-in; a built-in's is
                 # checked against those registered before it (discovering them here would
@@ -69,6 +68,12 @@ class Registry(Generic[P]):
         prefix = self.package + "."
         return sorted(n for n, cls in self.classes.items() if cls.__module__.startswith(prefix))
 
+    def refuses(self, obj: object, shown: str) -> str:
+        """Why ``obj`` (``shown`` in the message) cannot be registered; '' when it can."""
+        if isinstance(obj, type) and issubclass(obj, self.base):
+            return ""
+        return f"{shown} is not a subclass of {self.base.__name__}"
+
     def entry_points(self) -> list[importlib.metadata.EntryPoint]:
         return list(importlib.metadata.entry_points(group=self.group))
 
@@ -97,8 +102,8 @@ class Registry(Generic[P]):
             return f"it called sys.exit({err.code!r}) as it was imported"
         except Exception as err:  # anything a broken package raises on import
             return f"{type(err).__name__}: {' '.join(str(err).split())}"
-        if not (isinstance(cls, type) and issubclass(cls, self.base)):
-            return f"{entry.value} is not a subclass of {self.base.__name__}"
+        if problem := self.refuses(cls, entry.value):
+            return problem
         registered = self.classes.get(entry.name)
         if registered is cls:  # the class registered itself under this name as it loaded
             return ""

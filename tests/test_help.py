@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from lit_sparse.__main__ import OWN_COMMANDS, main
+from lit_sparse.__main__ import main
+from lit_sparse.commands import COMMANDS
 from lit_sparse.parsing.help_text import HelpFormatter, plain
 
 REST = ("``", ":func:", ":mod:", ":class:", ":meth:", "`_")
@@ -101,7 +102,7 @@ def test_help_full_is_every_option(capsys):
     assert len(text.splitlines()) > 400 and not any(mark in text for mark in REST)
 
 
-@pytest.mark.parametrize("command", sorted(OWN_COMMANDS))
+@pytest.mark.parametrize("command", COMMANDS.names())
 def test_the_project_commands_help_is_plain_text(capsys, command):
     text = help_of(capsys, command)
     assert text.startswith(f"usage: python -m lit_sparse {command}")
@@ -117,9 +118,10 @@ def test_generate_shows_its_defaults(capsys):
 
 
 def test_every_bench_option_says_what_it_does():
-    from lit_sparse_studies.commands.bench import _parser
+    from lit_sparse.commands._dispatch import build_parser
 
-    (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    parser = build_parser("bench", COMMANDS.find("bench")[0])
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     missing = [
         f"bench {name} {action.option_strings[-1]}"
         for name, parser in sub.choices.items()

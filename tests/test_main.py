@@ -8,36 +8,48 @@ import importlib.metadata
 import pytest
 
 import lit_sparse.__main__ as entry
+from lit_sparse.commands import COMMANDS, GROUP, entry_summary
 
 CALLS: list[list[str]] = []
 
 
-def hello(argv: list[str]) -> int:
+def hello(x: int = 0, name: str = "world") -> int:
     """A third party's command: records its arguments."""
-    CALLS.append(argv)
+    CALLS.append([x, name])
     return 7
 
 
 def _points(*pairs: tuple[str, str]) -> list[importlib.metadata.EntryPoint]:
-    group = entry.COMMAND_ENTRY_POINTS
-    return [importlib.metadata.EntryPoint(name, value, group) for name, value in pairs]
+    return [importlib.metadata.EntryPoint(name, value, GROUP) for name, value in pairs]
 
 
 @pytest.fixture
 def installed(monkeypatch):
+    """Installed packages' commands are these entry points (the registry as it was after)."""
+    COMMANDS.builtin_names()  # discovered first: kept as they are
+    saved = dict(COMMANDS.classes)
+
     def use(*pairs):
         points = _points(*pairs)
-        monkeypatch.setattr(
-            entry.importlib.metadata, "entry_points", lambda group: points if group else []
-        )
+        monkeypatch.setattr(type(COMMANDS).__mro__[1], "entry_points", lambda self: points)
+        COMMANDS._installed = None
+        for name in [n for n, target in COMMANDS.classes.items() if n not in saved]:
+            del COMMANDS.classes[name]
 
-    return use
+    yield use
+    COMMANDS.classes.clear()
+    COMMANDS.classes.update(saved)
+    COMMANDS._installed = None
+
+
+def warnings_of(capsys) -> list[str]:
+    return [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning")]
 
 
 def test_an_installed_command_runs_with_its_arguments_and_is_listed(installed, capsys):
     installed(("hello", f"{__name__}:hello"))
     CALLS.clear()
-    assert entry.main(["hello", "--x", "1"]) == 7 and CALLS == [["--x", "1"]]
+    assert entry.main(["hello", "--x", "1"]) == 7 and CALLS == [[1, "world"]]
     assert entry.main(["--help"]) == 0
     listing = capsys.readouterr().out
     assert "commands of installed packages (lit_sparse.commands):" in listing
@@ -49,15 +61,15 @@ def test_an_installed_command_runs_with_its_arguments_and_is_listed(installed, c
 
 def test_a_command_is_listed_by_its_docstring_or_else_its_target():
     (point,) = _points(("lazy", "lit_sparse._lazy:lazy_names"))
-    assert entry.summary(point) == "Public names of a package that import on first use (PEP 562 ..."
+    assert entry_summary(point) == "Public names of a package that import on first use (PEP 562 ..."
     (point,) = _points(("gone", "no_such_module_here:main"))
-    assert entry.summary(point) == "no_such_module_here:main"
+    assert entry_summary(point) == "no_such_module_here:main"
 
 
 def test_the_studies_commands_join_through_the_entry_point(capsys):
     """lit_sparse_studies adds its commands the way a third party would."""
-    assert {"bench", "coverage", "flops", "matrix", "probe"} <= set(entry.installed_commands())
-    assert not {"bench", "matrix"} & set(entry.OWN_COMMANDS)
+    assert {"bench", "coverage", "flops", "matrix", "probe"} <= set(COMMANDS.installed())
+    assert not {"bench", "matrix"} & set(COMMANDS.builtin_names())
     assert entry.main(["--help"]) == 0
     assert "  matrix        the paper's run matrix" in capsys.readouterr().out
 
@@ -68,14 +80,34 @@ def test_a_broken_command_is_one_line_and_a_taken_name_is_not_added(installed, c
     err = capsys.readouterr().err
     assert "error: command 'broken' (no_such_module_here:main) cannot be loaded: " in err
     assert "ModuleNotFoundError" in err and "Traceback" not in err
-    assert "export" not in entry.installed_commands()
-    assert "warning: command 'export'" in capsys.readouterr().err
+    COMMANDS._installed = None
+    assert "export" not in COMMANDS.installed()
+    (warning,) = warnings_of(capsys)  # the built-in export stays
+    assert warning.startswith("warning: command 'export'") and "is not added" in warning
+    assert "export" not in COMMANDS.installed()
+    assert COMMANDS.find("export")[0].__module__ == "lit_sparse.commands.export"
+
+
+@pytest.mark.parametrize("name", ["fit", "generate", "matrix", "bench"])
+def test_a_third_party_command_never_replaces_a_built_in_one(installed, capsys, name):
+    """Every built-in name (Lightning's, lit_sparse's, the studies') is kept, whichever entry
+    point is found first; the other is one warning line."""
+    studies = (
+        [(name, f"lit_sparse_studies.commands.{name}:main")] if name in ("matrix", "bench") else []
+    )
+    installed((name, f"{__name__}:hello"), *studies, ("ok", f"{__name__}:hello"))
+    assert "ok" in COMMANDS.installed()
+    (warning,) = warnings_of(capsys)
+    assert warning.startswith(f"warning: command {name!r} ({__name__}:hello, ")
+    kept = COMMANDS.installed().get(name)
+    assert (kept.value if kept else None) == (studies[0][1] if studies else None)
+    assert COMMANDS.find(name)[0] is not hello
 
 
 NOT_CALLABLE = 42
 
 
-def refuses(argv: list[str]) -> int:
+def refuses() -> int:
     """A third party's command that raises a ConfigError without reports_errors."""
     from lit_sparse.errors import ConfigError
 
@@ -89,17 +121,16 @@ def test_a_third_party_command_never_replaces_a_studies_command(installed, capsy
     pair = [("matrix", f"{__name__}:hello"), ("matrix", studies)]
     for order in (pair, pair[::-1]):
         installed(*order)
-        assert entry.installed_commands()["matrix"].value == studies
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1
-        assert f"warning: command 'matrix' ({__name__}:hello, " in err and studies in err
+        assert COMMANDS.installed()["matrix"].value == studies
+        (warning,) = warnings_of(capsys)
+        assert f"warning: command 'matrix' ({__name__}:hello, " in warning and studies in warning
 
 
 def test_two_packages_with_one_command_name_keep_the_first_and_warn(installed, capsys):
     installed(("hi", f"{__name__}:hello"), ("hi", f"{__name__}:refuses"))
-    assert entry.installed_commands()["hi"].value == f"{__name__}:hello"
-    err = capsys.readouterr().err
-    assert f"warning: command 'hi' ({__name__}:refuses, " in err and err.count("\n") == 1
+    assert COMMANDS.installed()["hi"].value == f"{__name__}:hello"
+    (warning,) = warnings_of(capsys)
+    assert f"warning: command 'hi' ({__name__}:refuses, " in warning
 
 
 def test_an_entry_point_that_is_not_callable_is_one_line(installed, capsys):
@@ -107,8 +138,8 @@ def test_an_entry_point_that_is_not_callable_is_one_line(installed, capsys):
     installed(("num", f"{__name__}:NOT_CALLABLE"))
     assert entry.main(["num"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: command 'num' ({__name__}:NOT_CALLABLE) cannot be run: ")
-    assert "int" in err and err.count("\n") == 1
+    assert err.startswith(f"error: command 'num' ({__name__}:NOT_CALLABLE) cannot be loaded: ")
+    assert "names a int, not a function or a class" in err and err.count("\n") == 1
 
 
 def test_a_third_party_config_error_is_one_line(installed, capsys):
@@ -137,6 +168,5 @@ def test_a_command_package_that_exits_on_import_is_one_line(
     installed(("exiting", "exiting_command:main"))
     assert entry.main(["exiting"]) == 2
     err = capsys.readouterr().err
-    assert (
-        err == "error: command 'exiting' (exiting_command:main) cannot be loaded: SystemExit: 3\n"
-    )
+    why = "it called sys.exit(3) as it was imported"
+    assert err == f"error: command 'exiting' (exiting_command:main) cannot be loaded: {why}\n"

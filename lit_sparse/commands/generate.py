@@ -1,87 +1,13 @@
-"""``python -m lit_sparse generate``: continue a prompt with a trained model, streaming text.
-
-Takes a run folder (its newest checkpoint), an experiment folder (its newest run), a checkpoint
-file of a run or an exported folder, with the run's own tokenizer. Each new token reads only the
-cached keys its attention pattern attends to; generation stops at the end-of-text token.
-
-    python -m lit_sparse generate runs/quickstart/coprime --prompt "ROMEO:" --max_new_tokens 60
-    python -m lit_sparse generate exported/ --prompt_file prompt.txt --temperature 0 --stats
-    python -m lit_sparse generate exported/ --prompt "ROMEO:" --quantize int8
-"""
+"""``python -m lit_sparse generate``: continue a prompt with a trained model, streaming text."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
+from typing import Literal
 
-from lit_sparse.commands import command_parser, reports_errors
+from lit_sparse.commands import command
 from lit_sparse.errors import ConfigError, interrupted
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = command_parser("generate", __doc__.split("\n\n")[1])
-    parser.add_argument("path", help="a run folder, a .ckpt file of a run or an exported folder")
-    prompt = parser.add_mutually_exclusive_group()
-    prompt.add_argument("--prompt", help="the text to continue (default: start a new document)")
-    prompt.add_argument("--prompt_file", "--prompt-file", help="read it from a file")
-    parser.add_argument(
-        "--max_new_tokens", "--max-new-tokens", type=int, default=100, help="tokens to generate"
-    )
-    parser.add_argument(
-        "--temperature", type=float, default=1.0, help="0: greedy (deterministic); default 1"
-    )
-    parser.add_argument(
-        "--top_k",
-        "--top-k",
-        type=int,
-        help="sample among the k most likely tokens (default: all of them)",
-    )
-    parser.add_argument(
-        "--top_p", "--top-p", type=float, help="nucleus sampling, in (0, 1] (default: off)"
-    )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        help="makes sampling reproducible (default: none, a random seed: each call samples "
-        "other text)",
-    )
-    parser.add_argument(
-        "--ignore_eos",
-        "--ignore-eos",
-        action="store_true",
-        help="keep going past the end-of-text token",
-    )
-    parser.add_argument("--tokenizer", help="default: the run's own")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
-    parser.add_argument(
-        "--dtype",
-        choices=("float32", "bfloat16"),
-        default="float32",
-        help="the weights' dtype while decoding: bfloat16 halves the bytes a step reads (about "
-        "half the time per token on a CPU at batch 1); activations and sums stay float32",
-    )
-    parser.add_argument(
-        "--quantize",
-        default="none",
-        help="none (default) or int8: the matrices in int8 with a float32 scale per output "
-        "channel, a quarter of float32's bytes per step (CPU only; not with --dtype bfloat16, "
-        "which int8 replaces); norms, caches and the residual stream stay float32",
-    )
-    parser.add_argument(
-        "--prefill_chunk",
-        "--prefill-chunk",
-        type=int,
-        default=2048,
-        help="prompt tokens per chunk of the prefill (memory is bounded by the chunk and the "
-        "cache, not by the prompt; default 2048)",
-    )
-    parser.add_argument(
-        "--stats",
-        action="store_true",
-        help="print tokens/s and the KV-cache size at the end (on stderr)",
-    )
-    return parser
 
 
 def _checked_prompt(prompt: str) -> str:
@@ -98,60 +24,110 @@ def _checked_prompt(prompt: str) -> str:
     return prompt
 
 
-@reports_errors
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+@command("generate", positional=("path",))
+def generate(
+    path: str,
+    prompt: str | None = None,
+    prompt_file: str | None = None,
+    max_new_tokens: int = 100,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    ignore_eos: bool = False,
+    tokenizer: str | None = None,
+    device: str = "cpu",
+    dtype: Literal["float32", "bfloat16"] = "float32",
+    quantize: str = "none",
+    prefill_chunk: int = 2048,
+    stats: bool = False,
+) -> int:
+    """Continue a prompt with a trained model (a run or an export).
 
+    Takes a run folder (its newest checkpoint), an experiment folder (its newest run), a
+    checkpoint file of a run or an exported folder, with the run's own tokenizer. Each new token
+    reads only the cached keys its attention pattern attends to; generation stops at the
+    end-of-text token.
+
+        python -m lit_sparse generate runs/quickstart/coprime --prompt "ROMEO:" --max_new_tokens 60
+        python -m lit_sparse generate exported/ --prompt_file prompt.txt --temperature 0 --stats
+        python -m lit_sparse generate exported/ --prompt "ROMEO:" --quantize int8
+
+    Args:
+        path: a run folder, a .ckpt file of a run or an exported folder
+        prompt: the text to continue (default: start a new document)
+        prompt_file: read it from a file
+        max_new_tokens: tokens to generate
+        temperature: 0: greedy (deterministic); default 1
+        top_k: sample among the k most likely tokens (default: all of them)
+        top_p: nucleus sampling, in (0, 1] (default: off)
+        seed: makes sampling reproducible (default: none, a random seed: each call samples
+            other text)
+        ignore_eos: keep going past the end-of-text token
+        tokenizer: default: the run's own
+        device: cpu, cuda, cuda:1, ... (default cpu)
+        dtype: the weights' dtype while decoding: bfloat16 halves the bytes a step reads (about
+            half the time per token on a CPU at batch 1); activations and sums stay float32
+        quantize: none (default) or int8: the matrices in int8 with a float32 scale per output
+            channel, a quarter of float32's bytes per step (CPU only; not with --dtype
+            bfloat16, which int8 replaces); norms, caches and the residual stream stay float32
+        prefill_chunk: prompt tokens per chunk of the prefill (memory is bounded by the chunk
+            and the cache, not by the prompt; default 2048)
+        stats: print tokens/s and the KV-cache size at the end (on stderr)
+    """
+    if prompt is not None and prompt_file is not None:
+        raise ConfigError("--prompt and --prompt_file: give one of them")
     from lit_sparse.generation import Generation, Sampler
-    from lit_sparse.generation.quantize import check_quantize, quantize
+    from lit_sparse.generation.quantize import check_quantize
+    from lit_sparse.generation.quantize import quantize as quantized
     from lit_sparse.generation.text import TextStream
     from lit_sparse.generation.weights import weight_dtype
     from lit_sparse.interop.loading import load_source, resolve_device
 
     # every cheap check before the model is loaded
-    if args.max_new_tokens < 1:
-        raise ConfigError(f"max_new_tokens={args.max_new_tokens}: must be >= 1")
-    if args.prefill_chunk < 1:
-        raise ConfigError(f"prefill_chunk={args.prefill_chunk}: must be an integer >= 1")
-    sampling = {name: getattr(args, name) for name in ("temperature", "top_k", "top_p", "seed")}
+    if max_new_tokens < 1:
+        raise ConfigError(f"max_new_tokens={max_new_tokens}: must be >= 1")
+    if prefill_chunk < 1:
+        raise ConfigError(f"prefill_chunk={prefill_chunk}: must be an integer >= 1")
+    sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed}
     Sampler(**sampling)
-    if check_quantize(args.quantize) == "int8" and args.dtype != "float32":
+    if check_quantize(quantize) == "int8" and dtype != "float32":
         raise ConfigError(
-            f"quantize='int8' with dtype={args.dtype!r}: int8 replaces the matrices --dtype "
+            f"quantize='int8' with dtype={dtype!r}: int8 replaces the matrices --dtype "
             "would narrow; use one of them"
         )
-    if args.prompt_file is not None:
-        prompt_path = Path(args.prompt_file)
+    if prompt_file is not None:
+        prompt_path = Path(prompt_file)
         if not prompt_path.is_file():
-            raise ConfigError(f"prompt_file={args.prompt_file!r}: no such file")
+            raise ConfigError(f"prompt_file={prompt_file!r}: no such file")
         try:
             prompt = prompt_path.read_text(encoding="utf-8")
         except UnicodeDecodeError as err:
-            raise ConfigError(f"prompt_file={args.prompt_file!r}: not UTF-8 text ({err})") from None
+            raise ConfigError(f"prompt_file={prompt_file!r}: not UTF-8 text ({err})") from None
     else:
-        prompt = _checked_prompt(args.prompt or "")
-    device = resolve_device(args.device)
-    if args.quantize == "int8" and device.type != "cpu":
+        prompt = _checked_prompt(prompt or "")
+    on = resolve_device(device)
+    if quantize == "int8" and on.type != "cpu":
         raise ConfigError(
-            f"quantize='int8' with device={args.device!r}: the int8 kernel runs on the CPU "
+            f"quantize='int8' with device={device!r}: the int8 kernel runs on the CPU "
             "only (on a GPU use --dtype bfloat16)"
         )
 
-    source = load_source(args.path, args.tokenizer, option="--tokenizer")
-    if source.task is not None and args.tokenizer is None:
+    source = load_source(path, tokenizer, option="--tokenizer")
+    if source.task is not None and tokenizer is None:
         raise ConfigError(
-            f"path={args.path!r}: a run of the synthetic task {source.task!r}: its tokens are "
+            f"path={path!r}: a run of the synthetic task {source.task!r}: its tokens are "
             "the task's ids, not text, so the text tokenizer would decode nonsense; name one "
             "on purpose with --tokenizer (e.g. --tokenizer embedded) to see its ids as text"
         )
-    tokenizer = source.tokenizer
-    ids = tokenizer.encode(prompt) if prompt else []  # as training tokenized a document
-    ids = ids or [tokenizer.eos_id]  # an empty prompt starts a new document
-    model = quantize(weight_dtype(source.model.to(device), args.dtype), args.quantize)
-    sampling["eos_id"] = None if args.ignore_eos else tokenizer.eos_id
-    chunk = args.prefill_chunk
-    generation = Generation(model, [ids], args.max_new_tokens, **sampling, prefill_chunk=chunk)
-    stream = TextStream(tokenizer.tokenizer, ids)  # the prompt: decoded beside its last tokens
+    text_tokenizer = source.tokenizer
+    ids = text_tokenizer.encode(prompt) if prompt else []  # as training tokenized a document
+    ids = ids or [text_tokenizer.eos_id]  # an empty prompt starts a new document
+    model = quantized(weight_dtype(source.model.to(on), dtype), quantize)
+    sampling["eos_id"] = None if ignore_eos else text_tokenizer.eos_id
+    chunk = prefill_chunk
+    generation = Generation(model, [ids], max_new_tokens, **sampling, prefill_chunk=chunk)
+    stream = TextStream(text_tokenizer.tokenizer, ids)  # the prompt: decoded beside its last tokens
     print(prompt, end="", flush=True)
     made = 0
     try:
@@ -164,6 +140,6 @@ def main(argv: list[str] | None = None) -> int:
         print(stream.flush())
         return interrupted(f"stopped after {made} new tokens; the text above is what was made")
     print(stream.flush(), flush=True)
-    if args.stats:
+    if stats:
         print(f"{source.description}: {generation.stats.to_text()}", file=sys.stderr)
     return 0

@@ -1,6 +1,7 @@
-"""python -m lit_sparse lm-eval: lm-evaluation-harness with lit_sparse's model registered.
+"""``python -m lit_sparse lm-eval``: lm-evaluation-harness with lit_sparse's model registered.
 
-Every argument goes to lm-eval's own command line once the lit_sparse model is registered;
+Every argument goes to lm-eval's own command line once the lit_sparse model is registered
+(--config FILE and --help are lm-eval's: its run --config reads a YAML of its options);
 needs pip install -e ".[eval]". --model_args: pretrained (an exported or run folder, a .ckpt
 file), dtype, max_length, truncation, max_gen_toks, tokenizer (docs/evaluation.md).
 
@@ -13,9 +14,8 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 
-from lit_sparse.commands import reports_errors
+from lit_sparse.commands import command
 from lit_sparse.errors import ConfigError
 
 PROG = "python -m lit_sparse lm-eval"
@@ -77,9 +77,10 @@ def _check_run_options(argv: list[str]) -> None:
         )
 
 
-@reports_errors
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+@command("lm-eval", raw=True)
+def lm_eval(argv: list[str]) -> int:
+    """lm-evaluation-harness with the lit_sparse model (every lm-eval option)."""
+    argv = list(argv)
     if argv in (["-h"], ["--help"]):
         print(_preamble())
     _check_run_options(argv)

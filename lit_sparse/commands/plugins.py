@@ -1,27 +1,11 @@
-"""``python -m lit_sparse plugins``: the registered attention plugins.
-
-Lists every plugin the registry knows, built-in or from an installed package (the
-``lit_sparse.attention`` entry point): its name, class, where it comes from, what it attends
-to, and its options with their defaults. A config or the command line chooses one by name,
-``--model.attention <name> --model.attention.<option> VALUE``.
-
-    python -m lit_sparse plugins
-    python -m lit_sparse plugins fibonacci dilated
-"""
+"""``python -m lit_sparse plugins``: the registered attention plugins."""
 
 from __future__ import annotations
 
-import argparse
 import textwrap
 
-from lit_sparse.commands import command_parser, reports_errors
+from lit_sparse.commands import command
 from lit_sparse.parsing.help_text import plain
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = command_parser("plugins", __doc__.split("\n\n")[1])
-    parser.add_argument("names", nargs="*", help="plugins to show (default: every one)")
-    return parser
 
 
 def _text(infos) -> str:
@@ -45,10 +29,22 @@ def _text(infos) -> str:
     return "\n\n".join(blocks) + "\n\n" + textwrap.fill(usage, 96)
 
 
-@reports_errors
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+@command("plugins", positional=("names",))
+def plugins(names: list[str] | None = None) -> int:
+    """The registered attention plugins: origin, options, defaults.
+
+    Lists every plugin the registry knows, built-in or from an installed package (the
+    ``lit_sparse.attention`` entry point): its name, class, where it comes from, what it attends
+    to, and its options with their defaults. A config or the command line chooses one by name,
+    ``--model.attention <name> --model.attention.<option> VALUE``.
+
+        python -m lit_sparse plugins
+        python -m lit_sparse plugins fibonacci dilated
+
+    Args:
+        names: plugins to show (default: every one)
+    """
     from lit_sparse.attention.catalog import describe_plugins
 
-    print(_text(describe_plugins(args.names or None)))
+    print(_text(describe_plugins(names or None)))
     return 0

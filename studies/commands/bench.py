@@ -28,246 +28,244 @@ floor, busy cores) is in :mod:`lit_sparse_studies.bench.timing` and
 from __future__ import annotations
 
 import argparse
-import sys
+from typing import Literal
 
-from lit_sparse.commands import add_print_config, argparse_parser, parse_options, reports_errors
-from lit_sparse.parsing.help_text import HelpFormatter
+from lit_sparse.commands import command, parse_command
 from lit_sparse_studies.bench import plan
-from lit_sparse_studies.bench.attention import DTYPES, FLEX, FLEX_PREFIX, LEARNED, NATTEN, SDPA
-from lit_sparse_studies.bench.train import COMPILED, TRAIN_SHAPES
+from lit_sparse_studies.bench.attention import FLEX, FLEX_PREFIX, LEARNED, NATTEN, SDPA
+from lit_sparse_studies.bench.decode import CONTEXTS, PLUGINS, DecodeBenchSpec
+from lit_sparse_studies.bench.prefill import PrefillBenchSpec
+from lit_sparse_studies.bench.train import TRAIN_SHAPES
+
+__all__ = ["Bench", "bench_args", "main"]
+
+_DECODE, _PREFILL = DecodeBenchSpec(), PrefillBenchSpec()
+Shape = Literal[tuple(TRAIN_SHAPES)]  # type: ignore[valid-type]
+_PLUGINS_HELP = (
+    "rows: every registered plugin's bench cases (e.g. fibonacci, "
+    f"{LEARNED}, an installed package's plugin), '{NATTEN}', '{SDPA}' (dense on SDPA whatever "
+    f"else is installed), '{FLEX}' (FlexAttention with the block mask of each slot plugin "
+    f"listed) or '{FLEX_PREFIX}NAME' (one) (default: all, flex rows included); dense always runs"
+)
+_RENAMED = {"decode": {"dtype": "dtypes"}, "prefill": {"chunk": "chunks"}}
 
 
-def _subcommand(sub, name: str, what: str) -> argparse.ArgumentParser:
-    parser = sub.add_parser(name, help=what, formatter_class=HelpFormatter)
-    add_print_config(parser)
-    return parser
+def bench_args(subcommand: str, options: dict) -> argparse.Namespace:
+    """A subcommand's options as the bench library reads them (``args.command`` and all)."""
+    renamed = _RENAMED.get(subcommand, {})
+    values = {renamed.get(key, key): value for key, value in options.items()}
+    if subcommand == "train":
+        values["batch"] = 1
+    return argparse.Namespace(command=subcommand, **values)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse_parser("bench", __doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    attention = _subcommand(sub, "attention", "one attention call, forward + backward")
-    train = _subcommand(sub, "train", "whole AdamW training steps of the quickstart shape")
-    for p, window in ((attention, 12), (train, 8)):
-        p.add_argument("--lengths", type=int, nargs="+", default=None, help="sequence lengths")
-        p.add_argument(
-            "--plugins",
-            nargs="+",
-            default=None,
-            help="rows: every registered plugin's bench cases (e.g. fibonacci, "
-            f"{LEARNED}, an installed package's plugin), '{NATTEN}', '{SDPA}' (dense on SDPA "
-            f"whatever else is installed), '{FLEX}' (FlexAttention with the block mask of each "
-            f"slot plugin listed) or '{FLEX_PREFIX}NAME' (one) (default: all, flex rows "
-            "included); dense always runs",
-        )
-        p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to time")
-        p.add_argument("--json", type=str, default=None, help="write the rows to this file")
-        p.add_argument("--window", type=int, default=window, help="fibonacci window W")
-        p.add_argument("--repeats", type=int, default=5, help="timed calls per row (median)")
-        p.add_argument("--budget", type=float, default=15.0, help="seconds of timed calls per row")
-        p.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
-        p.add_argument(
-            "--busy-cores",
-            type=int,
-            nargs="+",
-            default=[0],
-            help="time every row with this many cores kept busy by spinning processes, one "
-            "pass per value (e.g. 0 1: idle and one busy core, 'x idle' their ratio)",
-        )
-        p.add_argument(
-            "--dense-max-length",
-            type=int,
-            default=16384,
-            help="longest length at which dense runs (O(T^2))",
-        )
-    attention.add_argument("--batch", type=int, default=1, help="sequences per call")
-    attention.add_argument(
-        "--dtype",
-        choices=DTYPES,
-        default="float32",
-        help="dtype of q, k, v (the CPU kernel computes in float32 whatever it gets)",
-    )
-    attention.add_argument("--heads", type=int, default=8, help="query heads")
-    attention.add_argument("--kv-heads", type=int, default=2, help="key/value heads (GQA)")
-    attention.add_argument("--head-dim", type=int, default=64, help="channels per head")
-    train.add_argument(
-        "--shape",
-        choices=tuple(TRAIN_SHAPES),
-        default="small",
-        help="small: 4 layers, d_model 128 (default); paper: 16 layers, d_model 512, 8/2 heads "
-        "of 64, vocabulary 32,768, one sequence per step; mqar128, distance, far_mqar: the "
-        "recall study's steps (attention alone, one head, the loss at the asked positions; "
-        "each at its own T and batch: the default --lengths)",
-    )
-    train.add_argument(
-        "--compile",
-        action="store_true",
-        help="also time each plugin with its network's forward through torch.compile "
-        f"(rows '<plugin>{COMPILED}'; fit's --model.compile; the compiling call is not timed)",
-    )
-    train.add_argument(
-        "--tokens-per-step",
-        type=int,
-        default=None,
-        help="batch = this // T (default: 8192 tokens; --shape paper: one sequence)",
-    )
-    train.set_defaults(batch=1)
-    _decode_parser(sub)
-    _prefill_parser(sub)
-    _gpu_parser(sub)
-    return parser
+def parse_bench(argv: list[str]) -> argparse.Namespace:
+    """``bench``'s command line (``attention --lengths 4096 ...``) as :func:`bench_args`."""
+    subcommand, options = parse_command("bench", argv)
+    return bench_args(subcommand, options)
 
 
-def _int_options(parser, defaults, helps: dict[str, str]) -> None:
-    """An integer option per field of ``helps`` (its help), defaulting to the spec's."""
-    for name, what in helps.items():
-        flag = "--" + name.replace("_", "-")
-        parser.add_argument(flag, type=int, default=getattr(defaults, name), dest=name, help=what)
+@command("bench")
+class Bench:
+    """Time the attention op, whole training steps and decoding against dense."""
 
+    def attention(
+        self,
+        lengths: list[int] | None = None,
+        plugins: list[str] | None = None,
+        device: Literal["cpu", "cuda"] = "cpu",
+        json: str | None = None,
+        window: int = 12,
+        repeats: int = 5,
+        budget: float = 15.0,
+        threads: int | None = None,
+        busy_cores: list[int] = [0],  # noqa: B006 (never changed)
+        dense_max_length: int = 16384,
+        batch: int = 1,
+        dtype: Literal["float32", "bfloat16", "float16"] = "float32",
+        heads: int = 8,
+        kv_heads: int = 2,
+        head_dim: int = 64,
+    ) -> int:
+        """One attention call, forward + backward.
 
-def _shape_options(parser, defaults) -> None:
-    """The model-shape options of decode and prefill (default: the paper's shape)."""
-    parser.add_argument("--window", type=int, default=defaults.window, help="fibonacci W")
-    shape = {
-        "n_layers": "decoder layers",
-        "d_model": "model width",
-        "n_heads": "query heads",
-        "n_kv_heads": "key/value heads (GQA)",
-        "vocab_size": "vocabulary (the output layer's rows)",
-        "training_length": "the length the pattern is built for (Fibonacci rungs below it)",
-    }
-    _int_options(parser, defaults, shape)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
+        Args:
+            lengths: sequence lengths
+            plugins: the rows (see bench --help)
+            device: where to time
+            json: write the rows to this file
+            window: fibonacci window W
+            repeats: timed calls per row (median)
+            budget: seconds of timed calls per row
+            threads: torch threads (default: all)
+            busy_cores: time every row with this many cores kept busy by spinning processes,
+                one pass per value (e.g. 0 1: idle and one busy core, 'x idle' their ratio)
+            dense_max_length: longest length at which dense runs (O(T^2))
+            batch: sequences per call
+            dtype: dtype of q, k, v (the CPU kernel computes in float32 whatever it gets)
+            heads: query heads
+            kv_heads: key/value heads (GQA)
+            head_dim: channels per head
+        """
+        return plan.run_op_bench(bench_args("attention", _options(locals())))
 
+    def train(
+        self,
+        lengths: list[int] | None = None,
+        plugins: list[str] | None = None,
+        device: Literal["cpu", "cuda"] = "cpu",
+        json: str | None = None,
+        window: int = 8,
+        repeats: int = 5,
+        budget: float = 15.0,
+        threads: int | None = None,
+        busy_cores: list[int] = [0],  # noqa: B006 (never changed)
+        dense_max_length: int = 16384,
+        shape: Shape = "small",
+        compile: bool = False,
+        tokens_per_step: int | None = None,
+    ) -> int:
+        """Whole AdamW training steps of the quickstart shape.
 
-def _prefill_parser(sub) -> None:
-    from lit_sparse_studies.bench.decode import PLUGINS
-    from lit_sparse_studies.bench.prefill import PrefillBenchSpec
+        Args:
+            lengths: sequence lengths
+            plugins: the rows (as bench attention's)
+            device: where to time
+            json: write the rows to this file
+            window: fibonacci window W
+            repeats: timed calls per row (median)
+            budget: seconds of timed calls per row
+            threads: torch threads (default: all)
+            busy_cores: time every row with this many cores kept busy by spinning processes,
+                one pass per value
+            dense_max_length: longest length at which dense runs (O(T^2))
+            shape: small: 4 layers, d_model 128 (default); paper: 16 layers, d_model 512, 8/2
+                heads of 64, vocabulary 32,768, one sequence per step; mqar128, distance,
+                far_mqar: the recall study's steps (attention alone, one head, the loss at the
+                asked positions; each at its own T and batch: the default --lengths)
+            compile: also time each plugin with its network's forward through torch.compile
+                (rows '<plugin>+compile'; fit's --model.compile; the compiling call is not timed)
+            tokens_per_step: batch = this // T (default: 8192 tokens; --shape paper: one
+                sequence)
+        """
+        return plan.run_op_bench(bench_args("train", _options(locals())))
 
-    defaults = PrefillBenchSpec()
-    prefill = _subcommand(
-        sub, "prefill", "a long prompt into the caches, in chunks: tokens/s and peak memory"
-    )
-    prefill.add_argument(
-        "--lengths", type=int, nargs="+", default=defaults.lengths, help="prompt lengths"
-    )
-    prefill.add_argument(
-        "--plugins", nargs="+", choices=PLUGINS, default=defaults.plugins, help="rows"
-    )
-    prefill.add_argument(
-        "--chunk",
-        type=int,
-        nargs="+",
-        default=defaults.chunks,
-        dest="chunks",
-        help="prompt tokens per chunk, one row each (0: the whole prompt at once)",
-    )
-    _shape_options(prefill, defaults)
-    prefill.add_argument("--json", default=None, help="write the rows to this file")
+    def decode(
+        self,
+        contexts: list[int] = list(CONTEXTS),  # noqa: B006, B008 (never changed)
+        plugins: list[str] = list(PLUGINS),  # noqa: B006, B008
+        batch: list[int] = [1],  # noqa: B006
+        dtype: list[Literal["float32", "bfloat16"]] = ["float32"],  # noqa: B006
+        quantize: str = _DECODE.quantize,
+        device: Literal["cpu", "cuda"] = "cpu",
+        breakdown: bool = False,
+        tokens: int = _DECODE.tokens,
+        window: int = _DECODE.window,
+        n_layers: int = _DECODE.n_layers,
+        d_model: int = _DECODE.d_model,
+        n_heads: int = _DECODE.n_heads,
+        n_kv_heads: int = _DECODE.n_kv_heads,
+        vocab_size: int = _DECODE.vocab_size,
+        training_length: int = _DECODE.training_length,
+        threads: int | None = None,
+        rss_tokens: int = _DECODE.rss_tokens,
+        rss_context: int = _DECODE.rss_context,
+        rss_after: int = _DECODE.rss_after,
+        transformers: bool = False,
+        llama_cpp: bool = False,
+        json: str | None = None,
+    ) -> int:
+        """Decoding steps after long contexts: batched, against the weights' memory floor.
 
+        Args:
+            contexts: tokens already in the cache when the timed steps start
+            plugins: rows (dense, fibonacci, fibonacci_learned, sliding_window, bigbird, hybrid)
+            batch: sequences per step (e.g. 1 8 32)
+            dtype: the weights' dtypes, timed side by side (bfloat16: half the bytes per step)
+            quantize: int8: also time the model with int8 matrices and float32 scales (rows of
+                dtype int8 beside the --dtype rows; their floor counts the int8 bytes; CPU only)
+            device: where to time
+            breakdown: also time a step's parts: projections, attention reads, output layer, rest
+            tokens: timed per row
+            window: fibonacci W
+            n_layers: decoder layers
+            d_model: model width
+            n_heads: query heads
+            n_kv_heads: key/value heads (GQA)
+            vocab_size: vocabulary (the output layer's rows)
+            training_length: the length the pattern is built for (Fibonacci rungs below it)
+            threads: torch threads (default: all)
+            rss_tokens: tokens the RSS check decodes with fibonacci (0: no check)
+            rss_context: the RSS check's prompt length
+            rss_after: the RSS check measures growth after this many decoded tokens
+            transformers: also time transformers' own generate on the same weights:
+                hf_fibonacci through lit_sparse's cache, hf_llama_dense and hf_mistral_sliding
+                through transformers' DynamicCache and sliding-window cache (needs the hf extra)
+            llama_cpp: also time llama.cpp (llama-cpp-python) on the dense model's weights as
+                GGUF files: llama_cpp_f32 and llama_cpp_q8_0 at batch 1, their context computed
+                as a prompt (needs the llama-cpp extra)
+            json: write the rows to this file
+        """
+        return plan.run_spec_bench(bench_args("decode", _options(locals())))
 
-def _gpu_parser(sub) -> None:
-    from lit_sparse_studies.bench.gpu import PLAN
+    def prefill(
+        self,
+        lengths: list[int] = _PREFILL.lengths,
+        plugins: list[str] = _PREFILL.plugins,
+        chunk: list[int] = _PREFILL.chunks,
+        window: int = _PREFILL.window,
+        n_layers: int = _PREFILL.n_layers,
+        d_model: int = _PREFILL.d_model,
+        n_heads: int = _PREFILL.n_heads,
+        n_kv_heads: int = _PREFILL.n_kv_heads,
+        vocab_size: int = _PREFILL.vocab_size,
+        training_length: int = _PREFILL.training_length,
+        threads: int | None = None,
+        json: str | None = None,
+    ) -> int:
+        """A long prompt into the caches, in chunks: tokens/s and peak memory.
 
-    gpu = sub.add_parser(
-        "gpu",
-        help="the GPU plan in one command: gpu tests, attention, decoding and training steps "
-        "on CUDA (at most 8 minutes); --dry-run checks it on any machine",
-    )
-    gpu.add_argument("--json", default=None, help="write every step's result and rows here")
-    gpu.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the plan and check that every piece imports and builds its inputs (CPU)",
-    )
-    gpu.add_argument(
-        "--steps",
-        nargs="+",
-        choices=[step.name for step in PLAN],
-        default=None,
-        help="run only these steps (default: all)",
-    )
+        Args:
+            lengths: prompt lengths
+            plugins: rows
+            chunk: prompt tokens per chunk, one row each (0: the whole prompt at once)
+            window: fibonacci W
+            n_layers: decoder layers
+            d_model: model width
+            n_heads: query heads
+            n_kv_heads: key/value heads (GQA)
+            vocab_size: vocabulary (the output layer's rows)
+            training_length: the length the pattern is built for (Fibonacci rungs below it)
+            threads: torch threads (default: all)
+            json: write the rows to this file
+        """
+        return plan.run_spec_bench(bench_args("prefill", _options(locals())))
 
+    def gpu(
+        self, json: str | None = None, dry_run: bool = False, steps: list[str] | None = None
+    ) -> int:
+        """The GPU plan in one command: gpu tests, attention, decoding and training steps on
+        CUDA (at most 8 minutes); --dry-run checks it on any machine.
 
-def _decode_parser(sub) -> None:
-    from lit_sparse_studies.bench.decode import CONTEXTS, DTYPES, PLUGINS, DecodeBenchSpec
-
-    defaults = DecodeBenchSpec()
-    decode = _subcommand(
-        sub,
-        "decode",
-        "decoding steps after long contexts: batched, against the weights' memory floor",
-    )
-    decode.add_argument(
-        "--contexts",
-        type=int,
-        nargs="+",
-        default=list(CONTEXTS),
-        help="tokens already in the cache when the timed steps start",
-    )
-    decode.add_argument("--plugins", nargs="+", choices=PLUGINS, default=list(PLUGINS), help="rows")
-    decode.add_argument(
-        "--batch", type=int, nargs="+", default=[1], help="sequences per step (e.g. 1 8 32)"
-    )
-    decode.add_argument(
-        "--dtype",
-        nargs="+",
-        choices=DTYPES,
-        default=["float32"],
-        dest="dtypes",
-        help="the weights' dtypes, timed side by side (bfloat16: half the bytes per step)",
-    )
-    decode.add_argument(
-        "--quantize",
-        default=defaults.quantize,
-        help="int8: also time the model with int8 matrices and float32 scales (rows of dtype "
-        "int8 beside the --dtype rows; their floor counts the int8 bytes; CPU only)",
-    )
-    decode.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to time")
-    decode.add_argument(
-        "--breakdown",
-        action="store_true",
-        help="also time a step's parts: projections, attention reads, output layer, rest",
-    )
-    decode.add_argument("--tokens", type=int, default=defaults.tokens, help="timed per row")
-    _shape_options(decode, defaults)
-    rss = {
-        "rss_tokens": "tokens the RSS check decodes with fibonacci (0: no check)",
-        "rss_context": "the RSS check's prompt length",
-        "rss_after": "the RSS check measures growth after this many decoded tokens",
-    }
-    _int_options(decode, defaults, rss)
-    decode.add_argument(
-        "--transformers",
-        action="store_true",
-        help="also time transformers' own generate on the same weights: hf_fibonacci through "
-        "lit_sparse's cache, hf_llama_dense and hf_mistral_sliding through transformers' "
-        "DynamicCache and sliding-window cache (needs the hf extra)",
-    )
-    decode.add_argument(
-        "--llama-cpp",
-        action="store_true",
-        dest="llama_cpp",
-        help="also time llama.cpp (llama-cpp-python) on the dense model's weights as GGUF files: "
-        "llama_cpp_f32 and llama_cpp_q8_0 at batch 1, their context computed as a prompt "
-        "(needs the llama-cpp extra)",
-    )
-    decode.add_argument("--json", default=None, help="write the rows to this file")
-
-
-@reports_errors
-def main(argv: list[str] | None = None) -> int:
-    args = parse_options(_parser(), argv)
-    if args.command in ("decode", "prefill"):
-        return plan.run_spec_bench(args)
-    if args.command == "gpu":
+        Args:
+            json: write every step's result and rows here
+            dry_run: print the plan and check that every piece imports and builds its inputs
+                (CPU)
+            steps: run only these steps (default: all)
+        """
         from lit_sparse_studies.bench import gpu
 
-        return gpu.run_command(
-            args, gpu.BenchCli(lambda argv: parse_options(_parser(), argv), plan.length_spec)
-        )
-    return plan.run_op_bench(args)
+        args = argparse.Namespace(json=json, dry_run=dry_run, steps=steps)
+        if steps and (unknown := sorted(set(steps) - {step.name for step in gpu.PLAN})):
+            from lit_sparse.errors import ConfigError
+
+            known = ", ".join(step.name for step in gpu.PLAN)
+            raise ConfigError(f"--steps {unknown[0]}: no step of the plan; {known}")
+        return gpu.run_command(args, gpu.BenchCli(parse_bench, plan.length_spec))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _options(values: dict) -> dict:
+    return {key: value for key, value in values.items() if key != "self"}
+
+
+main = Bench  # the entry point's target

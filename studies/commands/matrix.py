@@ -1,12 +1,6 @@
 """``python -m lit_sparse matrix``: the paper's run matrix and its tables from run directories; the
 seeded CPU-scale study (``--preset cpu``): its runs, tables over seeds and plots.
 
-    python -m lit_sparse matrix --list                                  # the paper's 22 runs
-    python -m lit_sparse matrix --run fib_coprime_w8 --config configs/quickstart.yaml
-    python -m lit_sparse matrix --table runs/fib_fixed_w8 runs/fib_linear_w8   # Tables 1, 3, 4
-    python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --run        # skip complete, resume
-    python -m lit_sparse matrix --preset recall --seeds 0 1 2 --table --out recall.md
-
 The library: :mod:`lit_sparse_studies.study` (``paper_matrix``, ``paper_tables``; the presets:
 ``preset``, ``runner``, what they print: ``reports``).
 """
@@ -18,75 +12,16 @@ import functools
 import sys
 from pathlib import Path
 
-from lit_sparse.commands import argparse_parser, parse_options, reports_errors
+from lit_sparse.commands import command
 from lit_sparse.errors import ConfigError, interrupted
 from lit_sparse.io.atomic import write_text
 from lit_sparse_studies.study.paper_matrix import RUNS
-from lit_sparse_studies.study.preset import PRESETS, check_record, preset_runs
+from lit_sparse_studies.study.preset import check_record, preset_runs
 
-__all__ = ["main"]
+__all__ = ["main", "matrix"]
 
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse_parser(
-        "matrix",
-        __doc__.split("\n\n")[0],
-        epilog="With --run, further options go to fit (e.g. --config configs/quickstart.yaml). "
-        "With --preset, --list, --run, --table and --plot work on the preset's runs under "
-        "--root (see README, 'The CPU-scale study').",
-    )
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--list", action="store_true", help="list the runs (with --preset: status)")
-    group.add_argument(
-        "--run",
-        nargs="?",
-        const="",
-        metavar="NAME",
-        help="launch one run of the paper's matrix (fit, as its own process); with --preset, "
-        "no NAME: every run of the preset, skipping complete ones, resuming interrupted ones "
-        "and those another --run trains",
-    )
-    group.add_argument(
-        "--table",
-        nargs="*",
-        metavar="RUN_DIR",
-        help="tables from run dirs; with --preset, no RUN_DIR: the tables over seeds",
-    )
-    group.add_argument(
-        "--plot",
-        nargs="?",
-        const="",
-        metavar="DIR",
-        help="with --preset: write the study's PNG plots into DIR (default <root>/plots)",
-    )
-    parser.add_argument("--preset", default=None, help=f"a preset: {', '.join(PRESETS)}")
-    parser.add_argument(
-        "--seeds", type=int, nargs="+", default=None, help="with --preset: seeds (default 0 1 2)"
-    )
-    parser.add_argument(
-        "--variants", nargs="+", default=None, help="with --preset: only these variants"
-    )
-    parser.add_argument(
-        "--tasks",
-        nargs="+",
-        default=None,
-        help="with --preset recall: only these tasks (default: every default task; "
-        "mqar256 runs only when named)",
-    )
-    parser.add_argument(
-        "--root", default=None, help="with --preset: folder of the runs (default runs/<preset>)"
-    )
-    parser.add_argument(
-        "--results",
-        default=None,
-        metavar="DIR",
-        help="with --preset: --run writes each finished run's record here ([<task>/]"
-        "<variant>/seed<K>.json, small enough to commit); --table and --plot read the records "
-        "here instead of the run folders (docs/recall-study/results, docs/cpu-study/results)",
-    )
-    parser.add_argument("--dry-run", action="store_true", help="with --run: print the commands")
-    parser.add_argument("--out", default=None, help="with --table: also write this .md file")
-    return parser
+FIT_PREFIXES = ("--model.", "--data.", "--trainer.", "--seed_everything", "--ckpt_path")
+"""fit's options that ``--run`` passes on as they are (any other: after ``--``)."""
 
 
 def _check_options(args: argparse.Namespace, extra: list[str]) -> None:
@@ -155,9 +90,69 @@ def _note(line: str) -> None:
     print(f"note: {line}", file=sys.stderr, flush=True)
 
 
-@reports_errors
-def main(argv: list[str] | None = None) -> int:
-    args, extra = parse_options(_parser(), argv, known=True)
+@command("matrix", passes_on=FIT_PREFIXES, bare={"run": "", "table": [], "plot": ""})
+def matrix(
+    list: bool = False,
+    run: str | None = None,
+    table: list[str] | None = None,
+    plot: str | None = None,
+    preset: str | None = None,
+    seeds: list[int] | None = None,
+    variants: list[str] | None = None,
+    tasks: list[str] | None = None,
+    root: str | None = None,
+    results: str | None = None,
+    dry_run: bool = False,
+    out: str | None = None,
+    fit_config: list[str] | None = None,
+    passed_on: list[str] | None = None,
+) -> int:
+    """The paper's run matrix and its tables from run directories; the seeded studies.
+
+    One of --list, --run, --table, --plot. With --run, fit's options go on to fit: its config
+    files as --fit_config FILE ..., --model.*, --data.*, --trainer.* and --seed_everything as
+    they are, any other after --. With --preset, --list, --run, --table and --plot work on the
+    preset's runs under --root (see README, 'The CPU-scale study').
+
+        python -m lit_sparse matrix --list                                  # the paper's 22 runs
+        python -m lit_sparse matrix --run fib_coprime_w8 --fit_config configs/quickstart.yaml
+        python -m lit_sparse matrix --table runs/fib_fixed_w8 runs/fib_linear_w8   # Tables 1, 3, 4
+        python -m lit_sparse matrix --preset cpu --seeds 0 1 2 --run        # skip complete, resume
+        python -m lit_sparse matrix --preset recall --seeds 0 1 2 --table --out recall.md
+
+    Args:
+        list: list the runs (with --preset: status)
+        run: launch one run NAME of the paper's matrix (fit, as its own process); with
+            --preset, no NAME: every run of the preset, skipping complete ones, resuming
+            interrupted ones and those another --run trains
+        table: tables from RUN_DIRs; with --preset, no RUN_DIR: the tables over seeds
+        plot: with --preset: write the study's PNG plots into DIR (default <root>/plots)
+        preset: a preset: cpu, recall
+        seeds: with --preset: seeds (default 0 1 2)
+        variants: with --preset: only these variants
+        tasks: with --preset recall: only these tasks (default: every default task; mqar256
+            runs only when named)
+        root: with --preset: folder of the runs (default runs/<preset>)
+        results: with --preset: --run writes each finished run's record in this DIR
+            ([<task>/]<variant>/seed<K>.json, small enough to commit); --table and --plot read
+            the records here instead of the run folders (docs/recall-study/results,
+            docs/cpu-study/results)
+        dry_run: with --run: print the commands
+        out: with --table: also write this .md file
+        fit_config: with --run: fit's config files (its --config), layered in order
+        passed_on: with --run: fit's further options
+    """
+    actions = {"--list": list or None, "--run": run, "--table": table, "--plot": plot}
+    given = [name for name, value in actions.items() if value is not None]
+    if len(given) != 1:
+        shown = " and ".join(given) or "no action"
+        raise ConfigError(f"{shown}: give one of --list, --run, --table, --plot")
+    extra = [word for path in fit_config or () for word in ("--config", path)]
+    extra += passed_on or []
+    args = argparse.Namespace(
+        list=list, run=run, table=table, plot=plot, preset=preset, seeds=seeds,
+        variants=variants, tasks=tasks, root=root, results=results, dry_run=dry_run, out=out,
+    )  # fmt: skip
     _check_options(args, extra)
     if args.preset is not None:
         return _preset_main(args, extra)
@@ -180,5 +175,4 @@ def main(argv: list[str] | None = None) -> int:
     return fit_in_subprocess(fit_args)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+main = matrix  # the entry point's target

@@ -81,7 +81,9 @@ def test_its_options_are_listed_by_name(example_installed, capsys, monkeypatch):
 
 
 def test_bench_times_it_by_name(example_installed, tmp_path):
-    from lit_sparse_studies.commands.bench import main as bench
+    from tests.command_line import command
+
+    bench = command("bench")
 
     path = tmp_path / "rows.json"
     args = ["attention", "--lengths", "32", "--plugins", "dilated", "--repeats", "1"]

@@ -7,9 +7,10 @@ import importlib.metadata
 
 import pytest
 
-from lit_sparse.__main__ import OWN_COMMANDS, main
+from lit_sparse.__main__ import main
 from lit_sparse.attention import list_attention
 from lit_sparse.attention.catalog import describe_plugins
+from lit_sparse.commands import COMMANDS
 
 
 def blocks(text: str) -> dict[str, list[str]]:
@@ -58,6 +59,6 @@ def test_an_unknown_name_is_one_line_listing_the_registered_ones(capsys):
 
 
 def test_the_top_level_help_lists_it(capsys):
-    assert "plugins" in OWN_COMMANDS
+    assert "plugins" in COMMANDS.builtin_names()
     assert main(["--help"]) == 0
     assert "  plugins " in capsys.readouterr().out

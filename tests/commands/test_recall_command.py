@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from lit_sparse.commands.recall import main
+from tests.command_line import command
+
+main = command("recall")
 
 
 def test_out_naming_a_folder_is_refused_before_the_evaluation(tmp_path, capsys):

@@ -15,9 +15,15 @@ import lit_sparse
 from lit_sparse import LanguageModel, ModelConfig
 from lit_sparse.__main__ import main as lit_main
 from lit_sparse_studies.bench.decode_llama_cpp import open_llama
-from lit_sparse_studies.commands.bench import main as bench_main
 
 PROMPT = "ROMEO: What light through yonder window breaks?"
+
+
+def bench_main(argv):
+    """``python -m lit_sparse bench ...`` in this process."""
+    from lit_sparse.__main__ import main as lit_main
+
+    return lit_main(["bench", *argv])
 
 
 def dense_model() -> LanguageModel:

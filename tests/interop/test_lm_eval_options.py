@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from lit_sparse.commands.lm_eval import main
 from lit_sparse.interop.shipped_tasks import TASKS_DIR
+from tests.command_line import command
+
+main = command("lm-eval")
 
 
 def lm_eval_args(folder, *extra: str) -> list[str]:

@@ -14,7 +14,13 @@ from lit_sparse.interop.extras import (
     MissingExtraError,
     require_transformers,
 )
-from lit_sparse_studies.commands.bench import main as bench_main
+
+
+def bench_main(argv):
+    """``python -m lit_sparse bench ...`` in this process."""
+    from lit_sparse.__main__ import main as lit_main
+
+    return lit_main(["bench", *argv])
 
 
 def test_a_too_old_transformers_names_the_minimum():

@@ -206,9 +206,13 @@ def test_matching_checkpoint_is_accepted(fixed_checkpoint, capsys):
 
 # ----------------------------------------------------------------- damaged files, other commands
 def test_a_truncated_or_invalid_result_file_is_named(finished_run, capsys, tmp_path):
-    from lit_sparse.commands.tasks import main as tasks_main
+    from tests.command_line import command
+
+    tasks_main = command("tasks")
     from lit_sparse.errors import DamagedFileError
-    from lit_sparse_studies.commands.matrix import main as matrix_main
+    from tests.command_line import command
+
+    matrix_main = command("matrix")
 
     from .cli_runs import copy_run
 
@@ -217,8 +221,8 @@ def test_a_truncated_or_invalid_result_file_is_named(finished_run, capsys, tmp_p
     table.write_text(table.read_text()[:50])
     with pytest.raises(DamagedFileError, match="extrapolation.json: not a readable result file"):
         lit_sparse.load_run(run)
-    for command, args in ((matrix_main, ["--table", str(run)]), (tasks_main, [str(run)])):
-        assert command(args) == 2
+    for run_command, args in ((matrix_main, ["--table", str(run)]), (tasks_main, [str(run)])):
+        assert run_command(args) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"error: {table}: not a readable result file")
     table.unlink()
@@ -243,7 +247,9 @@ def test_token_cache_metadata_that_is_not_an_object_is_rebuilt():
 
 
 def test_bench_with_a_zero_length_is_one_line(capsys):
-    from lit_sparse_studies.commands.bench import main as bench_main
+    from tests.command_line import command
+
+    bench_main = command("bench")
 
     assert bench_main(["attention", "--lengths", "0"]) == 2
     assert capsys.readouterr().err.strip() == "error: --lengths 0: must be an integer >= 1"

@@ -25,11 +25,18 @@ from lit_sparse_studies.bench.attention import (
 from lit_sparse_studies.bench.plan import bench_rows, length_spec
 from lit_sparse_studies.bench.timing import busy_cores
 from lit_sparse_studies.bench.train import TRAIN_SHAPES
-from lit_sparse_studies.commands.bench import _parser, main
+from lit_sparse_studies.commands.bench import parse_bench
 
 FLOOR_KEYS = {"floor_ms", "x_floor", "gb_per_s", "gflop_s", "x_peak"}
 ROW_KEYS = {"T", "plugin", "busy_cores", "ms", "x_idle", "speedup_vs_dense", "peak_mb"}
 ATTENTION_KEYS = {"pass", "speedup_vs_flex"}
+
+
+def main(argv):
+    """``python -m lit_sparse bench ...`` in this process."""
+    from lit_sparse.__main__ import main as lit_main
+
+    return lit_main(["bench", *argv])
 
 
 @pytest.mark.slow
@@ -156,7 +163,7 @@ def test_flex_is_refused_by_bench_train(capsys):
 def test_by_default_every_slot_plugin_gets_a_flex_row():
     from lit_sparse_studies.bench.attention import plugin_names, slot_plugin_names
 
-    args = _parser().parse_args(["attention"])
+    args = parse_bench(["attention"])
     rows = bench_rows(args)
     assert rows[0] == "dense"
     flex = [r for r in rows if r.startswith("flex:")]
@@ -346,7 +353,7 @@ def test_busy_cores_must_leave_a_core_to_the_bench(capsys):
 
 
 def test_train_at_the_papers_shape_runs_one_sequence_per_step():
-    args = _parser().parse_args(["train", "--shape", "paper", "--lengths", "1024", "4096"])
+    args = parse_bench(["train", "--shape", "paper", "--lengths", "1024", "4096"])
     args.plugins = None
     assert [length_spec(args, t)["batch"] for t in (1024, 4096)] == [1, 1]
     assert length_spec(args, 1024)["shape"] == "paper"
@@ -357,7 +364,7 @@ def test_train_at_the_papers_shape_runs_one_sequence_per_step():
         8,
         2,
     )
-    small = _parser().parse_args(["train", "--lengths", "1024"])
+    small = parse_bench(["train", "--lengths", "1024"])
     assert length_spec(small, 1024)["batch"] == 8  # 8192 tokens a step
 
 
@@ -380,7 +387,7 @@ def test_the_recall_study_shapes_are_its_configs_and_train_at_the_asked_position
             data["init_args"]["seq_len"], data["init_args"]["batch_size"]
         )  # fmt: skip
         assert shape["task"].get("gap", 0) == data["init_args"].get("gap", 0)
-    args = _parser().parse_args(["train", "--shape", "mqar128", "--compile"])
+    args = parse_bench(["train", "--shape", "mqar128", "--compile"])
     args.plugins, args.lengths = ["fibonacci"], None
     assert bench_rows(args) == ["dense", "dense" + COMPILED, "fibonacci", "fibonacci" + COMPILED]
     assert length_spec(args, 128)["batch"] == 256
@@ -389,7 +396,7 @@ def test_the_recall_study_shapes_are_its_configs_and_train_at_the_asked_position
     step = case(128)
     torch.manual_seed(0)
     step()  # one AdamW step of the loss at the 8 queries of each example
-    far = _parser().parse_args(["train", "--shape", "far_mqar"])
+    far = parse_bench(["train", "--shape", "far_mqar"])
     far.plugins, far.lengths = ["fibonacci"], None
     spec = {**length_spec(far, 256), "plugin": "fibonacci"}
     train_case(spec)[0](64)  # the memory row's warm-up: a batch at 64, where G = 96 has no room

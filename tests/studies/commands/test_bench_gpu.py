@@ -10,7 +10,13 @@ import pytest
 import torch
 
 from lit_sparse_studies.bench import gpu
-from lit_sparse_studies.commands.bench import main
+
+
+def main(argv):
+    """``python -m lit_sparse bench ...`` in this process."""
+    from lit_sparse.__main__ import main as lit_main
+
+    return lit_main(["bench", *argv])
 
 
 def step(name: str) -> gpu.Step:
@@ -42,9 +48,11 @@ def test_without_cuda_a_run_is_refused_in_one_line(capsys):
 
 
 def test_an_unknown_step_is_refused(capsys):
-    with pytest.raises(SystemExit):
-        main(["gpu", "--dry-run", "--steps", "nope"])
-    assert "invalid choice: 'nope'" in capsys.readouterr().err
+    assert main(["gpu", "--dry-run", "--steps", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("error: --steps nope: no step of the plan; tests,") and err.count("\n") == 1
+    )
 
 
 @pytest.mark.slow

@@ -9,11 +9,17 @@ import pytest
 
 from lit_sparse.__main__ import main as lit_main
 from lit_sparse.parsing.config_files import read_model_config
-from lit_sparse_studies.commands.coverage import main
 from lit_sparse_studies.study.coverage import compute_coverage, format_ranges, two_hop
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = ROOT / "configs"
+
+
+def main(argv):
+    """``python -m lit_sparse coverage ...`` in this process."""
+    from lit_sparse.__main__ import main as lit_main
+
+    return lit_main(["coverage", *argv])
 
 
 def union_line(text: str) -> tuple[int, int]:
@@ -27,7 +33,7 @@ def union_line(text: str) -> tuple[int, int]:
     [("fixed.yaml", 19, 10), ("staggered.yaml", 133, 124), ("coprime.yaml", 133, 124)],
 )
 def test_paper_configs_at_w8_and_1024(config, union, beyond, capsys):
-    assert lit_main(["coverage", "--config", str(CONFIGS / config)]) == 0
+    assert lit_main(["coverage", "--model_config", str(CONFIGS / config)]) == 0
     out = capsys.readouterr().out
     assert "W=8" in out and "T=1024" in out
     assert union_line(out) == (union, beyond)
@@ -40,7 +46,12 @@ def test_paper_configs_at_w8_and_1024(config, union, beyond, capsys):
 
 
 def test_window_override_and_length(capsys):
-    args = ["--config", str(CONFIGS / "fixed.yaml"), "--model.attention.init_args.window", "12"]
+    args = [
+        "--model_config",
+        str(CONFIGS / "fixed.yaml"),
+        "--model.attention.init_args.window",
+        "12",
+    ]
     assert main([*args, "--length", "512"]) == 0
     out = capsys.readouterr().out
     assert "W=12" in out and "T=512 (trained at 1024)" in out
@@ -65,7 +76,7 @@ def test_two_hops_compose_a_layer_with_any_later_one():
 
 
 def test_two_hops_are_printed_and_match_the_pure_function(capsys):
-    assert main(["--config", str(CONFIGS / "staggered.yaml"), "--hops", "2"]) == 0
+    assert main(["--model_config", str(CONFIGS / "staggered.yaml"), "--hops", "2"]) == 0
     out = capsys.readouterr().out
     spec = read_model_config([CONFIGS / "staggered.yaml"])
     layers = [p.distances(1024) for p in spec.patterns()]
@@ -98,16 +109,20 @@ def test_format_ranges():
     [
         (["--model.attention.init_args.window", "-1"], "window must be >= 0, got -1"),
         (["--model.attention.init_args.window", "x"], "window: Expected a <class 'int'>"),
-        (["--bogus", "1"], "--bogus: unknown option"),
+        (["--bogus", "1"], "unrecognized arguments: --bogus 1"),
         (["--length", "0"], "--length=0: expected a positive integer"),
     ],
 )
 def test_bad_input_is_one_line(args, message, capsys):
-    assert main(["--config", str(CONFIGS / "fixed.yaml"), *args]) == 2
+    try:
+        code = main(["--model_config", str(CONFIGS / "fixed.yaml"), *args])
+    except SystemExit as done:  # a parse error (an option coverage does not have)
+        code = done.code
+    assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
 
 
 def test_missing_config_is_one_line(capsys, tmp_path):
-    assert main(["--config", str(tmp_path / "nope.yaml")]) == 2
+    assert main(["--model_config", str(tmp_path / "nope.yaml")]) == 2
     assert "cannot be read" in capsys.readouterr().err

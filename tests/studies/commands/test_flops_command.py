@@ -13,11 +13,17 @@ from lit_sparse import LanguageModel
 from lit_sparse.__main__ import main as lit_main
 from lit_sparse.evaluation import flops_per_batch, forward_flops_per_token
 from lit_sparse.parsing.config_files import read_model_config
-from lit_sparse_studies.commands.flops import main
 from lit_sparse_studies.study.flops import flops_report, measured_dense_flops
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = ROOT / "configs"
+
+
+def main(argv):
+    """``python -m lit_sparse flops ...`` in this process."""
+    from lit_sparse.__main__ import main as lit_main
+
+    return lit_main(["flops", *argv])
 
 
 def number(text: str, label: str, column: int) -> int:
@@ -27,7 +33,7 @@ def number(text: str, label: str, column: int) -> int:
 
 
 def test_fixed_at_1024_prints_every_term_and_the_check(capsys):
-    assert lit_main(["flops", "--config", str(CONFIGS / "fixed.yaml")]) == 0
+    assert lit_main(["flops", "--model_config", str(CONFIGS / "fixed.yaml")]) == 0
     out = capsys.readouterr().out
     for label in ("attention scores", "attention mixing", "projections", "MLP", "LM head"):
         assert label in out
@@ -62,5 +68,7 @@ def test_sparse_count_is_the_throughput_monitors(tmp_path):
 
 
 def test_bad_length_is_one_line(capsys):
-    assert main(["--config", str(CONFIGS / "fixed.yaml"), "--length", "-3", "--no-check"]) == 2
+    assert (
+        main(["--model_config", str(CONFIGS / "fixed.yaml"), "--length", "-3", "--no-check"]) == 2
+    )
     assert capsys.readouterr().err.strip() == "error: --length=-3: expected a positive integer"

@@ -82,7 +82,7 @@ def two_quickstart_runs(tmp_path_factory) -> list[Path]:
         # start-ups (9 s of CPU each)
         patch.setattr(runner, "fit_in_subprocess", lambda args: lit_main(list(args)))
         for name in ("fib_fixed_w8", "fib_linear_w8"):
-            extra = ["--config", str(QUICKSTART), "--config", str(TINY)]
+            extra = ["--fit_config", str(QUICKSTART), str(TINY)]
             assert lit_main(["matrix", "--run", name, *extra]) == 0
             dirs.append(root / "runs" / name / "version_0")
     return dirs

@@ -63,7 +63,7 @@ def tiny_study(tmp_path_factory) -> tuple[Path, str]:
         # claim, crash and kill tests below check; here it would only add four interpreter
         # and Lightning start-ups (9 s of CPU each)
         patch.setattr(runner, "fit_in_subprocess", lambda args: lit_main(list(args)))
-        assert lit_main(preset_args(root, "--run", "--config", str(TINY))) == 0
+        assert lit_main(preset_args(root, "--run", "--fit_config", str(TINY))) == 0
     return root, out.getvalue()
 
 
@@ -102,7 +102,7 @@ def test_run_trains_each_run_into_its_own_folder(tiny_study):
 
 def test_a_second_run_skips_the_complete_runs(tiny_study, capsys):
     root, _ = tiny_study
-    assert lit_main(preset_args(root, "--run", "--config", str(TINY))) == 0
+    assert lit_main(preset_args(root, "--run", "--fit_config", str(TINY))) == 0
     out = capsys.readouterr().out
     assert out.count("complete (") == 4 and out.count(", skipped") == 4
     assert "starting" not in out and "resuming" not in out
@@ -113,7 +113,7 @@ def test_a_second_run_skips_the_complete_runs(tiny_study, capsys):
     assert [row[3] for row in rows] == [
         f"complete (step 6; trained with extra options --config {TINY})"
     ] * 4
-    assert lit_main(preset_args(root, "--run", "--dry-run", "--config", str(TINY))) == 0
+    assert lit_main(preset_args(root, "--run", "--dry-run", "--fit_config", str(TINY))) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 4 and all(line.endswith("/version_0), skipped") for line in lines)
 
@@ -125,7 +125,9 @@ def test_records_rebuild_the_tables_without_the_run_folders(tiny_study, capsys, 
     root, _ = tiny_study
     results = tmp_path / "results"
     assert (
-        lit_main([*preset_args(root, "--run", "--config", str(TINY)), "--results", str(results)])
+        lit_main(
+            [*preset_args(root, "--run", "--fit_config", str(TINY)), "--results", str(results)]
+        )
         == 0
     )
     assert sorted(p.relative_to(results).as_posix() for p in results.rglob("*.json")) == [
@@ -146,7 +148,7 @@ def test_records_rebuild_the_tables_without_the_run_folders(tiny_study, capsys, 
 
 def test_other_options_for_a_started_run_are_refused(tiny_study, capsys):
     root, _ = tiny_study
-    args = preset_args(root, "--run", "--config", str(TINY), "--model.lr", "0.01")
+    args = preset_args(root, "--run", "--fit_config", str(TINY), "--model.lr", "0.01")
     assert lit_main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
@@ -291,7 +293,7 @@ def test_two_studies_on_one_root_never_train_a_run_twice(tmp_path, studies):
     while it trains: the other study skips it (naming the holder) and takes the next."""
     root = tmp_path / "runs" / "cpu"
     slow = study_callbacks(tmp_path / "slow.yaml", fault("SleepAtTrainStart", seconds=3))
-    args = preset_args(root, "--run", "--config", str(TINY), "--config", str(slow), seeds=(0,))
+    args = preset_args(root, "--run", "--fit_config", str(TINY), str(slow), seeds=(0,))
     files = {}  # pid -> its stdout and stderr
     for name in ("first", "second"):
         started = studies.start(tmp_path, *args, name=name)
@@ -319,7 +321,7 @@ def test_a_killed_study_resumes_its_run_and_a_crashed_fit_spares_the_next(
     own folder (fit --ckpt_path last) instead of starting over."""
     root = tmp_path / "runs" / "cpu"
     crash = study_callbacks(tmp_path / "crash.yaml", fault("SegfaultIn", part="fib_fixed"))
-    longer = ["--config", str(TINY), "--config", str(crash), "--trainer.max_steps", "100",
+    longer = ["--fit_config", str(TINY), str(crash), "--trainer.max_steps", "100",
               "--trainer.val_check_interval", "50"]  # fmt: skip
     first = preset_args(root, "--run", *longer, seeds=(0,), variants=("fib_learned",))
     args = preset_args(root, "--run", *longer, seeds=(0,))  # fib fixed, then fib learned

@@ -13,13 +13,19 @@ from lit_sparse.__main__ import main as lit_main
 from lit_sparse.attention.gaussian_read import rung_width_at
 from lit_sparse.runs.checkpoints import read_checkpoint
 from lit_sparse.runs.locks import holds_lock
-from lit_sparse_studies.commands.probe import main
 from lit_sparse_studies.study.probe import probe_parser, run_probe
 
 pytestmark = pytest.mark.slow  # trains, starts processes or benches
 
 ROOT = Path(__file__).resolve().parents[3]
 PROBE_CONFIGS = ROOT / "configs" / "probe"
+
+
+def main(argv):
+    """``python -m lit_sparse probe ...`` in this process."""
+    from lit_sparse.__main__ import main as lit_main
+
+    return lit_main(["probe", *argv])
 
 
 def test_depth2_trains_a_few_steps_and_prints_the_table(tmp_path, capsys):

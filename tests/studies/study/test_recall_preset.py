@@ -196,8 +196,10 @@ def run_study(root: Path) -> int:
     theirs: each experiment keeps its own options); each finished run's record in
     ``results_of(root)``."""
     results = ("--results", str(results_of(root)))
-    first = lit_main(preset_args(root, "--run", *results, "--config", str(TINY), tasks=("mqar64",)))
-    tiny = ("--config", str(TINY), *LONG)
+    first = lit_main(
+        preset_args(root, "--run", *results, "--fit_config", str(TINY), tasks=("mqar64",))
+    )
+    tiny = ("--fit_config", str(TINY), *LONG)
     return first or lit_main(
         preset_args(root, "--run", *results, *tiny, tasks=("distance", "passkey"))
     )
@@ -472,7 +474,7 @@ def test_a_run_that_stops_early_is_complete(tmp_path, capsys):
     stop = ROOT / "tests" / "configs" / "stop_at_first_validation.yaml"
     root = tmp_path / "runs"
     one = {"seeds": (0,), "variants": ("dense",), "tasks": ("mqar64",)}
-    options = ("--config", str(TINY), "--config", str(stop))
+    options = ("--fit_config", str(TINY), str(stop))
     results = ("--results", str(results_of(root)))
     assert lit_main(preset_args(root, "--run", *results, *options, **one)) == 0
     saved = recall_json(root, "mqar64", "dense", 0)
