@@ -44,6 +44,7 @@ GENERATED = {  # a tables file: the tasks and variants (None: the preset's defau
 REFRESHED = {  # a marked table the document takes whole from a file: (file, its header starts)
     "far-mqar": ("far-mqar.md", "| setting | variant | accuracy"),
     "distance-budget": ("distance-budget.md", "| variant | steps (early stops)"),
+    "far-mqar-hybrid": ("far-mqar-hybrid.md", "| setting | variant | accuracy"),
 }
 
 MARKED = re.compile(r"<!-- ([\w-]+) -->\n(.*?)<!-- /\1 -->", re.S)
