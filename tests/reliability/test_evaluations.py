@@ -21,7 +21,8 @@ def test_validate_and_extrapolate_write_under_the_evaluated_run(finished_run, in
 
     assert [p.name for p in run.parent.iterdir()] == ["version_0"], "no new run folder"
     evals = sorted(p.name for p in (run / "evals").iterdir())
-    assert evals == ["extrapolate-step4", "extrapolate-step4-2", "validate-step4"]
+    # beside the end of fit's own (fit-step4)
+    assert evals == ["extrapolate-step4", "extrapolate-step4-2", "fit-step4", "validate-step4"]
     adhoc = json.loads((run / "evals/extrapolate-step4/extrapolation.json").read_text())
     assert adhoc["lengths"] == [48, 96]
     assert json.loads((run / "extrapolation.json").read_text()) == table, "the run's own table"

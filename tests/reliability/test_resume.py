@@ -32,7 +32,10 @@ def run_config(tmp_path: Path, kill_at: int | None, fault: dict | None = None) -
             "class_path": "lightning.pytorch.callbacks.ModelCheckpoint",
             "init_args": {"every_n_train_steps": 2, "save_last": True, "save_top_k": 1},
         },
-        {"class_path": "lit_sparse.callbacks.AlphaTrajectory", "init_args": {"every_n_steps": 1}},
+        {
+            "class_path": "lit_sparse.callbacks.AlphaTrajectory",
+            "init_args": {"every_n_steps": 1, "layer_runs": True},
+        },
         {"class_path": "lit_sparse.callbacks.PositionLoss"},
     ]
     if kill_at is not None:
@@ -140,7 +143,7 @@ def test_killed_run_resumes_to_bit_identical_weights(tmp_path, straight, fork_se
         assert steps == sorted(set(steps)), f"{tag}: {steps} {note}"
     assert [e.step for e in events.Scalars("alpha/layer_00")] == list(range(STEPS + 1))
     assert [e.step for e in events.Scalars("train/loss")] == list(range(STEPS))
-    # and so does the layer's own run (the line of the Custom Scalars chart of every layer)
+    # and so does the layer's own run (layer_runs: the line of the Custom Scalars chart)
     layer = EventAccumulator(str(runs[0] / "alpha" / "layer_00"), size_guidance={"scalars": 0})
     layer.Reload()
     assert [e.step for e in layer.Scalars("alpha")] == list(range(STEPS + 1)), note
