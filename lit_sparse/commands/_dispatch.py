@@ -37,7 +37,15 @@ class CommandParser(ArgumentParser):
 
     def words(self, args: list[str]) -> list[str]:
         """``args`` as jsonargparse reads them: spelled options, bare flags' values, lists."""
-        hints = _option_hints(self)
+        hints, lists = _option_hints(self), list_options(self)
+        if (chosen := _subcommand_parser(self, args)) is not None:
+            # a subcommand's own options win over another's of the same name (bench
+            # attention --dtype is one dtype, bench decode --dtype a list)
+            own = _option_hints(chosen)
+            hints.update(own)
+            own_lists = list_options(chosen)
+            lists = {o: k for o, k in lists.items() if o not in own or o in own_lists}
+            lists.update(own_lists)
         out: list[str] = []
         for i, arg in enumerate(args):
             name, eq, value = arg.partition("=")
@@ -53,7 +61,6 @@ class CommandParser(ArgumentParser):
                     out[-1] = f"{name}={value if isinstance(value, str) else json.dumps(value)}"
                 elif _is_bool(hint):
                     out.append("true")
-        lists = list_options(self)
         joined = join_list_values(out, lists)
         for i, arg in enumerate(joined[:-1]):  # one value of a list option: a list of one
             value = joined[i + 1]
@@ -72,6 +79,14 @@ class CommandParser(ArgumentParser):
         reason = condense_parse_error(message)
         print(f"error: {reason}  ({self.prog} --help lists the options)", file=sys.stderr)
         raise SystemExit(2)
+
+
+def _subcommand_parser(parser: argparse.ArgumentParser, args: list[str]) -> Any:
+    """The parser of the subcommand named in ``args`` (None: none is)."""
+    for action in parser._actions:
+        if getattr(action, "choices", None) and hasattr(action, "_name_parser_map"):
+            return next((action.choices[a] for a in args if a in action.choices), None)
+    return None
 
 
 def _bare(args: list[str], i: int) -> bool:

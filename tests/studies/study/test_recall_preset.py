@@ -484,7 +484,8 @@ def test_a_run_that_stops_early_is_complete(tmp_path, capsys):
     assert record["cpu_s"] > 1 and record["wall_s"] > 1  # the fit's own process
     capsys.readouterr()
     assert lit_main(preset_args(root, "--list", **one)) == 0
-    extra = " ".join(options)  # the options it was trained with (issue 47)
+    # the options it was trained with (issue 47), as fit took them
+    extra = f"--config {TINY} --config {stop}"
     assert f"| complete (step 2 (stopped early); trained with extra options {extra}) |" in (
         capsys.readouterr().out
     )
