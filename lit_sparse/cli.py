@@ -27,7 +27,7 @@ from lit_sparse.legacy import translate_config_args
 from lit_sparse.module import LitLanguageModel
 from lit_sparse.parsing import arguments
 from lit_sparse.runs import is_global_rank_zero, launch, release_all
-from lit_sparse.runs.checkpoints import is_checkpoint
+from lit_sparse.runs.checkpoint_files import is_checkpoint
 from lit_sparse.runs.matching import check_checkpoint
 from lit_sparse.runs.memory import keep_freed_memory
 from lit_sparse.runs.quiet import quiet_evaluation, quiet_lightning

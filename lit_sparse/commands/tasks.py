@@ -76,7 +76,7 @@ def tasks(
     from lit_sparse.data.tokenizer import load_tokenizer
     from lit_sparse.evaluation.forced_choice import results_table
     from lit_sparse.runs.analysis import load_run
-    from lit_sparse.runs.checkpoints import check_tokenizer
+    from lit_sparse.runs.checkpoint_files import check_tokenizer
 
     chosen = choice_tasks(tasks or choices, per_group, seed)
     folder = Path(path)

@@ -74,7 +74,7 @@ def _note_other_tokenizer(named: str, loaded: Tokenizer, trained: Any, weights: 
 def run_tokenizer_checked(run, tokenizer: str | None = None, option: str = PYTHON_OPTION):
     """A loaded run's tokenizer (its config.yaml's, checked against the checkpoint's), or
     ``tokenizer`` on purpose; ``option``: how the caller names another, for the message."""
-    from lit_sparse.runs.checkpoints import check_tokenizer  # lightning: runs only
+    from lit_sparse.runs.checkpoint_files import check_tokenizer
 
     spec = tokenizer or run_tokenizer(run.config)
     loaded = Tokenizer.from_pretrained(spec)

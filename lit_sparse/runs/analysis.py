@@ -7,17 +7,19 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from lit_sparse.errors import ConfigError, DamagedFileError, RunNotFoundError
-from lit_sparse.evaluation.extrapolation import ExtrapolationResult
-from lit_sparse.evaluation.recall import RecallResult
 from lit_sparse.io.yaml_files import load_yaml
 from lit_sparse.legacy import translate
-from lit_sparse.runs.checkpoints import checkpoint_tokenizer, is_checkpoint, read_checkpoint
+from lit_sparse.runs.checkpoint_files import checkpoint_tokenizer, is_checkpoint, read_checkpoint
 from lit_sparse.runs.folders import experiment_runs, run_checkpoint
+
+if TYPE_CHECKING:  # the results' modules import torchmetrics: read_* imports them when used
+    from lit_sparse.evaluation.extrapolation import ExtrapolationResult
+    from lit_sparse.evaluation.recall import RecallResult
 
 log = logging.getLogger(__name__)
 
@@ -145,11 +147,15 @@ def read_result_json(path: str | Path) -> dict[str, Any] | None:
 
 def read_extrapolation(path: str | Path) -> ExtrapolationResult | None:
     """An ``extrapolation.json`` (None if missing; DamagedFileError naming it if invalid)."""
+    from lit_sparse.evaluation.extrapolation import ExtrapolationResult
+
     return _read_table(path, ExtrapolationResult, "an extrapolation table")
 
 
 def read_recall(path: str | Path) -> RecallResult | None:
     """A ``recall.json`` (None if missing; DamagedFileError naming it if invalid)."""
+    from lit_sparse.evaluation.recall import RecallResult  # torchmetrics: only when read
+
     return _read_table(path, RecallResult, "a recall table")
 
 

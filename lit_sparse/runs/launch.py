@@ -19,7 +19,7 @@ from lit_sparse.attention.registry import ATTENTION
 from lit_sparse.errors import CheckpointError, ConfigError
 from lit_sparse.io.atomic import remove_stale_temporaries, write_text
 from lit_sparse.runs import folders
-from lit_sparse.runs.checkpoints import is_checkpoint, read_checkpoint
+from lit_sparse.runs.checkpoint_files import is_checkpoint, read_checkpoint
 from lit_sparse.runs.events import wait_for_a_later_event_file, writer_file
 from lit_sparse.runs.locks import RunLock, is_global_rank_zero
 from lit_sparse.runs.resume import choose_run

@@ -10,7 +10,7 @@ from jsonargparse import Namespace
 from lit_sparse.attention import build_attention
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import CheckpointError
-from lit_sparse.runs import checkpoints
+from lit_sparse.runs import checkpoint_files
 from lit_sparse.runs.locks import is_global_rank_zero
 from lit_sparse.runs.resume import changed_values, describe_changes
 from lit_sparse.runs.strategy import check_resume_strategy
@@ -25,7 +25,7 @@ def _resolved_arch(values: dict) -> dict:
 def _model_differences(wanted: Namespace, found: dict[str, Any], subcommand: str) -> list[str]:
     lines = []
     if "arch" in found:
-        lines += checkpoints.differences(
+        lines += checkpoint_files.differences(
             _resolved_arch(wanted.arch.as_dict()), _resolved_arch(found["arch"]), "arch"
         )
     if "attention" in found:
@@ -37,7 +37,7 @@ def _model_differences(wanted: Namespace, found: dict[str, Any], subcommand: str
                 f"checkpoint {type(ckpt_attention).name!r}"
             )
         else:
-            lines += checkpoints.differences(
+            lines += checkpoint_files.differences(
                 config_attention.init_args(), ckpt_attention.init_args(), "attention"
             )
     if subcommand == "fit" and found.get("optimizer", "adamw") != wanted.get("optimizer"):
@@ -53,7 +53,7 @@ def check_checkpoint(config: Namespace, subcommand: str, config_filename: str | 
     ckpt_path = config.get("ckpt_path")
     if subcommand == "fit":
         check_resume_strategy(ckpt_path, config.trainer.get("strategy"))
-    checkpoint = checkpoints.read_checkpoint(ckpt_path, weights=False)
+    checkpoint = checkpoint_files.read_checkpoint(ckpt_path, weights=False)
     found = checkpoint.get("hyper_parameters", {})
     wanted = config.model
     lines = _model_differences(wanted, found, subcommand)
@@ -68,8 +68,8 @@ def check_checkpoint(config: Namespace, subcommand: str, config_filename: str | 
     if init_args is not None and init_args.get("tokenizer"):
         from lit_sparse.data.tokenizer import load_tokenizer
 
-        spec, trained = init_args.tokenizer, checkpoints.checkpoint_tokenizer(checkpoint)
-        checkpoints.check_tokenizer(trained, load_tokenizer(spec).sha256, spec, ckpt_path)
+        spec, trained = init_args.tokenizer, checkpoint_files.checkpoint_tokenizer(checkpoint)
+        checkpoint_files.check_tokenizer(trained, load_tokenizer(spec).sha256, spec, ckpt_path)
     if subcommand == "fit" and is_global_rank_zero():
         changes = changed_values(wanted.as_dict(), found)
         if changes:

@@ -21,8 +21,8 @@ from torch.distributed.checkpoint.state_dict import (
 from lit_sparse.errors import CheckpointError, ConfigError, StorageError, error_chain
 from lit_sparse.io.atomic import AtomicFolder, storage_error, storage_failure, write_text
 from lit_sparse.io.class_paths import names_subclass
+from lit_sparse.runs.checkpoint_files import verify_checkpoint
 from lit_sparse.runs.checkpoint_folders import CHECKSUMS, file_checksums, is_sharded_checkpoint
-from lit_sparse.runs.checkpoints import verify_checkpoint
 
 STRATEGY_CONFIG = "configs/strategy/fsdp2.yaml"
 

@@ -64,7 +64,7 @@ def test_the_example_trains_from_the_cli_by_its_name(example_installed, tmp_path
     (run,) = tmp_path.glob("runs/dilated/version_*")  # named by the attention trained
     config = (run / "config.yaml").read_text()
     assert "lit_sparse_dilated.dilated.DilatedAttention" in config and "dilation: 5" in config
-    from lit_sparse.runs.checkpoints import read_checkpoint
+    from lit_sparse.runs.checkpoint_files import read_checkpoint
 
     saved = read_checkpoint(run / "checkpoints" / "last.ckpt")
     assert saved["global_step"] == 4

@@ -8,7 +8,8 @@ import torch
 
 from lit_sparse.cli import LitSparseCLI
 from lit_sparse.errors import CheckpointError
-from lit_sparse.runs.checkpoints import AtomicCheckpointIO, atomic_torch_save, read_checkpoint
+from lit_sparse.runs.checkpoint_files import read_checkpoint
+from lit_sparse.runs.checkpoints import AtomicCheckpointIO, atomic_torch_save
 
 ROOT = Path(__file__).resolve().parents[2]
 

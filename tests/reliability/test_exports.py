@@ -24,7 +24,7 @@ from lit_sparse.errors import ConfigError, DamagedFileError
 from lit_sparse.formats.pretrained import TRAINED_ATTENTION, WEIGHTS_SHA256, file_sha256
 from lit_sparse.interop.export import export_run
 from lit_sparse.io import atomic
-from lit_sparse.runs.checkpoints import read_checkpoint
+from lit_sparse.runs.checkpoint_files import read_checkpoint
 
 from .cli_runs import copy_run, errors, tracebacks
 

@@ -5,9 +5,11 @@ from its checkpoint folder named by path. Across strategies (issue 47): DDP's fi
 under FSDP2, FSDP2's folder is refused under another strategy in one line; a full disk in a
 sharded save, a damaged shard without its record and a folder without meta.pt are one line.
 
-Four 2-process fits of the tiny learned-alpha model (6 steps, a checkpoint every 2), forked
-from one process that imported torch and Lightning: DDP, FSDP2, and FSDP2 killed while
-saving step 4 then resumed; the issue 47 tests add four 2-step resumes of copies of them.
+Four 2-process fits of a tiny hybrid (configs/hybrid.yaml: a learned-alpha Fibonacci layer 0
+and a NoPE dense layer 1; 6 steps, a checkpoint every 2), forked from one process that
+imported torch and Lightning: DDP, FSDP2, and FSDP2 killed while saving step 4 then resumed;
+the issue 47 tests add four 2-step resumes of copies of them. The hybrid holds two plugins,
+so one set of fits covers learned alpha and a plugin of plugins under both strategies.
 About 100 worker-seconds, over the 30 of CONTRIBUTING.md: each fit is two processes and what
 the tests check is what the two processes do together.
 """
@@ -23,7 +25,7 @@ import torch
 from safetensors.torch import load_file
 
 from lit_sparse.errors import CheckpointError
-from lit_sparse.runs.checkpoints import read_checkpoint
+from lit_sparse.runs.checkpoint_files import read_checkpoint
 from tests.tiny_runs import scalars
 
 from .cli_runs import (
@@ -42,6 +44,11 @@ from .cli_runs import (
 pytestmark = pytest.mark.slow
 
 STEPS = 6
+HYBRID = [
+    "--model.attention.init_args.local_attention.init_args.schedule", "Learned",
+    "--model.attention.init_args.every", "2",
+    "--model.attention.init_args.global_rope", "false",
+]  # fmt: skip
 FSDP2 = ["--trainer.strategy", str(ROOT / "configs" / "strategy" / "fsdp2.yaml")]
 DDP = ["--trainer.strategy", "ddp"]
 
@@ -52,7 +59,8 @@ def _fit(server, workdir: Path, strategy: list[str], *callbacks: dict, resume: b
     extra = write_callbacks(
         workdir / "callbacks.yaml", checkpoint_every(2), *OBSERVERS, *callbacks, max_steps=STEPS
     )
-    args = ["fit", *config_args("learned.yaml", extra), "--trainer.devices", "2", *strategy]
+    args = ["fit", *config_args("hybrid.yaml", extra), *HYBRID, "--trainer.devices", "2"]
+    args += strategy
     resuming = ["--ckpt_path", "last"] if resume else []
     return server.run(workdir, *args, *resuming, timeout=300)
 
@@ -65,10 +73,10 @@ def runs(tmp_path_factory, fork_server) -> dict[str, Path]:
     for name, strategy in (("ddp", DDP), ("fsdp2", FSDP2)):
         done = _fit(fork_server, root / name, strategy)
         assert done.returncode == 0, done.stderr[-3000:]
-        folders[name] = root / name / "runs" / "learned" / "version_0"
+        folders[name] = root / name / "runs" / "hybrid" / "version_0"
     killed = _fit(fork_server, root / "resumed", FSDP2, fault("KillAfterShardsAtStep", step=4))
     assert killed.returncode == -9, killed.stderr[-3000:]
-    last = root / "resumed" / "runs" / "learned" / "version_0" / "checkpoints" / "last.ckpt"
+    last = root / "resumed" / "runs" / "hybrid" / "version_0" / "checkpoints" / "last.ckpt"
     # the save of step 4 was cut: the checkpoint of step 2 is whole, as it was
     assert read_checkpoint(last, weights=False)["global_step"] == 2
     resumed = _fit(fork_server, root / "resumed", FSDP2, resume=True)
@@ -97,6 +105,11 @@ def test_fsdp2_trains_as_ddp_does(runs):
     alphas = torch.tensor(fsdp2.alpha_trajectory.alphas)
     torch.testing.assert_close(alphas, torch.tensor(ddp.alpha_trajectory.alphas), atol=1e-5, rtol=0)
     assert (alphas[-1] != alphas[0]).all()  # alpha did learn
+    # the hybrid's local layer 0 has an alpha line, its dense layer 1 none
+    assert fsdp2.alpha_trajectory.layers == ddp.alpha_trajectory.layers == (0,)
+    assert "alpha/layer_00" in scalars(runs["fsdp2"]) and "alpha/layer_01" not in scalars(
+        runs["fsdp2"]
+    )
     assert fsdp2.step == STEPS
     positions = [json.loads((runs[n] / "position_loss.json").read_text()) for n in ("ddp", "fsdp2")]
     assert positions[1]["step"] == positions[0]["step"] == STEPS

@@ -15,7 +15,7 @@ import lit_sparse
 from lit_sparse.data import TextDataModule
 from lit_sparse.data.embedded import TOKENIZER_PATH
 from lit_sparse.errors import CheckpointError
-from lit_sparse.runs.checkpoints import read_checkpoint
+from lit_sparse.runs.checkpoint_files import read_checkpoint
 from tests.command_line import command as command_line
 
 from .cli_runs import config_args, copy_run, errors, flip_bit, run_cli

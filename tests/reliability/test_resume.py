@@ -156,7 +156,7 @@ def test_a_kill_in_a_checkpoint_save_leaves_the_previous_one_and_last_resumes_fr
     """SIGKILL half way through writing a checkpoint of step 4 (last.ckpt, or the top-k
     file written before it): last.ckpt is still step 2's, whole; `fit --ckpt_path last`
     resumes from it (its config named after step 2) and ends with the uninterrupted weights."""
-    from lit_sparse.runs.checkpoints import read_checkpoint
+    from lit_sparse.runs.checkpoint_files import read_checkpoint
 
     fault = {
         "class_path": "tests.reliability.faults.KillInCheckpointSaveAtStep",

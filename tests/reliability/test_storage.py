@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lit_sparse.__main__ import main as lit_main
-from lit_sparse.runs.checkpoints import read_checkpoint
+from lit_sparse.runs.checkpoint_files import read_checkpoint
 
 from .cli_runs import (
     OBSERVERS,

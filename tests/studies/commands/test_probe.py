@@ -11,7 +11,7 @@ import pytest
 
 from lit_sparse.__main__ import main as lit_main
 from lit_sparse.attention.gaussian_read import rung_width_at
-from lit_sparse.runs.checkpoints import read_checkpoint
+from lit_sparse.runs.checkpoint_files import read_checkpoint
 from lit_sparse.runs.locks import holds_lock
 from lit_sparse_studies.study.probe import probe_parser, run_probe
 
