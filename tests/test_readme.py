@@ -177,10 +177,12 @@ def merged(base: dict, override: dict) -> dict:
 
 def tiny_configs(folder: Path) -> None:
     """configs/ as in the repository, each training config with tests/configs/tiny.yaml
-    layered in (a 2-layer model, 4 steps, the embedded corpus); its logger name kept."""
+    layered in (a 2-layer model, 4 steps, the embedded corpus); its logger name kept, and
+    the model summary printed as a user sees it."""
     shutil.copytree(ROOT / "configs", folder / "configs")
     tiny = yaml.safe_load(TINY.read_text())
     tiny["trainer"].pop("logger")
+    tiny["trainer"].pop("enable_model_summary")
     for path in (folder / "configs").glob("*.yaml"):
         values = yaml.safe_load(path.read_text())
         if "trainer" in values:
@@ -229,3 +231,31 @@ def test_readme_command_runs_as_written(command, results):
     }.get(words[3] if len(words) > 3 else "", [])
     for text in expected:
         assert text in done.stdout, done.stdout[-2000:]
+
+
+# What a command printed that is not the user's business (issue 25, item 9): Lightning's
+# litlogger tip, torch's LeafSpec deprecation, "Total FLOPs: 0" in the model summary and
+# ModelCheckpoint's "dirpath has changed" on an evaluation
+NOISE = (
+    "Tip: For seamless",
+    "litlogger",
+    "litmodels",
+    "LeafSpec",
+    "Total FLOPs: 0\n",
+    "Total Flops",
+    "The dirpath has changed",
+)
+
+
+@pytest.mark.parametrize("command", TO_RUN, ids=[key(c)[:60] for c in TO_RUN])
+def test_readme_command_prints_no_noise(command, results):
+    """Every README command (fit, validate, generate, export, ...) as a user runs it prints
+    none of NOISE; a fit's model summary counts the FLOPs of one training sequence."""
+    done = results[command]
+    printed = done.stdout + done.stderr
+    found = [line for line in NOISE if line in printed]
+    assert not found, f"{command} printed {found}:\n{printed[-3000:]}"
+    words = key(command).split()
+    if words[3:4] == ["fit"] and "--ckpt_path" not in words:
+        [flops] = re.findall(r"Total FLOPs: ([\d.]+ ?[KMGT]?)", printed)
+        assert float(flops.rstrip(" KMGT")) > 0, printed[-3000:]
