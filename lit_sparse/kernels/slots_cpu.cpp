@@ -1253,48 +1253,6 @@ torch::Tensor f32_linear(torch::Tensor x, torch::Tensor w) {
   return y;
 }
 
-// float32 weights stored column-major, wt (K, N) contiguous (a decoding layout's stacked
-// projections): y[m, :] = sum over k in order of x[m, k] wt[k, :], rows of wt streamed in
-// order. Threads split the N columns in blocks of whole vectors, so each output's sum runs
-// over k in one order whatever the thread count.
-torch::Tensor f32_linear_t(torch::Tensor x, torch::Tensor wt) {
-  TORCH_CHECK(x.dim() >= 1 && wt.dim() == 2 && x.size(-1) == wt.size(0), "f32_linear_t: x (..., K), wt (K, N)");
-  TORCH_CHECK(x.scalar_type() == torch::kFloat && wt.scalar_type() == torch::kFloat,
-              "f32_linear_t: float32 x and wt");
-  TORCH_CHECK(x.is_contiguous() && wt.is_contiguous() && x.device().is_cpu() && wt.device().is_cpu(),
-              "f32_linear_t: contiguous CPU tensors");
-  using FVec = at::vec::Vectorized<float>;
-  constexpr int64_t W = FVec::size(), kCols = 4 * W;  // columns a block: 4 vectors of sums
-  const int64_t K = x.size(-1), M = K ? x.numel() / K : 0, N = wt.size(1);
-  auto y = narrow_output(x, N);
-  const float* xp = x.data_ptr<float>();
-  const float* wp = wt.data_ptr<float>();
-  float* yp = y.data_ptr<float>();
-  const int64_t blocks = (N + kCols - 1) / kCols;
-  at::parallel_for(0, blocks, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t m = 0; m < M; ++m) {
-      const float* xm = xp + m * K;
-      for (int64_t b = begin; b < end; ++b) {
-        const int64_t n0 = b * kCols, cols = std::min(kCols, N - n0);
-        FVec acc[4] = {FVec(0.f), FVec(0.f), FVec(0.f), FVec(0.f)};
-        for (int64_t k = 0; k < K; ++k) {
-          const FVec xk(xm[k]);
-          const float* row = wp + k * N + n0;
-          for (int v = 0; v < 4; ++v) {
-            const int64_t left = cols - v * W;
-            if (left > 0) acc[v] = at::vec::fmadd(xk, FVec::loadu(row + v * W, std::min(W, left)), acc[v]);
-          }
-        }
-        for (int v = 0; v < 4; ++v) {
-          const int64_t left = cols - v * W;
-          if (left > 0) acc[v].store(yp + m * N + n0 + v * W, std::min(W, left));
-        }
-      }
-    }
-  });
-  return y;
-}
-
 // int8: w ~ scale * q per output channel (weight-only int8, a quarter of float32's bytes);
 // rows of w may be padded (row stride >= K).
 torch::Tensor int8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale) {
@@ -1344,7 +1302,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("decode_step", &decode_step, "one decoding position over a ring of cached rows (CPU)");
   m.def("bf16_linear", &bf16_linear, "float32 x times bfloat16 weights, float32 sums (CPU)");
   m.def("f32_linear", &f32_linear, "float32 x times row-major float32 weights, few rows (CPU)");
-  m.def("f32_linear_t", &f32_linear_t, "float32 x times column-major float32 weights (CPU)");
   m.def("int8_linear", &int8_linear, "float32 x times int8 weights and per-row scales (CPU)");
   m.def("parallel_threads", &parallel_threads, "threads at::parallel_for runs on (CPU)");
   m.def("set_flush_denormal", &set_flush_denormal, "subnormals as zero on every intra-op thread");
