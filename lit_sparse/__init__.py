@@ -24,10 +24,21 @@ if TYPE_CHECKING:  # the public names, each imported on first use (lit_sparse._l
     from lit_sparse.attention import register_attention as register_attention
     from lit_sparse.config import ModelConfig as ModelConfig
     from lit_sparse.data.tokenizer import Tokenizer as Tokenizer
+    from lit_sparse.errors import ConfigError as ConfigError
+    from lit_sparse.errors import DamagedFileError as DamagedFileError
+    from lit_sparse.errors import LitSparseError as LitSparseError
+    from lit_sparse.errors import RunInUseError as RunInUseError
+    from lit_sparse.errors import check_format as check_format
+    from lit_sparse.errors import interrupted as interrupted
     from lit_sparse.generation import generate as generate
     from lit_sparse.generation import generate_text as generate_text
     from lit_sparse.generation import score as score
     from lit_sparse.interop.loading import load_pretrained as load_pretrained
+    from lit_sparse.legacy import current_path as current_path
+    from lit_sparse.model import Attention as Attention
+    from lit_sparse.model import Block as Block
+    from lit_sparse.model import FeedForward as FeedForward
+    from lit_sparse.model import FusedProjection as FusedProjection
     from lit_sparse.model import LanguageModel as LanguageModel
     from lit_sparse.runs.analysis import load_run as load_run
 

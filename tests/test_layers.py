@@ -1,6 +1,7 @@
 """The layer map holds: import-linter's contracts in pyproject.toml (the layers, no import
-circle inside any folder, the library never importing the studies) are kept, and a
-back-import or a circle breaks them; the studies import no private name of the library.
+circle inside any folder, the library never importing the studies, the studies importing only
+its packages) are kept, and a back-import or a circle breaks them; the studies import only public
+names of the library: names in the ``__all__`` of ``lit_sparse`` or one of its packages.
 
 import-linter reads the packages from their files. The observers are installed as
 ``lit_sparse.callbacks`` from the top-level ``callbacks/`` folder and the studies as
@@ -10,10 +11,13 @@ import-linter reads the packages from their files. The observers are installed a
 from __future__ import annotations
 
 import ast
+import importlib
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = (
@@ -50,7 +54,7 @@ def lint_imports(tree: Path) -> subprocess.CompletedProcess:
 def test_the_package_keeps_its_import_contracts(tmp_path):
     done = lint_imports(installed_layout(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Contracts: 4 kept, 0 broken." in done.stdout
+    assert "Contracts: 5 kept, 0 broken." in done.stdout
 
 
 def test_a_back_import_or_a_circle_breaks_them(tmp_path):
@@ -66,37 +70,84 @@ def test_a_back_import_or_a_circle_breaks_them(tmp_path):
         module.write("\nimport lit_sparse.io.tables  # and back: a circle in one folder\n")
     with open(package / "runs" / "analysis.py", "a") as module:
         module.write("\nimport lit_sparse_studies.study.seeds  # the library using a study\n")
+    with open(tree / "lit_sparse_studies" / "study" / "seeds.py", "a") as module:
+        module.write("\nfrom lit_sparse.io.atomic import write_json  # a module, not its package\n")
     done = lint_imports(tree)
     assert done.returncode == 1
     assert "lit_sparse.attention is not allowed to import lit_sparse.runs" in done.stdout
     assert "lit_sparse.formats is not allowed to import lit_sparse.model" in done.stdout
     assert "No cycles are allowed in lit_sparse.io" in done.stdout
     assert "lit_sparse is not allowed to import lit_sparse_studies" in done.stdout
+    assert "lit_sparse_studies.study.seeds is not allowed to import lit_sparse.io.atomic" in (
+        done.stdout.replace("\n", " ")
+    )
 
 
-def private_names(tree: Path) -> list[str]:
-    """Each ``from lit_sparse... import name`` (or ``import lit_sparse...``) in ``tree`` whose
-    module path or name has a part starting with an underscore."""
+def packages() -> list[str]:
+    """lit_sparse's packages below the top, as installed (``callbacks/`` is
+    ``lit_sparse.callbacks``)."""
+    found = [
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for init in (ROOT / "lit_sparse").rglob("__init__.py")
+        if init.parent != ROOT / "lit_sparse"
+    ]
+    return sorted([*found, "lit_sparse.callbacks"])
+
+
+def test_the_studies_contract_lets_them_import_every_package_and_nothing_else():
+    """The studies' forbidden contract forbids every module below lit_sparse; its exceptions,
+    each package's ``__init__``, are exactly lit_sparse's packages."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = [
+        c for c in config["contracts"] if c.get("forbidden_modules") == ["lit_sparse.**"]
+    ]
+    allowed = [
+        imported.split(" -> ")[1]
+        for imported in contract["ignore_imports"]
+        if imported.startswith("lit_sparse_studies.** -> ")
+    ]
+    assert allowed == packages()
+
+
+def non_public_imports(tree: Path) -> list[str]:
+    """Each import of lit_sparse in ``tree`` that is not of a public name: ``from M import name``
+    where M is ``lit_sparse`` or one of its packages and ``name`` is in M's ``__all__``. A module
+    below lit_sparse (``lit_sparse.io.atomic``) is never imported by name or path."""
     found = []
     for path in sorted(tree.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lit_sparse."):
-                parts = [*node.module.split("."), *(a.name for a in node.names)]
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                if (node.module or "").split(".")[0] != "lit_sparse":
+                    continue
+                module = importlib.import_module(node.module)
+                public = getattr(module, "__all__", []) if hasattr(module, "__path__") else []
+                bad = [alias.name for alias in node.names if alias.name not in public]
             elif isinstance(node, ast.Import):
-                parts = [
-                    p
-                    for a in node.names
-                    if a.name.startswith("lit_sparse.")
-                    for p in a.name.split(".")
+                bad = [
+                    alias.name
+                    for alias in node.names
+                    if alias.name.startswith("lit_sparse.")
+                    and not hasattr(importlib.import_module(alias.name), "__path__")
                 ]
             else:
                 continue
-            if any(part.startswith("_") and part != "__main__" for part in parts):
-                found.append(f"{path.relative_to(tree)}:{node.lineno}")
+            found += [f"{path.relative_to(tree)}:{node.lineno}: {name}" for name in bad]
     return found
 
 
 def test_the_studies_use_only_public_names_of_the_library(tmp_path):
-    assert private_names(ROOT / "studies") == []
-    (tmp_path / "peek.py").write_text("from lit_sparse.study_helpers import _hidden\n")
-    assert private_names(tmp_path) == ["peek.py:1"]
+    assert non_public_imports(ROOT / "studies") == []
+    assert non_public_imports(ROOT / "docs" / "recall-study") == []
+    (tmp_path / "peek.py").write_text(
+        "from lit_sparse.io.atomic import write_json\n"  # a module, not its package
+        "from lit_sparse.io import write_json, AtomicFile\n"  # a name the package does not list
+        "from lit_sparse.runs import _lazy_names\n"
+        "import lit_sparse.io.tables\n"
+        "from lit_sparse import LanguageModel\n"  # public
+    )
+    assert non_public_imports(tmp_path) == [
+        "peek.py:1: write_json",
+        "peek.py:2: AtomicFile",
+        "peek.py:3: _lazy_names",
+        "peek.py:4: lit_sparse.io.tables",
+    ]

@@ -8,14 +8,19 @@ import importlib
 import pytest
 
 PACKAGES = {
-    "lit_sparse": 16,
-    "lit_sparse.attention": 11,
+    "lit_sparse": 28,
+    "lit_sparse.attention": 20,
+    "lit_sparse.commands": 6,
     "lit_sparse.data": 7,
-    "lit_sparse.evaluation": 11,
-    "lit_sparse.generation": 7,
-    "lit_sparse.interop.hf": 9,
-    "lit_sparse.kernels": 5,
-    "lit_sparse.runs": 12,
+    "lit_sparse.evaluation": 14,
+    "lit_sparse.formats": 4,
+    "lit_sparse.generation": 13,
+    "lit_sparse.interop": 2,
+    "lit_sparse.interop.hf": 10,
+    "lit_sparse.io": 7,
+    "lit_sparse.kernels": 7,
+    "lit_sparse.parsing": 3,
+    "lit_sparse.runs": 23,
     "lit_sparse.tasks": 33,
 }
 """package -> how many public names it has at least (a package whose source cannot be read

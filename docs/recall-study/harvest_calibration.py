@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from lit_sparse.io.tables import markdown_table
+from lit_sparse.io import markdown_table
 from lit_sparse_studies.study.recall_records import make_record, read_record, write_record
 
 HERE = Path(__file__).parent / "calibration"

@@ -31,6 +31,16 @@ from lit_sparse.errors import LitSparseError, interrupted
 from lit_sparse.io.atomic import write_json
 from lit_sparse.registry import Registry
 
+__all__ = [
+    "COMMANDS",
+    "CommandOptions",
+    "command",
+    "parse_command",
+    "print_report",
+    "summary",
+]
+"""The public names: a package registering its commands (the studies) needs only these."""
+
 LIGHTNING_COMMANDS = ("fit", "validate", "test", "extrapolate")
 """LightningCLI's commands (lit_sparse/cli.py), reserved names."""
 

@@ -59,7 +59,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 def bench_plugins(window: int, keys: int) -> dict[str, Any]:
     """Row name -> plugin: every registered plugin's ``bench_cases(keys, window)``."""
-    from lit_sparse.attention.registry import all_bench_cases
+    from lit_sparse.attention import all_bench_cases
 
     return all_bench_cases(keys, window)
 
@@ -71,7 +71,7 @@ def plugin_names(window: int = 12) -> list[str]:
 def op_plugin_names(window: int = 12) -> list[str]:
     """The rows whose layer is an op of their own: not a stack of other plugins (a hybrid's
     one layer is its local plugin's)."""
-    from lit_sparse.attention.hybrid import HybridAttention
+    from lit_sparse.attention import HybridAttention
 
     rows = bench_plugins(window, fibonacci_keys(window, 1024))
     return [name for name, plugin in rows.items() if not isinstance(plugin, HybridAttention)]
@@ -80,7 +80,7 @@ def op_plugin_names(window: int = 12) -> list[str]:
 def slot_plugin_names(window: int = 12) -> list[str]:
     """The rows whose pattern is described by its slots (a slot pattern with the slots'
     own math): FlexAttention can take their masks."""
-    from lit_sparse.attention.base import SlotPattern
+    from lit_sparse.attention import SlotPattern
 
     def by_slots(pattern) -> bool:
         return isinstance(pattern, SlotPattern) and type(pattern).reference is SlotPattern.reference
@@ -124,7 +124,7 @@ def _relative_table(slots, length: int, device):
     its upper tap where it has a weight), and the absolute keys' (n_blocks, T) table."""
     import torch
 
-    from lit_sparse.kernels.slots import KeySlots
+    from lit_sparse.kernels import KeySlots
 
     if not isinstance(slots, KeySlots):  # a tensor of distances
         slots = KeySlots(distances=slots.to(torch.long), reach=int(slots.max()) + 1)
@@ -242,9 +242,9 @@ def useful_flops(spec: dict[str, Any], keys: float, backward: bool = True) -> fl
 
 def fibonacci_keys(window: int, length: int) -> int:
     """Keys per query of fixed-alpha Fibonacci attention with ``window`` at ``length``."""
-    from lit_sparse.attention import offsets
+    from lit_sparse.attention import fibonacci_rungs, layer_distances
 
-    return len(offsets.layer_distances(1.0, offsets.fibonacci_rungs(15), window, length))
+    return len(layer_distances(1.0, fibonacci_rungs(15), window, length))
 
 
 _INPUTS: dict[tuple[int, str], tuple] = {}
@@ -341,7 +341,7 @@ def _plugin_attend(spec: dict[str, Any], device):
 def _counted_keys(spec: dict[str, Any]) -> int:
     """Key slots per query at the benched length, as the FLOPs counter counts them (natten:
     its kernel's keys)."""
-    from lit_sparse.evaluation.flops import pattern_keys
+    from lit_sparse.evaluation import pattern_keys
 
     if spec["plugin"] == NATTEN:
         return spec["keys"]
@@ -352,7 +352,7 @@ def attention_case(spec: dict[str, Any]):
     """(case, device): case(length) gives run() = one forward + backward at ``length``."""
     import torch
 
-    from lit_sparse.runs.memory import keep_freed_memory
+    from lit_sparse.runs import keep_freed_memory
 
     keep_freed_memory()  # as fit does: a row's scratch is not faulted in again at every call
     device = torch.device(spec["device"])

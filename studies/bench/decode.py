@@ -61,8 +61,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lit_sparse.errors import ConfigError
-from lit_sparse.io.tables import markdown_table
+from lit_sparse import ConfigError
+from lit_sparse.io import markdown_table
 from lit_sparse_studies.bench.attention import fibonacci_keys
 from lit_sparse_studies.bench.decode_llama_cpp import LLAMA_CPP_ROWS, MIN_VOCAB, LlamaCppRow
 from lit_sparse_studies.bench.decode_transformers import (
@@ -150,7 +150,7 @@ class DecodeBenchSpec(ModelShape):
             raise ConfigError(f"device={self.device!r}: expected cpu or cuda")
         if self.llama_cpp:
             self._check_llama_cpp()
-        from lit_sparse.generation.quantize import check_quantize
+        from lit_sparse.generation import check_quantize
 
         if check_quantize(self.quantize) == "int8" and self.device != "cpu":
             raise ConfigError(
@@ -205,9 +205,8 @@ def decode_model(spec: DecodeBenchSpec, plugin: str, dtype: str = "float32"):
     ``dtype`` (CPU: the matrices only; CUDA: the whole model; int8: the matrices, CPU)."""
     import torch
 
-    from lit_sparse.generation.quantize import quantize_int8
-    from lit_sparse.generation.weights import bfloat16_weights, decoding_layout
-    from lit_sparse.model import LanguageModel
+    from lit_sparse import LanguageModel
+    from lit_sparse.generation import bfloat16_weights, decoding_layout, quantize_int8
 
     config = spec.model_config()
     torch.manual_seed(0)
@@ -223,7 +222,7 @@ def decode_model(spec: DecodeBenchSpec, plugin: str, dtype: str = "float32"):
 def weight_bytes(model) -> int:
     """Bytes one decoding step at batch 1 reads at least: every parameter once (the tied
     embedding is the output layer's matrix), and an int8 model's matrices and scales."""
-    from lit_sparse.generation.quantize import Int8Weight
+    from lit_sparse.generation import Int8Weight
 
     int8 = [m for m in model.modules() if isinstance(m, Int8Weight)]
     stored = [*model.parameters(), *(t for m in int8 for t in (m.weight, m.scale))]
@@ -254,7 +253,7 @@ def step_breakdown(decoder: _Decoder, steps: int = 4) -> dict[str, float]:
     """Milliseconds per step in its parts (see the module doc), from ``steps`` more steps
     with timers on the model's modules."""
 
-    from lit_sparse.model import Attention, Block, FeedForward, FusedProjection
+    from lit_sparse import Attention, Block, FeedForward, FusedProjection
 
     model, device = decoder.model, decoder.model.norm.weight.device
     kinds: dict[int, str] = {id(model.embedding): "embed"}
@@ -508,7 +507,7 @@ def run_decode_bench(spec: DecodeBenchSpec, progress=print) -> list[dict[str, An
     """Rows ``context, batch, dtype, plugin, ms_per_step, tokens_per_s, x_floor, cache_mb,
     speedup_vs_dense`` per context, batch, dtype and plugin (``error`` instead where one
     failed; transformers rows add ``x_lit_sparse``), then the RSS check's row."""
-    from lit_sparse.interop.extras import require_llama_cpp, require_transformers
+    from lit_sparse.interop import require_llama_cpp, require_transformers
 
     if spec.transformers:
         require_transformers()  # one line naming the extra, before any child starts

@@ -65,7 +65,7 @@ class LlamaCppRow:
         import llama_cpp
         import numpy as np
 
-        from lit_sparse.formats.gguf import byte_vocab, write_gguf
+        from lit_sparse.formats import byte_vocab, write_gguf
 
         self.name, self.network = name, network
         gguf_type = name.removeprefix("llama_cpp_")

@@ -64,7 +64,7 @@ class TransformersRow:
         self.criteria = StoppingCriteriaList([self.stamps])
 
     def round(self, tokens: int) -> list[float]:
-        from lit_sparse.interop.hf.modeling import CACHE_ARGUMENT
+        from lit_sparse.interop.hf import CACHE_ARGUMENT
 
         self.stamps.times = []
         with torch.inference_mode():
@@ -100,7 +100,7 @@ def _transformers_model(name: str, network):
         return LitSparseForCausalLM.from_network(network)
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from lit_sparse.formats.stock import stock_config, to_stock_names
+    from lit_sparse.formats import stock_config, to_stock_names
 
     layout = _LAYOUT[name]
     keys = {"format": "", "arch": {}, "attention": network.attention.to_config()}

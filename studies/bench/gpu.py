@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lit_sparse.errors import ConfigError
+from lit_sparse import ConfigError
 from lit_sparse_studies.bench.timing import progress
 
 __all__ = [
@@ -184,7 +184,7 @@ def _check_attention(step: Step, cli: BenchCli) -> list[str]:
         why = _optional(name)
         if why:
             raise RuntimeError(f"{name} does not import ({why}): needed for {reason}")
-    from lit_sparse.kernels import triton_kernel  # noqa: F401  the GPU kernel
+    from lit_sparse.kernels import triton_attention  # noqa: F401  the GPU kernel imports
 
     if _optional("flash_attn"):
         notes.append(
@@ -334,7 +334,7 @@ def run_command(args: Any, cli: BenchCli) -> int:
     if not args.json:
         raise ConfigError("bench gpu: --json PATH is needed (where the results go)")
     result = run_plan(steps, progress)
-    from lit_sparse.io.atomic import write_json
+    from lit_sparse.io import write_json
 
     write_json(args.json, result)
     failed = [r["step"] for r in result["steps"] if r["rc"] != 0]

@@ -8,9 +8,9 @@ import argparse
 import sys
 from typing import Any
 
-from lit_sparse.errors import ConfigError
-from lit_sparse.io.atomic import write_json
-from lit_sparse.kernels.threads import usable_cores
+from lit_sparse import ConfigError
+from lit_sparse.io import write_json
+from lit_sparse.kernels import usable_cores
 from lit_sparse_studies.bench.attention import (
     FLEX,
     NATTEN,

@@ -25,8 +25,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lit_sparse.errors import ConfigError
-from lit_sparse.io.tables import markdown_table
+from lit_sparse import ConfigError
+from lit_sparse.io import markdown_table
 from lit_sparse_studies.bench.decode import DecodeBenchSpec, decode_model
 from lit_sparse_studies.bench.shape import ModelShape
 from lit_sparse_studies.bench.timing import cell, peak_rss_mb, run_child
@@ -69,7 +69,7 @@ def _measure(spec: PrefillBenchSpec, length: int, plugin: str, chunk: int) -> di
     """Child process: one prefill of ``length`` random tokens."""
     import torch
 
-    from lit_sparse.generation.prefill import prefill
+    from lit_sparse.generation import prefill
 
     if spec.threads:
         torch.set_num_threads(spec.threads)

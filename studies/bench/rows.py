@@ -24,7 +24,7 @@ import os
 import sys
 from typing import Any
 
-from lit_sparse.io.forks import call_in_fork
+from lit_sparse.io import call_in_fork
 from lit_sparse_studies.bench import timing
 from lit_sparse_studies.bench.attention import (
     attention_case,
@@ -81,7 +81,7 @@ def measure(spec: dict[str, Any], fresh: bool = False) -> dict[str, Any]:
     what a fresh process per row measures, without its start-up."""
     import torch
 
-    from lit_sparse.kernels.denormals import flushed_denormals
+    from lit_sparse.kernels import flushed_denormals
 
     forks = fresh and spec.get("fork_peaks") and spec["mode"] == "time"
     peaks = _row_peaks(spec, spec["plugins"], _in_fork) if forks else None
@@ -219,7 +219,7 @@ def run_lengths(
 def bench_table(rows: list[dict[str, Any]], kind: str) -> str:
     """The rows as a Markdown table ("-" where a value is missing); the busy cores and the
     ratio to the idle time when any row ran with busy cores."""
-    from lit_sparse.io.tables import markdown_table
+    from lit_sparse.io import markdown_table
 
     flex = any(row.get("block_density") is not None for row in rows)
     passes = {row.get("pass") for row in rows if row.get("pass")}

@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from lit_sparse.config import ModelConfig
-from lit_sparse.errors import ConfigError
+from lit_sparse import ConfigError, ModelConfig
 
 __all__ = ["ModelShape"]
 

@@ -51,9 +51,8 @@ def train_case(spec: dict[str, Any]):
     import torch
     import torch.nn.functional as F
 
-    from lit_sparse.config import ModelConfig
-    from lit_sparse.model import LanguageModel
-    from lit_sparse.runs.memory import keep_freed_memory
+    from lit_sparse import LanguageModel, ModelConfig
+    from lit_sparse.runs import keep_freed_memory
 
     keep_freed_memory()  # as fit does
     device = torch.device(spec["device"])

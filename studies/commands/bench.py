@@ -257,7 +257,7 @@ class Bench:
 
         args = argparse.Namespace(json=json, dry_run=dry_run, steps=steps)
         if steps and (unknown := sorted(set(steps) - {step.name for step in gpu.PLAN})):
-            from lit_sparse.errors import ConfigError
+            from lit_sparse import ConfigError
 
             known = ", ".join(step.name for step in gpu.PLAN)
             raise ConfigError(f"--steps {unknown[0]}: no step of the plan; {known}")

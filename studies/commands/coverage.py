@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from lit_sparse.commands import command, print_report
-from lit_sparse.parsing.config_files import read_model_config
+from lit_sparse.parsing import read_model_config
 from lit_sparse_studies.study.coverage import compute_coverage
 
 __all__ = ["coverage", "main"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lit_sparse.commands import command, print_report
-from lit_sparse.parsing.config_files import read_model_config
+from lit_sparse.parsing import read_model_config
 from lit_sparse_studies.study.flops import flops_report
 
 __all__ = ["flops", "main"]

@@ -12,9 +12,9 @@ import functools
 import sys
 from pathlib import Path
 
+from lit_sparse import ConfigError, interrupted
 from lit_sparse.commands import command
-from lit_sparse.errors import ConfigError, interrupted
-from lit_sparse.io.atomic import write_text
+from lit_sparse.io import write_text
 from lit_sparse_studies.study.paper_matrix import RUNS
 from lit_sparse_studies.study.preset import check_record, preset_runs
 

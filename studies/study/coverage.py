@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from lit_sparse.attention import offsets
-from lit_sparse.errors import ConfigError
-from lit_sparse.io.tables import markdown_table
-from lit_sparse.metrics import IGNORE_INDEX
-from lit_sparse.parsing.config_files import ModelSpec
+from lit_sparse import ConfigError
+from lit_sparse.attention import union_distances
+from lit_sparse.io import markdown_table
+from lit_sparse.parsing import ModelSpec
+from lit_sparse.tasks import IGNORE_INDEX
 
 __all__ = [
     "Coverage",
@@ -45,7 +45,7 @@ def format_ranges(values: Sequence[int]) -> str:
 
 
 def two_hop(per_layer: Sequence[Sequence[int]], length: int) -> list[int]:
-    """``offsets.two_hop_distances`` (a + b for a in layer i, b in any later layer j,
+    """The two-hop distances (a + b for a in layer i, b in any later layer j,
     a + b <= length - 1), computed by convolving each layer's indicator with the union of
     the layers before it: fast enough for dense layers at long lengths."""
     reach = np.zeros(length, dtype=bool)
@@ -169,7 +169,7 @@ def compute_coverage(spec: ModelSpec, length: int | None = None, hops: int = 1) 
         window=window,
         alphas=alphas,
         layers=layers,
-        union=offsets.union_distances(layers),
+        union=union_distances(layers),
         two_hop=two_hop(layers, length) if hops == 2 else None,
         notes=notes,
     )
@@ -186,7 +186,7 @@ def recorded_patterns(
     """Every layer's pattern of a run from its recorded ``{class_path, init_args}``: under
     ``new_offsets`` (where the plugin has the option), a learned layer's alpha set to
     ``alphas`` (the run's last recorded values)."""
-    from lit_sparse.attention.registry import build_attention
+    from lit_sparse.attention import build_attention
 
     plugin = build_attention(attention)
     if new_offsets is not None and plugin.new_offsets_policy() is not None:
@@ -235,13 +235,14 @@ def one_hop_reach(per_layer: Sequence[Sequence[int]], length: int) -> np.ndarray
     """(length,) booleans: the distances a layer after the first reads directly (their
     union). The first cannot retrieve by key: a value learns its key (one back) there."""
     reach = np.zeros(length, dtype=bool)
-    reach[[d for d in offsets.union_distances(per_layer[1:]) if 0 <= d < length]] = True
+    reach[[d for d in union_distances(per_layer[1:]) if 0 <= d < length]] = True
     return reach
 
 
 def sampled_coverage(reach: np.ndarray, distances: Sequence[int]) -> float | None:
     """The share of the sampled key-to-query ``distances`` d whose value, d - 1 back from
-    the query, lies in ``reach`` (:func:`offsets.composed_reach`); None without samples."""
+    the query, lies in ``reach`` (:func:`lit_sparse.attention.composed_reach`); None without
+    samples."""
     d = np.asarray(distances, dtype=np.int64)
     if not d.size:
         return None

@@ -65,7 +65,7 @@ def plot_ppl_vs_length(results: StudyResults, path: Path) -> Path:
 
 
 def plot_position_nll(results: StudyResults, path: Path) -> Path:
-    from lit_sparse.evaluation.position_loss import bin_edges
+    from lit_sparse.evaluation import bin_edges
 
     sets = results.sets
     fig, (axes,) = figure(len(sets))

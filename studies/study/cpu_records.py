@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lit_sparse.errors import DamagedFileError, check_format
+from lit_sparse import DamagedFileError, check_format
 from lit_sparse_studies.study.preset import CPU, PresetRun
 from lit_sparse_studies.study.recall_records import run_fields
 
@@ -37,7 +37,7 @@ def make_record(
     keys: Sequence[str] = CPU.setup_keys,
 ) -> dict[str, Any]:
     """The record of a finished run folder; ``labels`` name it (variant, seed)."""
-    from lit_sparse.runs.analysis import read_result_json
+    from lit_sparse.runs import read_result_json
 
     run_dir = Path(run_dir)
     extrapolation = read_result_json(run_dir / "extrapolation.json")
@@ -58,7 +58,7 @@ def make_record(
 
 def read_record(path: Path) -> dict[str, Any]:
     """A record file; DamagedFileError naming it when it is not one."""
-    from lit_sparse.runs.analysis import read_result_json
+    from lit_sparse.runs import read_result_json
 
     record = read_result_json(path)
     check_format(record, FORMAT, f"a cpu-study run record: {path}", DamagedFileError)

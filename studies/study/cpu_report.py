@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lit_sparse.io.tables import markdown_table
+from lit_sparse.io import markdown_table
 from lit_sparse_studies.study import seeds
 from lit_sparse_studies.study.cpu_results import StudyResults
 from lit_sparse_studies.study.paper_matrix import PAPER, PAPER_ARCH

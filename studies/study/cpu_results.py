@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from lit_sparse.errors import ConfigError
+from lit_sparse import ConfigError
 from lit_sparse_studies.study import cpu_records, seeds
 from lit_sparse_studies.study.preset import Preset, PresetRun
 from lit_sparse_studies.study.seeds import Spread
@@ -77,7 +77,7 @@ def _read(run: PresetRun) -> tuple[Any, Any, Any]:
 
 def _from_record(run: PresetRun, record: dict[str, Any], path: Path) -> tuple[Any, Any, Any]:
     """(the run, its setup values, the record's path) of a record naming ``run``."""
-    from lit_sparse.evaluation.extrapolation import ExtrapolationResult
+    from lit_sparse.evaluation import ExtrapolationResult
 
     cpu_records.check_labels(run, record, path)
     alpha = record.get("alpha")

@@ -77,7 +77,7 @@ def panel_grid(count: int, height: float, columns: int = PANELS_A_ROW):
 def save(fig, path: Path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from lit_sparse.io.atomic import write_bytes
+    from lit_sparse.io import write_bytes
 
     FigureCanvasAgg(fig)
     buffer = io.BytesIO()

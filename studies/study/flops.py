@@ -8,12 +8,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from lit_sparse import ConfigError, ModelConfig
 from lit_sparse.attention import DenseAttention
-from lit_sparse.config import ModelConfig
-from lit_sparse.errors import ConfigError
-from lit_sparse.evaluation.flops import FlopsBreakdown, forward_flops_per_token, keys_per_query
-from lit_sparse.io.tables import markdown_table
-from lit_sparse.parsing.config_files import ModelSpec
+from lit_sparse.evaluation import FlopsBreakdown, forward_flops_per_token, keys_per_query
+from lit_sparse.io import markdown_table
+from lit_sparse.parsing import ModelSpec
 
 __all__ = ["FlopsReport", "flops_report", "measured_dense_flops"]
 
@@ -39,7 +38,7 @@ def measured_dense_flops(arch: ModelConfig, length: int, batch: int = 1) -> floa
     import torch
     from lightning.fabric.utilities.throughput import measure_flops
 
-    from lit_sparse.model import LanguageModel
+    from lit_sparse import LanguageModel
 
     with torch.device("meta"):
         model = LanguageModel(arch, DenseAttention(backend="sdpa"))

@@ -13,8 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from lit_sparse.attention import build_attention
-from lit_sparse.attention.schedules import Custom, to_schedule
+from lit_sparse.attention import Custom, build_attention, to_schedule
 
 __all__ = [
     "CONFIG_DIR",

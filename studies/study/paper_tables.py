@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lit_sparse.errors import ConfigError
-from lit_sparse.io.tables import markdown_table
-from lit_sparse.io.yaml_files import load_yaml
-from lit_sparse.runs.events import read_scalars
+from lit_sparse import ConfigError
+from lit_sparse.io import load_yaml, markdown_table
+from lit_sparse.runs import read_scalars
 from lit_sparse_studies.study.paper_matrix import PAPER, PAPER_ARCH, PAPER_SETS, RUNS, identify
 from lit_sparse_studies.study.seeds import lookup
 
@@ -71,7 +70,7 @@ def _last_scalars(run_dir: Path, prefix: str) -> tuple[dict[str, float], int | N
 
 def read_run(path: str | Path) -> RunRecord:
     """Read a run directory (or an experiment folder: its newest version)."""
-    from lit_sparse.runs.analysis import read_extrapolation, read_result_json, resolve_run_dir
+    from lit_sparse.runs import read_extrapolation, read_result_json, resolve_run_dir
 
     run_dir = resolve_run_dir(Path(path))
     if not run_dir.is_dir():

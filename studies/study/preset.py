@@ -40,10 +40,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from lit_sparse.errors import ConfigError
-from lit_sparse.io.yaml_files import load_yaml
-from lit_sparse.runs.checkpoint_folders import is_checkpoint
-from lit_sparse.runs.folders import has_checkpoint
+from lit_sparse import ConfigError
+from lit_sparse.io import load_yaml
+from lit_sparse.runs import has_checkpoint, is_checkpoint
 from lit_sparse_studies.study.paper_matrix import CONFIG_DIR
 
 __all__ = [
@@ -596,7 +595,7 @@ def check_record(run: PresetRun, extra: Sequence[str]) -> None:
 def write_record(run: PresetRun, extra: Sequence[str]) -> None:
     import yaml
 
-    from lit_sparse.io.atomic import write_text
+    from lit_sparse.io import write_text
 
     if not _bound(run):
         write_text(run.experiment / RECORD, yaml.safe_dump(_record(run, extra), sort_keys=False))

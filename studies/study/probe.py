@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lit_sparse.errors import ConfigError, LitSparseError
-from lit_sparse.io.tables import markdown_table
+from lit_sparse import ConfigError, LitSparseError
+from lit_sparse.io import markdown_table
 from lit_sparse_studies.study.paper_matrix import CONFIG_DIR as CONFIGS
 
 __all__ = ["PAPER_TABLE2", "ProbeRun", "probe_parser", "probe_tables", "run_grid", "run_probe"]
@@ -74,8 +74,8 @@ def probe_parser():
     (ProbeDataModule), trainer (Trainer keyword arguments), seed_everything."""
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    from lit_sparse.evaluation.probe import ProbeModule
-    from lit_sparse.tasks.probe import ProbeDataModule
+    from lit_sparse.evaluation import ProbeModule
+    from lit_sparse.tasks import ProbeDataModule
 
     parser = ArgumentParser(exit_on_error=False, default_env=False)
     parser.add_argument("--config", action=ActionConfigFile)
@@ -119,9 +119,9 @@ def run_probe(
     import lightning.pytorch as pl
     from lightning.pytorch.loggers import TensorBoardLogger
 
-    from lit_sparse.io.atomic import write_json
-    from lit_sparse.parsing.parse_errors import condense_parse_error
-    from lit_sparse.runs.trainer import run_trainer
+    from lit_sparse.io import write_json
+    from lit_sparse.parsing import condense_parse_error
+    from lit_sparse.runs import run_trainer
 
     parser = probe_parser()
     args = ["--config", str(config_path(Path(config_dir), depth, init))]
@@ -273,7 +273,7 @@ def probe_tables(runs: list[ProbeRun]) -> str:
 
 
 def _write_tables(out: Path, runs: list[ProbeRun]) -> None:
-    from lit_sparse.io.atomic import write_json, write_text
+    from lit_sparse.io import write_json, write_text
 
     write_text(out / "probe_table.md", probe_tables(runs) + "\n")
     write_json(out / "probe_table.json", _finite([r.as_dict() for r in runs]))

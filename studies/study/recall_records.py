@@ -28,9 +28,8 @@ from typing import Any
 
 import yaml
 
-from lit_sparse.errors import DamagedFileError, check_format
-from lit_sparse.io.atomic import write_json
-from lit_sparse.io.yaml_files import load_yaml
+from lit_sparse import DamagedFileError, check_format
+from lit_sparse.io import load_yaml, write_json
 from lit_sparse_studies.study.paper_matrix import CONFIG_DIR
 from lit_sparse_studies.study.preset import RECALL, PresetRun, extra_options
 from lit_sparse_studies.study.seeds import lookup
@@ -60,7 +59,7 @@ def learning_curve(run_dir: Path, prefix: str = "val/") -> dict[str, list]:
     """Every scalar tag under ``prefix`` in the run's TensorBoard events, as
     ``{"step": [...], tag: [...]}`` over the steps where validation ran (None where a tag
     was not logged at a step). Later events at a step win (a resume rewrites it)."""
-    from lit_sparse.runs.events import read_scalars
+    from lit_sparse.runs import read_scalars
 
     by_tag = read_scalars(run_dir, prefix)
     steps = sorted({step for values in by_tag.values() for step in values})
@@ -101,7 +100,7 @@ def make_record(
 ) -> dict[str, Any]:
     """The record of a finished run folder; ``labels`` name it (task, variant, seed), its
     ``setup`` holds the config values at ``keys``."""
-    from lit_sparse.runs.analysis import read_result_json
+    from lit_sparse.runs import read_result_json
 
     run_dir = Path(run_dir)
     recall = read_result_json(run_dir / "recall.json")
@@ -129,7 +128,7 @@ def run_fields(
     """What every study's record holds of a finished run folder: the commit, the config values
     at ``keys`` (``setup``), its attention, the options that started it, its times, its
     held-out and training curves and its alpha trajectory (the layers that have one)."""
-    from lit_sparse.runs.analysis import load_run
+    from lit_sparse.runs import load_run
 
     config = load_yaml(run_dir / "config.yaml", "run config")
     trajectory = load_run(run_dir, load_model=False).alpha_trajectory
@@ -160,7 +159,7 @@ def write_record(path: Path, record: dict[str, Any]) -> Path:
 
 def read_record(path: Path) -> dict[str, Any]:
     """A record file; DamagedFileError naming it when it is not one."""
-    from lit_sparse.runs.analysis import read_result_json
+    from lit_sparse.runs import read_result_json
 
     record = read_result_json(path)
     check_format(record, FORMAT, f"a recall run record: {path}", DamagedFileError)
@@ -283,8 +282,8 @@ def _set_option(init_args: dict[str, Any], keys: list[str], value: Any) -> None:
 def _today(class_path: Any, init_args: dict[str, Any]) -> dict[str, Any]:
     """An attention spec of any version as today's plugin writes it (its options as plain
     data); a spec no plugin builds is returned as it is."""
+    from lit_sparse import LitSparseError
     from lit_sparse.attention import build_attention
-    from lit_sparse.errors import LitSparseError
 
     try:
         return build_attention({"class_path": class_path, "init_args": init_args}).to_config()
@@ -295,8 +294,8 @@ def _today(class_path: Any, init_args: dict[str, Any]) -> dict[str, Any]:
 def _same_class(a: Any, b: Any) -> bool:
     if a == b:
         return True
-    from lit_sparse.attention.registry import resolve_attention
-    from lit_sparse.errors import LitSparseError
+    from lit_sparse import LitSparseError
+    from lit_sparse.attention import resolve_attention
 
     try:
         return resolve_attention(str(a)) is resolve_attention(str(b))

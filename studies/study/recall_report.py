@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from lit_sparse.errors import ConfigError
-from lit_sparse.io.tables import markdown_table
+from lit_sparse import ConfigError
+from lit_sparse.io import markdown_table
 from lit_sparse_studies.study import coverage as reach_of
 from lit_sparse_studies.study import seeds
 from lit_sparse_studies.study.recall_results import (
@@ -199,7 +199,7 @@ class Geometry:
         the first (``one``: :func:`coverage.one_hop_reach`)."""
         key = (id(run), policy, length, hops)
         if key not in self._reach:
-            from lit_sparse.attention.offsets import composed_reach
+            from lit_sparse.attention import composed_reach
 
             layers = [p.distances(length) for p in self.patterns(run, policy)]
             reached = {"one": reach_of.one_hop_reach, "strict": strict_reach}.get(
@@ -234,7 +234,7 @@ def strict_reach(per_layer: Sequence[Sequence[int]], length: int) -> np.ndarray:
     r only where it also reads r + 1, the key, into the same position; later layers, whose
     input already holds the pair, by any distance. ``composed_reach`` counts every first-layer
     hop, also those that leave the key behind."""
-    from lit_sparse.attention.offsets import composed_reach
+    from lit_sparse.attention import composed_reach
 
     first = {int(d) for d in per_layer[0]} if len(per_layer) else set()
     carried = sorted(r for r in first if r + 1 in first)

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from lit_sparse.errors import ConfigError
-from lit_sparse.evaluation.recall import RecallResult
+from lit_sparse import ConfigError
+from lit_sparse.evaluation import RecallResult
 from lit_sparse_studies.study import seeds
 from lit_sparse_studies.study.preset import Preset, PresetRun, Task, extra_options, recorded_options
 from lit_sparse_studies.study.recall_records import (

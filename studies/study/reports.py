@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lit_sparse.io.tables import markdown_table
+from lit_sparse.io import markdown_table
 from lit_sparse_studies.study.preset import (
     PresetRun,
     RunState,

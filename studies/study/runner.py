@@ -28,10 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lit_sparse.errors import RunInUseError
-from lit_sparse.runs.folders import remove_failed_start
-from lit_sparse.runs.launch import RUN_HANDOFF
-from lit_sparse.runs.locks import RunLock, lock_holder
+from lit_sparse import RunInUseError
+from lit_sparse.runs import RUN_HANDOFF, RunLock, lock_holder, remove_failed_start
 from lit_sparse_studies.study.preset import (
     PresetRun,
     RunState,

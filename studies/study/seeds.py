@@ -27,10 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from lit_sparse.errors import ConfigError
-from lit_sparse.io.class_paths import import_class
-from lit_sparse.io.tables import markdown_table
-from lit_sparse.legacy import current_path
+from lit_sparse import ConfigError, current_path
+from lit_sparse.io import import_class, markdown_table
 from lit_sparse_studies.study.preset import PresetRun, RunState, Task, Variant, run_status
 
 __all__ = [

@@ -16,6 +16,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 from lit_sparse.interop.hf.cache import LitSparseCache as LitSparseCache
 from lit_sparse.interop.hf.cache import LitSparseCacheLayer as LitSparseCacheLayer
 from lit_sparse.interop.hf.configuration import LitSparseConfig as LitSparseConfig
+from lit_sparse.interop.hf.modeling import CACHE_ARGUMENT as CACHE_ARGUMENT
 from lit_sparse.interop.hf.modeling import LitSparseForCausalLM as LitSparseForCausalLM
 from lit_sparse.interop.hf.modeling import LitSparsePreTrainedModel as LitSparsePreTrainedModel
 
