@@ -27,6 +27,7 @@ MOVED = {
     "lit_sparse.evaluation.ruler": "lit_sparse.tasks.ruler",
     "lit_sparse.interop.sources": "lit_sparse.interop.loading",
     "lit_sparse.data.probe": "lit_sparse.tasks.probe",
+    "lit_sparse.evaluation.probe": "lit_sparse.tasks.probe",
     "lit_sparse.attention.kernels": "lit_sparse.kernels",
     **{
         f"lit_sparse.attention.kernels.{name}": f"lit_sparse.kernels.{name}"

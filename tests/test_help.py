@@ -31,7 +31,7 @@ def help_of(capsys, *args: str) -> str:
 
 def test_plain_removes_rest_markup():
     text = (
-        "Loads a run (:func:`lit_sparse.load_run`, :mod:`~lit_sparse.evaluation.probe`), "
+        "Loads a run (:func:`lit_sparse.load_run`, :mod:`~lit_sparse.tasks.probe`), "
         "``--hops 2``; see `the notes <https://example.org/x>`_."
     )
     assert plain(text) == "Loads a run (lit_sparse.load_run, probe), --hops 2; see the notes."

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from lit_sparse.evaluation.flops import pattern_keys as pattern_keys
     from lit_sparse.evaluation.position_loss import PositionBinnedNLL as PositionBinnedNLL
     from lit_sparse.evaluation.position_loss import bin_edges as bin_edges
-    from lit_sparse.evaluation.probe import ProbeModule as ProbeModule
     from lit_sparse.evaluation.recall import RecallResult as RecallResult
 
 __getattr__, __dir__, __all__ = lazy_names(__name__)

@@ -26,8 +26,13 @@ if TYPE_CHECKING:
     from lit_sparse.tasks.passkey_retrieval import corpus_tokens as corpus_tokens
     from lit_sparse.tasks.passkey_retrieval import embedded_template as embedded_template
     from lit_sparse.tasks.passkey_retrieval import passkey as passkey
+    from lit_sparse.tasks.probe import PROBE_MODEL as PROBE_MODEL
+    from lit_sparse.tasks.probe import ProbeAccuracy as ProbeAccuracy
     from lit_sparse.tasks.probe import ProbeDataModule as ProbeDataModule
+    from lit_sparse.tasks.probe import ProbeModule as ProbeModule
+    from lit_sparse.tasks.probe import ProbeScores as ProbeScores
     from lit_sparse.tasks.probe import marked_shift_copy as marked_shift_copy
+    from lit_sparse.tasks.probe import probe_counts as probe_counts
     from lit_sparse.tasks.registry import TASKS as TASKS
     from lit_sparse.tasks.registry import Task as Task
     from lit_sparse.tasks.registry import get_task as get_task

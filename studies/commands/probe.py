@@ -38,7 +38,7 @@ def probe(
     seed (``seed_everything`` and ``data.seed``) and the rung read (``interpolate``, or
     ``gaussian``: the paper's blur with its width annealed from 40 to 0.5 over the first 80 %
     of steps) as overrides, then scores it on the held-out sequences (64 by default; see
-    :mod:`lit_sparse.evaluation.probe` for the definition of acc@d). It prints one row per run
+    :mod:`lit_sparse.tasks.probe` for the definition of acc@d). It prints one row per run
     (learned alpha range at the end, acc@200, acc@350, sequences scored, seconds), then the mean
     over seeds beside the paper's numbers (which used the Gaussian read), and writes
     ``probe_table.md`` / ``probe_table.json`` to ``--out`` (each run's TensorBoard logs,

@@ -6,7 +6,7 @@ read (``interpolate``, or ``gaussian``: the paper's blur with its width annealed
 seed (``seed_everything`` and ``data.seed``) and the read as overrides, trained through fit's
 run handling (:func:`lit_sparse.runs.trainer.run_trainer`: the run folder
 ``<out>/depth<D>_<init>_<read>/seed<S>`` locked while it trains, ``last.ckpt`` written
-atomically) and scored on the held-out sequences (:mod:`lit_sparse.evaluation.probe` defines
+atomically) and scored on the held-out sequences (:mod:`lit_sparse.tasks.probe` defines
 acc@d).
 """
 
@@ -52,7 +52,7 @@ class ProbeRun:
     seed: int
     steps: int
     seconds: float
-    scores: Any  # lit_sparse.evaluation.probe.ProbeScores
+    scores: Any  # lit_sparse.tasks.ProbeScores
     log_dir: str
 
     @property
@@ -74,8 +74,7 @@ def probe_parser():
     (ProbeDataModule), trainer (Trainer keyword arguments), seed_everything."""
     from jsonargparse import ActionConfigFile, ArgumentParser
 
-    from lit_sparse.evaluation import ProbeModule
-    from lit_sparse.tasks import ProbeDataModule
+    from lit_sparse.tasks import ProbeDataModule, ProbeModule
 
     parser = ArgumentParser(exit_on_error=False, default_env=False)
     parser.add_argument("--config", action=ActionConfigFile)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lit_sparse.evaluation.probe import ProbeAccuracy, probe_counts
 from lit_sparse.tasks.probe import (
     IGNORE_INDEX,
+    ProbeAccuracy,
     ProbeDataModule,
     marked_shift_copy,
+    probe_counts,
     shift_copy_targets,
 )
 
