@@ -78,6 +78,7 @@ def test_a_broken_piece_fails_the_dry_run(monkeypatch, capsys):
     assert "attention: " in err and "decode: " in err and "FAILED" in err
 
 
+@pytest.mark.slow  # a bench process (torch, the timing of two rows) and one stopped: 10-13 s
 def test_the_runner_reads_rows_back_and_stops_a_step_at_its_budget(tmp_path):
     """On the CPU: a small bench step's rows come back in its result; a step that outlives
     its budget is stopped and said so, and the next one still runs."""
