@@ -91,7 +91,10 @@ class Bench:
 
         Args:
             lengths: sequence lengths
-            plugins: the rows (see bench --help)
+            plugins: the rows (default: every registered plugin in its bench cases,
+                fibonacci_learned too, and dense): plugin names, sdpa (dense on SDPA
+                whatever is installed), flex (a FlexAttention row per slot plugin) or
+                flex:<plugin> (forward only on the CPU), natten when installed
             device: where to time
             json: write the rows to this file
             window: fibonacci window W
