@@ -43,13 +43,13 @@ class ModelSource:
 def synthetic_task(config: dict) -> str | None:
     """The synthetic task a run's config trains (its registered name, else its class name),
     or None for text data."""
+    data = config.get("data") if isinstance(config, dict) else None
+    class_path = data.get("class_path") if isinstance(data, dict) else None
+    if not isinstance(class_path, str) or class_path.startswith("lit_sparse.data."):
+        return None  # text data (lit_sparse.data holds no task): no task module imported
     from lit_sparse.io.class_paths import import_class
     from lit_sparse.tasks import TASKS, RecallDataModule, list_tasks
 
-    data = config.get("data") if isinstance(config, dict) else None
-    class_path = data.get("class_path") if isinstance(data, dict) else None
-    if not isinstance(class_path, str):
-        return None
     synthetic = list_tasks("synthetic")
     cls = TASKS.get(class_path) if class_path in synthetic else import_class(class_path)
     if not (isinstance(cls, type) and issubclass(cls, RecallDataModule)):
@@ -132,10 +132,10 @@ def load_source(
         loaded = _folder_tokenizer(folder, tokenizer, option)
         model = LanguageModel.from_pretrained(str(folder), verify_weights=verify_weights)
         return ModelSource(model, loaded, f"{folder} (exported)")
-    from lit_sparse.runs.analysis import load_run  # lightning: a run only, not an export
+    from lit_sparse.runs.analysis import load_run
 
-    run = load_run(folder)
-    if run.module is None:
+    run = load_run(folder, load_model="network")
+    if run.model is None:
         raise ConfigError(
             f"path={str(path)!r}: no checkpoint found ({run.path}/checkpoints/*.ckpt), and not "
             f"an exported folder ({pretrained.CONFIG_FILE})"
@@ -143,7 +143,7 @@ def load_source(
     step = "" if run.step is None else f" (step {run.step})"
     loaded = run_tokenizer_checked(run, tokenizer, option)
     task = synthetic_task(run.config)
-    return ModelSource(run.module.model.eval(), loaded, f"{run.checkpoint}{step}", task)
+    return ModelSource(run.model, loaded, f"{run.checkpoint}{step}", task)
 
 
 def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:

@@ -7,7 +7,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -52,6 +52,8 @@ class Run:
     """config.yaml of the run (the checkpoint's hyperparameters when there is none)."""
     module: Any = None
     """The LitLanguageModel with the checkpoint's weights, in eval mode, on the CPU."""
+    network: Any = None
+    """The LanguageModel alone (``load_run(..., load_model="network")``: without Lightning)."""
     step: int | None = None
     """Optimizer step of the checkpoint."""
     alpha_trajectory: AlphaHistory | None = None
@@ -71,7 +73,7 @@ class Run:
     @property
     def model(self):
         """The LanguageModel (None without a checkpoint)."""
-        return None if self.module is None else self.module.model
+        return self.network if self.module is None else self.module.model
 
     def distances(self, length: int | None = None) -> list[list[int]]:
         """Each layer's attended distances at ``length`` (default: the training length)."""
@@ -154,7 +156,9 @@ def read_extrapolation(path: str | Path) -> ExtrapolationResult | None:
 
 def read_recall(path: str | Path) -> RecallResult | None:
     """A ``recall.json`` (None if missing; DamagedFileError naming it if invalid)."""
-    from lit_sparse.evaluation.recall import RecallResult  # torchmetrics: only when read
+    if not Path(path).exists():
+        return None
+    from lit_sparse.evaluation.recall import RecallResult  # torchmetrics: only when there
 
     return _read_table(path, RecallResult, "a recall table")
 
@@ -199,6 +203,23 @@ def build_module(checkpoint: dict[str, Any]):
     return module.eval()
 
 
+def build_network(checkpoint: dict[str, Any]):
+    """The LanguageModel of a checkpoint dict (its ``model.`` weights), in eval mode, built
+    from the plain hyperparameters without the LightningModule around it."""
+    from lit_sparse.attention import build_attention
+    from lit_sparse.config import ModelConfig
+    from lit_sparse.model import LanguageModel
+
+    hparams = checkpoint.get("hyper_parameters") or {}
+    arch = hparams.get("arch")
+    arch = ModelConfig.from_dict(arch) if isinstance(arch, dict) else ModelConfig()
+    model = LanguageModel(arch, build_attention(hparams.get("attention")))
+    prefix = "model."
+    weights = checkpoint["state_dict"]
+    model.load_state_dict({k[len(prefix) :]: v for k, v in weights.items() if k.startswith(prefix)})
+    return model.eval()
+
+
 RUNS_VARIABLE = "LIT_SPARSE_RUNS"
 
 
@@ -225,7 +246,11 @@ def runs_near(path: Path, limit: int = 5) -> list[str]:
     return [str(folder) for folder in found[:limit]]
 
 
-def load_run(path: str | Path, load_model: bool = True, version: int | str | None = None) -> Run:
+def load_run(
+    path: str | Path,
+    load_model: bool | Literal["network"] = True,
+    version: int | str | None = None,
+) -> Run:
     """Load a run for analysis.
 
     Args:
@@ -233,7 +258,9 @@ def load_run(path: str | Path, load_model: bool = True, version: int | str | Non
             checkpoint, named in a warning when it has several) or a ``.ckpt`` file (the run
             around it); a relative path is looked up in the current folder, then under
             ``$LIT_SPARSE_RUNS``.
-        load_model: rebuild the model from the checkpoint (False: state and files only).
+        load_model: rebuild the model from the checkpoint (False: state and files only;
+            ``"network"``: the LanguageModel alone, ``Run.model``, without importing
+            Lightning: what generating or exporting needs).
         version: with ``runs/<name>``, the version to load (``3`` or ``"version_3"``).
     """
     path = resolve_run_path(path)
@@ -288,7 +315,8 @@ def load_run(path: str | Path, load_model: bool = True, version: int | str | Non
         path=run_dir,
         checkpoint=checkpoint_path,
         config=config,
-        module=build_module(checkpoint) if checkpoint and load_model else None,
+        module=build_module(checkpoint) if checkpoint and load_model is True else None,
+        network=build_network(checkpoint) if checkpoint and load_model == "network" else None,
         step=checkpoint.get("global_step"),
         alpha_trajectory=trajectory,
         position_loss=position,

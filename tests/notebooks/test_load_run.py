@@ -105,13 +105,23 @@ def test_a_missing_run_is_one_error_naming_the_runs_there(tmp_path):
     assert "\n" not in message and message.endswith(f"runs there: {have}")
 
 
-def test_loading_needs_no_cli(learned_run):
+def test_loading_needs_no_cli_and_the_network_alone_no_lightning(learned_run):
+    """``load_run``: no CLI, jsonargparse or TensorBoard; with ``load_model="network"`` (as
+    generate and export load a run) not even Lightning or torchmetrics, and the same network,
+    weights and outputs as the LightningModule's."""
     code = (
-        "import sys, lit_sparse\n"
+        "import sys, torch, lit_sparse\n"
+        f"alone = lit_sparse.load_run({str(learned_run.log_dir)!r}, load_model='network')\n"
+        "assert alone.module is None and not alone.model.training\n"
+        "loaded = [m for m in ('lightning', 'torchmetrics') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
         f"run = lit_sparse.load_run({str(learned_run.log_dir)!r})\n"
         "assert run.model is not None and run.alpha_trajectory is not None\n"
         "loaded = [m for m in ('lit_sparse.cli', 'jsonargparse', 'lightning.pytorch.cli',"
         " 'tensorboard') if m in sys.modules]\n"
         "assert not loaded, loaded\n"
+        "x = torch.arange(12).reshape(1, 12) % 50\n"
+        "with torch.no_grad():\n"
+        "    assert torch.equal(alone.model(x), run.model(x))\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
