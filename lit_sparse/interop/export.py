@@ -14,7 +14,12 @@ from lit_sparse.formats.remote import REMOTE_CODE
 from lit_sparse.formats.stock import stock_layout_of
 from lit_sparse.formats.transformers_files import transformers_files
 from lit_sparse.interop.extras import require_gguf
-from lit_sparse.interop.loading import is_exported, load_source, run_tokenizer_checked
+from lit_sparse.interop.loading import (
+    is_exported,
+    load_source,
+    run_tokenizer_checked,
+    synthetic_task,
+)
 from lit_sparse.io.atomic import AtomicFolder, write_text
 from lit_sparse.io.tables import markdown_table
 from lit_sparse.runs.checkpoint_folders import checkpoint_bytes
@@ -156,6 +161,8 @@ def task_use(data, length: int) -> str | None:
     """The Use section of a model trained on a synthetic task (its data config ``data``): a
     text prompt means little to it, so the card rebuilds the run's held-out examples and scores
     the weights on them. None for any other data."""
+    if synthetic_task({"data": data}) is None:  # text data: no task module imported
+        return None
     from lit_sparse import tasks
 
     try:
@@ -254,10 +261,10 @@ def _run_model(source: Path, path, format: str | None, tokenizer: str | None, op
     """The run at ``source``, its model, export format and tokenizer (checked)."""
     from lit_sparse.runs.analysis import load_run
 
-    run = load_run(source)
-    if run.module is None:
+    run = load_run(source, load_model="network")  # the network alone: no Lightning
+    if run.model is None:
         raise ConfigError(f"path={str(path)!r}: no checkpoint found ({run.path}/checkpoints)")
-    model = run.module.model
+    model = run.model
     chosen = choose_format(model.attention, format, has_mlp=bool(model.config.ffn_width))
     return run, model, chosen, run_tokenizer_checked(run, tokenizer, option)
 
