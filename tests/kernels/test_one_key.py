@@ -7,7 +7,7 @@ BigBird's absolute global key (key 0 for every block) beside a window, and a ban
 distances as long as the sequence with rungs whose first row reads row 0. The gather path,
 the sparse-BLAS path and the compiled CPU kernel are checked here in float64 (to 1e-10) and
 in float32 against float64; the Triton kernel's case is ``one-key`` in ``triton_cases.py``
-(run under the interpreter by ``test_triton_interpreter.py``).
+(run under the interpreter by ``test_triton_kernel.py``).
 """
 
 from __future__ import annotations
