@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
+from lit_sparse import FibonacciAttention
 from lit_sparse.attention import build_attention
-from lit_sparse.attention.schedules import Custom, Learned, Linear
+from lit_sparse.attention.schedules import Custom, Learned, Linear, from_flat_options
 from lit_sparse.errors import ConfigError
 
 LINEAR = {"class_path": "Linear", "init_args": {"alpha_min": 0.5}}
@@ -60,3 +61,34 @@ def test_a_schedule_module_that_raises_on_import_says_what_it_raised(tmp_path, m
     )
     with pytest.raises(ConfigError, match="'no_such_module_here.Mine' is not a Schedule"):
         build_attention("fibonacci", schedule={"class_path": "no_such_module_here.Mine"})
+
+
+@pytest.mark.parametrize(("n_layers", "same"), [(4, True), (6, True), (5, False), (8, False)])
+def test_coprime_warns_when_it_is_the_linear_schedule(n_layers, same, caplog):
+    from lit_sparse.attention import schedules
+
+    schedules._warn_coprime_is_linear.cache_clear()
+    coprime = FibonacciAttention(schedule="coprime").layer_alphas(n_layers)
+    linear = FibonacciAttention(schedule="linear").layer_alphas(n_layers)
+    assert (coprime == linear) is same
+    warned = [r for r in caplog.records if "is the 'linear' schedule" in r.getMessage()]
+    assert bool(warned) is same
+
+
+@pytest.mark.parametrize(
+    ("flat", "message"),
+    [
+        ({"schedule": "fixed", "alpha_init": [1.0]}, "alpha_init is only read by schedule"),
+        ({"schedule": "linear", "alphas": [1.0]}, "alphas is only read by schedule 'custom'"),
+        ({"schedule": "fixed", "rung_read": "gaussian"}, "rung_read is only read by schedule"),
+        ({"schedule": "cosine", "alpha_min": 0.5}, "schedule='cosine'"),
+    ],
+)
+def test_the_translation_refuses_what_the_flat_options_refused(flat, message):
+    with pytest.raises(ValueError, match=message):
+        from_flat_options(flat)
+
+
+def test_todays_form_passes_the_translation_unchanged():
+    today = build_attention("fibonacci", schedule=Linear(0.7, 1.2)).init_args()
+    assert from_flat_options(today) == today

@@ -4,7 +4,7 @@ the schedule types replaced. It was run once, at commit c05557a, from the reposi
 
     python tests/attention/legacy_schedules/make_fixtures.py
 
-The tests load these files with today's code (tests/attention/test_schedule_translation.py).
+The tests load these files with today's code (tests/test_legacy.py).
 """
 
 import shutil

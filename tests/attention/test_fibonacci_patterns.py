@@ -1,6 +1,7 @@
-"""The rules where the paper's code and a plain reading of its text differ (docs/paper.md,
-"Differences"): the learned rung's first row, the learned skip rule, pow2 rungs below and
-beyond the training length."""
+"""Fibonacci's patterns (lit_sparse.attention.fibonacci_patterns) where the paper's code and a
+plain reading of its text differ (docs/paper.md, "Differences"): the learned rung's first row,
+the learned skip rule, pow2 rungs below and beyond the training length. (The coprime
+schedule's warning: test_schedules.py.)"""
 
 from __future__ import annotations
 
@@ -155,18 +156,6 @@ def test_pow2_keeps_the_papers_sets_at_the_training_length():
         paper = offsets.layer_distances(alpha, offsets.pow2_rungs(1024), 8, 1024)
         assert layer.distances(1024) == paper
         assert layer.distances(600) == [d for d in paper if d < 600]
-
-
-@pytest.mark.parametrize(("n_layers", "same"), [(4, True), (6, True), (5, False), (8, False)])
-def test_coprime_warns_when_it_is_the_linear_schedule(n_layers, same, caplog):
-    from lit_sparse.attention import schedules
-
-    schedules._warn_coprime_is_linear.cache_clear()
-    coprime = FibonacciAttention(schedule="coprime").layer_alphas(n_layers)
-    linear = FibonacciAttention(schedule="linear").layer_alphas(n_layers)
-    assert (coprime == linear) is same
-    warned = [r for r in caplog.records if "is the 'linear' schedule" in r.getMessage()]
-    assert bool(warned) is same
 
 
 @pytest.mark.parametrize("theta", [0.0, 0.8, -0.6])
