@@ -6,7 +6,9 @@ automatically and fails the suite until it is one or the other.
 
 The pages run in DOCUMENTS' order, each top to bottom: docs/training.md's paper-scale fit
 makes the run the README's paper-scale evaluation reads; the README's quickstart makes the run its
-generate and evaluation commands read (as a reader following it has)."""
+generate and evaluation commands read (as a reader following it has). The README's
+"Generating text" commands also run in this process, as written, on a tiny trained run
+standing in for the quickstart's (``runs/quickstart/coprime``)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from lit_sparse.__main__ import main as lit_main
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -259,3 +263,32 @@ def test_readme_command_prints_no_noise(command, results):
     if words[3:4] == ["fit"] and "--ckpt_path" not in words:
         [flops] = re.findall(r"Total FLOPs: ([\d.]+ ?[KMGT]?)", printed)
         assert float(flops.rstrip(" KMGT")) > 0, printed[-3000:]
+
+
+def section_commands(title: str) -> list[str]:
+    """Every ``python -m lit_sparse`` command in the bash blocks of a README section."""
+    text = README.read_text()
+    start = text.index(f"## {title}\n")
+    end = text.find("\n## ", start + 1)
+    blocks = re.findall(r"```bash\n(.*?)```", text[start:end], flags=re.S)
+    commands = []
+    for block in blocks:
+        for command in block.replace("\\\n", " ").splitlines():
+            if command.startswith("python -m lit_sparse "):
+                commands.append(command)
+    return commands
+
+
+def test_the_generating_text_commands_run_as_written(learned_run, tmp_path, monkeypatch, capsys):
+    runs = tmp_path / "runs" / "quickstart"
+    runs.mkdir(parents=True)
+    (runs / "coprime").symlink_to(learned_run.log_dir.parent, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    commands = section_commands("Generating text")
+    assert [shlex.split(c)[3] for c in commands] == ["generate", "export", "generate"]
+    for command in commands:
+        assert lit_main(shlex.split(command)[3:]) == 0, command
+        out = capsys.readouterr().out
+        if " generate " in command:
+            assert out.startswith("ROMEO:"), command
+    assert (tmp_path / "exported" / "quickstart-coprime" / "model.safetensors").is_file()

@@ -12,9 +12,9 @@ from torch import nn
 from lit_sparse import LanguageModel, build_attention, generate
 from lit_sparse.generation.weights import bfloat16_weights, decoding_layout
 from lit_sparse.kernels import compiled
+from tests.attention.test_decoding import LONG, SHORT, cached_logits
 
 from .cases import TOTAL, VOCAB, generation_cases, tiny_model
-from .test_decoding import LONG, SHORT, cached_logits
 
 CASES = generation_cases()
 

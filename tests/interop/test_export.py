@@ -17,8 +17,7 @@ from lit_sparse.interop.export import export_run
 from lit_sparse.interop.loading import load_source
 from lit_sparse.runs.analysis import build_module
 from lit_sparse.runs.checkpoint_files import read_checkpoint
-
-from .cases import VOCAB, tiny_model
+from tests.generation.cases import VOCAB, tiny_model
 
 
 @pytest.fixture(scope="module")

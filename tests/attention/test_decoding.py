@@ -10,8 +10,14 @@ from lit_sparse import LanguageModel, build_attention, list_attention
 from lit_sparse.attention import AttentionPattern, AttentionPlugin
 from lit_sparse.attention.decoding import RecomputeDecoder, SlotDecoder
 from lit_sparse.kernels.reference import masked_attention
-
-from .cases import TOTAL, TRAINING_LENGTH, VOCAB, generation_cases, tiny_config, tiny_model
+from tests.generation.cases import (
+    TOTAL,
+    TRAINING_LENGTH,
+    VOCAB,
+    generation_cases,
+    tiny_config,
+    tiny_model,
+)
 
 CASES = generation_cases()
 SHORT, LONG = 5, TOTAL - 6  # prompts shorter and longer than the largest distance (55 at 64)
