@@ -1,10 +1,13 @@
-"""python -m lit_sparse lm-eval: lm-eval's own command line with the lit_sparse model, on a
-shipped task, offline; its per-document scores against lit_sparse.score; lm-eval's ``hf``
-model on an export once the export loads in transformers.
+"""``python -m lit_sparse lm-eval`` (lit_sparse/commands/lm_eval.py): options that cannot work
+are one ``error:`` line and exit status 2 before lm-eval loads a task or the model (in-process:
+no lm-eval run is started); lm-eval's own command line with the lit_sparse model, on a shipped
+task, offline; its per-document scores against lit_sparse.score; lm-eval's ``hf`` model on an
+export once the export loads in transformers.
 
-The tests' commands run in one interpreter of their own (:func:`lm_eval_each`): a start
+The lm-eval runs' commands run in one interpreter of their own (:func:`lm_eval_each`): a start
 costs torch's and lm-eval's imports, and each command lm-eval's index of its task files (8 s
-of CPU, built once there), more than the commands themselves."""
+of CPU, built once there), more than the commands themselves. The exports they read are the
+interop tests' (tests/interop/conftest.py)."""
 
 from __future__ import annotations
 
@@ -19,10 +22,45 @@ import pytest
 import lit_sparse
 from lit_sparse.evaluation.extrapolation import evaluate_lengths
 from lit_sparse.interop.shipped_tasks import TASKS_DIR
+from tests.command_line import command
 from tests.tiny_runs import SEQ_LEN, tiny_datamodule
 
-pytest.importorskip("lm_eval")
-pytestmark = pytest.mark.slow  # starts lm-eval in a process
+main = command("lm-eval")
+
+
+def lm_eval_args(folder, *extra: str) -> list[str]:
+    return [
+        "--model", "lit_sparse",
+        "--model_args", f"pretrained={folder}",
+        "--device", "cpu",
+        "--tasks", "lit_sparse_math_choice",
+        "--include_path", str(TASKS_DIR),
+        *extra,
+    ]  # fmt: skip
+
+
+def one_error_line(capsys) -> str:
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("limit", [["--limit", "0"], ["--limit=-3"], ["-L", "0.0"]])
+def test_a_limit_of_no_documents_is_one_line(random_export, capsys, limit):
+    """Issue 36: lm-eval raised its ValueError ("did not find any docs") after loading all."""
+    assert main(lm_eval_args(random_export, *limit)) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"error: --limit {limit[-1].split('=')[-1]}: evaluates no documents")
+
+
+@pytest.mark.parametrize("template", [[], ["chatml"]])
+def test_a_chat_template_is_one_line(random_export, capsys, template):
+    """Issue 36: lm-eval's NotImplementedError traceback after the model had loaded."""
+    assert main(["run", *lm_eval_args(random_export, "--apply_chat_template", *template)]) == 2
+    assert one_error_line(capsys).startswith(
+        "error: --apply_chat_template: the lit_sparse model has no chat template"
+    )
+
 
 LIMIT = 3
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -107,6 +145,7 @@ def lm_eval_each(jobs: dict[str, tuple[list[str], os.PathLike]], folder) -> dict
 @pytest.fixture(scope="module")
 def commands(random_export, learned_export, tmp_path_factory) -> dict:
     """The tests' commands, run once in one interpreter; each in its own folder (``cwd``)."""
+    pytest.importorskip("lm_eval")
     folder = tmp_path_factory.mktemp("lm_eval_cli")
     cwd = {name: folder / name for name in ("rolling", "unknown", "hf", "agreement")}
     for path in cwd.values():
@@ -155,6 +194,7 @@ def commands(random_export, learned_export, tmp_path_factory) -> dict:
     return {name: (done.get(name), cwd[name]) for name in cwd}
 
 
+@pytest.mark.slow  # starts lm-eval in a process
 def test_a_shipped_rolling_task_runs_offline_and_scores_documents_as_score_does(
     random_export, commands
 ):
@@ -178,6 +218,7 @@ def test_a_shipped_rolling_task_runs_offline_and_scores_documents_as_score_does(
         assert float(got) == pytest.approx(expected.logprob, rel=1e-4)
 
 
+@pytest.mark.slow  # starts lm-eval in a process
 def test_an_unknown_task_is_one_line(commands):
     done, _ = commands["unknown"]
     assert done.returncode == 2, done.stderr[-3000:]
@@ -185,6 +226,7 @@ def test_an_unknown_task_is_one_line(commands):
     assert last.startswith("error: --tasks:") and "no_such_task" in last
 
 
+@pytest.mark.slow  # starts lm-eval in a process
 def test_lm_evals_hf_model_on_an_export(random_export, commands):
     """``--model hf`` needs the export to load in transformers (model_type, auto_map and the
     remote code: the transformers branch, issue 26)."""
@@ -199,6 +241,7 @@ def test_lm_evals_hf_model_on_an_export(random_export, commands):
     assert math.isfinite(results["word_perplexity,none"])
 
 
+@pytest.mark.slow  # starts lm-eval in a process
 def test_lm_evals_documents_give_the_projects_own_token_perplexity(learned_run, commands):
     """The rolling task on the first held-out play through lm-eval (windows of the training
     length after the end-of-text token) and the project's own evaluation of the held-out
