@@ -19,8 +19,7 @@ from transformers import AutoModelForCausalLM, pipeline  # noqa: E402
 
 import lit_sparse  # noqa: E402
 from lit_sparse.errors import ConfigError, DamagedFileError  # noqa: E402
-
-from .conftest import random_model  # noqa: E402
+from tests.interop.conftest import random_model  # noqa: E402
 
 WINDOW = 8
 FIBONACCI = {"class_path": "fibonacci", "init_args": {"window": WINDOW}}
