@@ -217,6 +217,75 @@ class Block(nn.Module):
         return x if self.ffn is None else x + self.ffn(self.ffn_norm(x))
 
 
+class BlockStep:
+    """A block's decoding step of one token as one compiled call (``compiled.layer_step``, CPU,
+    float32 activations): its norms, its matrices as the kernel reads them and its decoder's
+    reads, gathered once per decoding cache. The modules' own forward is the reference."""
+
+    NONE = torch.zeros(0)
+
+    def __init__(self, block: Block, decoder: LayerDecoder, reads: tuple, stages: tuple):
+        ffn_norm = self.NONE if block.ffn_norm is None else block.ffn_norm.weight.detach()
+        self.norms = (block.attn_norm.weight.detach(), ffn_norm)
+        self.eps = block.attn_norm.eps
+        self.heads = (block.attn.n_heads, block.attn.n_kv_heads)
+        self.rotary = block.attn.pattern.rotary
+        self.decoder, self.reads, self.stages = decoder, reads, stages
+
+    @classmethod
+    def of(cls, block: Block, decoder: LayerDecoder) -> BlockStep | None:
+        """The block's compiled step, or None where the kernel cannot take it (a pattern with a
+        step of its own, weights it cannot read, another device or dtype)."""
+        reads = decoder.step_reads()
+        if reads is None:
+            return None
+        attn, ffn = block.attn, block.ffn
+        stages = [_fused_or(attn.qkv, [attn.q_proj, attn.k_proj, attn.v_proj]), [attn.o_proj]]
+        if ffn is not None:
+            stages += [_fused_or(ffn.gate_up, [ffn.gate, ffn.up]), [ffn.down]]
+        norms = [block.attn_norm.weight] + ([] if ffn is None else [block.ffn_norm.weight])
+        if not all(n.dtype == torch.float32 and n.device.type == "cpu" for n in norms):
+            return None
+        matrices = [_matrices(modules) for modules in stages]
+        if any(m is None for m in matrices):
+            return None
+        weights, scales = zip(*matrices, strict=True)
+        return cls(block, decoder, reads, (list(weights), list(scales)))
+
+    def __call__(self, x: Tensor, rotation: tuple[Tensor, Tensor]) -> None:
+        """The next token's step on x (B, d), in place; ``rotation``: its position's cos, sin."""
+        position = self.decoder.take_position()
+        cache = self.decoder.cache  # after take_position: a reserve may have grown it
+        rotation = rotation if self.rotary else (self.NONE, self.NONE)
+        compiled.layer_step(
+            x, self.norms, self.eps, self.stages, self.heads, rotation, (cache.k, cache.v),
+            position, self.reads,
+        )  # fmt: skip
+
+
+def _fused_or(fused: FusedProjection | None, modules: list[nn.Module]) -> list[nn.Module]:
+    return [fused] if fused is not None and fused.active() else modules
+
+
+def _matrices(modules: list[nn.Module]) -> tuple[list[Tensor], list[Tensor]] | None:
+    """The matrices of projections whose outputs sit side by side, with an int8 matrix's scales
+    (an empty tensor for others), as the compiled step reads them; None where it cannot."""
+    weights, scales = [], []
+    for module in modules:
+        weight = getattr(module, "weight", None)
+        if not isinstance(weight, Tensor) or weight.dim() != 2 or weight.device.type != "cpu":
+            return None
+        scale = getattr(module, "scale", None)
+        if weight.dtype == torch.int8 and isinstance(scale, Tensor):
+            scales.append(scale)
+        elif weight.dtype in FusedProjection.DTYPES and weight.is_contiguous():
+            scales.append(BlockStep.NONE)
+        else:
+            return None
+        weights.append(weight.detach())
+    return weights, scales
+
+
 class LanguageModel(
     nn.Module,
     PyTorchModelHubMixin,
@@ -261,13 +330,15 @@ class LanguageModel(
             x = x[:, -logits_to_keep:]  # the norm too runs at the kept positions only
         return self.head(self.norm(x))
 
-    def new_cache(self, batch: int, max_length: int) -> DecodingCache:
+    def new_cache(self, batch: int, max_length: int, fused: bool = True) -> DecodingCache:
         """Every layer's decoder for ``batch`` sequences of up to ``max_length`` tokens, on the
-        model's device and activation dtype (a ring of rows, or the whole past: the pattern's)."""
+        model's device and activation dtype (a ring of rows, or the whole past: the pattern's).
+        ``fused``: a token's step runs each layer as one compiled call where the kernel takes it
+        (CPU, float32 activations, no gradients); False: through the modules (the reference)."""
         config, weight = self.config, self.norm.weight
         heads = (config.n_heads, config.n_kv_heads, config.head_dim)
         shape = DecodeShape(batch, *heads, max_length, weight.device, weight.dtype)
-        return DecodingCache([pattern.decoder(shape) for pattern in self.patterns])
+        return DecodingCache([pattern.decoder(shape) for pattern in self.patterns], fused)
 
     @property
     def max_length(self) -> int | None:
@@ -307,9 +378,31 @@ class LanguageModel(
     def _hidden(self, idx: Tensor, cache: DecodingCache | None = None) -> Tensor:
         """The last block's output (B, T, d_model), before the final norm."""
         x = self.embedding(idx).to(self.norm.weight.dtype)  # bfloat16 weights: float32 sums
+        steps, rotation = self._block_steps(x, cache)
         for layer, block in enumerate(self.blocks):
-            x = block(x, None if cache is None else cache.layers[layer])
+            if steps[layer] is not None:  # one compiled call, in place
+                steps[layer](x.view(x.shape[0], -1), rotation)
+            else:
+                x = block(x, None if cache is None else cache.layers[layer]).contiguous()
         return x
+
+    def _block_steps(self, x: Tensor, cache: DecodingCache | None) -> tuple[list, tuple]:
+        """Each block's compiled step for one new token of ``x`` (None where a block runs its
+        modules: all of them with no cache or ``fused=False``, for a prompt, with gradients, on
+        another device or dtype) and the token's rotation."""
+        modules = [None] * len(self.blocks), ()
+        if cache is None or not cache.fused or x.shape[1] != 1 or cache.position == 0:
+            return modules
+        if x.dtype != torch.float32 or x.device.type != "cpu" or torch.is_grad_enabled():
+            return modules
+        if cache.steps is None:
+            pairs = zip(self.blocks, cache.layers, strict=True)
+            cache.steps = [BlockStep.of(block, decoder) for block, decoder in pairs]
+        if not any(cache.steps):
+            return modules
+        rope = self.blocks[0].attn.rope
+        cos, sin = rope.rotation(cache.position, 1, x.device, torch.float32)
+        return cache.steps, (cos.view(-1), sin.view(-1))
 
     def head(self, features: Tensor) -> Tensor:
         """The tied output layer: logits (..., vocab) of features (..., d_model)."""

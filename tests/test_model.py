@@ -1,11 +1,12 @@
-"""The language model: the paper's shape and init, RoPE, validation, seeding."""
+"""The language model: the paper's shape and init, RoPE, validation, seeding, and its compiled
+decoding step beside the modules' path."""
 
 import math
 
 import pytest
 import torch
 
-from lit_sparse import FibonacciAttention, LanguageModel, ModelConfig
+from lit_sparse import FibonacciAttention, LanguageModel, ModelConfig, build_attention
 from lit_sparse.generation.weights import bfloat16_weights
 from lit_sparse.model import RotaryEmbedding
 
@@ -139,3 +140,70 @@ def test_config_round_trips_through_dict():
     assert ModelConfig.from_dict(config.to_dict()) == config
     with pytest.raises(ValueError, match="unknown fields"):
         ModelConfig.from_dict({**config.to_dict(), "n_expert": 2})
+
+
+# ------------------------------------------------------------ the compiled decoding step
+def fused_and_modules_logits(model, ids, prompt=5):
+    """Logits of ``ids`` after a prefill of ``prompt`` tokens, one token at a time, through
+    the compiled layer step and through the modules, and each cache's compiled steps."""
+    runs = []
+    for fused in (True, False):
+        cache = model.new_cache(ids.shape[0], ids.shape[1], fused=fused)
+        with torch.inference_mode():
+            logits = [model(ids[:, :prompt], cache)]
+            logits += [model(ids[:, t : t + 1], cache) for t in range(prompt, ids.shape[1])]
+        runs.append((torch.cat(logits, dim=1), cache.steps))
+    return runs
+
+
+DECODE_CASES = {
+    "fibonacci-learned": {
+        "class_path": "fibonacci",
+        "init_args": {"window": 2, "schedule": "learned"},
+    },
+    "bigbird": {"class_path": "bigbird", "init_args": {"window": 2, "n_global": 1, "n_random": 2}},
+    "dense": "dense",
+    "hybrid": {"class_path": "hybrid", "init_args": {"every": 2}},
+}
+
+
+@pytest.mark.parametrize("weights", ["float32", "decoding_layout", "bfloat16", "int8"])
+@pytest.mark.parametrize("case", sorted(DECODE_CASES))
+def test_the_compiled_layer_step_decodes_as_the_modules_do(case, weights):
+    """Batch 2 past the ring's wrap: every layer takes the compiled step, the greedy tokens are
+    the modules' and the logits agree to float32 rounding (norms and RoPE sum in another order),
+    for float32 weights as trained and fused, bfloat16 and int8 ones."""
+    from lit_sparse.generation import decoding_layout, quantize_int8
+
+    torch.manual_seed(0)
+    config = small_config(context_length=16, n_layers=4)
+    model = LanguageModel(config, build_attention(DECODE_CASES[case])).eval()
+    if weights == "decoding_layout":
+        decoding_layout(model)
+    elif weights == "bfloat16":
+        decoding_layout(bfloat16_weights(model))
+    elif weights == "int8":
+        quantize_int8(model)
+    ids = torch.randint(0, config.vocab_size, (2, 60), generator=torch.Generator().manual_seed(1))
+    (fused, steps), (modules, no_steps) = fused_and_modules_logits(model, ids)
+    assert all(step is not None for step in steps) and no_steps is None
+    assert torch.equal(fused.argmax(-1), modules.argmax(-1))
+    torch.testing.assert_close(fused, modules, rtol=0, atol=2e-5)
+
+
+def test_a_pattern_with_its_own_step_and_gradients_keep_the_modules():
+    """The Gaussian rung read decodes through its own step (no compiled layer step for it), and
+    with gradients on every layer runs its modules (the compiled step records none)."""
+    torch.manual_seed(0)
+    gaussian = {"class_path": "fibonacci", "init_args": {"window": 2, "schedule": {
+        "class_path": "learned", "init_args": {"read": "gaussian"}}}}  # fmt: skip
+    model = LanguageModel(small_config(context_length=16), build_attention(gaussian)).eval()
+    ids = torch.randint(0, 100, (1, 30), generator=torch.Generator().manual_seed(1))
+    (fused, steps), (modules, _) = fused_and_modules_logits(model, ids)
+    assert steps == [None] * len(model.blocks)
+    assert torch.equal(fused, modules)
+    model = LanguageModel(small_config(context_length=16), build_attention("fibonacci")).eval()
+    cache = model.new_cache(1, 30)
+    model(ids[:, :5], cache)
+    logits = model(ids[:, 5:6], cache)  # gradients on
+    assert cache.steps is None and logits.requires_grad

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -170,6 +170,25 @@ class LayerDecoder:
         """One new token at absolute ``position``: q (B, H, 1, D), k, v (B, KV, 1, D)."""
         raise NotImplementedError
 
+    def step_reads(self) -> tuple | None:
+        """How the compiled layer step (``compiled.layer_step``) reads this layer's cache:
+        ``(dense, back, first, frac, block_keys, block_size, min_abs)``; None where it cannot
+        (another device or dtype, or a pattern whose step is its own)."""
+        return None
+
+    def take_position(self) -> int:
+        """The position a compiled layer step writes and reads next, its cache row reserved;
+        the decoder counts it as decoded."""
+        position = self.position
+        if position + 1 > self.shape.max_length:
+            raise ValueError(
+                f"decoding past max_length={self.shape.max_length} (position {position} + 1): "
+                "build the cache for the longest sequence"
+            )
+        self.cache.reserve(position + 1)
+        self.position += 1
+        return position
+
     def extend(self, q: Tensor, k: Tensor, v: Tensor, start: int) -> Tensor:
         """n > 1 new positions from ``start`` (chunked prefill); default: a :meth:`step` each."""
         outs = [
@@ -232,6 +251,12 @@ class SlotDecoder(LayerDecoder):
             )
             self.kernel_args = (back, first, frac, keys, self.block_size, self.min_abs_distance)
 
+    def step_reads(self) -> tuple | None:
+        own_step = type(self).step is not SlotDecoder.step
+        if own_step or not self.compiled or self.shape.dtype != torch.float32:
+            return None
+        return (False, *self.kernel_args)
+
     def step(self, q: Tensor, k: Tensor, v: Tensor, position: int) -> Tensor:
         self.cache.write(position, k, v)
         shape = self.shape
@@ -278,6 +303,15 @@ class DenseDecoder(LayerDecoder):
 
     MASK_ELEMENTS = 1 << 22
     """Most elements of one chunk group's causal mask (16 MB as float32)."""
+
+    def step_reads(self) -> tuple | None:
+        shape = self.shape
+        if type(self).step is not DenseDecoder.step or shape.device.type != "cpu":
+            return None
+        if shape.dtype != torch.float32 or not compiled.available():
+            return None
+        none = torch.zeros(0, dtype=torch.long)
+        return (True, none, none, torch.zeros(0, dtype=torch.float64), none.view(0, 0), 1, 0)
 
     def step(self, q: Tensor, k: Tensor, v: Tensor, position: int) -> Tensor:
         self.cache.write(position, k, v)
@@ -357,6 +391,11 @@ class DecodingCache:
     """Every layer's decoder for one batch of sequences (``LanguageModel.new_cache``)."""
 
     layers: list[LayerDecoder]
+    fused: bool = True
+    """Whether a token's step may run each layer as one compiled call where the kernel takes it
+    (the model's ``BlockStep``); False: the modules' own path, the reference."""
+    steps: list | None = field(default=None, repr=False)
+    """The model's per-layer compiled steps, gathered at the first fused step (None: not yet)."""
 
     @property
     def position(self) -> int:

@@ -109,6 +109,26 @@ def decode_step(
     return out
 
 
+def layer_step(
+    x: Tensor,
+    norms: tuple[Tensor, Tensor],
+    eps: float,
+    stages: tuple[list[Tensor], list[Tensor]],
+    heads: tuple[int, int],
+    rotation: tuple[Tensor, Tensor],
+    rings: tuple[Tensor, Tensor],
+    position: int,
+    reads: tuple,
+) -> None:
+    """One decoding step of a block on x (B, d) float32, in place: ``norms`` (attention's,
+    the feed-forward's or empty), ``stages`` (weights, scales): per stage [qkv, o, gate_up,
+    down] the matrices side by side (float32 or bfloat16 rows, int8 with their scales; empty
+    scales for the others), ``heads`` (heads, kv_heads), ``rotation`` the position's cos and sin
+    (D,) (empty: NoPE), ``rings`` the layer's cached keys and values (B, KV, C, D) (this
+    position's go to row position % C), ``reads`` the decoder's ``step_reads()``."""
+    extension().layer_step(x, *norms, eps, *stages, *heads, *rotation, *rings, position, *reads)
+
+
 def bf16_linear(x: Tensor, weight: Tensor) -> Tensor:
     """x (..., K) float32 @ bfloat16 ``weight`` (N, K).T, summed in float32: (..., N)."""
     return extension().bf16_linear(x, weight)

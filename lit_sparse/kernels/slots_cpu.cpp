@@ -1003,86 +1003,116 @@ std::vector<torch::Tensor> backward(torch::Tensor q, torch::Tensor kt, torch::Te
 // exact slot m and rung r are valid from position first[m], first[M + r] on; absolute keys
 // (BigBird) are block_keys[p / block_size] (n_blocks, A), -1 for none, valid when
 // p - key >= min_abs. Slots [exact | rungs | absolute]; a rung's key and value are
-// (1 - frac) lo + frac hi. Returns out (B, H, D).
+// (1 - frac) lo + frac hi. A dense layer's step is every row 0 .. p of a whole-past cache.
+struct StepRows {
+  std::vector<int64_t> rows;  // ring rows: [exact | lower taps | upper taps | absolute]
+  std::vector<char> valid;    // slots: [exact | rungs | absolute]
+  int64_t M = 0, R = 0, A = 0;
+  const double* frac = nullptr;  // (R,)
+};
+
+StepRows slot_rows(int64_t position, int64_t C, const torch::Tensor& back, const torch::Tensor& first,
+                   const torch::Tensor& frac, const torch::Tensor& block_keys, int64_t block_size,
+                   int64_t min_abs) {
+  StepRows s;
+  s.R = frac.numel();
+  s.M = first.numel() - s.R;
+  s.A = block_keys.numel() ? block_keys.size(1) : 0;
+  TORCH_CHECK(back.numel() == s.M + 2 * s.R, "decode step: back must hold M + 2R distances");
+  const int64_t* back_p = back.data_ptr<int64_t>();
+  const int64_t* first_p = first.data_ptr<int64_t>();
+  s.rows.resize(s.M + 2 * s.R + s.A);
+  s.valid.resize(s.M + s.R + s.A);
+  for (int64_t i = 0; i < s.M + 2 * s.R; ++i) s.rows[i] = std::max<int64_t>(position - back_p[i], 0) % C;
+  for (int64_t i = 0; i < s.M + s.R; ++i) s.valid[i] = position >= first_p[i];
+  if (s.A) {
+    const int64_t* keys = block_keys.data_ptr<int64_t>() + (position / block_size) * s.A;
+    for (int64_t a = 0; a < s.A; ++a) {
+      s.rows[s.M + 2 * s.R + a] = std::max<int64_t>(keys[a], 0) % C;
+      s.valid[s.M + s.R + a] = keys[a] >= 0 && position - keys[a] >= min_abs;
+    }
+  }
+  s.frac = s.R ? frac.data_ptr<double>() : nullptr;
+  return s;
+}
+
+StepRows dense_rows(int64_t position) {
+  StepRows s;
+  s.M = position + 1;
+  s.rows.resize(s.M);
+  for (int64_t i = 0; i < s.M; ++i) s.rows[i] = i;
+  s.valid.assign(s.M, 1);
+  return s;
+}
+
+// out (B, H, D) of q (B, H, D) over the rows of ring_k, ring_v (B, KV, C, D) that s names; a
+// KV group (its G query heads) is one work item.
+template <typename T>
+void step_attention(const StepRows& s, int64_t B, int64_t H, int64_t KV, int64_t C, int64_t D, const T* qp,
+                    const T* kp, const T* vp, T* op) {
+  const int64_t G = H / KV, M = s.M, R = s.R, A = s.A;
+  const int64_t n_rows = M + 2 * R + A, n_slots = M + R + A;
+  const T scale = T(1) / std::sqrt(T(D));
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  at::parallel_for(0, B * KV, 1, [&](int64_t begin, int64_t end) {
+    std::vector<T> row_scores(G * n_rows), probs(G * n_slots), weights(G * n_rows);
+    std::vector<const T*> k_rows(n_rows), v_rows(n_rows);
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t b = item / KV, kv = item % KV;
+      for (int64_t i = 0; i < n_rows; ++i) {
+        k_rows[i] = kp + ((b * KV + kv) * C + s.rows[i]) * D;
+        v_rows[i] = vp + ((b * KV + kv) * C + s.rows[i]) * D;
+      }
+      const T* qg = qp + (b * H + kv * G) * D;  // the group's G query rows
+      for (int64_t g = 0; g < G; ++g) {
+        for (int64_t i = 0; i < n_rows; ++i) row_scores[g * n_rows + i] = dot(qg + g * D, k_rows[i], D) * scale;
+        T* p = &probs[g * n_slots];
+        const T* sc = &row_scores[g * n_rows];
+        for (int64_t m = 0; m < M; ++m) p[m] = sc[m];
+        for (int64_t r = 0; r < R; ++r) {
+          const T f = T(s.frac[r]);
+          p[M + r] = sc[M + r] + f * (sc[M + R + r] - sc[M + r]);
+        }
+        for (int64_t a = 0; a < A; ++a) p[M + R + a] = sc[M + 2 * R + a];
+        for (int64_t j = 0; j < n_slots; ++j) if (!s.valid[j]) p[j] = neg_inf;
+        softmax_row(p, n_slots);
+        T* w = &weights[g * n_rows];
+        for (int64_t m = 0; m < M; ++m) w[m] = p[m];
+        for (int64_t r = 0; r < R; ++r) {
+          const T f = T(s.frac[r]);
+          w[M + r] = p[M + r] * (T(1) - f);
+          w[M + R + r] = p[M + r] * f;
+        }
+        for (int64_t a = 0; a < A; ++a) w[M + 2 * R + a] = p[M + R + a];
+      }
+      T* og = op + (b * H + kv * G) * D;
+      constexpr int64_t W = Vec<T>::size();
+      for (int64_t g = 0; g < G; ++g) {
+        const T* w = &weights[g * n_rows];
+        for (int64_t i = 0; i < D; i += W) {
+          Vec<T> acc(T(0));
+          for (int64_t r = 0; r < n_rows; ++r) {
+            if (w[r] != 0) acc = at::vec::fmadd(Vec<T>(w[r]), load(v_rows[r] + i, D - i), acc);
+          }
+          acc.store(og + g * D + i, std::min(W, D - i));
+        }
+      }
+    }
+  });
+}
+
 std::vector<torch::Tensor> decode_step(torch::Tensor q, torch::Tensor ring_k, torch::Tensor ring_v,
                                        int64_t position, torch::Tensor back, torch::Tensor first,
                                        torch::Tensor frac, torch::Tensor block_keys,
                                        int64_t block_size, int64_t min_abs) {
   TORCH_CHECK(q.dim() == 3 && ring_k.dim() == 4, "decode_step: q (B, H, D), rings (B, KV, C, D)");
   for (auto* x : {&q, &ring_k, &ring_v}) check(*x, q, "decode_step input");
-  const int64_t B = q.size(0), H = q.size(1), D = q.size(2), KV = ring_k.size(1);
-  const int64_t C = ring_k.size(2), G = H / KV;
-  const int64_t R = frac.numel(), M = first.numel() - R, A = block_keys.numel() ? block_keys.size(1) : 0;
-  TORCH_CHECK(back.numel() == M + 2 * R, "decode_step: back must hold M + 2R distances");
-  const int64_t* back_p = back.data_ptr<int64_t>();
-  const int64_t* first_p = first.data_ptr<int64_t>();
-  const int64_t n_rows = M + 2 * R + A, n_slots = M + R + A;
-  std::vector<int64_t> rows(n_rows);
-  std::vector<char> valid(n_slots);
-  for (int64_t i = 0; i < M + 2 * R; ++i) rows[i] = std::max<int64_t>(position - back_p[i], 0) % C;
-  for (int64_t i = 0; i < M + R; ++i) valid[i] = position >= first_p[i];
-  if (A) {
-    const int64_t* keys = block_keys.data_ptr<int64_t>() + (position / block_size) * A;
-    for (int64_t a = 0; a < A; ++a) {
-      rows[M + 2 * R + a] = std::max<int64_t>(keys[a], 0) % C;
-      valid[M + R + a] = keys[a] >= 0 && position - keys[a] >= min_abs;
-    }
-  }
+  const int64_t B = q.size(0), H = q.size(1), D = q.size(2), KV = ring_k.size(1), C = ring_k.size(2);
+  const StepRows s = slot_rows(position, C, back, first, frac, block_keys, block_size, min_abs);
   auto out = torch::empty_like(q);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "lit_sparse_decode_step", [&] {
-    using T = scalar_t;
-    const T scale = T(1) / std::sqrt(T(D));
-    const T neg_inf = -std::numeric_limits<T>::infinity();
-    const double* frac_p = frac.numel() ? frac.data_ptr<double>() : nullptr;
-    const T* qp = q.data_ptr<T>();
-    const T* kp = ring_k.data_ptr<T>();
-    const T* vp = ring_v.data_ptr<T>();
-    T* op = out.data_ptr<T>();
-    at::parallel_for(0, B * KV, 1, [&](int64_t begin, int64_t end) {
-      std::vector<T> row_scores(G * n_rows), probs(G * n_slots), weights(G * n_rows);
-      std::vector<const T*> k_rows(n_rows), v_rows(n_rows);
-      for (int64_t item = begin; item < end; ++item) {
-        const int64_t b = item / KV, kv = item % KV;
-        for (int64_t i = 0; i < n_rows; ++i) {
-          k_rows[i] = kp + ((b * KV + kv) * C + rows[i]) * D;
-          v_rows[i] = vp + ((b * KV + kv) * C + rows[i]) * D;
-        }
-        const T* qg = qp + (b * H + kv * G) * D;  // the group's G query rows
-        for (int64_t g = 0; g < G; ++g) {
-          for (int64_t i = 0; i < n_rows; ++i) row_scores[g * n_rows + i] = dot(qg + g * D, k_rows[i], D) * scale;
-          T* p = &probs[g * n_slots];
-          const T* sc = &row_scores[g * n_rows];
-          for (int64_t m = 0; m < M; ++m) p[m] = sc[m];
-          for (int64_t r = 0; r < R; ++r) {
-            const T f = T(frac_p[r]);
-            p[M + r] = sc[M + r] + f * (sc[M + R + r] - sc[M + r]);
-          }
-          for (int64_t a = 0; a < A; ++a) p[M + R + a] = sc[M + 2 * R + a];
-          for (int64_t j = 0; j < n_slots; ++j) if (!valid[j]) p[j] = neg_inf;
-          softmax_row(p, n_slots);
-          T* w = &weights[g * n_rows];
-          for (int64_t m = 0; m < M; ++m) w[m] = p[m];
-          for (int64_t r = 0; r < R; ++r) {
-            const T f = T(frac_p[r]);
-            w[M + r] = p[M + r] * (T(1) - f);
-            w[M + R + r] = p[M + r] * f;
-          }
-          for (int64_t a = 0; a < A; ++a) w[M + 2 * R + a] = p[M + R + a];
-        }
-        T* og = op + (b * H + kv * G) * D;
-        constexpr int64_t W = Vec<T>::size();
-        for (int64_t g = 0; g < G; ++g) {
-          const T* w = &weights[g * n_rows];
-          for (int64_t i = 0; i < D; i += W) {
-            Vec<T> acc(T(0));
-            for (int64_t r = 0; r < n_rows; ++r) {
-              if (w[r] != 0) acc = at::vec::fmadd(Vec<T>(w[r]), load(v_rows[r] + i, D - i), acc);
-            }
-            acc.store(og + g * D + i, std::min(W, D - i));
-          }
-        }
-      }
-    });
+    step_attention<scalar_t>(s, B, H, KV, C, D, q.data_ptr<scalar_t>(), ring_k.data_ptr<scalar_t>(),
+                             ring_v.data_ptr<scalar_t>(), out.data_ptr<scalar_t>());
   });
   return {out};
 }
@@ -1102,10 +1132,11 @@ constexpr int64_t kPrefetchBytes = 16384;
 
 // Blocks of kWeightRows rows of w (row stride ld) split between torch's threads; in each,
 // tile.template run<R>(x rows, rows of w, first output column, out, cols) over x's rows, at
-// most 4 at a time. An edge block repeats its last weight row (its extra sums are dropped).
+// most 4 at a time; y's rows are ldy apart (the tile's N), so products can fill columns of
+// one output side by side. An edge block repeats its last weight row (its extra sums are dropped).
 template <typename T, typename Tile, int Rows = kWeightRows>
 void narrow_product(int64_t M, int64_t N, int64_t K, int64_t ld, const float* xp, const T* wp,
-                    float* yp, const Tile& tile) {
+                    float* yp, int64_t ldy, const Tile& tile) {
   const int64_t blocks = (N + Rows - 1) / Rows;
   at::parallel_for(0, blocks, 16, [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) {
@@ -1114,7 +1145,7 @@ void narrow_product(int64_t M, int64_t N, int64_t K, int64_t ld, const float* xp
       for (int c = 0; c < Rows; ++c) w[c] = wp + (n0 + std::min<int64_t>(c, cols - 1)) * ld;
       for (int64_t m = 0; m < M;) {
         const float* x = xp + m * K;
-        float* out = yp + m * N + n0;
+        float* out = yp + m * ldy + n0;
         switch (std::min<int64_t>(4, M - m)) {
           case 4: tile.template run<4>(x, w, n0, out, cols); m += 4; break;
           case 3: tile.template run<3>(x, w, n0, out, cols); m += 3; break;
@@ -1233,7 +1264,7 @@ torch::Tensor bf16_linear(torch::Tensor x, torch::Tensor w) {
               "bf16_linear: contiguous CPU tensors");
   const int64_t K = x.size(-1), M = K ? x.numel() / K : 0, N = w.size(0);
   auto y = narrow_output(x, N);
-  narrow_product(M, N, K, K, x.data_ptr<float>(), w.data_ptr<c10::BFloat16>(), y.data_ptr<float>(),
+  narrow_product(M, N, K, K, x.data_ptr<float>(), w.data_ptr<c10::BFloat16>(), y.data_ptr<float>(), N,
                  Bf16Tile{K, N});
   return y;
 }
@@ -1249,7 +1280,7 @@ torch::Tensor f32_linear(torch::Tensor x, torch::Tensor w) {
   const int64_t K = x.size(-1), M = K ? x.numel() / K : 0, N = w.size(0);
   auto y = narrow_output(x, N);
   narrow_product<float, F32Tile, kF32Rows>(M, N, K, K, x.data_ptr<float>(), w.data_ptr<float>(),
-                                          y.data_ptr<float>(), F32Tile{K, N});
+                                          y.data_ptr<float>(), N, F32Tile{K, N});
   return y;
 }
 
@@ -1266,9 +1297,174 @@ torch::Tensor int8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale)
               "int8_linear: CPU tensors, x and scale contiguous, w's rows contiguous");
   const int64_t K = x.size(-1), M = K ? x.numel() / K : 0, N = w.size(0);
   auto y = narrow_output(x, N);
-  narrow_product(M, N, K, w.stride(0), x.data_ptr<float>(), w.data_ptr<int8_t>(), y.data_ptr<float>(),
+  narrow_product(M, N, K, w.stride(0), x.data_ptr<float>(), w.data_ptr<int8_t>(), y.data_ptr<float>(), N,
                  Int8Tile{K, N, scale.data_ptr<float>()});
   return y;
+}
+
+// ------------------------------------------------------------------ a block's decoding step
+// One token of one block in one call (B rows, float32 activations), no Python between its
+// parts: x += o(attention(RoPE(qkv(RMSNorm(x))))); x += down(silu(gate) * up)(RMSNorm(x)). The
+// products are the few-row products above (the same sums as a module's), the attention is
+// decode_step's (a dense layer reads every row of its whole-past cache), and norms, RoPE,
+// SwiGLU and the residuals run on the calling thread (a few thousand values: a fork of the
+// pool would cost more than they do). Buffers are the calling thread's, kept between calls.
+//
+// A stage is a list of matrices whose outputs sit side by side (q, k, v fused as one matrix,
+// or three int8 matrices): each float32 or bfloat16 with contiguous rows, or int8 with a
+// float32 scale per row (its entry of `scales`; the others are empty).
+void stage_product(const float* x, int64_t M, int64_t K, const std::vector<torch::Tensor>& ws,
+                   const std::vector<torch::Tensor>& scales, float* y, int64_t ldy) {
+  int64_t col = 0;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const torch::Tensor& w = ws[i];
+    const int64_t N = w.size(0), ld = w.stride(0);
+    float* out = y + col;
+    switch (w.scalar_type()) {
+      case torch::kFloat:
+        narrow_product<float, F32Tile, kF32Rows>(M, N, K, ld, x, w.data_ptr<float>(), out, ldy, F32Tile{K, ldy});
+        break;
+      case torch::kBFloat16:
+        narrow_product(M, N, K, ld, x, w.data_ptr<c10::BFloat16>(), out, ldy, Bf16Tile{K, ldy});
+        break;
+      default:
+        narrow_product(M, N, K, ld, x, w.data_ptr<int8_t>(), out, ldy, Int8Tile{K, ldy, scales[i].data_ptr<float>()});
+    }
+    col += N;
+  }
+}
+
+// The output width of a stage, after checking its matrices and scales.
+int64_t stage_width(const std::vector<torch::Tensor>& ws, const std::vector<torch::Tensor>& scales, int64_t K,
+                    const char* name) {
+  TORCH_CHECK(!ws.empty() && ws.size() == scales.size(), "layer_step: ", name, ": one scale entry per matrix");
+  int64_t width = 0;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const torch::Tensor& w = ws[i];
+    const auto type = w.scalar_type();
+    TORCH_CHECK(w.dim() == 2 && w.device().is_cpu() && w.stride(1) == 1 && w.stride(0) >= K && w.size(1) >= K,
+                "layer_step: ", name, ": CPU matrices (N, K) with contiguous rows");
+    TORCH_CHECK(type == torch::kFloat || type == torch::kBFloat16 || type == torch::kChar,
+                "layer_step: ", name, ": float32, bfloat16 or int8 matrices");
+    TORCH_CHECK((type == torch::kChar) == (scales[i].numel() > 0), "layer_step: ", name,
+                ": a scale per row for an int8 matrix, none for others");
+    TORCH_CHECK(type != torch::kChar || (scales[i].scalar_type() == torch::kFloat && scales[i].is_contiguous() &&
+                                         scales[i].numel() == w.size(0)),
+                "layer_step: ", name, ": an int8 matrix's scales are float32 (N,)");
+    TORCH_CHECK(type == torch::kChar || w.size(1) == K, "layer_step: ", name, ": matrices of K columns");
+    width += w.size(0);
+  }
+  return width;
+}
+
+// out (d,) = x * rsqrt(mean(x^2) + eps) * w, as F.rms_norm.
+void rms_norm_row(const float* x, const float* w, int64_t d, float eps, float* out) {
+  constexpr int64_t W = Vec<float>::size();
+  Vec<float> acc(0.f);
+  for (int64_t i = 0; i < d; i += W) {
+    const Vec<float> v = load(x + i, d - i);
+    acc = at::vec::fmadd(v, v, acc);
+  }
+  const float inv = 1.f / std::sqrt(lane_sum(acc) / float(d) + eps);
+  for (int64_t i = 0; i < d; ++i) out[i] = x[i] * inv * w[i];
+}
+
+// Rotate-half RoPE of one head (D,) by a position's cos, sin (D,), in place.
+void rotate_half(float* x, const float* cos, const float* sin, int64_t D) {
+  const int64_t h = D / 2;
+  for (int64_t i = 0; i < h; ++i) {
+    const float a = x[i], b = x[i + h];
+    x[i] = a * cos[i] - b * sin[i];
+    x[i + h] = b * cos[i + h] + a * sin[i + h];
+  }
+}
+
+struct StepBuffers {
+  std::vector<float> normed, qkv, q, attended, hidden, out;
+};
+
+// x (B, d) float32, updated in place. weights, scales: the stages [qkv, o, gate_up, down] (no
+// feed-forward: two stages, and ffn_norm empty). cos, sin (D,) the position's rotation, or
+// empty (a NoPE layer). ring_k, ring_v (B, KV, C, D) float32: this position's key and value
+// go to row position % C; the read is a slot pattern's (back, first, frac, block_keys,
+// block_size, min_abs, as decode_step) or, with dense, every row 0 .. position (C > position).
+void layer_step(torch::Tensor x, torch::Tensor attn_norm, torch::Tensor ffn_norm, double eps,
+                std::vector<std::vector<torch::Tensor>> weights, std::vector<std::vector<torch::Tensor>> scales,
+                int64_t heads, int64_t kv_heads, torch::Tensor cos, torch::Tensor sin, torch::Tensor ring_k,
+                torch::Tensor ring_v, int64_t position, bool dense, torch::Tensor back, torch::Tensor first,
+                torch::Tensor frac, torch::Tensor block_keys, int64_t block_size, int64_t min_abs) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat && x.is_contiguous() && x.device().is_cpu(),
+              "layer_step: x (B, d) contiguous float32 on the CPU");
+  TORCH_CHECK(ring_k.dim() == 4 && ring_k.scalar_type() == torch::kFloat && ring_k.is_contiguous() &&
+                  ring_v.sizes() == ring_k.sizes() && ring_v.scalar_type() == torch::kFloat && ring_v.is_contiguous(),
+              "layer_step: rings (B, KV, C, D) contiguous float32");
+  const bool feed_forward = ffn_norm.numel() > 0;
+  TORCH_CHECK(weights.size() == (feed_forward ? 4u : 2u) && scales.size() == weights.size(),
+              "layer_step: stages [qkv, o, gate_up, down] ([qkv, o] without a feed-forward)");
+  const int64_t B = x.size(0), d = x.size(1), KV = kv_heads, H = heads, C = ring_k.size(2), D = ring_k.size(3);
+  TORCH_CHECK(ring_k.size(0) == B && ring_k.size(1) == KV && H % KV == 0 && D % 2 == 0,
+              "layer_step: rings (B, KV, C, D) for x's B rows, heads a multiple of KV heads");
+  TORCH_CHECK(attn_norm.numel() == d && (!feed_forward || ffn_norm.numel() == d), "layer_step: norms of d values");
+  const bool rotary = cos.numel() > 0;
+  TORCH_CHECK(!rotary || (cos.numel() == D && sin.numel() == D), "layer_step: cos and sin of D values");
+  TORCH_CHECK(!dense || C > position, "layer_step: a dense layer needs its whole past (C > position)");
+  const int64_t qkv_width = stage_width(weights[0], scales[0], d, "qkv");
+  TORCH_CHECK(qkv_width == (H + 2 * KV) * D, "layer_step: qkv gives (heads + 2 kv_heads) * D outputs");
+  TORCH_CHECK(stage_width(weights[1], scales[1], H * D, "o") == d, "layer_step: o gives d outputs");
+  int64_t width = 0;
+  if (feed_forward) {
+    width = stage_width(weights[2], scales[2], d, "gate_up") / 2;
+    TORCH_CHECK(stage_width(weights[3], scales[3], width, "down") == d, "layer_step: down gives d outputs");
+  }
+  const StepRows rows =
+      dense ? dense_rows(position) : slot_rows(position, C, back, first, frac, block_keys, block_size, min_abs);
+
+  thread_local StepBuffers buf;
+  buf.normed.resize(B * std::max(d, H * D));
+  buf.qkv.resize(B * qkv_width);
+  buf.q.resize(B * H * D);
+  buf.attended.resize(B * H * D);
+  buf.hidden.resize(B * 2 * width);
+  buf.out.resize(B * d);
+  float* xp = x.data_ptr<float>();
+  float* kp = ring_k.data_ptr<float>();
+  float* vp = ring_v.data_ptr<float>();
+  const float* cos_p = rotary ? cos.data_ptr<float>() : nullptr;
+  const float* sin_p = rotary ? sin.data_ptr<float>() : nullptr;
+  const float e = float(eps);
+
+  for (int64_t b = 0; b < B; ++b) rms_norm_row(xp + b * d, attn_norm.data_ptr<float>(), d, e, &buf.normed[b * d]);
+  stage_product(buf.normed.data(), B, d, weights[0], scales[0], buf.qkv.data(), qkv_width);
+  const int64_t row = position % C;
+  for (int64_t b = 0; b < B; ++b) {
+    float* qkv = &buf.qkv[b * qkv_width];
+    for (int64_t h = 0; h < H + KV; ++h) {  // q's heads, then k's
+      if (rotary) rotate_half(qkv + h * D, cos_p, sin_p, D);
+    }
+    std::copy(qkv, qkv + H * D, &buf.q[b * H * D]);
+    for (int64_t kv = 0; kv < KV; ++kv) {
+      const int64_t at = ((b * KV + kv) * C + row) * D;
+      std::copy(qkv + (H + kv) * D, qkv + (H + kv + 1) * D, kp + at);
+      std::copy(qkv + (H + KV + kv) * D, qkv + (H + KV + kv + 1) * D, vp + at);
+    }
+  }
+  step_attention<float>(rows, B, H, KV, C, D, buf.q.data(), kp, vp, buf.attended.data());
+  stage_product(buf.attended.data(), B, H * D, weights[1], scales[1], buf.out.data(), d);
+  for (int64_t i = 0; i < B * d; ++i) xp[i] += buf.out[i];
+  if (!feed_forward) return;
+
+  for (int64_t b = 0; b < B; ++b) rms_norm_row(xp + b * d, ffn_norm.data_ptr<float>(), d, e, &buf.normed[b * d]);
+  stage_product(buf.normed.data(), B, d, weights[2], scales[2], buf.hidden.data(), 2 * width);
+  for (int64_t b = 0; b < B; ++b) {  // silu(gate) * up, packed into the first width values of the row
+    float* gate = &buf.hidden[b * 2 * width];
+    float* out = &buf.hidden[b * width];
+    for (int64_t i = 0; i < width; ++i) {
+      const float g = gate[i];
+      out[i] = g / (1.f + std::exp(-g)) * gate[width + i];
+    }
+  }
+  stage_product(buf.hidden.data(), B, width, weights[3], scales[3], buf.out.data(), d);
+  for (int64_t i = 0; i < B * d; ++i) xp[i] += buf.out[i];
 }
 
 // How many threads at::parallel_for runs on here: torch's intra-op threads when the extension is
@@ -1302,6 +1498,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("decode_step", &decode_step, "one decoding position over a ring of cached rows (CPU)");
   m.def("bf16_linear", &bf16_linear, "float32 x times bfloat16 weights, float32 sums (CPU)");
   m.def("f32_linear", &f32_linear, "float32 x times row-major float32 weights, few rows (CPU)");
+  m.def("layer_step", &layer_step, "one decoding step of a block, in place on x (CPU)");
   m.def("int8_linear", &int8_linear, "float32 x times int8 weights and per-row scales (CPU)");
   m.def("parallel_threads", &parallel_threads, "threads at::parallel_for runs on (CPU)");
   m.def("set_flush_denormal", &set_flush_denormal, "subnormals as zero on every intra-op thread");

@@ -25,14 +25,19 @@ How it measures:
   (:func:`lit_sparse_studies.bench.timing.copy_bandwidth`; an int8 row's bytes are its int8 matrices
   and scales); ``x_floor`` is ``ms_per_step`` over that time (at larger B a step is
   compute-bound, and the ratio grows with B);
-- ``--breakdown``: after the timed rounds, a few more steps with timers on the modules say
-  where a step's time goes: ``proj_ms`` the projections (q, k, v, o and the MLP's three),
-  ``attn_ms`` the attention reads (RoPE and the cache: the attention modules less their
-  projections), ``head_ms`` the output layer (final norm, the vocabulary-wide product and the
-  argmax), ``other_ms`` the rest (norms, residuals, the MLP's activation, the embedding);
-  ``proj x floor`` and ``head x floor``: the projections' and the output layer's time over
-  the floor of their own weights' bytes (the share of the step that is weight streaming,
-  and how close to the memory's speed it streams);
+- a step runs each layer as one compiled call where the kernel takes it (CPU, float32
+  activations: ``LanguageModel.new_cache(fused=True)``); ``--reference`` adds a
+  ``<plugin>/modules`` row per plugin, the same model and cache stepping through its modules
+  (the reference path), and ``x modules`` on each plugin's row, the modules' median over its;
+- ``--breakdown``: after the timed rounds, a few more steps through the modules (the fused
+  step has no module boundaries to time) with timers on them say where a step's time goes:
+  ``proj_ms`` the projections (q, k, v, o and the MLP's three), ``attn_ms`` the attention
+  reads (RoPE and the cache: the attention modules less their projections), ``head_ms``
+  the output layer (final norm, the vocabulary-wide product and the argmax), ``other_ms``
+  the rest (norms, residuals, the MLP's activation, the embedding); ``proj x floor`` and
+  ``head x floor``: the projections' and the output layer's time over the floor of their
+  own weights' bytes (the share of the step that is weight streaming, and how close to the
+  memory's speed it streams);
 - ``cache_mb`` is the bytes of every layer's cache buffers (keys and values) after the
   context, as allocated: a ring of the largest distance + 1 rows for Fibonacci and
   sliding-window layers, the whole past for dense and BigBird;
@@ -116,7 +121,11 @@ class DecodeBenchSpec(ModelShape):
     """Timed steps per plugin and context (after 2 warm-up steps)."""
     device: str = "cpu"
     breakdown: bool = False
-    """Time the parts of a step (projections, attention reads, output layer) too."""
+    """Time the parts of a step (projections, attention reads, output layer) too, through the
+    modules."""
+    reference: bool = False
+    """Also time each plugin through its modules (rows ``<plugin>/modules``), beside the
+    compiled layer step."""
     rss_tokens: int = 20000
     """Tokens the RSS check decodes (0: no check)."""
     rss_context: int = 65536
@@ -232,12 +241,12 @@ def weight_bytes(model) -> int:
 class _Decoder:
     """One model and a cache of ``batch`` sequences at a context, one greedy step at a time."""
 
-    def __init__(self, model, batch: int, context: int, tokens: int):
+    def __init__(self, model, batch: int, context: int, tokens: int, fused: bool = True):
         import torch
 
         self.model = model
         with torch.inference_mode():
-            self.cache = model.new_cache(batch, context + tokens + 1)
+            self.cache = model.new_cache(batch, context + tokens + 1, fused=fused)
             self.cache.fill_random(context)
         self.token = torch.zeros(batch, 1, dtype=torch.long, device=model.norm.weight.device)
 
@@ -281,6 +290,7 @@ def step_breakdown(decoder: _Decoder, steps: int = 4) -> dict[str, float]:
     timed = [m for m in model.modules() if id(m) in kinds]
     handles = [m.register_forward_pre_hook(before) for m in timed]
     handles += [m.register_forward_hook(after) for m in timed]
+    fused, decoder.cache.fused = decoder.cache.fused, False  # the modules, each timed
     try:
         sync(device)
         start = time.perf_counter()
@@ -289,6 +299,7 @@ def step_breakdown(decoder: _Decoder, steps: int = 4) -> dict[str, float]:
         sync(device)
         total = time.perf_counter() - start
     finally:
+        decoder.cache.fused = fused
         for handle in handles:
             handle.remove()
     ms = {key: 1e3 * value / steps for key, value in spent.items()}
@@ -334,9 +345,14 @@ def _time_context(spec: DecodeBenchSpec, context: int, batch: int) -> dict[str, 
             key = f"{plugin}|{dtype}"
             with _spares_others(key, failed, decoders):
                 model = decode_model(spec, plugin, dtype)
-                decoders[key] = _Decoder(model, batch, context, total + extra)
+                built = [_Decoder(model, batch, context, total + extra)]
+                decoders[key] = built[0]
+                if spec.reference:
+                    built.append(_Decoder(model, batch, context, total, fused=False))
+                    decoders[f"{plugin}/modules|{dtype}"] = built[1]
                 for _ in range(2):  # warm-up: allocations, threads, the caches' growth
-                    decoders[key].step()
+                    for decoder in built:
+                        decoder.step()
     cpp = _llama_cpp_rows(spec, context, decoders, total, failed) if llama else {}
     bandwidth = copy_bandwidth(device)
     rows = _transformers_rows(spec, context, decoders, rounds, failed) if hf else {}
@@ -462,7 +478,13 @@ def _row_names(spec: DecodeBenchSpec, batch: int, dtype: str) -> list[str]:
     where timed."""
     hf = spec.transformers and batch == 1 and dtype == "float32"
     llama = spec.llama_cpp and batch == 1 and dtype == "float32"
-    return [*spec.plugins, *(TRANSFORMERS_ROWS if hf else ()), *(LLAMA_CPP_ROWS if llama else ())]
+    modules = [f"{plugin}/modules" for plugin in spec.plugins] if spec.reference else []
+    return [
+        *spec.plugins,
+        *modules,
+        *(TRANSFORMERS_ROWS if hf else ()),
+        *(LLAMA_CPP_ROWS if llama else ()),
+    ]
 
 
 def _rows_of(spec: DecodeBenchSpec, context: int, batch: int, measured: dict) -> list[dict]:
@@ -487,6 +509,9 @@ def _rows_of(spec: DecodeBenchSpec, context: int, batch: int, measured: dict) ->
             row["ms_per_token"] = ms / batch
             row["tokens_per_s"] = batch / (ms / 1e3)
             row["speedup_vs_dense"] = None if dense is None else dense / ms
+            if spec.reference and plugin in spec.plugins:
+                modules = timing.get(f"{plugin}/modules|{dtype}", {}).get("ms_per_step")
+                row["x_modules"] = None if modules is None else modules / ms
             if plugin in TRANSFORMERS_ROWS or plugin in LLAMA_CPP_ROWS:
                 source = "dense" if plugin in LLAMA_CPP_ROWS else source_plugin(plugin)
                 own = timing.get(f"{source}|{dtype}", {}).get("ms_per_step")
@@ -551,8 +576,10 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     dtypes = {r.get("dtype") for r in timed}
     parts = any("proj_ms" in r for r in timed)
     hf = any(r["plugin"] in (*TRANSFORMERS_ROWS, *LLAMA_CPP_ROWS) for r in timed)
+    modules = any("x_modules" in r for r in timed)
     header = ["context", "batch"] + (["dtype"] if len(dtypes) > 1 else []) + ["plugin"]
     header += ["ms/step", "tokens/s", "x dense", "x floor"] + (["x lit_sparse"] if hf else [])
+    header += ["x modules"] if modules else []
     if parts:
         header += ["proj ms", "attn ms", "head ms", "other ms", "proj x floor", "head x floor"]
     header += ["cache MB", "cache"]
@@ -563,6 +590,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
         line += [r["plugin"], cell(r, "ms_per_step", ".2f"), cell(r, "tokens_per_s", ".1f")]
         line += [cell(r, "speedup_vs_dense", ".2f"), cell(r, "x_floor", ".2f")]
         line += [cell(r, "x_lit_sparse", ".2f")] if hf else []
+        line += [cell(r, "x_modules", ".2f")] if modules else []
         if parts:
             line += [cell(r, key, ".2f") for key in ("proj_ms", "attn_ms", "head_ms", "other_ms")]
             line += [cell(r, key, ".2f") for key in ("proj_x_floor", "head_x_floor")]

@@ -162,6 +162,7 @@ class Bench:
         quantize: str = _DECODE.quantize,
         device: Literal["cpu", "cuda"] = "cpu",
         breakdown: bool = False,
+        reference: bool = False,
         tokens: int = _DECODE.tokens,
         window: int = _DECODE.window,
         n_layers: int = _DECODE.n_layers,
@@ -189,6 +190,9 @@ class Bench:
                 dtype int8 beside the --dtype rows; their floor counts the int8 bytes; CPU only)
             device: where to time
             breakdown: also time a step's parts: projections, attention reads, output layer, rest
+                (through the modules: the compiled layer step has no parts to time)
+            reference: also time each plugin through its modules (rows <plugin>/modules, the
+                reference path) beside its compiled layer step; x modules: their ratio
             tokens: timed per row
             window: fibonacci W
             n_layers: decoder layers
