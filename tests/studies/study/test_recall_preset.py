@@ -1,6 +1,7 @@
 """``matrix --preset recall`` end to end on tiny seeded runs: the runs it lists are the ones it
 trains (each task a folder, the sliding windows matched to fib at each task's length), a
-second --run skips them, and --table and --plot report them over seeds."""
+second --run skips them, and --table and --plot report them over seeds. (The preset's
+variants, tasks and overlays: test_preset.py.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import contextlib
 import io
 import json
 import re
-import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -16,12 +16,10 @@ from pathlib import Path
 import pytest
 
 from lit_sparse.__main__ import main as lit_main
-from lit_sparse_studies.study.paper_matrix import CONFIG_DIR
-from lit_sparse_studies.study.preset import PRESETS, fib_cache_window, fib_keys_window, preset_runs
+from lit_sparse_studies.study.preset import fib_keys_window
 
 ROOT = Path(__file__).resolve().parents[3]
 TINY = ROOT / "tests" / "configs" / "tiny_recall.yaml"
-RECALL = PRESETS["recall"]
 VARIANTS = ("fib_learned", "sw_keys")
 TASKS = ("mqar64", "distance", "passkey")
 SEEDS = (0, 1)
@@ -37,151 +35,6 @@ def preset_args(root: Path, *action: str, seeds=SEEDS, variants=VARIANTS, tasks=
         "matrix", "--preset", "recall", "--seeds", *map(str, seeds), "--variants", *variants,
         "--tasks", *tasks, "--root", str(root), *action,
     ]  # fmt: skip
-
-
-def test_the_preset_has_the_issues_variants_and_tasks():
-    assert [v.name for v in RECALL.variants if v.default] == [
-        "dense", "fib_fixed", "fib_linear", "fib_coprime", "fib_learned", "pow2_fixed",
-        "bigbird", "sw_keys", "sw_cache",
-    ]  # fmt: skip
-    assert [v.name for v in RECALL.variants if not v.default] == [
-        "hyb_fib_linear", "hyb_sw_keys", "sw_relay",  # the hybrid study (issue 56)
-        "alphas_05_05", "alphas_15_15", "alphas_15_05",
-    ]  # fmt: skip
-    assert [t.name for t in RECALL.tasks if t.default] == [
-        "mqar64",
-        "mqar128",
-        "distance",
-        "passkey",
-    ]
-    assert [t.name for t in RECALL.tasks if not t.default] == [
-        "mqar256",
-        "far_mqar",
-        "far_mqar_budget",
-        "distance_budget",
-    ]
-    runs = preset_runs("recall", seeds=[0, 1, 2])
-    # the MQAR tasks (4 layers) leave out fib_coprime: there it is fib_linear
-    assert len(runs) == (8 + 8 + 9 + 9) * 3 and runs[0].name == "mqar64/dense/seed0"
-    assert runs[34].name == "mqar64/dense/seed1"  # seed-major: whole seeds first
-    assert {r.setup.name for r in runs if r.variant.name == "fib_coprime"} == {
-        "distance",
-        "passkey",
-    }
-
-
-def test_the_distance_budget_task_trains_every_variant_2000_steps_with_64_examples_a_bucket():
-    """Issue 44, item 4: no early stop, 64 held-out examples per bucket at every length."""
-    from lit_sparse.io.yaml_files import load_yaml
-
-    budget = load_yaml(CONFIG_DIR / "study/recall/distance_budget.yaml", "config")
-    callbacks = [c["class_path"].rsplit(".", 1)[-1] for c in budget["trainer"]["callbacks"]]
-    assert "EarlyStopping" not in callbacks and budget["trainer"]["max_steps"] == 2000
-    data = budget["data"]["init_args"]
-    assert data["val_examples"] == data["min_examples"] == 64
-    original = load_yaml(CONFIG_DIR / "study/recall/distance.yaml", "config")
-    assert budget["model"]["arch"] == original["model"]["arch"]
-    assert {**original["data"]["init_args"], "min_examples": 64} == data
-
-
-def test_the_alpha_controls_train_mqar128_with_their_custom_alphas():
-    """Issue 44's control: fixed spacing with alphas (0.5, 0.5), (1.5, 1.5), (1.5, 0.5) at
-    MQAR (128, 8)'s 2 layers; run only when named, and their records expect those alphas."""
-    from lit_sparse.parsing.config_files import read_model_config
-    from lit_sparse_studies.study.recall_records import _variant_attention
-
-    controls = {"alphas_05_05": [0.5, 0.5], "alphas_15_15": [1.5, 1.5], "alphas_15_05": [1.5, 0.5]}
-    assert not {r.variant.name for r in preset_runs("recall", seeds=[0])} & set(controls)
-    runs = preset_runs("recall", seeds=[0], variants=list(controls), tasks=["mqar128"])
-    for run in runs:
-        task = run.variant.task_options(run.setup)
-        spec = read_model_config(run.configs(), task)
-        assert spec.attention.layer_alphas(spec.arch.n_layers) == controls[run.variant.name]
-        assert all(" " not in option for option in task)  # one shell word each
-        schedule = _variant_attention(run)["init_args"]["schedule"]
-        assert schedule["init_args"]["alphas"] == controls[run.variant.name]
-
-
-CALIBRATED = {  # task: (layers, width, lr) as docs/recall-study.md's calibration chose them
-    "mqar64": (4, 64, 3e-3),
-    "mqar128": (2, 128, 1e-2),  # width 64 levels off at 0.71-0.75; 4 layers of 128 too slow
-    "mqar256": (4, 64, 3e-3),
-    "distance": (5, 64, 3e-3),
-    "passkey": (5, 64, 3e-3),
-    "far_mqar": (3, 128, 1e-2),  # MQAR (128, 8)'s width and lr at its calibrated depth
-    "far_mqar_budget": (3, 128, 1e-2),  # far MQAR's, 8,000 steps (its overlay)
-    "distance_budget": (5, 64, 3e-3),  # the distance task's, at a fixed budget
-}
-
-
-def test_each_task_overlay_is_at_its_length_and_trains_alike():
-    """Each task at its length, with its calibrated depth, width and lr; everything else of
-    the recipe (one head, no MLP, warmup, cosine, steps, precision) is the same for all."""
-    import yaml
-
-    from lit_sparse.attention.schedules import Coprime, Linear
-
-    assert set(CALIBRATED) == {task.name for task in RECALL.tasks}
-    shared = None
-    for task in RECALL.tasks:
-        config = yaml.safe_load((ROOT / "configs" / task.config).read_text())
-        assert config["data"]["init_args"]["seq_len"] == task.seq_len
-        model, arch = config["model"], config["model"]["arch"]
-        layers, width = arch.pop("n_layers"), arch.pop("d_model")
-        assert (layers, width, model.pop("lr")) == CALIBRATED[task.name], task.name
-        assert arch.pop("head_dim") == width and arch["n_heads"] == 1  # one head of the width
-        # where coprime staggering is the linear schedule (2 and 4 layers), the preset skips it
-        same = Coprime().layer_alphas(layers) == Linear().layer_alphas(layers)
-        assert dict(task.same_as) == ({"fib_coprime": "fib_linear"} if same else {})
-        # far MQAR's and the distance budget's runs compile the training forward
-        # (model.compile: the same network, a faster step); the tasks before them trained eager
-        compiled = ("far_mqar", "far_mqar_budget", "distance_budget")
-        assert model.pop("compile", False) == (task.name in compiled)
-        for overlay in task.overlays:  # a task that is another's with one change names it
-            assert yaml.safe_load((ROOT / "configs" / overlay).read_text()) == {
-                "trainer": {"max_steps": 8000}
-            }
-        recipe = (model, {k: config["trainer"][k] for k in ("max_steps", "precision")})
-        assert shared is None or recipe == shared  # one recipe for every task
-        shared = recipe
-        names = [c["class_path"] for c in config["trainer"]["callbacks"]]
-        assert "lit_sparse.callbacks.RecallEvaluation" in names
-
-
-@pytest.mark.parametrize(("length", "keys", "cache"), [(64, 12, 55), (128, 13, 89), (256, 15, 233)])
-def test_the_sliding_windows_match_fib_fixed_at_each_length(length, keys, cache):
-    """fib fixed (W = 8): 0..8 and the Fibonacci rungs below T; a window of W' keeps W' + 1
-    keys and a ring of W' + 1 rows."""
-    from lit_sparse.attention import FibonacciAttention
-
-    distances = FibonacciAttention(window=8).build(0, 5, length).distances(length)
-    assert fib_keys_window(length) == keys == len(distances) - 1
-    assert fib_cache_window(length) == cache == max(distances)
-
-
-def test_list_names_the_task_options(capsys, tmp_path):
-    assert lit_main(preset_args(tmp_path, "--list", variants=("sw_keys", "sw_cache"))) == 0
-    out = capsys.readouterr().out
-    rows = [
-        [c.strip() for c in line.strip("|").split("|")]
-        for line in out.splitlines()
-        if line.startswith("| ") and not line.startswith("| run ")
-    ]
-    assert rows[0][0] == "mqar64/sw_keys/seed0"
-    assert rows[0][2].startswith("--model.attention.init_args.window 12 --seed_everything 0")
-    window = {r[0]: shlex.split(r[2])[1] for r in rows}
-    assert window["distance/sw_cache/seed1"] == "233" and window["passkey/sw_keys/seed0"] == "15"
-    assert all(r[3] == "not started" for r in rows) and len(rows) == 2 * 3 * 2
-
-
-def test_list_ends_with_the_command_that_runs_these_runs(capsys, tmp_path):
-    """Issue 36: the --run command left out --root (and --variants, --tasks)."""
-    root = tmp_path / "my runs"
-    args = preset_args(root, "--list", variants=("sw_keys",), tasks=("distance",))
-    assert lit_main(args) == 0
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    command = shlex.split(last.split("interrupted ones): ", 1)[1])
-    assert command == ["python", "-m", "lit_sparse", *args[:-1], "--run"]
 
 
 LONG = ("--data.init_args.min_examples", "2")  # the distance and passkey tasks' option
