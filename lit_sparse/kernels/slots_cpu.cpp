@@ -1064,8 +1064,10 @@ void step_attention(const StepRows& s, int64_t B, int64_t H, int64_t KV, int64_t
         v_rows[i] = vp + ((b * KV + kv) * C + s.rows[i]) * D;
       }
       const T* qg = qp + (b * H + kv * G) * D;  // the group's G query rows
+      for (int64_t i = 0; i < n_rows; ++i) {  // each key row read once for the G heads
+        for (int64_t g = 0; g < G; ++g) row_scores[g * n_rows + i] = dot(qg + g * D, k_rows[i], D) * scale;
+      }
       for (int64_t g = 0; g < G; ++g) {
-        for (int64_t i = 0; i < n_rows; ++i) row_scores[g * n_rows + i] = dot(qg + g * D, k_rows[i], D) * scale;
         T* p = &probs[g * n_slots];
         const T* sc = &row_scores[g * n_rows];
         for (int64_t m = 0; m < M; ++m) p[m] = sc[m];
@@ -1085,16 +1087,24 @@ void step_attention(const StepRows& s, int64_t B, int64_t H, int64_t KV, int64_t
         }
         for (int64_t a = 0; a < A; ++a) w[M + 2 * R + a] = p[M + R + a];
       }
+      // out[g] = sum over rows r, in order, of w[g][r] v[r]: a value row's lanes are loaded
+      // once for up to kGroupHeads heads (a dense layer's long past is read once, not G times)
       T* og = op + (b * H + kv * G) * D;
       constexpr int64_t W = Vec<T>::size();
-      for (int64_t g = 0; g < G; ++g) {
-        const T* w = &weights[g * n_rows];
+      constexpr int64_t kGroupHeads = 8;
+      for (int64_t g0 = 0; g0 < G; g0 += kGroupHeads) {
+        const int64_t heads = std::min(kGroupHeads, G - g0);
         for (int64_t i = 0; i < D; i += W) {
-          Vec<T> acc(T(0));
+          Vec<T> acc[kGroupHeads];
+          for (int64_t g = 0; g < heads; ++g) acc[g] = Vec<T>(T(0));
           for (int64_t r = 0; r < n_rows; ++r) {
-            if (w[r] != 0) acc = at::vec::fmadd(Vec<T>(w[r]), load(v_rows[r] + i, D - i), acc);
+            const Vec<T> v = load(v_rows[r] + i, D - i);
+            for (int64_t g = 0; g < heads; ++g) {
+              const T w = weights[(g0 + g) * n_rows + r];
+              if (w != 0) acc[g] = at::vec::fmadd(Vec<T>(w), v, acc[g]);
+            }
           }
-          acc.store(og + g * D + i, std::min(W, D - i));
+          for (int64_t g = 0; g < heads; ++g) acc[g].store(og + (g0 + g) * D + i, std::min(W, D - i));
         }
       }
     }
