@@ -51,7 +51,8 @@ How it measures:
   per round), and ``x_lit_sparse`` is a transformers row's median over its lit_sparse row's
   (fibonacci, dense, sliding_window) from the same rounds;
 - ``--llama-cpp`` adds llama.cpp (llama-cpp-python) on the dense model's weights as GGUF
-  files, ``llama_cpp_f32`` and ``llama_cpp_q8_0``, at batch 1 beside the float32 rows, with
+  files, ``llama_cpp_f32`` and ``llama_cpp_q8_0`` with its flash attention on and the same
+  with it off (``_nofa``), at batch 1 beside the float32 rows, with
   the process's thread count (:mod:`lit_sparse_studies.bench.decode_llama_cpp`): their context is
   computed (a prompt of C random tokens), their floor counts the GGUF's bytes, and
   ``x_lit_sparse`` is their median over dense's (float32) from the same rounds.
@@ -69,7 +70,12 @@ from typing import Any
 from lit_sparse import ConfigError
 from lit_sparse.io import markdown_table
 from lit_sparse_studies.bench.attention import fibonacci_keys
-from lit_sparse_studies.bench.decode_llama_cpp import LLAMA_CPP_ROWS, MIN_VOCAB, LlamaCppRow
+from lit_sparse_studies.bench.decode_llama_cpp import (
+    LLAMA_CPP_ROWS,
+    MIN_VOCAB,
+    NO_FLASH,
+    LlamaCppRow,
+)
 from lit_sparse_studies.bench.decode_transformers import (
     TRANSFORMERS_ROWS,
     TransformersRow,
@@ -407,7 +413,7 @@ def _llama_cpp_rows(spec, context, decoders, total: int, failed) -> dict[str, Ll
     from a copy of its cache; llama.cpp gets torch's thread count."""
     import torch
 
-    rows, source, state = {}, decoders.get("dense|float32"), None
+    rows, source, states = {}, decoders.get("dense|float32"), {}
     network = None if source is None else source.model
     for name in LLAMA_CPP_ROWS:
         key = f"{name}|float32"
@@ -415,9 +421,11 @@ def _llama_cpp_rows(spec, context, decoders, total: int, failed) -> dict[str, Ll
             if network is None:
                 network = decode_model(spec, "dense")
             threads = torch.get_num_threads()
-            rows[key] = LlamaCppRow(name, network, context, total, threads, state)
-            if state is None and name != LLAMA_CPP_ROWS[-1]:
-                state = rows[key].state()  # the next row starts from this context
+            flash = not name.endswith(NO_FLASH)
+            row = LlamaCppRow(name, network, context, total, threads, states.get(flash))
+            rows[key] = row
+            if flash not in states:  # the next row of this setting starts from this context
+                states[flash] = row.state()
             for _ in range(2):  # warm-up
                 rows[key].step()
     return rows

@@ -5,14 +5,17 @@ Rows (the names are the bench's plugin names): ``llama_cpp_f32`` and ``llama_cpp
 dense model's weights written as a GGUF file (:mod:`lit_sparse.formats.gguf`; q8_0: blocks of
 32 int8 weights and an f16 scale, a matrix whose rows are not a multiple of 32 in f16) with a
 byte-level vocabulary padded to the model's, loaded with the thread count of the process
-(``--threads``, else torch's) and llama.cpp's flash attention (its own default on a CPU).
+(``--threads``, else torch's) and llama.cpp's flash attention (``-fa``, its own default on a
+CPU); ``llama_cpp_f32_nofa`` and ``llama_cpp_q8_0_nofa`` the same with flash attention off
+(its CPU flash-attention path can be the slower one, ggml-org/llama.cpp#27086).
 
 The context is computed, not filled at random as lit_sparse's caches are (llama.cpp offers no
 way to fill its cache): C random token ids are evaluated as a prompt, in batches of 512, into
 llama.cpp's cache (f16 keys and values, every past row). The q8_0 row starts from a copy of
-the f32 row's cache (llama.cpp's state, which holds no weights) instead of computing it
-again: what a step costs does not depend on the cached values. A timed step evaluates one
-token and takes the argmax of its logits (lit_sparse's step ends with that argmax too).
+the f32 row's cache with the same flash-attention setting (llama.cpp's state, which holds no
+weights; flash attention stores the values in another layout) instead of computing it again:
+what a step costs does not depend on the cached values. A timed step evaluates one token and
+takes the argmax of its logits (lit_sparse's step ends with that argmax too).
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from pathlib import Path
 
 __all__ = ["LLAMA_CPP_ROWS", "LlamaCppRow", "open_llama"]
 
-LLAMA_CPP_ROWS = ("llama_cpp_f32", "llama_cpp_q8_0")
+LLAMA_CPP_ROWS = ("llama_cpp_f32", "llama_cpp_q8_0", "llama_cpp_f32_nofa", "llama_cpp_q8_0_nofa")
+NO_FLASH = "_nofa"
+"""The suffix of a row run with llama.cpp's flash attention off."""
 MIN_VOCAB = 258
 """The byte-level vocabulary written into the bench's GGUF (256 bytes, a merge, an EOS)."""
 PROMPT_BATCH = 512
@@ -68,7 +73,8 @@ class LlamaCppRow:
         from lit_sparse.formats import byte_vocab, write_gguf
 
         self.name, self.network = name, network
-        gguf_type = name.removeprefix("llama_cpp_")
+        self.flash_attn = not name.endswith(NO_FLASH)
+        gguf_type = name.removeprefix("llama_cpp_").removesuffix(NO_FLASH)
         with tempfile.TemporaryDirectory(prefix="lit_sparse_gguf_") as folder:
             path = Path(folder) / f"bench-{gguf_type}.gguf"
             self.weight_bytes = write_gguf(network, path, byte_vocab(), gguf_type)
@@ -79,7 +85,7 @@ class LlamaCppRow:
                 n_ubatch=PROMPT_BATCH,
                 n_threads=threads,
                 n_threads_batch=threads,
-                flash_attn=True,
+                flash_attn=self.flash_attn,
                 logits_all=False,
                 verbose=False,
             )  # the file is mapped: the mapping outlives its name
@@ -115,4 +121,5 @@ class LlamaCppRow:
         return self.rows * per_row / 2**20
 
     def describe(self) -> str:
-        return f"llama.cpp KV cache (f16): {self.rows} rows a layer"
+        flash = "flash attention" if self.flash_attn else "no flash attention"
+        return f"llama.cpp KV cache (f16): {self.rows} rows a layer, {flash}"

@@ -209,7 +209,8 @@ class Bench:
                 hf_fibonacci through lit_sparse's cache, hf_llama_dense and hf_mistral_sliding
                 through transformers' DynamicCache and sliding-window cache (needs the hf extra)
             llama_cpp: also time llama.cpp (llama-cpp-python) on the dense model's weights as
-                GGUF files: llama_cpp_f32 and llama_cpp_q8_0 at batch 1, their context computed
+                GGUF files: llama_cpp_f32 and llama_cpp_q8_0 at batch 1, with llama.cpp's flash
+                attention on and off (rows *_nofa), their context computed
                 as a prompt (needs the llama-cpp extra)
             json: write the rows to this file
         """
