@@ -19,7 +19,7 @@ from lit_sparse.attention import AttentionPlugin, SlotPattern, build_attention
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError, NonFiniteLossError
 from lit_sparse.kernels import compiled
-from lit_sparse.kernels.denormals import FlushedSubnormals
+from lit_sparse.kernels.denormals import flushed_denormals
 from lit_sparse.legacy import translate
 from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, TokenNLL, labelled_counts
 from lit_sparse.model import LanguageModel, token_nll
@@ -350,3 +350,22 @@ class LitLanguageModel(pl.LightningModule):
             self.trainer.callback_metrics.pop("step", None)
 
     on_test_end = on_validation_end
+
+
+class FlushedSubnormals(pl.Callback):
+    """Subnormals flushed on a CPU trainer from setup to teardown, the process's mode restored
+    after (:func:`lit_sparse.kernels.denormals.flushed_denormals`); also when the run raises,
+    where Lightning skips every teardown hook."""
+
+    def __init__(self) -> None:
+        self._mode = contextlib.ExitStack()
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if trainer.strategy.root_device.type == "cpu":
+            self._mode.enter_context(flushed_denormals())
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._mode.close()
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception) -> None:
+        self._mode.close()

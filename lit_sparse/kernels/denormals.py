@@ -10,7 +10,9 @@ eight steps of that run gave the same weights to the bit either way.
 ``torch.set_flush_denormal`` sets only the calling thread (the mode lives in each thread's
 control register), so with several intra-op threads the others keep computing on subnormals;
 :func:`flush_denormals` sets every thread of torch's pool through the compiled kernel's
-``at::parallel_for``. :class:`FlushedSubnormals` holds that mode through a CPU trainer's run.
+``at::parallel_for``; :func:`flushed_denormals` holds that mode for a block (the LightningModule's
+``FlushedSubnormals`` callback, through a CPU trainer's run). No Lightning here: a benchmark's
+process that only times kernels does not pay its import.
 ``LIT_SPARSE_KEEP_DENORMALS=1`` keeps IEEE subnormals in training.
 """
 
@@ -21,7 +23,6 @@ import logging
 import os
 from collections.abc import Iterator
 
-import lightning.pytorch as pl
 import torch
 
 from lit_sparse.kernels import compiled
@@ -84,21 +85,3 @@ def flushed_denormals() -> Iterator[bool]:
             flush_denormals(False)  # the pool's threads as they were (IEEE) ...
             if caller:  # ... and the caller's own, set alone by torch.set_flush_denormal(True)
                 torch.set_flush_denormal(True)
-
-
-class FlushedSubnormals(pl.Callback):
-    """Subnormals flushed on a CPU trainer from setup to teardown, the process's mode restored
-    after; also when the run raises, where Lightning skips every teardown hook."""
-
-    def __init__(self) -> None:
-        self._mode = contextlib.ExitStack()
-
-    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        if trainer.strategy.root_device.type == "cpu":
-            self._mode.enter_context(flushed_denormals())
-
-    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        self._mode.close()
-
-    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception) -> None:
-        self._mode.close()
