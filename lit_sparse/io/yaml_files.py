@@ -17,8 +17,10 @@ def load_yaml(path: str | Path, what: str = "--config") -> dict[str, Any]:
     path = Path(path)
     try:
         values = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError) as err:
+    except OSError as err:
         raise ConfigError(f"{what} {path}: cannot be read ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:  # no strerror: a ValueError, not an OSError
+        raise ConfigError(f"{what} {path}: cannot be read (not UTF-8 text: {err})") from None
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
