@@ -383,7 +383,7 @@ class LanguageModel(
             if steps[layer] is not None:  # one compiled call, in place
                 steps[layer](x.view(x.shape[0], -1), rotation)
             else:
-                x = block(x, None if cache is None else cache.layers[layer]).contiguous()
+                x = block(x, None if cache is None else cache.layers[layer])
         return x
 
     def _block_steps(self, x: Tensor, cache: DecodingCache | None) -> tuple[list, tuple]:

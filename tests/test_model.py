@@ -207,3 +207,18 @@ def test_a_pattern_with_its_own_step_and_gradients_keep_the_modules():
     model(ids[:, :5], cache)
     logits = model(ids[:, 5:6], cache)  # gradients on
     assert cache.steps is None and logits.requires_grad
+
+
+def test_compiled_and_module_layers_mix_in_one_stack():
+    """A hybrid of Gaussian-read layers (their own step) and dense ones: the dense layers take
+    the compiled step, the others their modules, and the tokens and logits are the modules'."""
+    gaussian = {"class_path": "fibonacci", "init_args": {"window": 2, "schedule": {
+        "class_path": "learned", "init_args": {"read": "gaussian"}}}}  # fmt: skip
+    hybrid = {"class_path": "hybrid", "init_args": {"local_attention": gaussian, "every": 2}}
+    torch.manual_seed(0)
+    model = LanguageModel(small_config(context_length=16, n_layers=4), build_attention(hybrid))
+    ids = torch.randint(0, 101, (2, 40), generator=torch.Generator().manual_seed(1))
+    (fused, steps), (modules, _) = fused_and_modules_logits(model.eval(), ids)
+    assert [step is not None for step in steps] == [False, True, False, True]
+    assert torch.equal(fused.argmax(-1), modules.argmax(-1))
+    torch.testing.assert_close(fused, modules, rtol=0, atol=2e-5)

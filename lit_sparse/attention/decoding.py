@@ -147,11 +147,7 @@ class LayerDecoder:
     def __call__(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
         """Attention output (B, H, n, D) of the n new positions (RoPE'd q, k; v)."""
         n = q.shape[-2]
-        if self.position + n > self.shape.max_length:
-            raise ValueError(
-                f"decoding past max_length={self.shape.max_length} (position {self.position} "
-                f"+ {n}): build the cache for the longest sequence"
-            )
+        self._check_room(n)
         if self.position == 0:
             out = self.prefill(q, k, v)
         elif n == 1:
@@ -179,15 +175,19 @@ class LayerDecoder:
     def take_position(self) -> int:
         """The position a compiled layer step writes and reads next, its cache row reserved;
         the decoder counts it as decoded."""
+        self._check_room(1)
         position = self.position
-        if position + 1 > self.shape.max_length:
-            raise ValueError(
-                f"decoding past max_length={self.shape.max_length} (position {position} + 1): "
-                "build the cache for the longest sequence"
-            )
         self.cache.reserve(position + 1)
         self.position += 1
         return position
+
+    def _check_room(self, n: int) -> None:
+        """ValueError when n more positions would pass ``shape.max_length``."""
+        if self.position + n > self.shape.max_length:
+            raise ValueError(
+                f"decoding past max_length={self.shape.max_length} (position {self.position} "
+                f"+ {n}): build the cache for the longest sequence"
+            )
 
     def extend(self, q: Tensor, k: Tensor, v: Tensor, start: int) -> Tensor:
         """n > 1 new positions from ``start`` (chunked prefill); default: a :meth:`step` each."""

@@ -1320,7 +1320,8 @@ torch::Tensor int8_linear(torch::Tensor x, torch::Tensor w, torch::Tensor scale)
 // products are the few-row products above (the same sums as a module's), the attention is
 // decode_step's (a dense layer reads every row of its whole-past cache), and norms, RoPE,
 // SwiGLU and the residuals run on the calling thread (a few thousand values: a fork of the
-// pool would cost more than they do). Buffers are the calling thread's, kept between calls.
+// pool would cost more than they do). The activation buffers are the calling thread's, kept
+// between calls (the attention's per-row scratch is the read's own, as in decode_step).
 //
 // A stage is a list of matrices whose outputs sit side by side (q, k, v fused as one matrix,
 // or three int8 matrices): each float32 or bfloat16 with contiguous rows, or int8 with a
@@ -1432,7 +1433,7 @@ void layer_step(torch::Tensor x, torch::Tensor attn_norm, torch::Tensor ffn_norm
       dense ? dense_rows(position) : slot_rows(position, C, back, first, frac, block_keys, block_size, min_abs);
 
   thread_local StepBuffers buf;
-  buf.normed.resize(B * std::max(d, H * D));
+  buf.normed.resize(B * d);
   buf.qkv.resize(B * qkv_width);
   buf.q.resize(B * H * D);
   buf.attended.resize(B * H * D);
@@ -1450,9 +1451,7 @@ void layer_step(torch::Tensor x, torch::Tensor attn_norm, torch::Tensor ffn_norm
   const int64_t row = position % C;
   for (int64_t b = 0; b < B; ++b) {
     float* qkv = &buf.qkv[b * qkv_width];
-    for (int64_t h = 0; h < H + KV; ++h) {  // q's heads, then k's
-      if (rotary) rotate_half(qkv + h * D, cos_p, sin_p, D);
-    }
+    for (int64_t h = 0; rotary && h < H + KV; ++h) rotate_half(qkv + h * D, cos_p, sin_p, D);  // q's, k's
     std::copy(qkv, qkv + H * D, &buf.q[b * H * D]);
     for (int64_t kv = 0; kv < KV; ++kv) {
       const int64_t at = ((b * KV + kv) * C + row) * D;
