@@ -13,7 +13,6 @@ import pytest
 
 from lit_sparse.__main__ import main
 from lit_sparse.commands import COMMANDS
-from lit_sparse.parsing.help_text import HelpFormatter, plain
 
 REST = ("``", ":func:", ":mod:", ":class:", ":meth:", "`_")
 
@@ -27,26 +26,6 @@ def help_of(capsys, *args: str) -> str:
         code = exit_info.code
     assert code in (0, None)
     return capsys.readouterr().out
-
-
-def test_plain_removes_rest_markup():
-    text = (
-        "Loads a run (:func:`lit_sparse.load_run`, :mod:`~lit_sparse.tasks.probe`), "
-        "``--hops 2``; see `the notes <https://example.org/x>`_."
-    )
-    assert plain(text) == "Loads a run (lit_sparse.load_run, probe), --hops 2; see the notes."
-
-
-def test_the_formatter_shows_defaults_worth_showing(capsys):
-    parser = argparse.ArgumentParser(prog="p", formatter_class=HelpFormatter)
-    parser.add_argument("--tokens", type=int, default=100, help="tokens to make")
-    parser.add_argument("--zero", type=int, default=0, help="a zero")
-    parser.add_argument("--top_k", type=int, default=None, help="k (default: all)")
-    parser.add_argument("--flag", action="store_true", help="a switch")
-    text = " ".join(parser.format_help().split())
-    assert "tokens to make (default: 100)" in text and "a zero (default: 0)" in text
-    assert "k (default: all)" in text and "(default: None)" not in text
-    assert "a switch (default" not in text
 
 
 @pytest.mark.slow
