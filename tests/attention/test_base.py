@@ -1,6 +1,6 @@
 """A wide slot set runs on the CPU as SDPA with its mask (lit_sparse.kernels.masked), with the
-slot op's outputs and gradients; narrow sets, interpolated rungs and long lengths keep the
-slot op."""
+slot op's outputs and gradients; narrow sets and interpolated rungs keep the slot op (when
+the mask is cheaper: tests/kernels/test_masked.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import torch
 
 from lit_sparse import BigBirdAttention, FibonacciAttention, SlidingWindowAttention
 from lit_sparse.attention import base
-from lit_sparse.kernels import exact_slots, sparse_attention
-from lit_sparse.kernels.masked import MASKED_MAX_LENGTH, masked_is_cheaper
+from lit_sparse.kernels import sparse_attention
 
 LENGTH = 96
 
@@ -68,13 +67,6 @@ def test_narrow_sets_and_rungs_keep_the_slot_op(plugin, ops):
     pattern = plugin.build(0, 2, LENGTH).double()
     pattern(*inputs())
     assert ops == ["sparse_attention"]
-
-
-def test_long_lengths_keep_the_slot_op():
-    """Past MASKED_MAX_LENGTH the (T, T) mask is not built, whatever the share."""
-    every_distance = exact_slots(range(MASKED_MAX_LENGTH + 1))
-    for length, expected in ((MASKED_MAX_LENGTH, True), (MASKED_MAX_LENGTH + 1, False)):
-        assert masked_is_cheaper(torch.empty(1, 1, length, 1), every_distance) is expected
 
 
 def test_the_mask_is_built_once_per_length(ops, monkeypatch):
