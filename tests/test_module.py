@@ -9,7 +9,6 @@ import torch
 from lit_sparse import FibonacciAttention, ModelConfig
 from lit_sparse.metrics import TokenNLL
 from lit_sparse.module import LitLanguageModel
-from lit_sparse.optimizers import eight_bit_adamw
 from lit_sparse.schedule import warmup_cosine
 
 TINY = ModelConfig(
@@ -48,17 +47,6 @@ def test_adamw8bit_is_bitsandbytes_with_the_same_groups_and_schedule():
     before = module.model.embedding.weight.detach().clone()
     optimizer.step()  # a real 8-bit step on this device
     assert not torch.equal(before, module.model.embedding.weight)
-
-
-def test_adamw8bit_without_a_kernel_for_the_device_is_one_line():
-    """bitsandbytes registers its 8-bit update for the CPU, not for Apple's MPS: torch's
-    operator registry (``torch.library.get_kernel``) tells, and the refusal names the device."""
-    pytest.importorskip("bitsandbytes")
-    from bitsandbytes.optim import AdamW8bit
-
-    assert eight_bit_adamw(torch.device("cpu")) is AdamW8bit
-    with pytest.raises(ValueError, match="has no 8-bit optimizer kernel for mps tensors"):
-        eight_bit_adamw(torch.device("mps"))
 
 
 def test_adamw8bit_without_bitsandbytes_is_refused_before_any_work(monkeypatch):
