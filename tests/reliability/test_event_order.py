@@ -12,8 +12,6 @@ from pathlib import Path
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter
 
-from lit_sparse.runs.events import wait_for_a_later_event_file
-
 
 def write_steps(folder: Path, name: str, steps: range, resumed: bool) -> None:
     """An event file of ``steps`` of one scalar, renamed to ``name`` in ``folder``; a resumed
@@ -46,13 +44,3 @@ def test_a_resume_in_the_killed_resumes_second_is_hidden_unless_its_file_sorts_l
     # pid 10 sorts before 9: the first resume's restart mark, read last, drops steps 4-6
     assert logged_steps(tmp_path / "same") == [0, 1, 2, 3, 4]
     assert logged_steps(tmp_path / "later") == [0, 1, 2, 3, 4, 5, 6]
-
-
-def test_the_wait_ends_past_the_newest_files_second(tmp_path):
-    assert wait_for_a_later_event_file(tmp_path) == 0.0  # no event file: no wait
-    now = int(time.time())
-    (tmp_path / "layer_00").mkdir()
-    (tmp_path / "layer_00" / f"events.out.tfevents.{now}.host.7.0").touch()  # in a subfolder
-    slept = wait_for_a_later_event_file(tmp_path)
-    assert 0 < slept <= 1 and int(time.time()) > now
-    assert wait_for_a_later_event_file(tmp_path) == 0.0
