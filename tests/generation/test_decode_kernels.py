@@ -85,22 +85,6 @@ def test_float32_products_of_few_rows_match_torchs_and_any_row_alone(rows, inner
     assert torch.equal(got, alone)
 
 
-def test_decoding_products_take_the_kernel_and_training_keeps_torchs():
-    """A few-row float32 product without gradients is the kernel's (bit for bit); one that
-    records gradients, or a column-major weight, is torch's."""
-    from lit_sparse.kernels.mixed_linear import kernel_reads, linear
-
-    x, weight = torch.randn(2, 24), torch.randn(10, 24, requires_grad=True)
-    with torch.no_grad():
-        assert kernel_reads(x, weight)
-        assert torch.equal(linear(x, weight), compiled.f32_linear(x, weight))
-    assert not kernel_reads(x, weight)  # grad mode and a parameter: autograd needs torch's
-    assert linear(x, weight).requires_grad
-    with torch.no_grad():
-        assert not kernel_reads(x, weight.detach().t().contiguous().t())
-        assert not kernel_reads(torch.randn(65, 24), weight)  # more rows than a decoding step
-
-
 @pytest.fixture
 def set_threads():
     before = torch.get_num_threads()
