@@ -1,6 +1,6 @@
-"""Recall accuracy: the metric against hand-computed values, the loss and the output layer at
-the labelled positions only, and the evaluation at longer lengths and under both policies
-against a direct computation from the full logits."""
+"""Recall accuracy: the loss and the output layer at the labelled positions only, and the
+evaluation at longer lengths and under both policies against a direct computation from the
+full logits (the metric itself: tests/test_metrics.py)."""
 
 from __future__ import annotations
 
@@ -15,45 +15,12 @@ from lit_sparse.attention import build_attention
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError
 from lit_sparse.evaluation.recall import RecallResult, evaluate_recall, pattern_offer
-from lit_sparse.metrics import IGNORE_INDEX, RecallAccuracy, labelled_counts
+from lit_sparse.metrics import IGNORE_INDEX
 from lit_sparse.model import LanguageModel
 from lit_sparse.module import LitLanguageModel
 from lit_sparse.tasks import DistanceDataModule, MQARDataModule
 
 FIB = {"class_path": "lit_sparse.FibonacciAttention", "init_args": {"window": 2, "n_rungs": 9}}
-
-
-def hand_batch():
-    """Three examples: 3 of 4 asked positions right; 2 of 2 right; nothing asked."""
-    labels = torch.full((3, 6), IGNORE_INDEX)
-    labels[0, [1, 2, 3, 5]] = torch.tensor([4, 5, 6, 7])
-    labels[1, [0, 4]] = torch.tensor([1, 2])
-    preds = labels.clone()
-    preds[0, 3] = 0  # one wrong
-    preds[2] = 9
-    return preds, labels
-
-
-def test_accuracy_is_the_per_example_mean_averaged_over_examples():
-    preds, labels = hand_batch()
-    metric = RecallAccuracy()
-    asked = labels != IGNORE_INDEX
-    metric.update(preds == labels, asked)
-    result = metric.compute()
-    assert result["accuracy"].item() == pytest.approx((3 / 4 + 2 / 2) / 2)  # 0.875, not 5/6
-    assert result["exact"].item() == pytest.approx(1 / 2)
-    assert int(result["examples"]) == 2  # the example without a question is not counted
-    metric.update(torch.zeros_like(asked), asked)  # the same examples, all wrong
-    assert metric.compute()["accuracy"].item() == pytest.approx(0.875 / 2)
-
-
-def test_labelled_counts_from_the_logits_of_the_asked_positions():
-    preds, labels = hand_batch()
-    mask = labels != IGNORE_INDEX
-    logits = F.one_hot(preds[mask], 10).float()  # (N, V): the argmax is the prediction
-    correct, asked = labelled_counts(logits, mask, labels[mask])
-    assert torch.equal(asked, mask)
-    assert torch.equal(correct, (preds == labels) & mask)
 
 
 def tiny_model(attention="dense", length=32, vocab=64) -> LanguageModel:
