@@ -9,7 +9,6 @@ holder) and new versions are allocated atomically (real concurrent processes).
 from __future__ import annotations
 
 import multiprocessing
-import os
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ import torch
 import yaml
 
 from lit_sparse.errors import ConfigError, RunInUseError
-from lit_sparse.runs import RunLock, holds_lock, lock_holder, new_version
+from lit_sparse.runs import RunLock, lock_holder, new_version
 from lit_sparse.runs.resume import choose_run
 
 from .cli_runs import (
@@ -142,27 +141,6 @@ def test_a_run_another_process_writes_is_left_out_and_its_lock_names_it(tmp_path
     RunLock.acquire(taken).release()
 
 
-def test_a_holder_whose_note_is_not_written_yet_is_still_named(tmp_path):
-    """A holder writes its note just after taking the lock; a second process that tries the
-    lock in between read an empty note and said "another process" (seen once in
-    test_two_resumes_started_at_once_one_runs_the_other_gets_one_line). It reads again."""
-    import fcntl
-    import json
-    import threading
-
-    fd = os.open(tmp_path / ".lock", os.O_RDWR | os.O_CREAT, 0o666)  # a holder, note unwritten
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    note = {"pid": 4242, "host": "elsewhere", "command": "fit", "started": "now"}
-    late = threading.Timer(0.1, os.pwrite, (fd, json.dumps(note).encode(), 0))
-    late.start()
-    try:
-        with pytest.raises(RunInUseError, match="in use by process 4242 on elsewhere"):
-            RunLock.acquire(tmp_path)
-    finally:
-        late.join()
-        os.close(fd)
-
-
 def _allocate(experiment: str, barrier, results) -> None:
     barrier.wait()
     results.put(new_version(experiment)[0])
@@ -273,28 +251,6 @@ def test_two_plain_fits_into_one_save_dir_at_once_each_get_their_own_run(
     code, err = run_cli([*args, "--ckpt_path", "last"], capsys)
     assert code == 2 and len(errors(err)) == 1 and "is ambiguous" in err[-1], err
     assert all(str(run.relative_to(in_workdir)) in err[-1] for run in runs), err[-1]
-
-
-def test_a_lock_taken_twice_holds_until_both_release_and_closes_its_file_once(tmp_path):
-    """A run folder locked again by the process that holds it (a cleanup inside a fit) is the
-    same lock: the inner release leaves it held. Released, its descriptor is closed once:
-    releasing again must not close a file opened since under the same number (the test
-    suite's fork server lost its pipe that way)."""
-    outer = RunLock.acquire(tmp_path, "fit")
-    inner = RunLock.acquire(tmp_path, "remove a failed start")
-    assert inner is outer
-    inner.release()
-    assert holds_lock(tmp_path)
-    outer.release()
-    assert not holds_lock(tmp_path)
-    read, write = os.pipe()  # the lowest free number: most likely the lock's
-    try:
-        outer.release()
-        os.write(write, b"still open")
-        assert os.read(read, 10) == b"still open"
-    finally:
-        os.close(read)
-        os.close(write)
 
 
 @pytest.mark.slow
