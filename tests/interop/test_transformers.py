@@ -21,7 +21,6 @@ from lit_sparse.errors import ConfigError  # noqa: E402
 from lit_sparse.formats import pretrained  # noqa: E402
 from lit_sparse.interop.hf import (  # noqa: E402
     LitSparseCache,
-    LitSparseConfig,
     LitSparseForCausalLM,
 )
 from tests.generation.cases import (  # noqa: E402
@@ -247,19 +246,6 @@ def test_a_folder_of_the_earlier_format_still_loads(tmp_path):
         LanguageModel.from_pretrained(old).save_pretrained(tmp_path / "again")
         again = AutoModelForCausalLM.from_pretrained(tmp_path / "again")
         torch.testing.assert_close(again(tokens).logits, expected, rtol=0, atol=1e-6)
-
-
-def test_the_config_derives_the_standard_keys_from_lit_sparse_s_own():
-    network = tiny_model(build_attention("fibonacci", window=2, schedule="linear"))
-    config = LitSparseConfig.from_network(network, eos_token_id=3)
-    assert (config.hidden_size, config.num_hidden_layers, config.num_key_value_heads) == (32, 2, 2)
-    assert config.max_position_embeddings == config.training_length == TRAINING_LENGTH
-    assert config.eos_token_id == 3 and config.model_type == "lit_sparse"
-    # the shape keys follow arch even when a config.json says otherwise
-    again = LitSparseConfig(**{**config.to_dict(), "hidden_size": 999})
-    assert again.hidden_size == 32 and again.attention == network.attention.to_config()
-    with pytest.raises(ConfigError, match="n_heads"):
-        LitSparseConfig(arch={**network.config.to_dict(), "n_heads": 3})
 
 
 @pytest.mark.parametrize("layout", ["llama", "mistral"])
