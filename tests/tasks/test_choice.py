@@ -1,10 +1,9 @@
-"""LEGO and RULER variable tracking: generators, forced-choice scoring, the callback and the
-``tasks`` command on a checkpoint."""
+"""LEGO and RULER variable tracking: forced-choice scoring, the callback and the ``tasks``
+command on a checkpoint (the generators: test_lego.py, test_ruler.py)."""
 
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 import torch
@@ -17,7 +16,7 @@ from lit_sparse.__main__ import main as lit_main
 from lit_sparse.callbacks import TaskAccuracy
 from lit_sparse.data.tokenizer import load_tokenizer
 from lit_sparse.evaluation.forced_choice import ChoiceItem, choose, score_task
-from lit_sparse.tasks import lego_items, ruler_vt_items, value_pool
+from lit_sparse.tasks import lego_items, ruler_vt_items
 
 
 @pytest.fixture(scope="module")
@@ -49,53 +48,6 @@ def test_a_model_that_always_answers_the_same_scores_chance(encode, seed):
     assert ruler.accuracy == pytest.approx(ruler.chance) and ruler.same_answer == 1.0
     assert all(g["same_answer"] == 1.0 for g in [*lego.groups.values(), *ruler.groups.values()])
     assert sorted(lego.groups) == [2, 3, 4] and sorted(ruler.groups) == [2, 3, 4]
-
-
-def lego_answer(prompt: str) -> int:
-    """Evaluate a LEGO prompt by hand: 0 for +1, 1 for -1."""
-    *statements, query = prompt.split(" ; ")
-    rules = dict(s.split(" = ") for s in statements)
-
-    def value(name: str) -> int:
-        rhs = rules[name].rstrip(" ;")
-        if rhs in ("+1", "-1"):
-            return int(rhs)
-        sign = 1 if rhs[0] == "+" else -1
-        return sign * value(rhs[1:])
-
-    return 0 if value(query.rstrip(" =")) == 1 else 1
-
-
-def test_lego_items_are_right_and_balanced():
-    items = lego_items(per_length=40, seed=3)
-    assert len(items) == 120
-    for item in items:
-        assert item.choices == (" +1", " -1")
-        assert item.answer == lego_answer(item.prompt)
-        assert item.prompt.count(";") == item.group
-    for n in (2, 3, 4):
-        answers = [i.answer for i in items if i.group == n]
-        assert answers.count(0) == answers.count(1) == 20
-
-
-def test_ruler_items_are_right_and_balanced():
-    items = ruler_vt_items(seed=2)
-    pool = value_pool(2)
-    assert len(set(pool)) == 9
-    counts = [0] * 9
-    for item in items:
-        assert item.choices == tuple(f" {v}" for v in pool)
-        statements = dict(s.split(" = ") for s in item.prompt.split(" ; ")[:-1])
-        statements = {k: v.rstrip(" ;") for k, v in statements.items()}
-        assert len(statements) == item.group + 1 + 8
-        assert sorted(v for v in statements.values() if v.isdigit()) == sorted(pool)
-        name, hops = re.match(r".* ([A-Z]) =$", item.prompt).group(1), 0
-        while not statements[name].isdigit():
-            name, hops = statements[name], hops + 1
-        assert hops == item.group
-        assert item.choices[item.answer] == f" {statements[name]}"
-        counts[item.answer] += 1
-    assert counts == [40] * 9
 
 
 def test_choose_matches_unbatched_log_probabilities(encode):
