@@ -1,5 +1,6 @@
-"""The task registry: built-ins found by discovery, the listing command, lookups that name
-the registered tasks, entry points isolated to one warning line, and docs/tasks.md's table."""
+"""The task registry: built-ins found by discovery, lookups that name the registered tasks,
+entry points isolated to one warning line, and docs/tasks.md's table (the listing command:
+tests/commands/test_tasks.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from types import SimpleNamespace
 import pytest
 
 import lit_sparse.tasks
-from lit_sparse.__main__ import main as lit_main
 from lit_sparse.errors import ConfigError
 from lit_sparse.tasks import TASKS, MQARDataModule, get_task, list_tasks, recall_data_from_config
 
@@ -48,17 +48,6 @@ def test_a_run_config_names_its_task_by_class_path_or_registered_name():
         assert type(data) is MQARDataModule and data.seq_len == 32
     with pytest.raises(ConfigError, match="not a synthetic task; registered: distance, mqar"):
         recall_data_from_config({"class_path": "lego"})
-
-
-def test_the_listing_shows_every_task_with_its_options(capsys):
-    assert lit_main(["tasks", "--list"]) == 0
-    out = capsys.readouterr().out
-    builtins = set(TASKS.builtin_names())
-    for name in list_tasks():
-        source = "built-in" if name in builtins else re.escape(get_task(name).__module__)
-        assert re.search(rf"^{name} \((synthetic|choice), {source}\): \S", out, re.M), name
-    assert "class_path: lit_sparse.tasks.mqar.MQARDataModule" in out
-    assert "gap=0" in out and "per_group=120" in out
 
 
 def test_docs_list_every_built_in_task():
