@@ -1,11 +1,11 @@
 """The shipped lm-eval tasks' items: from the held-out split only, the counts their YAMLs
-state, and multiple choices that hold the answer at their label."""
+state, and multiple choices that hold the answer at their label (the task files:
+tests/interop/test_shipped_tasks.py)."""
 
 from __future__ import annotations
 
 from lit_sparse.data.embedded import read_records
 from lit_sparse.evaluation.held_out_tasks import CHOICE_OFFSETS, held_out_documents, math_items
-from lit_sparse.interop.shipped_tasks import TASK_TAG, shipped_tasks
 
 
 def test_documents_are_the_held_out_split_never_training_text():
@@ -32,13 +32,3 @@ def test_math_items_hold_their_answer():
         assert len(set(choices)) == 4 and choices[item["label"]] == answer
         assert {int(c) - int(answer) for c in choices} - {0} <= set(CHOICE_OFFSETS)
     assert math_items() == items  # the shuffles are fixed
-
-
-def test_every_shipped_task_carries_the_tag_and_says_what_it_measures():
-    tasks = shipped_tasks()
-    assert {t.output_type for t in tasks} == {
-        "loglikelihood_rolling",
-        "multiple_choice",
-        "generate_until",
-    }
-    assert all(t.name.startswith(TASK_TAG) and t.description for t in tasks)
