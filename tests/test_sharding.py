@@ -11,7 +11,6 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor
 
 from lit_sparse.config import ModelConfig
-from lit_sparse.errors import ConfigError
 from lit_sparse.model import LanguageModel
 from lit_sparse.sharding import full_state_dict, gathered, mixed_precision, shard_model
 
@@ -93,12 +92,3 @@ def test_the_policy_follows_the_precision():
     for precision, device in (("bf16-mixed", "cpu"), ("32-true", "cuda"), (None, "cpu")):
         policy = mixed_precision(precision, device)
         assert policy.param_dtype is None and policy.reduce_dtype is None
-
-
-def test_the_strategy_refuses_tensor_parallel_and_bad_sizes():
-    from lit_sparse.runs.strategy import FSDP2Strategy
-
-    with pytest.raises(ConfigError, match=r"tensor_parallel_size=2: must be 1"):
-        FSDP2Strategy(tensor_parallel_size=2)
-    with pytest.raises(ConfigError, match=r"data_parallel_size=0: must be 'auto'"):
-        FSDP2Strategy(data_parallel_size=0)
