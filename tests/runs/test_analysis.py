@@ -1,5 +1,6 @@
-"""lit_sparse.load_run: a run directory, an experiment folder or a checkpoint gives the
-config, the model, the alpha trajectory, the position loss and the extrapolation table."""
+"""lit_sparse.load_run (lit_sparse/runs/analysis.py): a run directory, an experiment folder or
+a checkpoint gives the config, the model, the alpha trajectory, the position loss and the
+extrapolation table."""
 
 from __future__ import annotations
 
