@@ -5,19 +5,7 @@ import pytest
 
 from lit_sparse.config import ModelConfig
 from lit_sparse.errors import ConfigError
-
-
-def small_config(**overrides):
-    values = dict(
-        vocab_size=101,
-        context_length=32,
-        n_layers=2,
-        d_model=64,
-        n_heads=4,
-        n_kv_heads=2,
-        head_dim=16,
-    )
-    return ModelConfig(**{**values, **overrides})
+from tests.shapes import small_config
 
 
 @pytest.mark.parametrize(

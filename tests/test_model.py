@@ -9,19 +9,7 @@ import torch
 from lit_sparse import FibonacciAttention, LanguageModel, ModelConfig, build_attention
 from lit_sparse.generation.weights import bfloat16_weights
 from lit_sparse.model import RotaryEmbedding
-
-
-def small_config(**overrides):
-    values = dict(
-        vocab_size=101,
-        context_length=32,
-        n_layers=2,
-        d_model=64,
-        n_heads=4,
-        n_kv_heads=2,
-        head_dim=16,
-    )
-    return ModelConfig(**{**values, **overrides})
+from tests.shapes import small_config
 
 
 def test_paper_parameter_counts():

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from lit_sparse import LanguageModel, ModelConfig, build_attention
+from lit_sparse import LanguageModel, build_attention
 from lit_sparse.errors import ConfigError, DamagedFileError
 from lit_sparse.formats.pretrained import (
     TOKENIZER_SHA256,
@@ -24,11 +24,9 @@ from lit_sparse.formats.pretrained import (
     trained_attention,
     weight_shapes,
 )
+from tests.shapes import tiny_config
 
-TINY = ModelConfig(
-    vocab_size=8, context_length=16, n_layers=1, d_model=8, n_heads=1, n_kv_heads=1, head_dim=8,
-    ffn_hidden=0,
-)  # fmt: skip
+TINY = tiny_config()
 
 
 def folder_config(window: int = 8) -> dict:

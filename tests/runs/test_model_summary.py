@@ -9,7 +9,6 @@ import pytest
 from lightning.pytorch.callbacks import ModelSummary, RichModelSummary
 from lightning.pytorch.utilities.model_summary import ModelSummary as LightningSummary
 
-from lit_sparse.config import ModelConfig
 from lit_sparse.evaluation.flops import flops_per_batch
 from lit_sparse.module import LitLanguageModel
 from lit_sparse.runs.model_summary import (
@@ -18,11 +17,9 @@ from lit_sparse.runs.model_summary import (
     SparseRichModelSummary,
     use_sparse_flops_summary,
 )
+from tests.shapes import tiny_config
 
-TINY = ModelConfig(
-    vocab_size=8, context_length=16, n_layers=1, d_model=8, n_heads=1, n_kv_heads=1, head_dim=8,
-    ffn_hidden=0,
-)  # fmt: skip
+TINY = tiny_config()
 """336 parameters."""
 
 

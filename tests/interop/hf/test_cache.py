@@ -13,14 +13,12 @@ import torch
 
 pytest.importorskip("transformers")
 
-from lit_sparse import LanguageModel, ModelConfig, build_attention  # noqa: E402
+from lit_sparse import LanguageModel, build_attention  # noqa: E402
 from lit_sparse.errors import ConfigError  # noqa: E402
 from lit_sparse.interop.hf.cache import RIGHT_PADDED, LitSparseCache  # noqa: E402
+from tests.shapes import tiny_config  # noqa: E402
 
-TINY = ModelConfig(
-    vocab_size=8, context_length=8, n_layers=1, d_model=8, n_heads=1, n_kv_heads=1, head_dim=8,
-    ffn_hidden=0,
-)  # fmt: skip
+TINY = tiny_config(context_length=8)
 """336 parameters."""
 
 
