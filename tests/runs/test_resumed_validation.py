@@ -5,6 +5,8 @@ and resume itself: tests/reliability/test_resume.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import lightning.pytorch as pl
 import pytest
 import torch
@@ -26,6 +28,12 @@ def killed_run(folder) -> None:
         writer.add_scalar("train/loss", 2.25, 4)
         writer.add_scalar("val/acc", 0.25, 4, new_style=True)  # a tensor summary
         writer.add_scalar("val/loss", 1.0, 6)
+    # TensorBoard reads a folder's files in name order: time, host, pid, then a counter of the
+    # process's writers. A killed run's file is an earlier process's; written in this one, the
+    # same second, its counter (9) could sort after the resumed writer's (10). Dated a minute back.
+    for path in Path(folder).glob("events.out.tfevents.*"):
+        stamp = path.name.split(".")[3]
+        path.rename(path.with_name(path.name.replace(f".{stamp}.", f".{int(stamp) - 60:010d}.", 1)))
 
 
 def test_the_scalars_of_one_step_last_value_winning(tmp_path):
