@@ -12,20 +12,12 @@ import sys
 
 import pytest
 
-from lit_sparse import list_attention
 from lit_sparse_studies.bench.attention import (
     FLEX,
     LEARNED,
-    bench_plugins,
     build_plugin,
-    fibonacci_keys,
-    flex_block_mask,
     floor_bytes,
 )
-from lit_sparse_studies.bench.plan import bench_rows, length_spec
-from lit_sparse_studies.bench.timing import busy_cores
-from lit_sparse_studies.bench.train import TRAIN_SHAPES
-from lit_sparse_studies.commands.bench import parse_bench
 
 FLOOR_KEYS = {"floor_ms", "x_floor", "gb_per_s", "gflop_s", "x_peak"}
 ROW_KEYS = {"T", "plugin", "busy_cores", "ms", "x_idle", "speedup_vs_dense", "peak_mb"}
@@ -116,24 +108,6 @@ def test_unknown_plugin_is_an_error(capsys):
     assert "unknown plugins" in capsys.readouterr().err
 
 
-def test_every_registered_plugin_has_a_bench_row():
-    rows = bench_plugins(12, fibonacci_keys(12, 1024))
-    assert {type(plugin).name for plugin in rows.values()} == set(list_attention())
-    assert {"dense", "fibonacci", LEARNED} <= set(rows)
-
-
-@pytest.mark.parametrize("name", list(bench_plugins(12, fibonacci_keys(12, 1024))))
-def test_plugins_attend_equal_keys_per_query(name):
-    """The bench's configurations give every sparse plugin fibonacci's keys per query."""
-    if name == "dense":
-        return
-    length, window = 1024, 12
-    keys = fibonacci_keys(window, length)
-    slots = build_plugin(name, window, keys).build(0, 16, length).slots(length, "cpu")
-    rungs = int(slots.rung_valid.sum()) if slots.n_rungs else 0  # learned: only valid rungs
-    assert len(slots.distances) + rungs + slots.n_absolute == keys
-
-
 @pytest.mark.slow
 def test_flex_rows_are_forward_only_on_the_cpu_beside_their_plugins(tmp_path, capsys):
     """`flex` adds a FlexAttention row per slot plugin listed; on the CPU it is timed forward
@@ -160,43 +134,6 @@ def test_flex_is_refused_by_bench_train(capsys):
     assert "bench attention" in capsys.readouterr().err
 
 
-def test_by_default_every_slot_plugin_gets_a_flex_row():
-    from lit_sparse_studies.bench.attention import plugin_names, slot_plugin_names
-
-    args = parse_bench(["attention"])
-    rows = bench_rows(args)
-    assert rows[0] == "dense"
-    flex = [r for r in rows if r.startswith("flex:")]
-    assert flex == [f"flex:{p}" for p in rows if p in slot_plugin_names()]
-    assert {"fibonacci", LEARNED, "bigbird", "sliding_window"} <= set(slot_plugin_names())
-    assert "dense" not in slot_plugin_names()
-    # every plugin's row but a stack's (a hybrid's one layer is its local plugin's op)
-    assert set(plugin_names()) - set(rows) == {"hybrid"}
-
-
-@pytest.mark.parametrize("name", ["fibonacci", LEARNED, "bigbird", "sliding_window"])
-@pytest.mark.parametrize("length", [300, 1000])
-def test_the_flex_mask_gives_the_plugins_output(name, length):
-    """FlexAttention (forward: it has no CPU backward) with the bench's block mask equals
-    the plugin's reference at lengths that are not multiples of its 128-row tiles, for exact
-    distances, rungs (learned, at their starting integer distances) and absolute keys."""
-    import warnings
-
-    import torch
-    from torch.nn.attention.flex_attention import flex_attention
-
-    window = 12
-    pattern = build_plugin(name, window, fibonacci_keys(window, length)).build(0, 16, length)
-    gen = torch.Generator().manual_seed(0)
-    q = torch.randn(1, 8, length, 64, generator=gen)
-    k, v = (torch.randn(1, 2, length, 64, generator=gen) for _ in range(2))
-    mask = flex_block_mask(pattern.slots(length, "cpu"), length, "cpu")
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # eager flex warns that it is unfused
-        got = flex_attention(q, k, v, block_mask=mask, enable_gqa=True)
-    torch.testing.assert_close(got, pattern.reference(q, k, v), atol=1e-5, rtol=1e-5)
-
-
 def test_the_sdpa_row_is_dense_on_sdpa_and_a_known_row(capsys):
     """``sdpa`` is dense pinned to SDPA (where flash-attn would serve ``dense``): its output is
     dense's causal reference, and ``--plugins sdpa`` passes the bench's row check."""
@@ -213,29 +150,6 @@ def test_the_sdpa_row_is_dense_on_sdpa_and_a_known_row(capsys):
     assert err.startswith("unknown plugins ['nope'];")  # sdpa is known
 
 
-def test_the_block_mask_keeps_the_tiles_its_distances_touch():
-    """Fibonacci's distances (0..13, 21, 34, ..., 610, 987) reach 987: a query tile keeps
-    the tiles 0, 1, 2, 3, 4, 5, 7 and 8 tiles back (the tiles 6 back span distances
-    641..895, which hold none; 9 back start at 1025), so at 4,096 the mask keeps fewer
-    tiles than causal attention's; a window of 23 keys keeps the diagonal and the one
-    before it; dense keeps every causal tile, the ones below the diagonal full."""
-    from lit_sparse.kernels import exact_slots
-    from lit_sparse_studies.bench.attention import block_density
-
-    length, n = 4096, 32
-    fibonacci = build_plugin("fibonacci", 12, fibonacci_keys(12, length)).build(0, 16, length)
-    mask = flex_block_mask(fibonacci.slots(length, "cpu"), length, "cpu")
-    kept = [sum(1 for back in (0, 1, 2, 3, 4, 5, 7, 8) if back <= i) for i in range(n)]
-    assert mask.kv_num_blocks.flatten().tolist() == kept
-    assert block_density(mask) == pytest.approx(sum(kept) / (n * (n + 1) / 2))
-    window = flex_block_mask(exact_slots(list(range(23))), length, "cpu")
-    assert window.kv_num_blocks.flatten().tolist() == [1] + [2] * (n - 1)
-    dense = flex_block_mask(exact_slots(list(range(length))), length, "cpu")
-    assert block_density(dense) == 1.0
-    full = dense.full_kv_num_blocks.flatten().tolist()
-    assert full == list(range(n))  # every tile below the diagonal is full
-
-
 @pytest.mark.slow
 def test_flex_is_compiled_past_one_tile(tmp_path):
     """At 256 tokens (two tiles) the flex row runs compiled; its compile time is reported
@@ -247,32 +161,6 @@ def test_flex_is_compiled_past_one_tile(tmp_path):
     flex = rows["flex:fibonacci"]
     assert flex["pass"] == "fwd" and flex["block_density"] == 1.0
     assert flex["compile_s"] > 10 * flex["ms"] / 1e3  # compiling costs more than a call
-
-
-def test_a_failing_plugin_spares_the_others():
-    """A plugin that fails in the timing process is reported; the others are timed."""
-    from lit_sparse_studies.bench import rows as bench
-
-    spec = {
-        "kind": "attention",
-        "length": 32,
-        "device": "cpu",
-        "window": 12,
-        "keys": fibonacci_keys(12, 32),
-        "dtype": "float32",
-        "batch": 1,
-        "heads": 8,
-        "kv_heads": 2,
-        "dim": 64,
-        "repeats": 2,
-        "budget": 5.0,
-        "plugins": ["fibonacci", "no_such_plugin", "dense"],
-        "busy_cores": [0],
-    }
-    measured = bench._timing(spec)
-    assert set(measured["busy"]["0"]) == {"fibonacci", "dense"}
-    assert all(timing["runs"] == 2 for timing in measured["busy"]["0"].values())
-    assert "no_such_plugin" in measured["failed"]["no_such_plugin"]
 
 
 def test_a_failed_row_carries_its_error_and_the_exit_code_is_1(tmp_path, monkeypatch, capsys):
@@ -301,22 +189,6 @@ def test_a_failed_row_carries_its_error_and_the_exit_code_is_1(tmp_path, monkeyp
     assert "no_such_plugin failed" in capsys.readouterr().err
 
 
-def test_training_is_measured_with_subnormals_flushed_as_fit_runs(monkeypatch):
-    """A train row reads and writes subnormals as zero while it is measured, as fit does (and
-    keeps IEEE floats under LIT_SPARSE_KEEP_DENORMALS, as fit does); an attention row keeps
-    IEEE floats. The caller's mode is restored after."""
-    from lit_sparse.kernels.denormals import KEEP_VARIABLE, denormals_flushed
-    from lit_sparse_studies.bench import rows
-
-    monkeypatch.setattr(rows, "_memory", lambda spec: {"flushed": denormals_flushed()})
-    spec = {"kind": "train", "device": "cpu", "mode": "memory"}
-    assert rows.measure(spec) == {"flushed": True}
-    assert not denormals_flushed()
-    assert rows.measure({**spec, "kind": "attention"}) == {"flushed": False}
-    monkeypatch.setenv(KEEP_VARIABLE, "1")
-    assert rows.measure(spec) == {"flushed": False}
-
-
 def test_heads_must_be_a_multiple_of_kv_heads(capsys):
     assert main(["attention", "--heads", "6", "--kv-heads", "4"]) == 2
     assert "--heads 6" in capsys.readouterr().err
@@ -340,63 +212,7 @@ def test_busy_cores_time_every_row_idle_and_loaded(tmp_path, capsys):
     assert "| busy cores | ms fwd+bwd | x idle |" in capsys.readouterr().out
 
 
-def test_busy_cores_spin_only_inside_the_block():
-    with busy_cores(2) as spinners:
-        assert len(spinners) == 2 and all(s.poll() is None for s in spinners)
-    assert all(s.poll() is not None for s in spinners)
-
-
 def test_busy_cores_must_leave_a_core_to_the_bench(capsys):
     cores = len(os.sched_getaffinity(0))
     assert main(["attention", "--busy-cores", str(cores)]) != 0
     assert f"--busy-cores {cores}: must be in 0..{cores - 1}" in capsys.readouterr().err
-
-
-def test_train_at_the_papers_shape_runs_one_sequence_per_step():
-    args = parse_bench(["train", "--shape", "paper", "--lengths", "1024", "4096"])
-    args.plugins = None
-    assert [length_spec(args, t)["batch"] for t in (1024, 4096)] == [1, 1]
-    assert length_spec(args, 1024)["shape"] == "paper"
-    paper = TRAIN_SHAPES["paper"]
-    assert (paper["n_layers"], paper["d_model"], paper["n_heads"], paper["n_kv_heads"]) == (
-        16,
-        512,
-        8,
-        2,
-    )
-    small = parse_bench(["train", "--lengths", "1024"])
-    assert length_spec(small, 1024)["batch"] == 8  # 8192 tokens a step
-
-
-def test_the_recall_study_shapes_are_its_configs_and_train_at_the_asked_positions():
-    """``--shape mqar128|distance|far_mqar``: the study's model, T and batch (from its task
-    config), one step of the study's loss; ``--compile`` adds a compiled row per plugin."""
-    import torch
-    import yaml
-
-    from lit_sparse_studies.bench.train import COMPILED, train_case
-
-    for name in ("mqar128", "distance", "far_mqar"):
-        config = yaml.safe_load(open(f"configs/study/recall/{name}.yaml"))
-        shape, arch, data = TRAIN_SHAPES[name], config["model"]["arch"], config["data"]
-        assert (shape["d_model"], shape["ffn_hidden"], shape["vocab_size"]) == (
-            arch["d_model"], arch["ffn_hidden"], data["init_args"]["vocab_size"]
-        )  # fmt: skip
-        assert shape["n_layers"] == arch["n_layers"]
-        assert (shape["length"], shape["batch"]) == (
-            data["init_args"]["seq_len"], data["init_args"]["batch_size"]
-        )  # fmt: skip
-        assert shape["task"].get("gap", 0) == data["init_args"].get("gap", 0)
-    args = parse_bench(["train", "--shape", "mqar128", "--compile"])
-    args.plugins, args.lengths = ["fibonacci"], None
-    assert bench_rows(args) == ["dense", "dense" + COMPILED, "fibonacci", "fibonacci" + COMPILED]
-    assert length_spec(args, 128)["batch"] == 256
-    spec = {**length_spec(args, 128), "plugin": "fibonacci", "batch": 4}
-    case, _ = train_case(spec)
-    step = case(128)
-    torch.manual_seed(0)
-    step()  # one AdamW step of the loss at the 8 queries of each example
-    far = parse_bench(["train", "--shape", "far_mqar"])
-    far.plugins, far.lengths = ["fibonacci"], None
-    spec = {**length_spec(far, 256), "plugin": "fibonacci"}
-    train_case(spec)[0](64)  # the memory row's warm-up: a batch at 64, where G = 96 has no room
