@@ -35,10 +35,3 @@ def test_all_lists_the_reexported_names_and_each_resolves(package):
     for name in module.__all__:
         assert getattr(module, name) is not None, name
         assert name in dir(module)
-
-
-def test_an_unknown_name_is_an_attribute_error_naming_it():
-    import lit_sparse
-
-    with pytest.raises(AttributeError, match="'lit_sparse' has no attribute 'nothing_here'"):
-        lit_sparse.nothing_here  # noqa: B018
