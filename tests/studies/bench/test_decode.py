@@ -15,8 +15,6 @@ from lit_sparse_studies.bench.decode import (
     decode_plugin,
     weight_bytes,
 )
-from lit_sparse_studies.bench.decode_llama_cpp import LLAMA_CPP_ROWS
-from lit_sparse_studies.bench.decode_transformers import TRANSFORMERS_ROWS
 
 pytestmark = pytest.mark.slow  # trains, starts processes or benches
 
@@ -60,65 +58,6 @@ def test_bench_decode_writes_rows_and_the_rss_check(tmp_path, capsys):
     assert rss["rss_growth_mb"] >= 0
     out = capsys.readouterr().out
     assert "ms/step" in out and "ring of 90 rows" in out and "RSS check (fibonacci)" in out
-
-
-@pytest.mark.slow
-def test_bench_decode_transformers_rows(tmp_path, capsys):
-    """--transformers adds transformers' generate on the same weights: lit_sparse's ring
-    through LitSparseCache (the same bytes as fibonacci's), the stock Llama's DynamicCache
-    (the whole past) and Mistral's sliding-window cache (W rows: sliding_window - 1)."""
-    pytest.importorskip("transformers")
-    path = tmp_path / "decode.json"
-    args = ["decode", *TINY, "--contexts", "120", "--tokens", "8", "--rss-tokens", "0"]
-    assert (
-        main(
-            [
-                *args,
-                "--plugins",
-                "dense",
-                "fibonacci",
-                "sliding_window",
-                "--transformers",
-                "--json",
-                str(path),
-            ]
-        )
-        == 0
-    )
-    timed = {row["plugin"]: row for row in json.loads(path.read_text())}
-    assert list(timed) == ["dense", "fibonacci", "sliding_window", *TRANSFORMERS_ROWS]
-    for name in TRANSFORMERS_ROWS:
-        assert timed[name]["ms_per_token"] > 0 and timed[name]["x_lit_sparse"] > 0
-    assert timed["hf_fibonacci"]["cache_mb"] == timed["fibonacci"]["cache_mb"]
-    assert "LitSparseCache: 2 layers: ring of 90 rows" == timed["hf_fibonacci"]["cache"]
-    # the DynamicCache holds what was decoded: the context and the tokens so far
-    assert timed["hf_llama_dense"]["cache"].startswith("DynamicCache: ")
-    keys = len(decode_plugin("sliding_window", 4, 64).build(0, 2, 64).distances(4096))
-    assert timed["hf_mistral_sliding"]["cache"] == f"DynamicCache: {keys - 1} rows a layer"
-    assert "x lit_sparse" in capsys.readouterr().out
-
-
-@pytest.mark.slow
-def test_bench_decode_llama_cpp_rows(tmp_path, capsys):
-    """--llama-cpp adds llama.cpp on the dense weights as GGUF files (f32, q8_0; flash
-    attention on and off) beside the float32 rows: its cache holds the whole computed context,
-    its floor counts the GGUF's bytes (q8_0: about a quarter of f32's)."""
-    pytest.importorskip("llama_cpp")
-    path = tmp_path / "decode.json"
-    args = ["decode", *TINY, "--vocab-size", "320", "--contexts", "120", "--tokens", "3"]
-    args += ["--rss-tokens", "0", "--plugins", "dense", "--llama-cpp", "--threads", "1"]
-    assert main([*args, "--json", str(path)]) == 0
-    timed = {row["plugin"]: row for row in json.loads(path.read_text())}
-    assert list(timed) == ["dense", *LLAMA_CPP_ROWS]
-    f32, q8, f32_nofa, q8_nofa = (timed[name] for name in LLAMA_CPP_ROWS)
-    for row in (f32, q8, f32_nofa, q8_nofa):
-        assert row["ms_per_token"] > 0 and row["x_lit_sparse"] > 0 and row["x_floor"] > 0
-        # llama.cpp rounds its context (120 + 2 warm-up + 3 timed + 1) up to a multiple of 256
-        flash = "no flash attention" if row is f32_nofa or row is q8_nofa else "flash attention"
-        assert row["cache"] == f"llama.cpp KV cache (f16): 256 rows a layer, {flash}"
-    assert f32["weight_bytes"] == f32_nofa["weight_bytes"] == timed["dense"]["weight_bytes"]
-    assert q8["weight_bytes"] == q8_nofa["weight_bytes"] < 0.5 * f32["weight_bytes"]
-    assert "llama_cpp_q8_0" in capsys.readouterr().out
 
 
 def test_llama_cpp_options_are_checked_before_any_work(capsys):
