@@ -6,14 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-import torch
-
-from lit_sparse import LanguageModel
 from lit_sparse.__main__ import main as lit_main
-from lit_sparse.evaluation import flops_per_batch, forward_flops_per_token
+from lit_sparse.evaluation import forward_flops_per_token
 from lit_sparse.parsing.config_files import read_model_config
-from lit_sparse_studies.study.flops import flops_report, measured_dense_flops
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = ROOT / "configs"
@@ -46,25 +41,6 @@ def test_fixed_at_1024_prints_every_term_and_the_check(capsys):
     check = re.search(r"measure_flops .* = ([\d,]+) per token; ours ([\d,]+) \(([-+\d.]+) %\)", out)
     assert check and abs(float(check.group(3))) < 1.0
     assert "88,146,944" in out  # the paper's 2 x non-embedding parameters
-
-
-@pytest.mark.parametrize("length", [1024, 300])
-def test_dense_total_within_one_percent_of_measure_flops(length):
-    spec = read_model_config([CONFIGS / "dense.yaml"])
-    report = flops_report(spec, length)
-    assert report.dense.total == pytest.approx(report.measured, rel=0.01)
-    assert report.is_dense and report.sparse.total == report.dense.total
-
-
-def test_sparse_count_is_the_throughput_monitors(tmp_path):
-    """flops x 3 x tokens equals flops_per_batch of the built model (the monitor's number)."""
-    spec = read_model_config([CONFIGS / "coprime.yaml", CONFIGS / "quickstart.yaml"])
-    report = flops_report(spec, check=False)
-    torch.manual_seed(0)
-    model = LanguageModel(spec.arch, spec.attention)
-    batch, length = 2, spec.seq_len
-    assert flops_per_batch(model, batch, length) == round(3 * report.sparse.total * batch * length)
-    assert measured_dense_flops(spec.arch, length) == pytest.approx(report.dense.total, rel=0.01)
 
 
 def test_bad_length_is_one_line(capsys):
