@@ -13,6 +13,7 @@ from lit_sparse.__main__ import main as lit_main
 
 pytestmark = pytest.mark.slow  # trains, starts processes or benches
 
+
 def main(argv):
     """``python -m lit_sparse probe ...`` in this process."""
     from lit_sparse.__main__ import main as lit_main
