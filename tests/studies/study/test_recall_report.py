@@ -38,16 +38,6 @@ def test_a_learned_rung_counts_as_the_two_rows_it_reads(study, task, rows):
     )  # a window's slots are its rows
 
 
-def test_a_learned_cache_is_the_largest_over_seeds():
-    """A learned alpha's cache differs from seed to seed: the variant's is the largest, not
-    seed 0's."""
-    runs = preset_runs("recall", seeds=(0, 1, 2), tasks=("far_mqar",), variants=("fib_learned",))
-    variant = collect_recall(runs, RESULTS).task("far_mqar").variant("fib_learned")
-    per_seed = [max(r.result.offer["use"][256]["cache_rows"]) for r in variant.runs]
-    assert per_seed == [243, 253, 239]
-    assert variant.offer(256) == (24.0, 253)
-
-
 def test_beyond_t_holds_only_distances_of_t_and_more(study):
     task = study.task("distance")
     beyond = _buckets(task, 16384, within=False)
