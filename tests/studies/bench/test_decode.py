@@ -16,19 +16,12 @@ from lit_sparse_studies.bench.decode import (
     weight_bytes,
 )
 
+from .decode_cli import TINY, main
+
 pytestmark = pytest.mark.slow  # trains, starts processes or benches
 
-TINY = ["--n-layers", "2", "--d-model", "32", "--n-heads", "4", "--n-kv-heads", "2"]
-TINY += ["--vocab-size", "256", "--training-length", "64", "--window", "4"]
 SPEC = {"n_layers": 2, "d_model": 32, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 256}
 SPEC.update(training_length=64, window=4, rss_tokens=0)
-
-
-def main(argv):
-    """``python -m lit_sparse bench ...`` in this process."""
-    from lit_sparse.__main__ import main as lit_main
-
-    return lit_main(["bench", *argv])
 
 
 def test_bench_decode_writes_rows_and_the_rss_check(tmp_path, capsys):

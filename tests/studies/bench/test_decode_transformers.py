@@ -12,15 +12,7 @@ import pytest
 from lit_sparse_studies.bench.decode import decode_plugin
 from lit_sparse_studies.bench.decode_transformers import TRANSFORMERS_ROWS
 
-TINY = ["--n-layers", "2", "--d-model", "32", "--n-heads", "4", "--n-kv-heads", "2"]
-TINY += ["--vocab-size", "256", "--training-length", "64", "--window", "4"]
-
-
-def main(argv):
-    """``python -m lit_sparse bench ...`` in this process."""
-    from lit_sparse.__main__ import main as lit_main
-
-    return lit_main(["bench", *argv])
+from .decode_cli import TINY, main
 
 
 @pytest.mark.slow
