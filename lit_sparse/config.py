@@ -8,6 +8,11 @@ from numbers import Real
 from lit_sparse.errors import ConfigError
 
 
+def _number(value, kind: type = Real) -> bool:
+    """A number of ``kind``; a bool is none (Python counts True as the int 1)."""
+    return isinstance(value, kind) and not isinstance(value, bool)
+
+
 @dataclass
 class ModelConfig:
     """Decoder-only transformer shape. Defaults are the paper's 60.85M-parameter model."""
@@ -40,10 +45,13 @@ class ModelConfig:
     def __post_init__(self):
         for field in fields(self):  # the sizes (typed int) are positive, the floats > 0
             name, value = field.name, getattr(self, field.name)
-            number = isinstance(value, Real) and not isinstance(value, bool)
-            if field.type == "int" and (not number or not isinstance(value, int) or value <= 0):
+            if field.type == "int" and not (_number(value, int) and value > 0):
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-            if field.type.startswith("float") and value is not None and not (number and value > 0):
+            if (
+                field.type.startswith("float")
+                and value is not None
+                and not (_number(value) and value > 0)
+            ):
                 raise ConfigError(f"{name} must be > 0, got {value!r}")
         if self.n_heads % self.n_kv_heads:
             raise ConfigError(
@@ -56,10 +64,8 @@ class ModelConfig:
             )
         if self.head_dim % 2:
             raise ConfigError(f"head_dim must be even for RoPE, got {self.head_dim}")
-        if self.ffn_hidden is not None and (
-            not isinstance(self.ffn_hidden, int)
-            or isinstance(self.ffn_hidden, bool)
-            or self.ffn_hidden < 0
+        if self.ffn_hidden is not None and not (
+            _number(self.ffn_hidden, int) and self.ffn_hidden >= 0
         ):
             raise ConfigError(
                 f"ffn_hidden must be an integer >= 0 (0: no MLP) or None (the default width), "
