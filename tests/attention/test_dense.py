@@ -9,17 +9,12 @@ import torch
 
 from lit_sparse.attention.dense import DenseAttention, causal_sdpa, flash_usable, sdpa_takes_gqa
 from lit_sparse.errors import ConfigError
-
-
-def qkv(length: int = 9):
-    gen = torch.Generator().manual_seed(0)
-    shapes = [(2, 4, length, 8), (2, 2, length, 8), (2, 2, length, 8)]
-    return [torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes]
+from lit_sparse.testing import qkv
 
 
 @pytest.mark.parametrize("backend", ["auto", "sdpa"])
 def test_grouped_heads_on_the_cpu_equal_the_masked_reference(backend):
-    q, k, v = qkv()
+    q, k, v = qkv(9, dtype=torch.float64)
     pattern = DenseAttention(backend=backend).build(0, 1, 9)
     assert not flash_usable(q) and sdpa_takes_gqa(q)  # no K/V repeat on the CPU
     torch.testing.assert_close(pattern(q, k, v), pattern.reference(q, k, v))
@@ -30,7 +25,7 @@ def test_grouped_heads_on_the_cpu_equal_the_masked_reference(backend):
 def test_flash_without_flash_attn_tensors_is_refused():
     pattern = DenseAttention(backend="flash").build(0, 1, 9)
     with pytest.raises(RuntimeError, match="dense backend 'flash' needs flash-attn and CUDA"):
-        pattern(*qkv())
+        pattern(*qkv(9))
 
 
 def test_a_backend_is_one_of_its_choices():
