@@ -60,7 +60,7 @@ class _CompiledAttention(torch.autograd.Function):
                 q_rows, k_rows, v_rows, exact, lo, frac, block_keys, slots.block_size,
                 slots.min_abs_distance, usable_threads(),
             )  # fmt: skip
-        ctx.save_for_backward(q_rows, k_channels, v_channels, out, probs)
+        ctx.save_for_backward(q_rows, k_channels, v_channels, probs)
         ctx.slots = (exact, lo, frac, block_keys, slots.block_size, slots.min_abs_distance)
         ctx.readers, ctx.keep, ctx.n_rungs = readers, keep, slots.n_rungs
         ctx.contiguous = (k_rows.is_contiguous(), v_rows.is_contiguous())  # dk's, dv's layout
@@ -69,11 +69,11 @@ class _CompiledAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_out):
-        q_rows, k_channels, v_channels, out, probs = ctx.saved_tensors
+        q_rows, k_channels, v_channels, probs = ctx.saved_tensors
         with torch.autocast("cpu", enabled=False):
             dout = _rows(grad_out, q_rows.dtype)
             dq, dk, dv, dfrac = extension().backward(
-                q_rows, k_channels, v_channels, out, dout, probs, *ctx.slots, *ctx.readers,
+                q_rows, k_channels, v_channels, dout, probs, *ctx.slots, *ctx.readers,
                 *ctx.contiguous, usable_threads(),
             )  # fmt: skip
         d_frac = rung_grad(dfrac, ctx.keep, ctx.n_rungs, ctx.frac_dtype)

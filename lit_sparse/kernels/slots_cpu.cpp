@@ -83,6 +83,24 @@ inline Vec<T> load(const T* x, int64_t n) {
   return Vec<T>::loadu(x, std::min<int64_t>(n, Vec<T>::size()));
 }
 
+// x, kept in a register: GCC folds a vector that several multiply-adds use into each of them
+// as a memory operand, one load per use (measured: the output mix was bound by those loads).
+template <typename T>
+inline Vec<T> held(Vec<T> x) {
+#if defined(CPU_CAPABILITY_AVX512)
+  using Raw = std::conditional_t<std::is_same_v<T, float>, __m512, __m512d>;
+#elif defined(CPU_CAPABILITY_AVX2)
+  using Raw = std::conditional_t<std::is_same_v<T, float>, __m256, __m256d>;
+#endif
+#if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
+  Raw raw = x;
+  asm("" : "+v"(raw));
+  return Vec<T>(raw);
+#else
+  return x;
+#endif
+}
+
 template <typename T>
 inline T lane_sum(const Vec<T>& x) {
   return at::vec::vec_reduce_all<T>([](Vec<T>& a, Vec<T>& b) { return a + b; }, x);
@@ -170,9 +188,24 @@ Rows<T> rows_of(const torch::Tensor& x) {
   return {x.data_ptr<std::remove_const_t<T>>(), x.stride(0), x.stride(1), x.stride(2)};
 }
 
-// P and dS are (B, H, S, Tq): one slot's row of consecutive queries, a vector of queries at once.
-inline int64_t prob_index(const Shape& s, int64_t b, int64_t h, int64_t slot, int64_t t) {
-  return ((b * s.H + h) * s.S + slot) * s.Tq + t;
+// P and dS come in blocks of L consecutive queries, (B, KV, Tq / L, S, G, L): one vector holds a
+// slot's values for a head and the block's queries, and a block's S x G vectors are
+// contiguous. The query-side passes write and read each block in order; the key pass reads a
+// query's weights of every slot and head from one block, not from S x G rows of Tq (rows that
+// were more streams than the hardware prefetcher follows: their loads were a sixth of the key
+// pass, and the forward's stores S x G streams). Stride between blocks: S * G * L.
+template <typename T>
+inline int64_t block_of(const Shape& s, int64_t t) {
+  constexpr int64_t L = Vec<T>::size();
+  return static_cast<int64_t>(static_cast<uint64_t>(t) / L) * s.S * s.G * L + t % L;
+}
+
+// The value of query t (t0 a multiple of L: its whole vector), slot `slot`, head h0 + g of
+// KV head kv's group.
+template <typename T>
+inline int64_t prob_index(const Shape& s, int64_t b, int64_t kv, int64_t slot, int64_t g, int64_t t) {
+  constexpr int64_t L = Vec<T>::size();
+  return (b * s.KV + kv) * s.S * s.G * s.Tq + block_of<T>(s, t) + (slot * s.G + g) * L;
 }
 
 // ------------------------------------------------------------------------------ layouts
@@ -328,7 +361,7 @@ inline void mix(const T* w, int64_t g_stride, int64_t j_stride, int64_t n, const
       x.ahead(j, i0 + ii);
     }
     for (int g = 0; g < kG; ++g) {
-      const Vec<T> wv = Vec<T>::loadu(w + g * g_stride + j * j_stride);
+      const Vec<T> wv = held(Vec<T>::loadu(w + g * g_stride + j * j_stride));
       for (int ii = 0; ii < I; ++ii) acc[g][ii] = at::vec::fmadd(wv, xv[ii], acc[g][ii]);
     }
   }
@@ -505,7 +538,7 @@ void forward_impl(const Shape& s, const Slots& slots, const Rows<const T>& q, co
           for (int64_t j = 0; j < S; ++j) {
             const Vec<T> x = Vec<T>::loadu(pg + j * L) * inv;
             x.store(pg + j * L);
-            x.store(probs + prob_index(s, b, h0 + g, j, t0));
+            x.store(probs + prob_index<T>(s, b, kv, j, g0 + g, t0));
           }
           entry_shares(w, pos, pg, &pe[g * n_entries * L]);
         }
@@ -520,18 +553,19 @@ void forward_impl(const Shape& s, const Slots& slots, const Rows<const T>& q, co
 
 // ------------------------------------------------------------------------------ backward
 // Pass 1, per vector of queries and tile of heads, lane-wise as the forward: dP (a rung's from
-// its two taps: dout . v_lo and dout . v_hi), dS = P (dP - delta), dQ = scale dS K, and each
+// its two taps: dout . v_lo and dout . v_hi), dS = P (dP - delta) with delta = sum_j P_j dP_j, dQ = scale dS K, and each
 // item's share of d(frac): a rung's score moves by scale q . (k_hi - k_lo), its value by
 // v_hi - v_lo. k and v are read channel-major, absolute keys too (position t, channel i at
 // i * P + t).
 template <typename T, int kG>
 void query_pass(const Shape& s, const Slots& slots, const Rows<const T>& q, const T* kt, const T* vt,
-                int64_t P, const Rows<const T>& out, const Rows<const T>& dout, const T* probs,
-                T* ds_all, const Rows<T>& dq, T* dfrac_items, int64_t threads) {
+                int64_t P, const Rows<const T>& dout, const T* probs, T* ds_all, const Rows<T>& dq,
+                T* dfrac_items, int64_t threads) {
   constexpr int64_t L = Vec<T>::size();
   const T scale = T(1) / std::sqrt(T(s.D));
   const Vec<T> zero(T(0));
   const int64_t t_items = (s.T + kItem - 1) / kItem, S = s.S, A = s.A, M = s.M, R = s.R, D = s.D;
+  const int64_t GL = s.G * L;  // between a block's slots in P and dS
   parallel_items(s.B * s.KV * t_items, threads, [&](int64_t item) {
     const int64_t ti = item % t_items, kv = (item / t_items) % s.KV, b = item / t_items / s.KV;
     Scratch<T> w(s, slots);
@@ -569,27 +603,27 @@ void query_pass(const Shape& s, const Slots& slots, const Rows<const T>& q, cons
         dots<T, kG>(qt.data(), D, TapDiff<T>{kt_h, w.col.data() + M, P}, R, k_slope, R * L);
         for (int g = 0; g < kG; ++g) {
           T* dsg = &ds[g * S * L];
-          const T* pg = probs + prob_index(s, b, h0 + g, 0, t0);
+          const T* pg = probs + prob_index<T>(s, b, kv, 0, g0 + g, t0);  // slot j's at pg + j * GL
           for (int64_t r = 0; r < R; ++r) {  // a rung's dP from its taps; d(frac)
             const Vec<T> lo = Vec<T>::loadu(dsg + (A + M + r) * L);
             const Vec<T> slope = Vec<T>::loadu(&v_hi[(g * R + r) * L]) - lo;
             at::vec::fmadd(Vec<T>(w.frac[r]), slope, lo).store(dsg + (A + M + r) * L);
             slope.store(&v_hi[(g * R + r) * L]);
           }
-          T delta[L] = {};  // sum_j P_j dP_j = dout . out, per query
-          for (int64_t l = 0; l < n; ++l) delta[l] = dot(dout.at(b, t0 + l, h0 + g), out.at(b, t0 + l, h0 + g), D);
-          const Vec<T> dl = Vec<T>::loadu(delta);
+          // delta = sum_j P_j dP_j (= dout . out) lane-wise, from what is in hand: reading out's
+          // rows and summing D products per query cost a quarter of this pass
+          Vec<T> dl = zero;
+          for (int64_t j = 0; j < S; ++j) dl = at::vec::fmadd(Vec<T>::loadu(pg + j * GL), Vec<T>::loadu(dsg + j * L), dl);
+          T* dsw = ds_all + prob_index<T>(s, b, kv, 0, g0 + g, t0);
           for (int64_t j = 0; j < S; ++j) {
-            const Vec<T> pj = Vec<T>::loadu(pg + j * s.Tq);
-            __builtin_prefetch(pg + j * s.Tq + 2 * L, 0, 3);  // as prefetch_weights: S x G streams
-            const Vec<T> x = pj * (Vec<T>::loadu(dsg + j * L) - dl);
+            const Vec<T> x = Vec<T>::loadu(pg + j * GL) * (Vec<T>::loadu(dsg + j * L) - dl);
             x.store(dsg + j * L);
-            x.store(ds_all + prob_index(s, b, h0 + g, j, t0));
+            x.store(dsw + j * GL);
           }
           for (int64_t r = 0; r < R; ++r) {
             const int64_t j = A + M + r;
             const Vec<T> score = Vec<T>::loadu(dsg + j * L) * Vec<T>(scale) * Vec<T>::loadu(&k_slope[(g * R + r) * L]);
-            dfrac[r] = dfrac[r] + at::vec::fmadd(Vec<T>::loadu(pg + j * s.Tq), Vec<T>::loadu(&v_hi[(g * R + r) * L]), score);
+            dfrac[r] = dfrac[r] + at::vec::fmadd(Vec<T>::loadu(pg + j * GL), Vec<T>::loadu(&v_hi[(g * R + r) * L]), score);
           }
           entry_shares(w, pos, dsg, &pe[g * n_entries * L]);
         }
@@ -616,7 +650,7 @@ static_assert(kKeys % kKeyRows == 0, "a work item of the key pass holds whole bl
 constexpr int64_t kBandMin = 3;  // shorter bands go tap by tap (a band wastes its corners)
 
 // Relative taps of consecutive distances d0, d0 + 1, ..., one each: tap i reads the rows of P
-// or dS at offset[i] (its slot times Tq) with weight weight[i].
+// or dS at offset[i] (its slot times G L, see prob_index) with weight weight[i].
 template <typename T>
 struct Band {
   int64_t d0, span;
@@ -643,18 +677,17 @@ std::vector<Band<T>> bands_of(const Shape& s, const Slots& slots) {
     if (tap.d >= s.T) continue;  // no query reads it
     if (bands.empty() || tap.d != bands.back().d0 + bands.back().span) bands.push_back({tap.d, 0, {}, {}});
     bands.back().span += 1;
-    bands.back().offset.push_back(tap.slot * s.Tq);
+    bands.back().offset.push_back(tap.slot * s.G * Vec<T>::size());
     bands.back().weight.push_back(tap.weight);
   }
   return bands;
 }
 
-// A hint for the weight a slot's row of P or dS holds kKeys queries on, which the next work
-// item reads: the rows of all the slots and heads are more streams than the hardware follows,
-// and they come from L3 (measured: those loads were a sixth of the key pass).
+// A hint for the weights of a slot's G heads kKeys queries on (w: the first head's), which the
+// next work item reads: one line per head.
 template <typename T>
-inline void prefetch_weights(const T* w) {
-  __builtin_prefetch(w + kKeys, 0, 3);  // a hint: never faults
+inline void prefetch_weights(const T* w, int64_t G) {
+  for (int64_t g = 0; g < G; ++g) __builtin_prefetch(w + g * Vec<T>::size(), 0, 3);  // a hint: never faults
 }
 
 // Rows j0 .. j0 + kKeyRows - 1 of dK (src = dS, x = q, times scale) or dV (src = P, x = dout),
@@ -665,8 +698,9 @@ void key_block(const Shape& s, const Slots& slots, const std::vector<Band<T>>& b
                const T* init, T* weights, const Rows<T>& grad) {
   constexpr int64_t L = Vec<T>::size();
   constexpr int J = kKeyRows;
-  const int64_t n = s.D - i0, G = s.G, h0 = kv * G, g_stride = s.S * s.Tq;
-  const T* src = src_all + prob_index(s, b, h0, 0, 0);  // head g's slot rows at src + g * g_stride
+  const int64_t n = s.D - i0, G = s.G, h0 = kv * G;
+  // query t's value of head g at src + block_of(t) + offset + g * L (offset: its slot's)
+  const T* src = src_all + prob_index<T>(s, b, kv, 0, 0, 0);
   // row t of head g; and a hint for the row kKeys on, which the next work item reads in its
   // place (rows come from L3 at far taps, and a page of the model's layout holds two of them:
   // too short a stream for the hardware's prefetcher)
@@ -695,9 +729,10 @@ void key_block(const Shape& s, const Slots& slots, const std::vector<Band<T>>& b
         for (int jj = 0; jj < J; ++jj) {  // weights[g * J + jj], 0 outside the band
           const int64_t tap = std::min(std::max<int64_t>(r - jj, 0), span - 1);
           const T w = r - jj >= 0 && r - jj < span ? weight[tap] : T(0);
-          for (int64_t g = 0; g < G; ++g) weights[g * J + jj] = src[g * g_stride + offset[tap] + t] * w;
+          const T* at_t = src + block_of<T>(s, t) + offset[tap];
+          for (int64_t g = 0; g < G; ++g) weights[g * J + jj] = at_t[g * L] * w;
         }
-        for (int64_t g = 0; g < G; ++g) prefetch_weights(src + g * g_stride + offset[std::min(r, span - 1)] + t);
+        prefetch_weights(src + block_of<T>(s, t + kKeys) + offset[std::min(r, span - 1)], G);
         for (int64_t g = 0; g < G; ++g) {
           Vec<T> xv[C];
           load_x(t, g, xv);
@@ -713,7 +748,7 @@ void key_block(const Shape& s, const Slots& slots, const std::vector<Band<T>>& b
     }
     for (int64_t i = 0; i < span; ++i) {  // tap by tap: row jj reads query j0 + jj + d
       const int64_t d = d0 + i;
-      for (int64_t g = 0; g < G; ++g) prefetch_weights(src + g * g_stride + offset[i] + j0 + d);
+      prefetch_weights(src + block_of<T>(s, j0 + d + kKeys) + offset[i], G);
 #pragma GCC unroll 8
       for (int jj = 0; jj < J; ++jj) {
         const int64_t t = std::min(j0 + jj + d, s.T - 1);  // past T: weight 0
@@ -721,7 +756,7 @@ void key_block(const Shape& s, const Slots& slots, const std::vector<Band<T>>& b
         for (int64_t g = 0; g < G; ++g) {
           Vec<T> xv[C];
           load_x(t, g, xv);
-          const Vec<T> wv(src[g * g_stride + offset[i] + t] * w);
+          const Vec<T> wv(src[block_of<T>(s, t) + offset[i] + g * L] * w);
 #pragma GCC unroll 8
           for (int c = 0; c < C; ++c) acc[jj][c] = at::vec::fmadd(wv, xv[c], acc[jj][c]);
         }
@@ -730,12 +765,12 @@ void key_block(const Shape& s, const Slots& slots, const std::vector<Band<T>>& b
   }
   if (j0 == 0) {  // row 0: each rung's upper tap of query lo (its row -1)
     for (int64_t r = 0; r < s.R; ++r) {
-      const int64_t t = slots.lo[r], offset = (s.A + s.M + r) * s.Tq;
+      const int64_t t = slots.lo[r], offset = (s.A + s.M + r) * G * L;
       if (t >= s.T) continue;
       for (int64_t g = 0; g < G; ++g) {
         Vec<T> xv[C];
         load_x(t, g, xv);
-        const Vec<T> wv(src[g * g_stride + offset + t] * T(slots.frac[r]));
+        const Vec<T> wv(src[block_of<T>(s, t) + offset + g * L] * T(slots.frac[r]));
 #pragma GCC unroll 8
         for (int c = 0; c < C; ++c) acc[0][c] = at::vec::fmadd(wv, xv[c], acc[0][c]);
       }
@@ -764,19 +799,19 @@ void reader_sums(const Shape& s, const T* src_all, const Rows<const T>& x, const
                  const int64_t* reader_block, const int64_t* reader_slot, int64_t b, int64_t kv,
                  int64_t j0, int64_t i0, T* init) {
   constexpr int64_t L = Vec<T>::size();
-  const int64_t n = s.D - i0, G = s.G, h0 = kv * G, g_stride = s.S * s.Tq;
-  const T* src = src_all + prob_index(s, b, h0, 0, 0);
+  const int64_t n = s.D - i0, G = s.G, h0 = kv * G;
+  const T* src = src_all + prob_index<T>(s, b, kv, 0, 0, 0);
   for (int64_t jj = 0; jj < kKeyRows; ++jj) {
     const int64_t j = std::min(j0 + jj, s.T - 1);  // a row past T: its sums are dropped
     Vec<T> sum[C];
     for (int c = 0; c < C; ++c) sum[c] = Vec<T>(T(0));
     for (int64_t e = reader_ptr[j]; e < reader_ptr[j + 1]; ++e) {
       const int64_t first = reader_block[e] * s.block_size, last = std::min(s.T, first + s.block_size);
-      const int64_t offset = reader_slot[e] * s.Tq;
+      const int64_t offset = reader_slot[e] * G * L;
       for (int64_t t = std::max(first, j + s.min_abs); t < last; ++t) {
         for (int64_t g = 0; g < G; ++g) {
           const T* row = x.at(b, t, h0 + g) + i0;
-          const Vec<T> wv(src[g * g_stride + offset + t]);
+          const Vec<T> wv(src[block_of<T>(s, t) + offset + g * L]);
           for (int c = 0; c < C; ++c) sum[c] = at::vec::fmadd(wv, load(row + c * L, n - c * L), sum[c]);
         }
       }
@@ -908,8 +943,8 @@ std::pair<torch::Tensor, torch::Tensor> channels(const Shape& s, const torch::Te
 
 }  // namespace
 
-// Returns out (laid out as q), P (B, H, S, Tq) and k, v channel-major (B, KV, D, P), which the
-// backward reads in their place.
+// Returns out (laid out as q), P (B * H * S * Tq values in blocks, see prob_index) and k, v
+// channel-major (B, KV, D, P), which the backward reads in their place.
 std::vector<torch::Tensor> forward(torch::Tensor q, torch::Tensor k, torch::Tensor v,
                                    torch::Tensor exact, torch::Tensor lo, torch::Tensor frac,
                                    torch::Tensor block_keys, int64_t block_size, int64_t min_abs,
@@ -940,14 +975,13 @@ std::vector<torch::Tensor> forward(torch::Tensor q, torch::Tensor k, torch::Tens
 // contiguous (B, KV, T, D) tensors. Returns dq (laid out as q), dk and dv (contiguous where k
 // and v were, else position-major) and d(frac) (R,).
 std::vector<torch::Tensor> backward(torch::Tensor q, torch::Tensor kt, torch::Tensor vt,
-                                    torch::Tensor out, torch::Tensor dout, torch::Tensor probs,
+                                    torch::Tensor dout, torch::Tensor probs,
                                     torch::Tensor exact, torch::Tensor lo, torch::Tensor frac,
                                     torch::Tensor block_keys, int64_t block_size, int64_t min_abs,
                                     torch::Tensor reader_ptr, torch::Tensor reader_block,
                                     torch::Tensor reader_slot, bool k_contiguous, bool v_contiguous,
                                     int64_t threads) {
   check_rows(q, q, "q");
-  check_rows(out, q, "out");
   check_rows(dout, q, "dout");
   for (auto* x : {&kt, &vt, &probs}) check(*x, q, "input");
   TORCH_CHECK(kt.dim() == 4 && kt.sizes() == vt.sizes() && kt.size(0) == q.size(0) && kt.size(2) == q.size(3),
@@ -975,7 +1009,7 @@ std::vector<torch::Tensor> backward(torch::Tensor q, torch::Tensor kt, torch::Te
       with_tile(s.G, [&](auto tile) {
         query_pass<scalar_t, decltype(tile)::value>(
             s, slots, q_rows, kt.data_ptr<scalar_t>(), vt.data_ptr<scalar_t>(), kt.size(3),
-            rows_of<const scalar_t>(out), dout_rows, probs.data_ptr<scalar_t>(), ds.data_ptr<scalar_t>(),
+            dout_rows, probs.data_ptr<scalar_t>(), ds.data_ptr<scalar_t>(),
             rows_of<scalar_t>(dq), dfrac_items.data_ptr<scalar_t>(), threads);
       });
       key_pass<scalar_t>(s, slots, q_rows, dout_rows, probs.data_ptr<scalar_t>(), ds.data_ptr<scalar_t>(),
