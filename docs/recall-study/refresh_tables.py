@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from lit_sparse_studies.study.preset import preset_runs
+from lit_sparse_studies.study.recall_records import record_file
 from lit_sparse_studies.study.recall_report import recall_tables
 from lit_sparse_studies.study.recall_results import collect_recall
 
@@ -26,7 +27,7 @@ DOCUMENT = HERE.parent / "recall-study.md"
 README = HERE.parents[1] / "README.md"
 SEEDS = (0, 1, 2)
 
-GENERATED = {  # a tables file: the tasks and variants (None: the preset's defaults) it holds
+GENERATED = {  # a tables file: the tasks, variants (None: the preset's defaults) and seeds it holds
     "tables.md": (("mqar64", "mqar128", "distance"), None),
     "alpha-control.md": (
         ("mqar128",),
@@ -38,6 +39,8 @@ GENERATED = {  # a tables file: the tasks and variants (None: the preset's defau
         ("far_mqar",),
         ("dense", "fib_linear", "sw_keys", "hyb_fib_linear", "hyb_sw_keys", "sw_relay"),
     ),
+    # the budget control, one seed; written once its record is committed
+    "far-mqar-budget.md": (("far_mqar_budget",), ("fib_linear",), (0,)),
 }
 
 REFRESHED = {  # a marked table the document takes whole from a file: (file, its header starts)
@@ -52,10 +55,17 @@ MARKED = re.compile(r"<!-- ([\w-]+) -->\n(.*?)<!-- /\1 -->", re.S)
 def made_tables() -> dict[str, str]:
     """Every tables file's text as the committed records make it."""
     made = {}
-    for name, (tasks, variants) in GENERATED.items():
-        runs = preset_runs("recall", seeds=SEEDS, tasks=tasks, variants=variants)
+    for name, (tasks, variants, *seeds) in GENERATED.items():
+        seeds = seeds[0] if seeds else SEEDS
+        runs = preset_runs("recall", seeds=seeds, tasks=tasks, variants=variants)
+        if not any(_recorded(run) for run in runs):
+            continue  # a study still running: no record yet, no table
         made[name] = recall_tables(collect_recall(runs, RESULTS)).strip() + "\n"
     return made
+
+
+def _recorded(run) -> bool:
+    return record_file(RESULTS, run.setup.name, run.variant.name, run.seed).is_file()
 
 
 def _table(text: str, header: str) -> str:
