@@ -692,13 +692,14 @@ inline void prefetch_weights(const T* w, int64_t G) {
 
 // Rows j0 .. j0 + kKeyRows - 1 of dK (src = dS, x = q, times scale) or dV (src = P, x = dout),
 // C vectors of channels from i0 (kFull: all C whole). `init`: the absolute readers' sums, or null.
-template <typename T, int C, bool kFull>
+// kGroup: the heads of a KV group when fixed at compile time (their loops unrolled), else 0.
+template <typename T, int C, bool kFull, int kGroup = 0>
 void key_block(const Shape& s, const Slots& slots, const std::vector<Band<T>>& bands, const T* src_all,
                const Rows<const T>& x, int64_t b, int64_t kv, int64_t j0, int64_t i0, T scale,
                const T* init, T* weights, const Rows<T>& grad) {
   constexpr int64_t L = Vec<T>::size();
   constexpr int J = kKeyRows;
-  const int64_t n = s.D - i0, G = s.G, h0 = kv * G;
+  const int64_t n = s.D - i0, G = kGroup ? kGroup : s.G, h0 = kv * G;
   // query t's value of head g at src + block_of(t) + offset + g * L (offset: its slot's)
   const T* src = src_all + prob_index<T>(s, b, kv, 0, 0, 0);
   // row t of head g; and a hint for the row kKeys on, which the next work item reads in its
@@ -733,6 +734,7 @@ void key_block(const Shape& s, const Slots& slots, const std::vector<Band<T>>& b
           for (int64_t g = 0; g < G; ++g) weights[g * J + jj] = at_t[g * L] * w;
         }
         prefetch_weights(src + block_of<T>(s, t + kKeys) + offset[std::min(r, span - 1)], G);
+#pragma GCC unroll 8
         for (int64_t g = 0; g < G; ++g) {
           Vec<T> xv[C];
           load_x(t, g, xv);
@@ -753,10 +755,12 @@ void key_block(const Shape& s, const Slots& slots, const std::vector<Band<T>>& b
       for (int jj = 0; jj < J; ++jj) {
         const int64_t t = std::min(j0 + jj + d, s.T - 1);  // past T: weight 0
         const T w = j0 + jj + d < s.T ? weight[i] : T(0);
+        const T* at_t = src + block_of<T>(s, t) + offset[i];
+#pragma GCC unroll 8
         for (int64_t g = 0; g < G; ++g) {
           Vec<T> xv[C];
           load_x(t, g, xv);
-          const Vec<T> wv(src[block_of<T>(s, t) + offset[i] + g * L] * w);
+          const Vec<T> wv(at_t[g * L] * w);
 #pragma GCC unroll 8
           for (int c = 0; c < C; ++c) acc[jj][c] = at::vec::fmadd(wv, xv[c], acc[jj][c]);
         }
@@ -839,10 +843,20 @@ void key_pass(const Shape& s, const Slots& slots, const Rows<const T>& q, const 
           constexpr int C = decltype(chunk)::value;
           constexpr bool kFull = decltype(full)::value;
           const T* sums = reader_ptr ? init : nullptr;
+          // the paper's group of 4 query heads a KV head, its loops unrolled; any other at run time
+          auto block = [&](const T* src, const Rows<const T>& x, T factor, const Rows<T>& grad) {
+            if constexpr (kFull) {
+              if (s.G == 4) {
+                key_block<T, C, kFull, 4>(s, slots, bands, src, x, b, kv, j0, i0, factor, sums, weights.data(), grad);
+                return;
+              }
+            }
+            key_block<T, C, kFull>(s, slots, bands, src, x, b, kv, j0, i0, factor, sums, weights.data(), grad);
+          };
           if (reader_ptr) reader_sums<T, C>(s, ds_all, q, reader_ptr, reader_block, reader_slot, b, kv, j0, i0, init);
-          key_block<T, C, kFull>(s, slots, bands, ds_all, q, b, kv, j0, i0, scale, sums, weights.data(), dk);
+          block(ds_all, q, scale, dk);
           if (reader_ptr) reader_sums<T, C>(s, probs, dout, reader_ptr, reader_block, reader_slot, b, kv, j0, i0, init);
-          key_block<T, C, kFull>(s, slots, bands, probs, dout, b, kv, j0, i0, T(1), sums, weights.data(), dv);
+          block(probs, dout, T(1), dv);
         };
         const int64_t left = s.D - i0;
         if (left >= kChunk * L) {
