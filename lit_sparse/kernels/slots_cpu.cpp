@@ -553,10 +553,10 @@ void forward_impl(const Shape& s, const Slots& slots, const Rows<const T>& q, co
 
 // ------------------------------------------------------------------------------ backward
 // Pass 1, per vector of queries and tile of heads, lane-wise as the forward: dP (a rung's from
-// its two taps: dout . v_lo and dout . v_hi), dS = P (dP - delta) with delta = sum_j P_j dP_j, dQ = scale dS K, and each
-// item's share of d(frac): a rung's score moves by scale q . (k_hi - k_lo), its value by
-// v_hi - v_lo. k and v are read channel-major, absolute keys too (position t, channel i at
-// i * P + t).
+// its two taps: dout . v_lo and dout . v_hi), dS = P (dP - delta) with delta = sum_j P_j dP_j,
+// dQ = scale dS K, and each item's share of d(frac): a rung's score moves by
+// scale q . (k_hi - k_lo), its value by v_hi - v_lo. k and v are read channel-major, absolute
+// keys too (position t, channel i at i * P + t).
 template <typename T, int kG>
 void query_pass(const Shape& s, const Slots& slots, const Rows<const T>& q, const T* kt, const T* vt,
                 int64_t P, const Rows<const T>& dout, const T* probs, T* ds_all, const Rows<T>& dq,
