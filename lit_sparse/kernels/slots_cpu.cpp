@@ -727,11 +727,11 @@ void key_block(const Shape& s, const Slots& slots, const std::vector<Band<T>>& b
       const int64_t first = j0 + d0, end = std::min(s.T, first + J + span - 1);
       for (int64_t t = first; t < end; ++t) {
         const int64_t r = t - first;
+        const T* src_t = src + block_of<T>(s, t);  // query t's block
         for (int jj = 0; jj < J; ++jj) {  // weights[g * J + jj], 0 outside the band
           const int64_t tap = std::min(std::max<int64_t>(r - jj, 0), span - 1);
           const T w = r - jj >= 0 && r - jj < span ? weight[tap] : T(0);
-          const T* at_t = src + block_of<T>(s, t) + offset[tap];
-          for (int64_t g = 0; g < G; ++g) weights[g * J + jj] = at_t[g * L] * w;
+          for (int64_t g = 0; g < G; ++g) weights[g * J + jj] = src_t[offset[tap] + g * L] * w;
         }
         prefetch_weights(src + block_of<T>(s, t + kKeys) + offset[std::min(r, span - 1)], G);
 #pragma GCC unroll 8
